@@ -1,0 +1,199 @@
+"""Cronboard settings, read from the environment (django-environ).
+
+Every deployment switch is an environment variable; a bad value raises
+ImproperlyConfigured naming the variable. Defaults are safe for local use.
+"""
+
+import ipaddress
+import socket
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+if (BASE_DIR / ".env").exists():
+    environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+
+def _typed(name, cast, default):
+    try:
+        return cast(name, default=default)
+    except (ValueError, TypeError) as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from exc
+
+
+def _int(name, default, *, minimum=None):
+    value = _typed(name, env.int, default)
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+DEBUG = _typed("DEBUG", env.bool, False)
+SECRET_KEY = env("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG and env.bool("CRONBOARD_REQUIRE_SECRET_KEY", default=False):
+        raise ImproperlyConfigured("SECRET_KEY must be set in production")
+    # Local use: a per-checkout key, stable across restarts so sessions survive.
+    _key_file = BASE_DIR / "var" / "secret_key"
+    _key_file.parent.mkdir(exist_ok=True)
+    if not _key_file.exists():
+        from django.core.management.utils import get_random_secret_key
+
+        _key_file.write_text(get_random_secret_key())
+    SECRET_KEY = _key_file.read_text().strip()
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+CRONBOARD_BASE_URL = env("CRONBOARD_BASE_URL", default="http://localhost:8000").rstrip("/")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "jobs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "config.wsgi.application"
+
+_default_db = f"sqlite:///{BASE_DIR / 'var' / 'cronboard.sqlite3'}"
+try:
+    DATABASES = {"default": env.db_url("DATABASE_URL", default=_default_db)}
+except (ValueError, KeyError) as exc:
+    raise ImproperlyConfigured(f"DATABASE_URL: {exc}") from exc
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    if DATABASES["default"]["NAME"] != ":memory:":
+        Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            # WAL lets the console read while the scheduler writes; IMMEDIATE
+            # takes the write lock up front so two writers queue on the busy
+            # timeout instead of failing a lock upgrade.
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        }
+    )
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
+    DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "jobs:job_list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env("TIME_ZONE", default="UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+if DEBUG or env.bool("CRONBOARD_TESTING", default=False):
+    STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"
+
+try:
+    vars().update(env.email_url("EMAIL_URL", default="smtp://localhost:25"))
+except (ValueError, KeyError) as exc:
+    raise ImproperlyConfigured(f"EMAIL_URL: {exc}") from exc
+# A dead mail server must never hang a sender forever.
+EMAIL_TIMEOUT = _int("EMAIL_TIMEOUT", 10, minimum=1)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="cronboard@localhost")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+# --- Cronboard ---------------------------------------------------------------
+
+JOBS_WORKER_ID = env("JOBS_WORKER_ID", default="") or socket.gethostname()
+JOBS_SCHEDULER_ENABLED = _typed("JOBS_SCHEDULER_ENABLED", env.bool, True)
+JOBS_MAX_CONCURRENT_RUNS = _int("JOBS_MAX_CONCURRENT_RUNS", 8, minimum=1)
+JOBS_SQL_ENABLED = _typed("JOBS_SQL_ENABLED", env.bool, False)
+JOBS_MAX_MESSAGE_CHARS = _int("JOBS_MAX_MESSAGE_CHARS", 262144)
+JOBS_MISFIRE_THRESHOLD = _int("JOBS_MISFIRE_THRESHOLD", 60, minimum=0)
+JOBS_SHUTDOWN_GRACE = _int("JOBS_SHUTDOWN_GRACE", 30, minimum=0)
+JOBS_HANDLER_MODULES = env.list("JOBS_HANDLER_MODULES", default=[])
+DEMO_MODE = _typed("DEMO_MODE", env.bool, False)
+
+_DEFAULT_BLOCKED = [
+    "127.0.0.0/8",
+    "::1/128",
+    "169.254.0.0/16",
+    "fe80::/10",
+    "fd00:ec2::/32",
+    "0.0.0.0/8",
+    "::/128",
+]
+JOBS_HTTP_BLOCKED_CIDRS = env.list("JOBS_HTTP_BLOCKED_CIDRS", default=_DEFAULT_BLOCKED)
+for _cidr in JOBS_HTTP_BLOCKED_CIDRS:
+    try:
+        ipaddress.ip_network(_cidr, strict=False)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"JOBS_HTTP_BLOCKED_CIDRS: {_cidr!r} is not a network: {exc}") from exc
+JOBS_HTTP_ALLOWED_HOSTS = env.list("JOBS_HTTP_ALLOWED_HOSTS", default=[])
+
+try:
+    JOBS_SQL_DATABASE = (
+        env.db_url("JOBS_SQL_DATABASE_URL") if env("JOBS_SQL_DATABASE_URL", default="") else None
+    )
+except (ValueError, KeyError) as exc:
+    raise ImproperlyConfigured(f"JOBS_SQL_DATABASE_URL: {exc}") from exc

@@ -1,0 +1,65 @@
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Callable
+
+from django.utils import timezone
+
+
+class HandlerError(Exception):
+    """A failure a handler reports on purpose: recorded as the run's error
+    without a traceback."""
+
+
+@dataclass
+class JobContext:
+    """What a running handler gets: its parameters, a log, a cancel flag and
+    a deadline. `fire_id` is the same for every attempt of one fire, so it is
+    the idempotency key for side effects."""
+
+    run_id: int
+    fire_id: str
+    attempt: int
+    scheduled_at: datetime
+    deadline: datetime
+    properties: dict[str, str]
+    job_id: int | None = None
+    job_name: str = ""
+    task_key: str = ""
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    _log_lines: list[str] = field(default_factory=list, repr=False)
+    _log_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _clock: Callable[[], datetime] = field(default=timezone.now, repr=False)
+
+    def log(self, message: str) -> None:
+        stamp = self._clock().strftime("%H:%M:%S")
+        with self._log_lock:
+            self._log_lines.append(f"{stamp} {message}")
+
+    def log_text(self) -> str:
+        with self._log_lock:
+            return "\n".join(self._log_lines)
+
+    @property
+    def remaining_seconds(self) -> float:
+        return max(0.0, (self.deadline - self._clock()).total_seconds())
+
+    def check_cancelled(self) -> None:
+        """Raise if the run was cancelled or timed out; for loops that want to stop early."""
+        if self.cancelled.is_set():
+            raise HandlerError("cancelled")
+
+
+class JobHandler:
+    """Subclass and implement run(). Register with @register("name").
+
+    `label` and `description` show in the console's handler drop-down;
+    `properties_help` documents the properties the handler reads.
+    """
+
+    label: str = ""
+    description: str = ""
+    properties_help: dict[str, str] = {}
+
+    def run(self, ctx: JobContext) -> str | None:  # pragma: no cover - interface
+        raise NotImplementedError

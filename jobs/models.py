@@ -1,0 +1,305 @@
+"""Cronboard's data model. The database is the only source of truth: every
+intent is written to a row before anything runs, every outcome is written
+back to that row."""
+
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils.timezone import now as _now
+
+
+class JobQuerySet(models.QuerySet):
+    def live(self):
+        return self.filter(deleted_at__isnull=True)
+
+    def due(self, now):
+        """Enabled jobs whose next fire time has come (served by `job_due_idx`)."""
+        return self.filter(
+            state=Job.State.ENABLED, deleted_at__isnull=True, next_fire_at__lte=now
+        ).order_by("next_fire_at", "id")
+
+
+class Job(models.Model):
+    class Kind(models.TextChoices):
+        PYTHON = "python", "Python handler"
+        HTTP = "http", "HTTP request"
+        SQL = "sql", "SQL statement"
+
+    class ScheduleType(models.TextChoices):
+        CRON = "cron", "Cron"
+        INTERVAL = "interval", "Interval"
+
+    class MisfirePolicy(models.TextChoices):
+        SKIP = "skip", "Skip missed fires"
+        FIRE_ONCE_NOW = "fire_once_now", "Fire once now"
+
+    class State(models.TextChoices):
+        ENABLED = "enabled", "Enabled"
+        PAUSED = "paused", "Paused"
+        CRASHED = "crashed", "Crashed"
+
+    MIN_INTERVAL_SECONDS = 5
+    MAX_TIMEOUT_SECONDS = 86_400
+
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    namespace = models.CharField(max_length=100, blank=True, default="", db_index=True)
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.PYTHON)
+    handler = models.CharField(max_length=200, blank=True)
+    properties = models.JSONField(default=dict, blank=True)
+    sql_write = models.BooleanField(
+        default=False, help_text="SQL jobs only: allow the statement to write."
+    )
+
+    schedule_type = models.CharField(
+        max_length=10, choices=ScheduleType.choices, default=ScheduleType.CRON
+    )
+    cron_expression = models.CharField(max_length=200, blank=True)
+    interval_seconds = models.PositiveIntegerField(null=True, blank=True)
+    timezone = models.CharField(max_length=64, default="UTC")
+    misfire_policy = models.CharField(
+        max_length=20, choices=MisfirePolicy.choices, default=MisfirePolicy.SKIP
+    )
+    run_once = models.BooleanField(default=False)
+
+    max_retries = models.PositiveSmallIntegerField(default=0)
+    retry_interval_seconds = models.PositiveIntegerField(default=60)
+    timeout_seconds = models.PositiveIntegerField(default=600)
+    alert_threshold = models.PositiveSmallIntegerField(default=3)
+    alert_emails = models.JSONField(default=list, blank=True)
+
+    state = models.CharField(max_length=10, choices=State.choices, default=State.ENABLED)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    next_fire_at = models.DateTimeField(null=True, blank=True)
+    last_fire_at = models.DateTimeField(null=True, blank=True)
+    last_status = models.CharField(max_length=20, blank=True)
+    last_error = models.TextField(blank=True)
+    last_duration_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    builtin = models.BooleanField(default=False)
+    # Bumped on every edit through a form or the API so a stale save is refused.
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(default=_now)
+    updated_at = models.DateTimeField(default=_now)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                "name", condition=Q(deleted_at__isnull=True), name="job_unique_live_name"
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(schedule_type="cron") & ~Q(cron_expression="")
+                    | Q(schedule_type="interval", interval_seconds__gte=5)
+                ),
+                name="job_schedule_field_set",
+            ),
+            models.CheckConstraint(
+                condition=Q(timeout_seconds__gte=1, timeout_seconds__lte=86_400),
+                name="job_timeout_range",
+            ),
+        ]
+        indexes = [
+            # The scheduler's due query: Job.objects.due(now) in plan_due().
+            models.Index(
+                fields=["next_fire_at"],
+                condition=Q(state="enabled", deleted_at__isnull=True),
+                name="job_due_idx",
+            ),
+        ]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def is_deleted(self):
+        return self.deleted_at is not None
+
+
+class Run(models.Model):
+    class Trigger(models.TextChoices):
+        SCHEDULE = "schedule", "Schedule"
+        MANUAL = "manual", "Manual"
+        CATCH_UP = "catch_up", "Catch-up"
+        API = "api", "API"
+        TASK = "task", "One-off task"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        TIMED_OUT = "timed_out", "Timed out"
+        SKIPPED = "skipped", "Skipped"
+        CANCELLED = "cancelled", "Cancelled"
+        INTERRUPTED = "interrupted", "Interrupted"
+
+    class SkipReason(models.TextChoices):
+        MISFIRE = "misfire", "Misfire"
+        OVERLAP = "overlap", "Overlap"
+
+    LIVE = (Status.QUEUED, Status.RUNNING)
+    FINISHED = (
+        Status.SUCCEEDED,
+        Status.FAILED,
+        Status.TIMED_OUT,
+        Status.SKIPPED,
+        Status.CANCELLED,
+        Status.INTERRUPTED,
+    )
+    SCHEDULED_TRIGGERS = (Trigger.SCHEDULE, Trigger.CATCH_UP)
+    MANUAL_TRIGGERS = (Trigger.MANUAL, Trigger.API)
+
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.CASCADE, related_name="runs")
+    fire_id = models.UUIDField(default=uuid.uuid4, db_index=True)
+    scheduled_at = models.DateTimeField()
+    attempt = models.PositiveSmallIntegerField(default=1)
+    trigger = models.CharField(max_length=10, choices=Trigger.choices)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED)
+    skip_reason = models.CharField(max_length=10, choices=SkipReason.choices, blank=True)
+    # A queued run (a retry, a one-off task) does not start before this.
+    run_after = models.DateTimeField(default=_now)
+    worker_id = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    result = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    log = models.TextField(blank=True)
+    cancel_requested = models.BooleanField(default=False)
+
+    # Execution policy, copied from the job when the fire is planned (a later
+    # edit does not change a fire under way); set by the caller for tasks.
+    max_retries = models.PositiveSmallIntegerField(default=0)
+    retry_interval_seconds = models.PositiveIntegerField(default=60)
+    timeout_seconds = models.PositiveIntegerField(default=600)
+
+    # One-off tasks (trigger=task) have no job: they name their handler.
+    handler = models.CharField(max_length=200, blank=True)
+    task_key = models.CharField(max_length=200, blank=True)
+    properties = models.JSONField(default=dict, blank=True)
+
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=_now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                "job",
+                "scheduled_at",
+                "attempt",
+                condition=Q(trigger__in=["schedule", "catch_up"]),
+                name="run_unique_scheduled_attempt",
+            ),
+            models.UniqueConstraint(
+                "job",
+                condition=Q(trigger__in=["manual", "api"], status__in=["queued", "running"]),
+                name="run_one_live_manual_per_job",
+            ),
+            models.UniqueConstraint(
+                "handler",
+                "task_key",
+                condition=Q(trigger="task", status__in=["queued", "running"]),
+                name="run_one_live_task_per_key",
+            ),
+            models.CheckConstraint(
+                condition=Q(trigger="task") | Q(job__isnull=False), name="run_job_unless_task"
+            ),
+        ]
+        indexes = [
+            # claim_queued(): the oldest runnable queued runs.
+            models.Index(fields=["run_after", "id"], condition=Q(status="queued"), name="run_queued_idx"),
+            # sweep() and overlap checks: live runs by job / by heartbeat.
+            models.Index(
+                fields=["job", "status"], condition=Q(status__in=["queued", "running"]), name="run_live_idx"
+            ),
+            # Job history, newest scheduled first, keyset paginated.
+            models.Index(fields=["job", "-scheduled_at", "-id"], name="run_history_idx"),
+            # Retention deletes by age.
+            models.Index(fields=["scheduled_at"], name="run_scheduled_idx"),
+        ]
+
+    def __str__(self):
+        return f"run {self.pk} ({self.status})"
+
+    @property
+    def is_task(self):
+        return self.trigger == self.Trigger.TASK
+
+    @property
+    def is_live(self):
+        return self.status in self.LIVE
+
+    @property
+    def handler_name(self):
+        return self.handler if self.is_task else (self.job.handler if self.job else "")
+
+    @property
+    def lateness(self) -> timedelta | None:
+        return self.started_at - self.scheduled_at if self.started_at else None
+
+
+class Setting(models.Model):
+    """The config centre: typed key/values editable in the console. The
+    types, defaults and validation live in jobs.config."""
+
+    key = models.CharField(max_length=100, primary_key=True)
+    value = models.JSONField()
+    updated_at = models.DateTimeField(default=_now)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    def __str__(self):
+        return self.key
+
+
+class Lease(models.Model):
+    """A named, expiring claim: `leader` for the planner, `node:<worker id>`
+    for each live scheduler process (its identity and liveness)."""
+
+    name = models.CharField(max_length=200, primary_key=True)
+    holder = models.CharField(max_length=200, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # Incremented on every change of holder; fire claims carry it so a
+    # leader that stalled past its lease cannot claim anything.
+    epoch = models.PositiveBigIntegerField(default=0)
+    acquired_at = models.DateTimeField(null=True, blank=True)
+    renewed_at = models.DateTimeField(null=True, blank=True)
+    info = models.JSONField(default=dict, blank=True)
+
+    def __str__(self):
+        return f"{self.name} → {self.holder or '-'}"
+
+
+class Message(models.Model):
+    """An in-site notification for one user."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="cronboard_messages")
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    subject = models.CharField(max_length=300)
+    body = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=_now)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["user"], condition=Q(read_at__isnull=True), name="message_unread_idx"),
+        ]
+
+    def __str__(self):
+        return self.subject
