@@ -142,7 +142,8 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
-if DEBUG or env.bool("CRONBOARD_TESTING", default=False):
+if DEBUG or not (STATIC_ROOT / "staticfiles.json").exists():
+    # No collectstatic yet (a fresh checkout, the tests): serve files as they are.
     STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"
 
 try:
