@@ -375,3 +375,30 @@ class Message(models.Model):
 
     def __str__(self):
         return self.subject
+
+
+class AuditEvent(models.Model):
+    """Who did what to a job, when, and through which door. Kept when the
+    user or the job is deleted (the names are copied)."""
+
+    class Via(models.TextChoices):
+        CONSOLE = "console", "Console"
+        API = "api", "API"
+        CLI = "cli", "Command line"
+        SYSTEM = "system", "System"
+
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events")
+    job_name = models.CharField(max_length=200)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    username = models.CharField(max_length=150, blank=True)
+    action = models.CharField(max_length=30)
+    via = models.CharField(max_length=10, choices=Via.choices, default=Via.CONSOLE)
+    changes = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=_now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["job", "-created_at"], name="audit_job_idx")]
+
+    def __str__(self):
+        return f"{self.username or 'system'} {self.action} {self.job_name}"

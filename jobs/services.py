@@ -13,8 +13,9 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from jobs import audit
 from jobs.handlers import registry
-from jobs.models import Job, Run
+from jobs.models import AuditEvent, Job, Run
 
 
 class StaleJobError(Exception):
@@ -38,12 +39,23 @@ def wake_schedulers() -> None:
         transaction.on_commit(_notify)
 
 
-def save_job(*, job: Job, expected_version: int | None = None, now: datetime | None = None) -> Job:
+def save_job(
+    *,
+    job: Job,
+    user=None,
+    via: str = AuditEvent.Via.CONSOLE,
+    expected_version: int | None = None,
+    now: datetime | None = None,
+) -> Job:
     """Save a validated job: recompute its next fire time, reset its failure
     count, bump its version. With `expected_version`, refuse (StaleJobError)
     when someone else saved it in between."""
     now = now or timezone.now()
+    creating = job.pk is None
     with transaction.atomic():
+        before = None if creating else audit.snapshot(Job.objects.get(pk=job.pk))
+        if creating and job.owner_id is None and getattr(user, "pk", None):
+            job.owner = user
         if job.pk is not None and expected_version is not None:
             bumped = Job.objects.filter(pk=job.pk, version=expected_version, deleted_at__isnull=True).update(
                 version=F("version") + 1
@@ -65,41 +77,50 @@ def save_job(*, job: Job, expected_version: int | None = None, now: datetime | N
             job.mark_saved(now)
         job.save()
         job.refresh_from_db(fields=["version"])
+        audit.record(
+            job=job, action="create" if creating else "edit", user=user, via=via, changes=audit.diff(before, audit.snapshot(job))
+        )
         wake_schedulers()
     return job
 
 
-def pause_job(*, job: Job, now: datetime | None = None) -> Job:
+def pause_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: datetime | None = None) -> Job:
     now = now or timezone.now()
     _require_live(job)
-    Job.objects.filter(pk=job.pk).update(
-        state=Job.State.PAUSED, next_fire_at=None, updated_at=now, version=F("version") + 1
-    )
+    with transaction.atomic():
+        Job.objects.filter(pk=job.pk).update(
+            state=Job.State.PAUSED, next_fire_at=None, updated_at=now, version=F("version") + 1
+        )
+        audit.record(job=job, action="pause", user=user, via=via, changes={"state": [job.state, Job.State.PAUSED]})
     job.refresh_from_db()
     wake_schedulers()
     return job
 
 
-def resume_job(*, job: Job, now: datetime | None = None) -> Job:
+def resume_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: datetime | None = None) -> Job:
     """Resume a paused job or re-enable a crashed one: its next fire time is
     computed from now and its failure count starts over."""
     now = now or timezone.now()
     _require_live(job)
+    previous = job.state
     job.state = Job.State.ENABLED
     job.mark_saved(now)
-    Job.objects.filter(pk=job.pk).update(
-        state=job.state,
-        next_fire_at=job.next_fire_at,
-        consecutive_failures=0,
-        updated_at=now,
-        version=F("version") + 1,
-    )
+    with transaction.atomic():
+        Job.objects.filter(pk=job.pk).update(
+            state=job.state,
+            next_fire_at=job.next_fire_at,
+            consecutive_failures=0,
+            updated_at=now,
+            version=F("version") + 1,
+        )
+        action = "re-enable" if previous == Job.State.CRASHED else "resume"
+        audit.record(job=job, action=action, user=user, via=via, changes={"state": [previous, Job.State.ENABLED]})
     job.refresh_from_db()
     wake_schedulers()
     return job
 
 
-def delete_job(*, job: Job, now: datetime | None = None) -> Job:
+def delete_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: datetime | None = None) -> Job:
     """Soft delete: the job disappears from lists and stops firing; its runs
     stay (retention removes them in time); queued runs are cancelled."""
     now = now or timezone.now()
@@ -113,12 +134,20 @@ def delete_job(*, job: Job, now: datetime | None = None) -> Job:
             status=Run.Status.CANCELLED, finished_at=now, error="job deleted"
         )
         Run.objects.filter(job=job, status=Run.Status.RUNNING).update(cancel_requested=True)
+        audit.record(job=job, action="delete", user=user, via=via)
     job.refresh_from_db()
     wake_schedulers()
     return job
 
 
-def run_now(*, job: Job, user=None, trigger: str = Run.Trigger.MANUAL, now: datetime | None = None) -> tuple[Run, bool]:
+def run_now(
+    *,
+    job: Job,
+    user=None,
+    via: str = AuditEvent.Via.CONSOLE,
+    trigger: str = Run.Trigger.MANUAL,
+    now: datetime | None = None,
+) -> tuple[Run, bool]:
     """Queue a manual run. A job has at most one queued or running manual run
     (a partial unique index): asking again returns that run and False."""
     now = now or timezone.now()
@@ -136,6 +165,7 @@ def run_now(*, job: Job, user=None, trigger: str = Run.Trigger.MANUAL, now: date
                 created_by=user if getattr(user, "pk", None) else None,
                 **job.run_policy(),
             )
+            audit.record(job=job, action="run-now", user=user, via=via, changes={"run": [None, run.pk]})
     except IntegrityError:
         existing = _live_manual_run(job)
         if existing is None:
@@ -145,7 +175,7 @@ def run_now(*, job: Job, user=None, trigger: str = Run.Trigger.MANUAL, now: date
     return run, True
 
 
-def cancel_run(*, run: Run, now: datetime | None = None) -> bool:
+def cancel_run(*, run: Run, user=None, via: str = AuditEvent.Via.CONSOLE, now: datetime | None = None) -> bool:
     """Cancel a queued run at once; ask the worker to stop a running one (it
     records the outcome). A cancelled one-off task is recorded `failed`."""
     now = now or timezone.now()
@@ -159,6 +189,8 @@ def cancel_run(*, run: Run, now: datetime | None = None) -> bool:
         done = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(cancel_requested=True)
     else:
         return False
+    if done and run.job_id:
+        audit.record(job=run.job, action="cancel-run", user=user, via=via, changes={"run": [run.pk, None]})
     run.refresh_from_db()
     wake_schedulers()
     return bool(done)
