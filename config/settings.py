@@ -6,6 +6,7 @@ ImproperlyConfigured naming the variable. Defaults are safe for local use.
 
 import ipaddress
 import socket
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -25,6 +26,23 @@ def _typed(name, cast, default):
         raise ImproperlyConfigured(f"{name}: {exc}") from exc
 
 
+_TRUE = {"true", "on", "yes", "y", "1"}
+_FALSE = {"false", "off", "no", "n", "0", ""}
+
+
+def _bool(name, default):
+    """Like env.bool, but a typo ("ture") is an error instead of a silent False."""
+    raw = env.str(name, default=None)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, got {raw!r}")
+
+
 def _int(name, default, *, minimum=None):
     value = _typed(name, env.int, default)
     if minimum is not None and value < minimum:
@@ -32,10 +50,10 @@ def _int(name, default, *, minimum=None):
     return value
 
 
-DEBUG = _typed("DEBUG", env.bool, False)
+DEBUG = _bool("DEBUG", False)
 SECRET_KEY = env("SECRET_KEY", default="")
 if not SECRET_KEY:
-    if not DEBUG and env.bool("CRONBOARD_REQUIRE_SECRET_KEY", default=False):
+    if not DEBUG and _bool("CRONBOARD_REQUIRE_SECRET_KEY", False):
         raise ImproperlyConfigured("SECRET_KEY must be set in production")
     # Local use: a per-checkout key, stable across restarts so sessions survive.
     _key_file = BASE_DIR / "var" / "secret_key"
@@ -60,6 +78,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    "axes",
     "jobs",
 ]
 
@@ -72,7 +91,17 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a lockout signalled by the
+    # authentication backend into the 429 response.
+    "axes.middleware.AxesMiddleware",
+]
+
+AUTHENTICATION_BACKENDS = [
+    # First, so a throttled login is refused before a password is checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -87,6 +116,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "jobs.context_processors.cronboard",
             ],
         },
     },
@@ -130,6 +160,64 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "jobs:job_list"
 LOGOUT_REDIRECT_URL = "login"
 
+# --- Security -----------------------------------------------------------------
+# Local development runs over plain http on localhost, so everything that
+# needs TLS hangs off one switch, off by default. Production sets
+# CRONBOARD_HTTPS=true (and CRONBOARD_BEHIND_PROXY=true when a reverse proxy
+# terminates TLS); `manage.py check --deploy` is then clean.
+
+CRONBOARD_HTTPS = _bool("CRONBOARD_HTTPS", False)
+CRONBOARD_BEHIND_PROXY = _bool("CRONBOARD_BEHIND_PROXY", False)
+# How many proxies append to X-Forwarded-For in front of us; the client
+# address is the entry that many places from the right.
+CRONBOARD_PROXY_COUNT = _int("CRONBOARD_PROXY_COUNT", 1 if CRONBOARD_BEHIND_PROXY else 0, minimum=0)
+if CRONBOARD_BEHIND_PROXY:
+    # Only safe when the proxy sets (and overwrites) this header.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+SESSION_COOKIE_SECURE = CRONBOARD_HTTPS
+CSRF_COOKIE_SECURE = CRONBOARD_HTTPS
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SECURE_SSL_REDIRECT = _bool("SECURE_SSL_REDIRECT", CRONBOARD_HTTPS)
+SECURE_REDIRECT_EXEMPT = env.list("SECURE_REDIRECT_EXEMPT", default=[])
+SECURE_HSTS_SECONDS = _int("SECURE_HSTS_SECONDS", 31_536_000 if CRONBOARD_HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = _bool("SECURE_HSTS_PRELOAD", True)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+
+# Content-Security-Policy (django-csp): same-origin scripts and styles only,
+# no inline code. htmx works under it because base.html turns off its
+# injected indicator <style> (the htmx-config meta tag) and every handler
+# lives in a static file.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'none'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "base-uri": ["'none'"],
+        "object-src": ["'none'"],
+    },
+}
+
+# Login throttling (django-axes): after LOGIN_FAILURE_LIMIT failures from one
+# address, or against one username from anywhere, further attempts are
+# refused (HTTP 429) for LOGIN_COOLOFF_MINUTES. A success clears the count.
+AXES_FAILURE_LIMIT = _int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "jobs.security.client_ip"
+AXES_VERBOSE = False
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env("TIME_ZONE", default="UTC")
 USE_I18N = True
@@ -166,14 +254,14 @@ LOGGING = {
 # --- Cronboard ---------------------------------------------------------------
 
 JOBS_WORKER_ID = env("JOBS_WORKER_ID", default="") or socket.gethostname()
-JOBS_SCHEDULER_ENABLED = _typed("JOBS_SCHEDULER_ENABLED", env.bool, True)
+JOBS_SCHEDULER_ENABLED = _bool("JOBS_SCHEDULER_ENABLED", True)
 JOBS_MAX_CONCURRENT_RUNS = _int("JOBS_MAX_CONCURRENT_RUNS", 8, minimum=1)
-JOBS_SQL_ENABLED = _typed("JOBS_SQL_ENABLED", env.bool, False)
+JOBS_SQL_ENABLED = _bool("JOBS_SQL_ENABLED", False)
 JOBS_MAX_MESSAGE_CHARS = _int("JOBS_MAX_MESSAGE_CHARS", 262144)
 JOBS_MISFIRE_THRESHOLD = _int("JOBS_MISFIRE_THRESHOLD", 60, minimum=0)
 JOBS_SHUTDOWN_GRACE = _int("JOBS_SHUTDOWN_GRACE", 30, minimum=0)
 JOBS_HANDLER_MODULES = env.list("JOBS_HANDLER_MODULES", default=[])
-DEMO_MODE = _typed("DEMO_MODE", env.bool, False)
+DEMO_MODE = _bool("DEMO_MODE", False)
 
 _DEFAULT_BLOCKED = [
     "127.0.0.0/8",

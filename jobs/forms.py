@@ -7,6 +7,7 @@ Errors carry the spec's codes where it has one (47003 both day fields,
 """
 
 import json
+import re
 
 from django import forms
 from django.conf import settings
@@ -20,6 +21,19 @@ from jobs.models import Job
 MAX_PROPERTIES = 100
 MAX_PROPERTY_CHARS = 65_536
 HTTP_FIELDS = ("url", "method", "headers", "body")
+NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
+MAX_ALERT_THRESHOLD = 1000
+
+
+class ErrorListMixin:
+    def error_list(self) -> list[dict]:
+        """[{code, message, field}] — the API's and the import's error shape."""
+        out = []
+        for field, errors in self.errors.as_data().items():
+            for error in errors:
+                for message in error.messages:
+                    out.append({"code": error.code or "invalid", "message": message, "field": None if field == "__all__" else field})
+        return out
 
 
 def coerce_properties(value) -> dict[str, str]:
@@ -72,7 +86,7 @@ class EmailListField(forms.Field):
         return value
 
 
-class JobForm(forms.ModelForm):
+class JobForm(ErrorListMixin, forms.ModelForm):
     """Create or edit a job. Pass `user` (None = a trusted caller such as the
     shell) so SQL jobs can be limited to superusers."""
 
@@ -143,6 +157,14 @@ class JobForm(forms.ModelForm):
             raise ValidationError(f"A job named “{name}” already exists.", code="unique")
         return name
 
+    def clean_namespace(self):
+        namespace = (self.cleaned_data.get("namespace") or "").strip()
+        if namespace and not NAMESPACE_RE.fullmatch(namespace):
+            raise ValidationError(
+                "A namespace is lower-case letters, digits, “-” and “_”, starting with a letter or digit.", code="invalid"
+            )
+        return namespace
+
     def clean_kind(self):
         return self.cleaned_data.get("kind") or Job.Kind.PYTHON
 
@@ -194,6 +216,8 @@ class JobForm(forms.ModelForm):
 
     def clean_alert_threshold(self):
         value = self.cleaned_data.get("alert_threshold")
+        if value is not None and value > MAX_ALERT_THRESHOLD:
+            raise ValidationError(f"The alert threshold can be at most {MAX_ALERT_THRESHOLD}.", code="invalid")
         return 3 if value is None else value
 
     # -- the whole job -------------------------------------------------------------
@@ -214,6 +238,15 @@ class JobForm(forms.ModelForm):
                     data["interval_seconds"] = cron.validate_interval(seconds)
                 except cron.CronError as exc:
                     self.add_error("interval_seconds", ValidationError(exc.message, code=str(exc.code)))
+                else:
+                    if data["interval_seconds"] > Job.MAX_INTERVAL_SECONDS:
+                        self.add_error(
+                            "interval_seconds",
+                            ValidationError(
+                                f"The interval can be at most {Job.MAX_INTERVAL_SECONDS:,} seconds (366 days); use a cron schedule for rarer jobs.",
+                                code="invalid",
+                            ),
+                        )
             data["cron_expression"] = ""
         else:
             expression = (data.get("cron_expression") or "").strip()
@@ -274,11 +307,34 @@ class JobForm(forms.ModelForm):
             raise TypeError("save jobs with jobs.services.save_job(job=form.save(commit=False), …)")
         return job
 
-    def error_list(self) -> list[dict]:
-        """[{code, message, field}] — the API's and the import's error shape."""
-        out = []
-        for field, errors in self.errors.as_data().items():
-            for error in errors:
-                for message in error.messages:
-                    out.append({"code": error.code or "invalid", "message": message, "field": None if field == "__all__" else field})
-        return out
+
+class TaskForm(ErrorListMixin, forms.Form):
+    """A one-off task for `services.enqueue` (the API's POST /api/tasks)."""
+
+    handler = forms.CharField(max_length=200)
+    key = forms.CharField(max_length=200)
+    properties = PropertiesField(required=False)
+    run_after = forms.DateTimeField(required=False)
+    max_retries = forms.IntegerField(required=False, min_value=0, max_value=100)
+    retry_interval_seconds = forms.IntegerField(required=False, min_value=0, max_value=Job.MAX_TIMEOUT_SECONDS)
+    timeout_seconds = forms.IntegerField(required=False, min_value=1, max_value=Job.MAX_TIMEOUT_SECONDS)
+
+    def clean_handler(self):
+        handler = self.cleaned_data["handler"]
+        if not registry.is_registered(handler):
+            raise ValidationError(f"No handler named “{handler}” is registered.", code="invalid")
+        return handler
+
+    def task_request(self):
+        from jobs.services import TaskRequest
+
+        data = self.cleaned_data
+        return TaskRequest(
+            handler=data["handler"],
+            key=data["key"],
+            properties=data.get("properties") or {},
+            run_after=data.get("run_after"),
+            max_retries=0 if data.get("max_retries") is None else data["max_retries"],
+            retry_interval_seconds=60 if data.get("retry_interval_seconds") is None else data["retry_interval_seconds"],
+            timeout_seconds=600 if data.get("timeout_seconds") is None else data["timeout_seconds"],
+        )

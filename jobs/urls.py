@@ -6,4 +6,5 @@ app_name = "jobs"
 
 urlpatterns = [
     path("", views.job_list, name="job_list"),
+    path("profile/", views.profile, name="profile"),
 ]
