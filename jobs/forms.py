@@ -58,6 +58,9 @@ def coerce_properties(value) -> dict[str, str]:
         if isinstance(item, (dict, list)):
             raise ValidationError(f"Property “{key}” must be text, not a list or object.", code="invalid")
         text = "" if item is None else (str(item).lower() if isinstance(item, bool) else str(item))
+        if "\x00" in key or "\x00" in text:
+            # PostgreSQL cannot store NUL in text or jsonb.
+            raise ValidationError(f"Property “{key.replace(chr(0), '')}” contains a NUL character.", code="invalid")
         if len(text) > MAX_PROPERTY_CHARS:
             raise ValidationError(f"Property “{key}” is longer than {MAX_PROPERTY_CHARS} characters.", code="invalid")
         clean[key] = text

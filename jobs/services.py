@@ -160,7 +160,9 @@ def run_now(
     now: datetime | None = None,
 ) -> tuple[Run, bool]:
     """Queue a manual run. A job has at most one queued or running manual run
-    (a partial unique index): asking again returns that run and False."""
+    (a partial unique index): asking again returns that run and False.
+    Refused (DemoModeError) in demo mode: the one place that rule lives."""
+    check_demo_mode("run now")
     now = now or timezone.now()
     _require_live(job)
     existing = _live_manual_run(job)
