@@ -425,7 +425,7 @@ class _PinnedHTTPConnection(http.client.HTTPConnection):
     def __init__(self, target: Target, timeout: float, **kwargs):
         super().__init__(target.parsed.host, target.parsed.port, timeout=timeout, **kwargs)
         self._addresses = target.addresses
-        self.raw_sock: socket.socket | None = None
+        self.raw_sock: socket.socket | None = None  # the TLS socket, for HTTPS
 
     def connect(self):
         self.sock = self.raw_sock = _connect_pinned(self._addresses, self.port, self.timeout)
@@ -440,7 +440,7 @@ class _PinnedHTTPSConnection(_PinnedHTTPConnection):
 
     def connect(self):
         super().connect()
-        self.sock = self._context.wrap_socket(self.sock, server_hostname=self.host)
+        self.sock = self.raw_sock = self._context.wrap_socket(self.sock, server_hostname=self.host)
 
 
 def fenced_request(
@@ -558,7 +558,9 @@ def _abort_when_cancelled(conn: _PinnedHTTPConnection, cancelled: threading.Even
     while not done.wait(0.05):
         if cancelled.is_set() and conn.raw_sock is not None:
             try:
-                conn.raw_sock.shutdown(socket.SHUT_RDWR)
+                # The plain socket method: SSLSocket.shutdown() would tear
+                # down TLS state under the reading thread's feet.
+                socket.socket.shutdown(conn.raw_sock, socket.SHUT_RDWR)
             except OSError:
                 pass
             return
