@@ -317,3 +317,13 @@ def test_postgres_unreachable_database_is_a_clear_failure(postgres_db, postgres_
     settings.JOBS_SQL_DATABASE = {**postgres_server.database_settings("sqljobs"), "PORT": 1}
     with pytest.raises(HandlerError, match="could not connect to PostgreSQL postgres@127.0.0.1:1/sqljobs"):
         run_sql("SELECT 1")
+
+
+@pytest.mark.postgres
+def test_postgres_server_fixture_creates_databases_and_survives_a_restart(postgres_server):
+    url = postgres_server.create_database("fixture_check")
+    assert url == f"postgres://postgres@127.0.0.1:{postgres_server.port}/fixture_check"
+    postgres_server.restart()
+    assert postgres_server.is_running()
+    with postgres_server.connect("fixture_check") as conn:
+        assert conn.execute("SELECT current_database()").fetchone() == ("fixture_check",)

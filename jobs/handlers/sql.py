@@ -213,7 +213,7 @@ def _run_postgresql(db, sql, *, write, deadline, cancelled) -> Outcome:
             return Outcome(rowcount=cur.rowcount, status=cur.statusmessage or "")
     except psycopg.Error as exc:
         if watchdog.fired:
-            raise _cancelled_error(watchdog, deadline) from None
+            raise _cancelled_error(watchdog) from None
         raise HandlerError(f"the database refused the statement: {_pg_message(exc)}") from None
     finally:
         # Closing rolls back whatever is still open (the read-only transaction).
@@ -268,13 +268,13 @@ def _run_sqlite(db, sql, *, write, deadline, cancelled) -> Outcome:
             return Outcome(rowcount=cur.rowcount)
     except sqlite3.Error as exc:
         if watchdog.fired:
-            raise _cancelled_error(watchdog, deadline) from None
+            raise _cancelled_error(watchdog) from None
         raise HandlerError(f"the database refused the statement: {exc}") from None
     finally:
         conn.close()
 
 
-def _cancelled_error(watchdog: Watchdog, deadline: float) -> HandlerError:
+def _cancelled_error(watchdog: Watchdog) -> HandlerError:
     if watchdog.fired == "timeout":
         return HandlerError("statement cancelled: the job's timeout was reached")
     return HandlerError("statement cancelled")
