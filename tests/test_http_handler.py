@@ -212,3 +212,29 @@ def test_header_parsing_accepts_lines_json_and_dicts():
 def test_expect_status_parsing():
     assert parse_expect_status("") == (frozenset(), frozenset({2}))
     assert parse_expect_status("200 204, 3xx") == (frozenset({200, 204}), frozenset({3}))
+
+
+# --- through the scheduler --------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_http_job_runs_through_the_scheduler(make_job, server):
+    from datetime import datetime, timezone as dt_timezone
+
+    from jobs.scheduler import Scheduler
+
+    t0 = datetime(2026, 3, 2, 12, 0, tzinfo=dt_timezone.utc)
+    scheduler = Scheduler(worker_id="node-a", max_workers=2, clock=lambda: t0, misfire_threshold=60, max_message_chars=262144)
+    ok = make_job(kind="http", handler="", properties={"url": server.url("/hello")}, next_fire_at=t0)
+    bad = make_job(kind="http", handler="", properties={"url": server.url("/status/500")}, next_fire_at=t0)
+    scheduler.plan_due(t0)
+    scheduler.claim_queued(t0)
+    until = time.monotonic() + 5
+    while scheduler.pool.flights and time.monotonic() < until:
+        scheduler.collect(scheduler.pool.wait(0.2), t0)
+    (ok_run,), (bad_run,) = ok.runs.all(), bad.runs.all()
+    assert ok_run.status == "succeeded"
+    assert ok_run.result.startswith("HTTP 200 OK in ")
+    assert bad_run.status == "failed"
+    assert bad_run.error.startswith("HTTP 500 Internal Server Error in ")
+    assert bad_run.error.endswith("(expected 2xx): body of a 500")

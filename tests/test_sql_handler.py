@@ -327,3 +327,25 @@ def test_postgres_server_fixture_creates_databases_and_survives_a_restart(postgr
     assert postgres_server.is_running()
     with postgres_server.connect("fixture_check") as conn:
         assert conn.execute("SELECT current_database()").fetchone() == ("fixture_check",)
+
+
+@pytest.mark.django_db
+def test_sql_jobs_run_through_the_scheduler(make_job, sqlite_db):
+    from datetime import datetime, timezone as dt_timezone
+
+    from jobs.scheduler import Scheduler
+
+    t0 = datetime(2026, 3, 2, 12, 0, tzinfo=dt_timezone.utc)
+    scheduler = Scheduler(worker_id="node-a", max_workers=2, clock=lambda: t0, misfire_threshold=60, max_message_chars=262144)
+    writer = make_job(kind="sql", handler="", properties={"sql": "DELETE FROM t WHERE x = 1"}, sql_write=True, next_fire_at=t0)
+    reader = make_job(kind="sql", handler="", properties={"sql": "DELETE FROM t"}, next_fire_at=t0)
+    scheduler.plan_due(t0)
+    scheduler.claim_queued(t0)
+    until = time.monotonic() + 5
+    while scheduler.pool.flights and time.monotonic() < until:
+        scheduler.collect(scheduler.pool.wait(0.2), t0)
+    (write_run,), (read_run,) = writer.runs.all(), reader.runs.all()
+    assert (write_run.status, write_run.result) == ("succeeded", "1 row affected")
+    assert read_run.status == "failed"
+    assert "readonly database" in read_run.error
+    assert sqlite_db.count() == 2
