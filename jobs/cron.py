@@ -463,7 +463,10 @@ class CronSchedule:
 
     def _why_never(self) -> str:
         names = ", ".join(_MONTH_LABELS[m] for m in self.months)
-        return f"no day matches day-of-month {self.fields[3]} / day-of-week {self.fields[5]} in {names}"
+        dom, dow = self.fields[3], self.fields[5]
+        if dow in ("*", "?"):
+            return f"day-of-month {dom} never falls in {names}"
+        return f"day-of-week {dow} never falls in {names}"
 
     # -- search in local wall time
 

@@ -85,6 +85,8 @@ class Command(BaseCommand):
     help = "Cron tools. `cron next EXPR` prints the next fire times (UTC)."
     # A calculator: no models involved, and check warnings would pollute stderr.
     requires_system_checks = []
+    # call_command(..., stdin=io.StringIO(...)) feeds --jsonl in tests.
+    stealth_options = ("stdin",)
 
     def add_arguments(self, parser):
         subcommands = parser.add_subparsers(dest="subcommand", required=True, metavar="{next}")
