@@ -3,7 +3,7 @@ intent is written to a row before anything runs, every outcome is written
 back to that row."""
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import models
@@ -20,6 +20,20 @@ class JobQuerySet(models.QuerySet):
         return self.filter(
             state=Job.State.ENABLED, deleted_at__isnull=True, next_fire_at__lte=now
         ).order_by("next_fire_at", "id")
+
+
+def cap_message(text: str | None, limit: int | None) -> str:
+    """Cap a log, result or error at `limit` characters (≤ 0: no cap). Past
+    the cap the head and the tail are kept and the middle is replaced by a
+    marker that states the original length."""
+    text = text or ""
+    if limit is None or limit <= 0 or len(text) <= limit:
+        return text
+    marker = f"\n[… {{omitted}} characters omitted; original length {len(text)} characters …]\n"
+    room = max(limit - len(marker.format(omitted=len(text))), 2)
+    head = room // 2
+    tail = room - head
+    return text[:head] + marker.format(omitted=len(text) - head - tail) + text[len(text) - tail :]
 
 
 class Job(models.Model):
@@ -124,6 +138,64 @@ class Job(models.Model):
     @property
     def is_deleted(self):
         return self.deleted_at is not None
+
+    @property
+    def zone(self):
+        """The job's time zone; a name the system no longer knows reads as UTC
+        (the job page warns, see `zone_is_unknown`)."""
+        from jobs import cron
+
+        try:
+            return cron.get_zone(self.timezone)
+        except cron.CronError:
+            return cron.get_zone("UTC")
+
+    @property
+    def zone_is_unknown(self) -> bool:
+        from jobs import cron
+
+        try:
+            cron.get_zone(self.timezone)
+        except cron.CronError:
+            return True
+        return False
+
+    def next_fire_after(self, after: datetime, *, last_fire: datetime | None = None) -> datetime | None:
+        """The first fire time strictly after `after`.
+
+        Cron: the next matching instant in the job's zone. Interval: the last
+        fire plus the interval, or `after` plus the interval when that is
+        already past: missed windows are never replayed."""
+        if self.schedule_type == self.ScheduleType.INTERVAL:
+            step = timedelta(seconds=self.interval_seconds)
+            if last_fire is not None and last_fire + step > after:
+                return last_fire + step
+            return after + step
+        from jobs import cron
+
+        try:
+            return cron.parse(self.cron_expression).next_after(after, self.zone)
+        except cron.CronError:
+            # A stored expression that no longer parses (an older, laxer
+            # version saved it) must not stop the scheduler: it just never fires.
+            return None
+
+    def run_policy(self) -> dict:
+        """What a fire copies from its job so later edits do not change it."""
+        return dict(
+            max_retries=self.max_retries,
+            retry_interval_seconds=self.retry_interval_seconds,
+            timeout_seconds=self.timeout_seconds,
+        )
+
+    def mark_saved(self, now: datetime) -> None:
+        """Saving recomputes the next fire time and resets the failure count."""
+        self.consecutive_failures = 0
+        self.updated_at = now
+        if self.state == self.State.ENABLED and not self.is_deleted:
+            self.next_fire_at = self.next_fire_after(now)
+        elif self.state == self.State.PAUSED:
+            self.next_fire_at = None
 
 
 class Run(models.Model):
@@ -303,3 +375,30 @@ class Message(models.Model):
 
     def __str__(self):
         return self.subject
+
+
+class AuditEvent(models.Model):
+    """Who did what to a job, when, and through which door. Kept when the
+    user or the job is deleted (the names are copied)."""
+
+    class Via(models.TextChoices):
+        CONSOLE = "console", "Console"
+        API = "api", "API"
+        CLI = "cli", "Command line"
+        SYSTEM = "system", "System"
+
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events")
+    job_name = models.CharField(max_length=200)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    username = models.CharField(max_length=150, blank=True)
+    action = models.CharField(max_length=30)
+    via = models.CharField(max_length=10, choices=Via.choices, default=Via.CONSOLE)
+    changes = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=_now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["job", "-created_at"], name="audit_job_idx")]
+
+    def __str__(self):
+        return f"{self.username or 'system'} {self.action} {self.job_name}"

@@ -1,7 +1,7 @@
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable
+from typing import Any, Callable
 
 from django.utils import timezone
 
@@ -26,6 +26,11 @@ class JobContext:
     job_id: int | None = None
     job_name: str = ""
     task_key: str = ""
+    sql_write: bool = False
+    # The Job and Run rows as they were when the run started: read them, do
+    # not save them (the scheduler owns every write to both).
+    job: Any = None
+    run: Any = None
     cancelled: threading.Event = field(default_factory=threading.Event)
     _log_lines: list[str] = field(default_factory=list, repr=False)
     _log_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

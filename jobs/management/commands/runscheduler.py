@@ -1,0 +1,75 @@
+"""python manage.py runscheduler [--once]"""
+
+import fcntl
+import logging
+import os
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
+
+from jobs.scheduler import Scheduler
+
+log = logging.getLogger("cronboard.scheduler")
+
+
+class SchedulerLock:
+    """SQLite is single-node: one scheduler per database file. An flock on a
+    file beside the database dies with its process, so a restart after
+    kill -9 is never blocked by the dead one."""
+
+    def __init__(self, db_path: str):
+        self.path = Path(f"{db_path}.scheduler.lock")
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise CommandError(
+                f"Another scheduler (pid {holder}) is already running on this SQLite database "
+                f"({settings.DATABASES['default']['NAME']}). SQLite is single-node: stop that one first, "
+                f"or move to PostgreSQL to run several schedulers."
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class Command(BaseCommand):
+    help = "Run the Cronboard scheduler: plan due fires and execute runs until SIGTERM."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--once", action="store_true", help="Run one pass, wait for the runs it started, and exit.")
+
+    def handle(self, *args, once=False, **options):
+        if not settings.JOBS_SCHEDULER_ENABLED:
+            raise CommandError("JOBS_SCHEDULER_ENABLED is false on this node: it serves pages only.")
+        lock = None
+        if connection.vendor == "sqlite":
+            lock = SchedulerLock(settings.DATABASES["default"]["NAME"])
+            lock.acquire()
+        scheduler = Scheduler()
+        scheduler.install_signal_handlers()
+        log.info(
+            "scheduler %s started (pid %s, %s, %d worker slots)",
+            scheduler.worker_id,
+            os.getpid(),
+            connection.vendor,
+            scheduler.pool.size,
+        )
+        try:
+            scheduler.run_forever(once=once)
+        finally:
+            if lock:
+                lock.release()
+        log.info("scheduler %s stopped", scheduler.worker_id)

@@ -1,0 +1,612 @@
+"""The scheduler engine.
+
+Built from steps that take `now` and return whether they did work:
+
+- `plan_due(now)`        claim due fires with a compare-and-set on the job row
+                         and write their runs (queued, or skipped with a reason);
+- `claim_queued(now)`    start queued runs (fires, retries, manual runs, tasks)
+                         in worker threads, up to JOBS_MAX_CONCURRENT_RUNS;
+- `collect(outcomes, now)` write finished runs back, queue retries, count
+                         failures, crash jobs at their threshold;
+- `enforce_deadlines(now)` time out runs past their deadline;
+- `heartbeat(now)`       touch running runs, flush their logs, pick up cancel
+                         requests, renew this node's lease;
+- `sweep(now)`           mark runs whose worker vanished `interrupted`.
+
+`run_forever()` only sequences them, sleeps until the next thing is due, and
+handles signals. No database transaction is open while a handler runs: the
+handler threads (jobs.workers) never write run bookkeeping.
+"""
+
+import logging
+import os
+import signal
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Callable
+
+from django.conf import settings
+from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
+from django.db.models import Exists, Min, OuterRef
+from django.utils import timezone
+
+from jobs import alerts, leases
+from jobs.handlers.base import JobContext
+from jobs.models import Job, Run, cap_message
+from jobs.workers import Flight, Outcome, WorkerPool, resolve_handler
+
+log = logging.getLogger("cronboard.scheduler")
+
+POLL = timedelta(seconds=1)  # edits by the web process are noticed within this
+HEARTBEAT_EVERY = timedelta(seconds=2)
+SWEEP_EVERY = timedelta(minutes=2)
+STALE_AFTER = timedelta(minutes=5)
+PLAN_BATCH = 500
+CLAIM_BATCH = 100
+
+
+@dataclass
+class FirePlan:
+    """What plan_due decided for one due job; applied atomically by claim_fire()."""
+
+    job: Job
+    expected_next: datetime
+    new_next: datetime | None
+    last_fire: datetime | None
+    runs: list[Run] = field(default_factory=list)
+    disable: bool = False  # a run-once job that fired
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        worker_id: str | None = None,
+        max_workers: int | None = None,
+        clock: Callable[[], datetime] = timezone.now,
+        misfire_threshold: int | None = None,
+        max_message_chars: int | None = None,
+    ):
+        self.worker_id = worker_id or settings.JOBS_WORKER_ID
+        self.clock = clock
+        self.pool = WorkerPool(max_workers or settings.JOBS_MAX_CONCURRENT_RUNS)
+        self.misfire_threshold = timedelta(
+            seconds=settings.JOBS_MISFIRE_THRESHOLD if misfire_threshold is None else misfire_threshold
+        )
+        self.max_message_chars = (
+            settings.JOBS_MAX_MESSAGE_CHARS if max_message_chars is None else max_message_chars
+        )
+        self.stopping = False
+        self.draining = False
+        self._pending: list[Outcome] = []
+        self._last_heartbeat: datetime | None = None
+        self._last_node_renew: datetime | None = None
+        self._last_sweep: datetime | None = None
+        self._node_info = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "version": getattr(settings, "CRONBOARD_VERSION", ""),
+            "started_at": None,
+        }
+
+    # -- leadership --------------------------------------------------------
+
+    def is_leader(self, now: datetime) -> bool:
+        """SQLite is single-node (the process lock in runscheduler makes sure),
+        so this process plans. Cluster mode overrides this."""
+        return True
+
+    # -- start-up ------------------------------------------------------------
+
+    def start(self, now: datetime) -> None:
+        self._node_info["started_at"] = now.isoformat()
+        self.renew_node_lease(now)
+        self.recover(now)
+        self.schedule_unplanned(now)
+
+    def recover(self, now: datetime) -> int:
+        """Runs this worker left `running` (it died or was killed) are interrupted."""
+        stale = list(Run.objects.filter(status=Run.Status.RUNNING, worker_id=self.worker_id).select_related("job"))
+        for run in stale:
+            if run.pk in self.pool.flights:
+                continue
+            self._record(run, Run.Status.INTERRUPTED, now, error="the scheduler stopped while this run was running (found at restart)")
+        if stale:
+            log.warning("recovered %d run(s) left running by %s", len(stale), self.worker_id)
+        return len(stale)
+
+    def schedule_unplanned(self, now: datetime) -> bool:
+        """Enabled jobs without a next fire time (seeded by a migration, written
+        by hand) get one."""
+        did = False
+        for job in Job.objects.live().filter(state=Job.State.ENABLED, next_fire_at__isnull=True, run_once=False):
+            next_fire = job.next_fire_after(now)
+            if next_fire is not None:
+                Job.objects.filter(pk=job.pk, next_fire_at__isnull=True, state=Job.State.ENABLED).update(
+                    next_fire_at=next_fire
+                )
+                did = True
+        return did
+
+    # -- planning --------------------------------------------------------------
+
+    def plan_due(self, now: datetime) -> bool:
+        """Claim every due fire (up to a batch) and write its run."""
+        if not self.is_leader(now):
+            return False
+        busy = Run.objects.filter(job=OuterRef("pk"), status__in=Run.LIVE)
+        due = list(Job.objects.due(now).annotate(busy=Exists(busy))[:PLAN_BATCH])
+        if not due:
+            return False
+        plans = [self.plan_fire(job, now) for job in due]
+        try:
+            with transaction.atomic():
+                for plan in plans:
+                    self.claim_fire(plan=plan, now=now)
+        except IntegrityError:
+            # The unique (job, scheduled time, attempt) row stopped a duplicate:
+            # redo one by one so the others still go through.
+            log.error("duplicate fire refused by the database; replanning one job at a time")
+            for plan in plans:
+                try:
+                    with transaction.atomic():
+                        self.claim_fire(plan=plan, now=now)
+                except IntegrityError:
+                    log.error("fire of job %s at %s already exists; not planned twice", plan.job.pk, plan.expected_next)
+        return True
+
+    def plan_fire(self, job: Job, now: datetime) -> FirePlan:
+        """Decide, without writing, what the due fire of `job` becomes."""
+        due_at = job.next_fire_at
+        latest, missed_before = self._latest_fire_in_window(job, due_at, now)
+        runs: list[Run] = []
+        fire_id = uuid.uuid4()
+        if latest is not None:
+            if missed_before:
+                runs.append(
+                    self._skipped(
+                        job,
+                        due_at,
+                        Run.SkipReason.MISFIRE,
+                        now,
+                        f"missed: fire times from {due_at.isoformat()} until {latest.isoformat()} passed "
+                        f"while no scheduler was running",
+                    )
+                )
+            fire_at, trigger = latest, Run.Trigger.SCHEDULE
+        elif job.misfire_policy == Job.MisfirePolicy.FIRE_ONCE_NOW:
+            fire_at, trigger = due_at, Run.Trigger.CATCH_UP
+        else:
+            fire_at, trigger = None, None
+            runs.append(
+                self._skipped(
+                    job,
+                    due_at,
+                    Run.SkipReason.MISFIRE,
+                    now,
+                    f"misfired: {_seconds(now - due_at)} late, more than the {_seconds(self.misfire_threshold)} "
+                    f"misfire threshold; policy is skip",
+                )
+            )
+
+        fired = False
+        if fire_at is not None:
+            if getattr(job, "busy", False):
+                runs.append(
+                    self._skipped(job, fire_at, Run.SkipReason.OVERLAP, now, "the previous run was still running")
+                )
+            else:
+                runs.append(
+                    Run(
+                        job=job,
+                        fire_id=fire_id,
+                        scheduled_at=fire_at,
+                        run_after=now,
+                        trigger=trigger,
+                        status=Run.Status.QUEUED,
+                        created_at=now,
+                        **job.run_policy(),
+                    )
+                )
+                fired = True
+
+        last_fire = fire_at or job.last_fire_at
+        if job.schedule_type == Job.ScheduleType.INTERVAL:
+            new_next = job.next_fire_after(now, last_fire=latest)
+        else:
+            new_next = job.next_fire_after(max(now, fire_at or now))
+        disable = job.run_once and fired
+        return FirePlan(
+            job=job,
+            expected_next=due_at,
+            new_next=None if disable else new_next,
+            last_fire=last_fire,
+            runs=runs,
+            disable=disable,
+        )
+
+    def claim_fire(self, *, plan: FirePlan, now: datetime) -> bool:
+        """The compare-and-set: only the process whose update moves the job's
+        next fire time from the value it read writes the runs."""
+        updates = {"next_fire_at": plan.new_next, "last_fire_at": plan.last_fire}
+        if plan.disable:
+            updates["state"] = Job.State.PAUSED
+        claimed = self._claimable(plan.job, plan.expected_next, now).update(**updates)
+        if not claimed:
+            return False
+        Run.objects.bulk_create(plan.runs)
+        return True
+
+    def _claimable(self, job: Job, expected_next: datetime, now: datetime):
+        return Job.objects.filter(
+            pk=job.pk, next_fire_at=expected_next, state=Job.State.ENABLED, deleted_at__isnull=True
+        )
+
+    def _latest_fire_in_window(self, job: Job, due_at: datetime, now: datetime) -> tuple[datetime | None, bool]:
+        """The latest fire time in [max(due, now - threshold), now], and whether
+        earlier due fire times were passed over. None when every due fire is
+        older than the misfire threshold."""
+        window_start = max(due_at, now - self.misfire_threshold)
+        if job.schedule_type == Job.ScheduleType.INTERVAL:
+            step = timedelta(seconds=job.interval_seconds)
+            behind = (now - due_at) // step
+            latest = due_at + behind * step
+            return (latest, latest > due_at) if latest >= window_start else (None, False)
+        latest = due_at if due_at >= window_start else None
+        probe = job.next_fire_after(window_start - timedelta(seconds=1)) if latest is None else due_at
+        while probe is not None and probe <= now:
+            latest = probe
+            probe = job.next_fire_after(probe)
+        return latest, latest is not None and latest > due_at
+
+    def _skipped(self, job: Job, scheduled_at: datetime, reason: str, now: datetime, message: str) -> Run:
+        return Run(
+            job=job,
+            scheduled_at=scheduled_at,
+            trigger=Run.Trigger.SCHEDULE,
+            status=Run.Status.SKIPPED,
+            skip_reason=reason,
+            finished_at=now,
+            run_after=now,
+            error=message,
+            worker_id=self.worker_id,
+            created_at=now,
+            **job.run_policy(),
+        )
+
+    # -- execution -------------------------------------------------------------
+
+    def claim_queued(self, now: datetime) -> bool:
+        """Start queued runs that are due, as many as there are free slots."""
+        if self.draining or self.stopping:
+            return False
+        free = min(self.pool.free_slots, CLAIM_BATCH)
+        if free <= 0:
+            return False
+        queued = (
+            Run.objects.filter(status=Run.Status.QUEUED, run_after__lte=now)
+            .order_by("run_after", "id")
+            .select_related("job")
+        )
+        if connection.vendor == "postgresql":
+            queued = queued.select_for_update(skip_locked=True, of=("self",))
+        with transaction.atomic():
+            runs = list(queued[:free])
+            if not runs:
+                return False
+            Run.objects.filter(pk__in=[r.pk for r in runs], status=Run.Status.QUEUED).update(
+                status=Run.Status.RUNNING, worker_id=self.worker_id, started_at=now, heartbeat_at=now
+            )
+        for run in runs:
+            run.status, run.worker_id, run.started_at, run.heartbeat_at = Run.Status.RUNNING, self.worker_id, now, now
+            self._start(run, now)
+        return True
+
+    def _start(self, run: Run, now: datetime) -> None:
+        job = run.job
+        if job is not None and job.is_deleted:
+            self._record(run, Run.Status.CANCELLED, now, error="job deleted")
+            return
+        deadline = now + timedelta(seconds=run.timeout_seconds)
+        ctx = JobContext(
+            run_id=run.pk,
+            fire_id=str(run.fire_id),
+            attempt=run.attempt,
+            scheduled_at=run.scheduled_at,
+            deadline=deadline,
+            properties=dict((run.properties if run.is_task else job.properties) or {}),
+            job_id=job.pk if job else None,
+            job_name=job.name if job else "",
+            task_key=run.task_key,
+            sql_write=bool(job and job.sql_write),
+            job=job,
+            run=run,
+            _clock=self.clock,
+        )
+        flight = Flight(
+            run_id=run.pk,
+            job_id=job.pk if job else None,
+            is_task=run.is_task,
+            attempt=run.attempt,
+            started_at=now,
+            deadline=deadline,
+            timeout_seconds=run.timeout_seconds,
+            ctx=ctx,
+        )
+        kind, name = (Job.Kind.PYTHON, run.handler) if run.is_task else (job.kind, job.handler)
+        self.pool.start(flight, lambda: resolve_handler(kind, name))
+
+    def collect(self, outcomes: list[Outcome], now: datetime) -> bool:
+        """Write finished runs back. Outcomes whose write fails (the database
+        went away) are kept and written on the next pass."""
+        self._pending.extend(outcomes)
+        done = False
+        while self._pending:
+            outcome = self._pending[0]
+            flight = self.pool.flights.get(outcome.run_id)
+            if flight is not None:
+                self._finish(flight, outcome.status, now, result=outcome.result, error=outcome.error, log_text=outcome.log)
+                self.pool.flights.pop(outcome.run_id, None)
+            self._pending.pop(0)
+            done = True
+        return done
+
+    def enforce_deadlines(self, now: datetime) -> bool:
+        expired = [f for f in self.pool.flights.values() if f.deadline <= now]
+        for flight in expired:
+            self._finish(
+                flight,
+                Run.Status.TIMED_OUT,
+                now,
+                error=f"timed out after {flight.timeout_seconds} s; the handler was asked to stop",
+                log_text=flight.ctx.log_text(),
+            )
+            self.pool.abandon(flight.run_id)
+        return bool(expired)
+
+    def _finish(self, flight: Flight, status: str, now: datetime, *, result="", error="", log_text="") -> None:
+        self._record(flight.ctx.run, status, now, result=result, error=error, log_text=log_text)
+
+    # -- recording outcomes ----------------------------------------------------
+
+    def _record(self, run: Run, status: str, now: datetime, *, result="", error="", log_text="") -> bool:
+        """Write a run's outcome (only if it is still running: a run already
+        timed out or swept is left as it is), queue its retry, and update its
+        job, all in one transaction."""
+        started = run.started_at or now
+        duration_ms = max(0, int((now - started).total_seconds() * 1000))
+        with transaction.atomic():
+            touched = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
+                status=status,
+                finished_at=now,
+                heartbeat_at=now,
+                duration_ms=duration_ms,
+                result=cap_message(result, self.max_message_chars),
+                error=cap_message(error, self.max_message_chars),
+                log=cap_message(log_text or run.log, self.max_message_chars),
+            )
+            if not touched:
+                return False
+            retry = status in (Run.Status.FAILED, Run.Status.INTERRUPTED) and run.attempt <= run.max_retries
+            if retry:
+                self._queue_retry(run, now)
+            if run.job_id is not None:
+                run.status, run.error, run.finished_at, run.duration_ms = status, error, now, duration_ms
+                self._record_on_job(run, final=not retry, now=now)
+        return True
+
+    def _queue_retry(self, run: Run, now: datetime) -> Run:
+        return Run.objects.create(
+            job_id=run.job_id,
+            fire_id=run.fire_id,
+            scheduled_at=run.scheduled_at,
+            attempt=run.attempt + 1,
+            trigger=run.trigger,
+            status=Run.Status.QUEUED,
+            run_after=now + timedelta(seconds=run.retry_interval_seconds),
+            max_retries=run.max_retries,
+            retry_interval_seconds=run.retry_interval_seconds,
+            timeout_seconds=run.timeout_seconds,
+            handler=run.handler,
+            task_key=run.task_key,
+            properties=run.properties,
+            created_by_id=run.created_by_id,
+            created_at=now,
+        )
+
+    def _record_on_job(self, run: Run, *, final: bool, now: datetime) -> None:
+        """The job's last status, its consecutive failed fires, and the crash
+        at the threshold. A fire counts once, after its last attempt."""
+        job = Job.objects.select_for_update().get(pk=run.job_id)
+        job.last_status = run.status
+        job.last_error = run.error[:4000]
+        job.last_duration_ms = run.duration_ms
+        fields = ["last_status", "last_error", "last_duration_ms"]
+        crashed = False
+        if final and run.status == Run.Status.SUCCEEDED:
+            job.consecutive_failures = 0
+            fields.append("consecutive_failures")
+        elif final and run.status in (Run.Status.FAILED, Run.Status.TIMED_OUT):
+            job.consecutive_failures += 1
+            fields.append("consecutive_failures")
+            if job.state == Job.State.ENABLED and 0 < job.alert_threshold <= job.consecutive_failures:
+                job.state = Job.State.CRASHED
+                job.next_fire_at = None
+                fields += ["state", "next_fire_at"]
+                crashed = True
+        job.save(update_fields=fields)
+        if crashed:
+            alerts.on_crash(job=job, run=run, now=now)
+
+    # -- liveness ----------------------------------------------------------------
+
+    def heartbeat(self, now: datetime) -> bool:
+        """Every few seconds: touch running runs, flush their logs, act on
+        cancel requests; every 10 s renew this node's lease."""
+        if self._last_node_renew is None or now - self._last_node_renew >= leases.RENEW_EVERY:
+            self.renew_node_lease(now)
+        if self._last_heartbeat is not None and now - self._last_heartbeat < HEARTBEAT_EVERY:
+            return False
+        self._last_heartbeat = now
+        if not self.pool.flights:
+            return False
+        ids = list(self.pool.flights)
+        Run.objects.filter(pk__in=ids, status=Run.Status.RUNNING).update(heartbeat_at=now)
+        for flight in list(self.pool.flights.values()):
+            text = flight.ctx.log_text()
+            if len(text) != flight.log_flushed:
+                Run.objects.filter(pk=flight.run_id, status=Run.Status.RUNNING).update(
+                    log=cap_message(text, self.max_message_chars)
+                )
+                flight.log_flushed = len(text)
+        for run_id in Run.objects.filter(pk__in=ids, cancel_requested=True).values_list("pk", flat=True):
+            flight = self.pool.flights.get(run_id)
+            if flight is None:
+                continue
+            if flight.is_task:
+                self._finish(flight, Run.Status.FAILED, now, error="task cancelled", log_text=flight.ctx.log_text())
+            else:
+                self._finish(flight, Run.Status.CANCELLED, now, error="cancelled by an admin", log_text=flight.ctx.log_text())
+            self.pool.abandon(run_id)
+        return True
+
+    def renew_node_lease(self, now: datetime) -> None:
+        info = {**self._node_info, "running": len(self.pool.flights)}
+        leases.acquire(leases.node_lease_name(self.worker_id), self.worker_id, now=now, info=info)
+        self._last_node_renew = now
+
+    def sweep(self, now: datetime) -> bool:
+        """Every 2 minutes: runs whose heartbeat is older than 5 minutes and
+        whose worker holds no lease are interrupted."""
+        if self._last_sweep is not None and now - self._last_sweep < SWEEP_EVERY:
+            return False
+        self._last_sweep = now
+        alive = leases.live_node_holders(now=now) | {self.worker_id}
+        stale = (
+            Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER)
+            .exclude(worker_id__in=alive)
+            .select_related("job")
+        )
+        count = 0
+        for run in stale:
+            count += self._record(
+                run,
+                Run.Status.INTERRUPTED,
+                now,
+                error=f"worker {run.worker_id or '?'} stopped sending heartbeats (last {run.heartbeat_at.isoformat()})",
+            )
+        if count:
+            log.warning("sweep interrupted %d stale run(s)", count)
+        return bool(count)
+
+    # -- the loop ---------------------------------------------------------------
+
+    def run_pass(self, now: datetime) -> bool:
+        """One pass of every step; True if any did work."""
+        did = self.collect(self.pool.wait(0), now)
+        did |= self.enforce_deadlines(now)
+        self.heartbeat(now)
+        did |= self.sweep(now)
+        if not self.draining:
+            did |= self.plan_due(now)
+            did |= self.claim_queued(now)
+        return did
+
+    def next_wakeup(self, now: datetime) -> datetime:
+        """The earliest of: the next fire, the next queued run, a deadline, the
+        next heartbeat, and the edit poll."""
+        candidates = [now + POLL]
+        next_fire = Job.objects.filter(state=Job.State.ENABLED, deleted_at__isnull=True).aggregate(
+            m=Min("next_fire_at")
+        )["m"]
+        if next_fire is not None:
+            candidates.append(next_fire)
+        if self.pool.free_slots > 0:
+            next_queued = Run.objects.filter(status=Run.Status.QUEUED).aggregate(m=Min("run_after"))["m"]
+            if next_queued is not None:
+                candidates.append(next_queued)
+        candidates.extend(f.deadline for f in self.pool.flights.values())
+        if self.pool.flights and self._last_heartbeat is not None:
+            candidates.append(self._last_heartbeat + HEARTBEAT_EVERY)
+        return min(candidates)
+
+    def run_forever(self, *, once: bool = False) -> None:
+        self.start(self.clock())
+        backoff = 0.5
+        while not self.stopping:
+            try:
+                if self.run_pass(self.clock()) and not once:
+                    continue  # more may be due right away (a full batch)
+                if once:
+                    break
+                timeout = (self.next_wakeup(self.clock()) - self.clock()).total_seconds()
+                self._pending.extend(self.pool.wait(timeout))
+                backoff = 0.5
+            except DatabaseError as exc:
+                log.error("database error, retrying in %.1f s: %s", backoff, exc)
+                close_old_connections()
+                connection.close()
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 10)
+        if once:
+            self.wait_for_flights()
+        self.drain()
+
+    def wait_for_flights(self) -> None:
+        """--once: let the runs started in this pass finish (or time out)."""
+        while self.pool.flights:
+            now = self.clock()
+            self.collect([], now)
+            self.enforce_deadlines(now)
+            deadline = min(f.deadline for f in self.pool.flights.values()) if self.pool.flights else now
+            self.collect(self.pool.wait(max(0.05, min(1.0, (deadline - now).total_seconds()))), self.clock())
+
+    def request_stop(self, *_args) -> None:
+        self.stopping = True
+        self.pool.wake()
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+
+    def drain(self, grace: float | None = None) -> None:
+        """Stop claiming; wait for in-flight runs up to the grace period; then
+        record what is left as interrupted (one-off tasks go back to queued)."""
+        self.draining = True
+        grace = settings.JOBS_SHUTDOWN_GRACE if grace is None else grace
+        if self.pool.flights:
+            log.info("draining %d run(s) for up to %s s", len(self.pool.flights), grace)
+        until = time.monotonic() + grace
+        while self.pool.flights and time.monotonic() < until:
+            self.collect(self.pool.wait(min(0.2, max(0.0, until - time.monotonic()))), self.clock())
+            self.enforce_deadlines(self.clock())
+        now = self.clock()
+        for flight in list(self.pool.flights.values()):
+            flight.ctx.cancelled.set()
+            if flight.is_task:
+                Run.objects.filter(pk=flight.run_id, status=Run.Status.RUNNING).update(
+                    status=Run.Status.QUEUED,
+                    worker_id="",
+                    started_at=None,
+                    heartbeat_at=None,
+                    run_after=now,
+                    error="scheduler stopped, task requeued",
+                    log=cap_message(flight.ctx.log_text(), self.max_message_chars),
+                )
+            else:
+                self._finish(
+                    flight,
+                    Run.Status.INTERRUPTED,
+                    now,
+                    error=f"the scheduler stopped (shutdown grace of {grace:g} s ran out) before the run finished",
+                    log_text=flight.ctx.log_text(),
+                )
+            self.pool.abandon(flight.run_id)
+        leases.release(leases.node_lease_name(self.worker_id), self.worker_id)
+
+
+def _seconds(delta: timedelta) -> str:
+    return f"{delta.total_seconds():g} s"

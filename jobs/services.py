@@ -1,0 +1,299 @@
+"""Writes that change jobs and runs on behalf of a person or a program.
+
+Views, the API and management commands call these; none of them writes a
+Job's state or a Run directly. The scheduler's own writes (claiming fires,
+recording outcomes) live in jobs/scheduler.py.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from jobs import audit
+from jobs.handlers import registry
+from jobs.models import AuditEvent, Job, Run
+
+
+class StaleJobError(Exception):
+    """The job changed since the editor loaded it."""
+
+
+class ServiceError(Exception):
+    """An action that does not apply to the job as it is (e.g. resuming a deleted job)."""
+
+
+def wake_schedulers() -> None:
+    """Tell running schedulers that something changed, after commit. On
+    PostgreSQL this is a NOTIFY they LISTEN for; on SQLite they poll once a
+    second, which is the fallback everywhere."""
+    if connection.vendor == "postgresql":
+
+        def _notify():
+            with connection.cursor() as cursor:
+                cursor.execute("NOTIFY cronboard_jobs")
+
+        transaction.on_commit(_notify)
+
+
+def save_job(
+    *,
+    job: Job,
+    user=None,
+    via: str = AuditEvent.Via.CONSOLE,
+    expected_version: int | None = None,
+    now: datetime | None = None,
+) -> Job:
+    """Save a validated job: recompute its next fire time, reset its failure
+    count, bump its version. With `expected_version`, refuse (StaleJobError)
+    when someone else saved it in between."""
+    now = now or timezone.now()
+    creating = job.pk is None
+    with transaction.atomic():
+        before = None if creating else audit.snapshot(Job.objects.get(pk=job.pk))
+        if creating and job.owner_id is None and getattr(user, "pk", None):
+            job.owner = user
+        if job.pk is not None and expected_version is not None:
+            bumped = Job.objects.filter(pk=job.pk, version=expected_version, deleted_at__isnull=True).update(
+                version=F("version") + 1
+            )
+            if not bumped:
+                raise StaleJobError(
+                    "This job was changed by someone else after you opened it. "
+                    "Reload the page to see the current version, then make your change again."
+                )
+            job.version = expected_version + 1
+        elif job.pk is not None:
+            job.version = F("version") + 1
+        if job.state == Job.State.CRASHED:
+            # Saving a crashed job is an admin's deliberate change: it stays
+            # crashed until re-enabled, but its count starts over.
+            job.consecutive_failures = 0
+            job.updated_at = now
+        else:
+            job.mark_saved(now)
+        job.save()
+        job.refresh_from_db(fields=["version"])
+        audit.record(
+            job=job, action="create" if creating else "edit", user=user, via=via, changes=audit.diff(before, audit.snapshot(job))
+        )
+        wake_schedulers()
+    return job
+
+
+def pause_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: datetime | None = None) -> Job:
+    now = now or timezone.now()
+    _require_live(job)
+    with transaction.atomic():
+        Job.objects.filter(pk=job.pk).update(
+            state=Job.State.PAUSED, next_fire_at=None, updated_at=now, version=F("version") + 1
+        )
+        audit.record(job=job, action="pause", user=user, via=via, changes={"state": [job.state, Job.State.PAUSED]})
+    job.refresh_from_db()
+    wake_schedulers()
+    return job
+
+
+def resume_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: datetime | None = None) -> Job:
+    """Resume a paused job or re-enable a crashed one: its next fire time is
+    computed from now and its failure count starts over."""
+    now = now or timezone.now()
+    _require_live(job)
+    previous = job.state
+    job.state = Job.State.ENABLED
+    job.mark_saved(now)
+    with transaction.atomic():
+        Job.objects.filter(pk=job.pk).update(
+            state=job.state,
+            next_fire_at=job.next_fire_at,
+            consecutive_failures=0,
+            updated_at=now,
+            version=F("version") + 1,
+        )
+        action = "re-enable" if previous == Job.State.CRASHED else "resume"
+        audit.record(job=job, action=action, user=user, via=via, changes={"state": [previous, Job.State.ENABLED]})
+    job.refresh_from_db()
+    wake_schedulers()
+    return job
+
+
+def delete_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: datetime | None = None) -> Job:
+    """Soft delete: the job disappears from lists and stops firing; its runs
+    stay (retention removes them in time); queued runs are cancelled."""
+    now = now or timezone.now()
+    if job.builtin:
+        raise ServiceError("Built-in jobs cannot be deleted; pause them instead.")
+    with transaction.atomic():
+        Job.objects.filter(pk=job.pk, deleted_at__isnull=True).update(
+            deleted_at=now, next_fire_at=None, updated_at=now, version=F("version") + 1
+        )
+        Run.objects.filter(job=job, status=Run.Status.QUEUED).update(
+            status=Run.Status.CANCELLED, finished_at=now, error="job deleted"
+        )
+        Run.objects.filter(job=job, status=Run.Status.RUNNING).update(cancel_requested=True)
+        audit.record(job=job, action="delete", user=user, via=via)
+    job.refresh_from_db()
+    wake_schedulers()
+    return job
+
+
+def run_now(
+    *,
+    job: Job,
+    user=None,
+    via: str = AuditEvent.Via.CONSOLE,
+    trigger: str = Run.Trigger.MANUAL,
+    now: datetime | None = None,
+) -> tuple[Run, bool]:
+    """Queue a manual run. A job has at most one queued or running manual run
+    (a partial unique index): asking again returns that run and False."""
+    now = now or timezone.now()
+    _require_live(job)
+    existing = _live_manual_run(job)
+    if existing is not None:
+        return existing, False
+    try:
+        with transaction.atomic():
+            run = Run.objects.create(
+                job=job,
+                scheduled_at=now,
+                run_after=now,
+                trigger=trigger,
+                created_by=user if getattr(user, "pk", None) else None,
+                **job.run_policy(),
+            )
+            audit.record(job=job, action="run-now", user=user, via=via, changes={"run": [None, run.pk]})
+    except IntegrityError:
+        existing = _live_manual_run(job)
+        if existing is None:
+            raise
+        return existing, False
+    wake_schedulers()
+    return run, True
+
+
+def cancel_run(*, run: Run, user=None, via: str = AuditEvent.Via.CONSOLE, now: datetime | None = None) -> bool:
+    """Cancel a queued run at once; ask the worker to stop a running one (it
+    records the outcome). A cancelled one-off task is recorded `failed`."""
+    now = now or timezone.now()
+    if run.status == Run.Status.QUEUED:
+        if run.is_task:
+            fields = dict(status=Run.Status.FAILED, error="task cancelled")
+        else:
+            fields = dict(status=Run.Status.CANCELLED, error="cancelled before it started")
+        done = Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(finished_at=now, **fields)
+    elif run.status == Run.Status.RUNNING:
+        done = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(cancel_requested=True)
+    else:
+        return False
+    if done and run.job_id:
+        audit.record(job=run.job, action="cancel-run", user=user, via=via, changes={"run": [run.pk, None]})
+    run.refresh_from_db()
+    wake_schedulers()
+    return bool(done)
+
+
+@dataclass
+class TaskRequest:
+    handler: str
+    key: str
+    properties: dict[str, str] = field(default_factory=dict)
+    run_after: datetime | None = None
+    max_retries: int = 0
+    retry_interval_seconds: int = 60
+    timeout_seconds: int = 600
+
+
+def enqueue(
+    handler: str,
+    *,
+    key: str,
+    properties: dict[str, str] | None = None,
+    run_after: datetime | None = None,
+    max_retries: int = 0,
+    retry_interval_seconds: int = 60,
+    timeout_seconds: int = 600,
+) -> Run:
+    """Queue a one-off task. One (handler, key) has at most one queued or
+    running task: enqueuing it again returns the existing one."""
+    (run,) = enqueue_many(
+        [
+            TaskRequest(
+                handler=handler,
+                key=key,
+                properties=properties or {},
+                run_after=run_after,
+                max_retries=max_retries,
+                retry_interval_seconds=retry_interval_seconds,
+                timeout_seconds=timeout_seconds,
+            )
+        ]
+    )
+    return run
+
+
+def enqueue_many(requests: Iterable[TaskRequest], *, now: datetime | None = None) -> list[Run]:
+    """Queue several tasks; duplicates inside the batch and against live
+    tasks collapse onto one run. Returns one run per request, in order."""
+    now = now or timezone.now()
+    requests = list(requests)
+    for request in requests:
+        _validate_task(request)
+    by_key: dict[tuple[str, str], Run] = {}
+    with transaction.atomic():
+        wanted = {(r.handler, r.key) for r in requests}
+        for run in Run.objects.filter(
+            trigger=Run.Trigger.TASK,
+            status__in=Run.LIVE,
+            handler__in={h for h, _ in wanted},
+            task_key__in={k for _, k in wanted},
+        ):
+            by_key.setdefault((run.handler, run.task_key), run)
+        for request in requests:
+            ident = (request.handler, request.key)
+            if ident in by_key:
+                continue
+            try:
+                with transaction.atomic():
+                    by_key[ident] = Run.objects.create(
+                        trigger=Run.Trigger.TASK,
+                        handler=request.handler,
+                        task_key=request.key,
+                        properties={str(k): str(v) for k, v in request.properties.items()},
+                        scheduled_at=request.run_after or now,
+                        run_after=request.run_after or now,
+                        max_retries=request.max_retries,
+                        retry_interval_seconds=request.retry_interval_seconds,
+                        timeout_seconds=request.timeout_seconds,
+                        created_at=now,
+                    )
+            except IntegrityError:
+                # Another process queued it between our read and our insert.
+                by_key[ident] = Run.objects.get(
+                    trigger=Run.Trigger.TASK, status__in=Run.LIVE, handler=request.handler, task_key=request.key
+                )
+    wake_schedulers()
+    return [by_key[(r.handler, r.key)] for r in requests]
+
+
+def _validate_task(request: TaskRequest) -> None:
+    if not registry.is_registered(request.handler):
+        raise ValueError(f"handler {request.handler!r} is not registered")
+    if not request.key or len(request.key) > 200:
+        raise ValueError("a task needs a key of 1 to 200 characters")
+    if not 1 <= request.timeout_seconds <= Job.MAX_TIMEOUT_SECONDS:
+        raise ValueError(f"timeout must be between 1 and {Job.MAX_TIMEOUT_SECONDS} seconds")
+    if request.max_retries < 0 or request.retry_interval_seconds < 0:
+        raise ValueError("retries and retry interval cannot be negative")
+
+
+def _require_live(job: Job) -> None:
+    if job.is_deleted:
+        raise ServiceError("This job has been deleted.")
+
+
+def _live_manual_run(job: Job) -> Run | None:
+    return Run.objects.filter(job=job, trigger__in=Run.MANUAL_TRIGGERS, status__in=Run.LIVE).first()

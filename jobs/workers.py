@@ -1,0 +1,136 @@
+"""Runs handlers in threads, so the scheduler loop never waits on one.
+
+Each run gets its own daemon thread. A run that passes its deadline (or is
+cancelled) has its `cancelled` event set and is *abandoned*: its slot is
+freed at once and its outcome, if it ever comes, is ignored. Python cannot
+kill a thread, so a handler that ignores `cancelled` keeps its thread until it
+returns; it no longer holds a worker slot. `abandoned_count` says how many
+such threads are still alive.
+"""
+
+import queue
+import threading
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Callable
+
+from django.db import connections
+
+from jobs.handlers.base import HandlerError, JobContext, JobHandler
+from jobs.handlers import registry
+
+TRACEBACK_CHARS = 8000
+
+
+@dataclass
+class Outcome:
+    run_id: int
+    status: str  # "succeeded" | "failed"
+    result: str = ""
+    error: str = ""
+    log: str = ""
+
+
+@dataclass
+class Flight:
+    """A run this process is executing."""
+
+    run_id: int
+    job_id: int | None
+    is_task: bool
+    attempt: int
+    started_at: datetime
+    deadline: datetime
+    timeout_seconds: int
+    ctx: JobContext
+    thread: threading.Thread | None = None
+    log_flushed: int = field(default=0)
+
+
+def resolve_handler(kind: str, name: str) -> JobHandler:
+    """The handler instance for a job's kind (and, for python, its registered name)."""
+    if kind == "http":
+        from jobs.handlers.http import HttpJobHandler
+
+        return HttpJobHandler()
+    if kind == "sql":
+        from jobs.handlers.sql import SqlJobHandler
+
+        return SqlJobHandler()
+    return registry.get(name)()
+
+
+class WorkerPool:
+    def __init__(self, size: int):
+        self.size = size
+        self.flights: dict[int, Flight] = {}
+        self._abandoned: list[threading.Thread] = []
+        self._outcomes: queue.SimpleQueue = queue.SimpleQueue()
+
+    @property
+    def free_slots(self) -> int:
+        return self.size - len(self.flights)
+
+    @property
+    def abandoned_count(self) -> int:
+        self._abandoned = [t for t in self._abandoned if t.is_alive()]
+        return len(self._abandoned)
+
+    def start(self, flight: Flight, make_handler: Callable[[], JobHandler]) -> None:
+        thread = threading.Thread(
+            target=self._execute, args=(flight, make_handler), name=f"run-{flight.run_id}", daemon=True
+        )
+        flight.thread = thread
+        self.flights[flight.run_id] = flight
+        thread.start()
+
+    def abandon(self, run_id: int) -> Flight | None:
+        """Stop waiting for a run: ask it to stop and free its slot."""
+        flight = self.flights.pop(run_id, None)
+        if flight is not None:
+            flight.ctx.cancelled.set()
+            if flight.thread is not None and flight.thread.is_alive():
+                self._abandoned.append(flight.thread)
+        return flight
+
+    def wake(self) -> None:
+        """Make a pending wait() return now (signal handlers use this)."""
+        self._outcomes.put(None)
+
+    def wait(self, timeout: float) -> list[Outcome]:
+        """Block up to `timeout` seconds for the next outcome, then take all
+        that are ready. Outcomes of abandoned runs are dropped."""
+        outcomes: list[Outcome] = []
+        try:
+            item = self._outcomes.get(timeout=max(0.0, timeout)) if timeout > 0 else self._outcomes.get_nowait()
+        except queue.Empty:
+            return outcomes
+        while True:
+            if item is not None and item.run_id in self.flights:
+                outcomes.append(item)
+            try:
+                item = self._outcomes.get_nowait()
+            except queue.Empty:
+                return outcomes
+
+    def _execute(self, flight: Flight, make_handler: Callable[[], JobHandler]) -> None:
+        ctx = flight.ctx
+        try:
+            handler = make_handler()
+            value = handler.run(ctx)
+            outcome = Outcome(flight.run_id, "succeeded", result="" if value is None else str(value))
+        except HandlerError as exc:
+            outcome = Outcome(flight.run_id, "failed", error=str(exc) or type(exc).__name__)
+        except registry.UnknownHandler as exc:
+            outcome = Outcome(flight.run_id, "failed", error=str(exc))
+        except BaseException as exc:  # noqa: BLE001 - a handler must never take the worker down
+            detail = traceback.format_exc()[-TRACEBACK_CHARS:]
+            outcome = Outcome(flight.run_id, "failed", error=f"{type(exc).__name__}: {exc}\n\n{detail}")
+        try:
+            # Handlers that used the ORM opened connections in this thread.
+            connections.close_all()
+        except Exception:  # noqa: BLE001 - the outcome matters more than a close error
+            pass
+        outcome.log = ctx.log_text()
+        self._outcomes.put(outcome)
