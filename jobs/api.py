@@ -33,7 +33,7 @@ from jobs import access, cron, services, tokens
 from jobs.forms import JobForm, TaskForm
 from jobs.handlers import registry
 from jobs.models import AuditEvent, Job, Run
-from jobs.serializers import handler_to_dict, job_form_data, job_to_dict, run_to_dict
+from jobs.serializers import handler_to_dict, job_to_dict, run_to_dict, spec_errors, spec_to_form_data
 
 log = logging.getLogger(__name__)
 
@@ -215,10 +215,10 @@ def jobs_collection(request):
 def _create_job(request):
     _require_edit(request)
     payload = _json_body(request)
-    data, errors = job_form_data(payload)
+    errors = spec_errors(payload)
     if errors:
         raise ApiError.invalid(errors)
-    form = JobForm(data, user=request.user)
+    form = JobForm(spec_to_form_data(payload), user=request.user)
     if not form.is_valid():
         raise ApiError.invalid(form.error_list())
     job = services.save_job(job=form.save(commit=False), user=request.user, via=VIA)
@@ -235,9 +235,11 @@ def job_detail(request, job_id):
         services.delete_job(job=job, user=request.user, via=VIA)
         return HttpResponse(status=204)
     payload = _json_body(request)
-    data, errors = job_form_data(payload, job=job if request.method == "PATCH" else None)
+    errors = spec_errors(payload)
     if errors:
         raise ApiError.invalid(errors)
+    # PUT replaces (left-out fields take defaults); PATCH keeps them.
+    data = spec_to_form_data(payload, instance=job if request.method == "PATCH" else None)
     form = JobForm(data, instance=job, user=request.user)
     if not form.is_valid():
         raise ApiError.invalid(form.error_list())

@@ -5,7 +5,7 @@ checks that every route and method in the URLconf is here (and nothing
 else), and validates real answers against these schemas."""
 
 from jobs.models import Job, Run
-from jobs.serializers import JOB_WRITABLE_FIELDS
+from jobs.serializers import JOB_FIELDS
 
 
 def _ref(name: str) -> dict:
@@ -75,7 +75,7 @@ JOB_INPUT_PROPERTIES = {
     "alert_emails": {"type": "array", "items": {"type": "string", "format": "email"}},
     "state": {"type": "string", "enum": list(Job.State.values), "description": "crashed can be kept but not set."},
 }
-assert set(JOB_INPUT_PROPERTIES) == set(JOB_WRITABLE_FIELDS)
+assert set(JOB_INPUT_PROPERTIES) == set(JOB_FIELDS)
 
 RUN_PROPERTIES = {
     "id": {"type": "integer"},
@@ -92,8 +92,10 @@ RUN_PROPERTIES = {
     "duration_ms": _nullable("integer"),
     "result": {"type": "string"},
     "error": {"type": "string"},
-    "handler": {"type": "string", "description": "A one-off task's handler; empty for a job's run."},
-    "task_key": {"type": "string"},
+}
+TASK_RUN_PROPERTIES = {
+    "handler": {"type": "string", "description": "One-off tasks only: the task's handler."},
+    "task_key": {"type": "string", "description": "One-off tasks only: the dedupe key."},
 }
 
 SCHEMAS = {
@@ -125,7 +127,8 @@ SCHEMAS = {
     },
     "Job": {
         "type": "object",
-        "required": [*JOB_WRITABLE_FIELDS, "id", "version", "next_fire_at", "last_fire_at", "last_status", "consecutive_failures", "created_at", "updated_at"],
+        "additionalProperties": False,
+        "required": [*JOB_FIELDS, "id", "version", "next_fire_at", "last_fire_at", "last_status", "consecutive_failures", "created_at", "updated_at"],
         "properties": {
             "id": {"type": "integer"},
             **JOB_INPUT_PROPERTIES,
@@ -134,6 +137,7 @@ SCHEMAS = {
             "last_fire_at": TIME,
             "last_status": {"type": "string"},
             "last_error": {"type": "string"},
+            "last_duration_ms": _nullable("integer"),
             "consecutive_failures": {"type": "integer", "minimum": 0},
             "owner": _nullable("string", description="The owner's username."),
             "builtin": {"type": "boolean"},
@@ -142,11 +146,17 @@ SCHEMAS = {
         },
     },
     "JobList": {"type": "object", "required": ["results"], "properties": {"results": {"type": "array", "items": _ref("Job")}}},
-    "Run": {"type": "object", "required": list(RUN_PROPERTIES), "properties": RUN_PROPERTIES},
+    "Run": {
+        "type": "object",
+        "required": list(RUN_PROPERTIES),
+        "additionalProperties": False,
+        "properties": {**RUN_PROPERTIES, **TASK_RUN_PROPERTIES},
+    },
     "RunDetail": {
         "type": "object",
+        "additionalProperties": False,
         "required": [*RUN_PROPERTIES, "log"],
-        "properties": {**RUN_PROPERTIES, "log": {"type": "string"}},
+        "properties": {**RUN_PROPERTIES, **TASK_RUN_PROPERTIES, "log": {"type": "string"}},
     },
     "RunPage": {
         "type": "object",

@@ -25,7 +25,7 @@ from jobs.forms import NAMESPACE_RE, JobForm
 from jobs.handlers import registry
 from jobs.handlers.registry import HandlerInfo
 from jobs.models import AuditEvent, Job, Run
-from jobs.serializers import job_form_data
+from jobs.serializers import spec_errors, spec_to_form_data
 
 
 class JobValidationError(ValueError):
@@ -127,9 +127,10 @@ class JobScope:
             raise JobValidationError(
                 [{"code": "forbidden", "message": f"This scope only manages namespace “{self.namespace}”.", "field": "namespace"}]
             )
-        data, errors = job_form_data(fields, job=job)
+        errors = spec_errors(fields)
         if errors:
             raise JobValidationError(errors)
+        data = spec_to_form_data(fields, instance=job)
         data["namespace"] = self.namespace
         kind = data.get("kind") or Job.Kind.PYTHON
         if kind == Job.Kind.PYTHON and data.get("handler"):

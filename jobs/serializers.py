@@ -1,55 +1,30 @@
-"""Jobs and runs as plain JSON-ready dicts, and JSON objects back into
-JobForm data. The API, `manage.py jobs export` and `jobs runs --json` all
-use these, so the field names and time format are the same everywhere.
-
-Times are ISO-8601 in UTC with a `Z`.
-"""
+"""Job and Run ⇄ plain dicts: the one shape shared by `manage.py jobs
+import/export/runs --json` and the JSON API."""
 
 from datetime import datetime, timezone as dt_timezone
 
 from jobs.handlers.registry import HandlerInfo
 from jobs.models import Job, Run
 
-# The fields a client sends; the same names as `manage.py jobs import`.
-JOB_WRITABLE_FIELDS = (
-    "name",
-    "description",
-    "namespace",
-    "kind",
-    "handler",
-    "properties",
-    "schedule_type",
-    "cron_expression",
-    "interval_seconds",
-    "timezone",
-    "misfire_policy",
-    "run_once",
-    "sql_write",
-    "max_retries",
-    "retry_interval_seconds",
-    "timeout_seconds",
-    "alert_threshold",
-    "alert_emails",
-    "state",
-)
-# Sent back by the server; ignored when a client sends them back (so a
-# client can GET a job, change a field and PUT the whole object).
+# The writable fields of a job, in the jobs-as-code file and the API.
+JOB_FIELDS = Job.EDITABLE_FIELDS
+# What job_to_dict adds; a client may send them back (GET, change, PUT the
+# whole object) and they are ignored.
 JOB_READ_ONLY_FIELDS = (
     "id",
+    "builtin",
+    "consecutive_failures",
     "next_fire_at",
     "last_fire_at",
     "last_status",
     "last_error",
-    "consecutive_failures",
+    "last_duration_ms",
     "owner",
-    "builtin",
     "created_at",
     "updated_at",
 )
 
-RUN_FIELDS = (
-    "id",
-    "job_id",
+RUN_FIELDS = [
     "fire_id",
     "scheduled_at",
     "attempt",
@@ -62,9 +37,97 @@ RUN_FIELDS = (
     "duration_ms",
     "result",
     "error",
-    "handler",
-    "task_key",
-)
+]
+
+
+def iso(value: datetime | None) -> str | None:
+    """ISO-8601 in UTC with a Z, second precision kept to the microsecond only when present."""
+    if value is None:
+        return None
+    value = value.astimezone(dt_timezone.utc)
+    text = value.replace(tzinfo=None).isoformat()
+    return f"{text}Z"
+
+
+def job_to_spec(job: Job) -> dict:
+    """What `jobs export` writes and `jobs import` reads back."""
+    spec = {name: getattr(job, name) for name in JOB_FIELDS}
+    if spec["state"] == Job.State.CRASHED:
+        spec["state"] = Job.State.ENABLED
+    spec["alert_emails"] = list(spec["alert_emails"] or [])
+    spec["properties"] = dict(spec["properties"] or {})
+    return spec
+
+
+def job_to_dict(job: Job) -> dict:
+    """The API's view of a job: the spec plus identity and live state."""
+    data = {name: getattr(job, name) for name in JOB_FIELDS}
+    data.update(
+        id=job.pk,
+        version=job.version,
+        builtin=job.builtin,
+        consecutive_failures=job.consecutive_failures,
+        next_fire_at=iso(job.next_fire_at),
+        last_fire_at=iso(job.last_fire_at),
+        last_status=job.last_status,
+        last_error=job.last_error,
+        last_duration_ms=job.last_duration_ms,
+        owner=job.owner.get_username() if job.owner_id and job.owner else None,
+        created_at=iso(job.created_at),
+        updated_at=iso(job.updated_at),
+    )
+    return data
+
+
+def run_to_dict(run: Run, *, with_log: bool = False) -> dict:
+    data = {
+        "id": run.pk,
+        "job_id": run.job_id,
+        "fire_id": str(run.fire_id),
+        "scheduled_at": iso(run.scheduled_at),
+        "attempt": run.attempt,
+        "trigger": run.trigger,
+        "status": run.status,
+        "skip_reason": run.skip_reason,
+        "worker_id": run.worker_id,
+        "started_at": iso(run.started_at),
+        "finished_at": iso(run.finished_at),
+        "duration_ms": run.duration_ms,
+        "result": run.result,
+        "error": run.error,
+    }
+    if run.is_task:
+        data.update(handler=run.handler, task_key=run.task_key)
+    if with_log:
+        data["log"] = run.log
+    return data
+
+
+def spec_to_form_data(spec: dict, *, instance: Job | None = None) -> dict:
+    """Map a job spec (import file, API body) onto JobForm's data. Fields the
+    spec leaves out keep the instance's values on update, defaults on create."""
+    data: dict = {}
+    base = job_to_spec(instance) if instance is not None else {}
+    if instance is not None:
+        # Leaving the state out must not re-enable a crashed job.
+        base["state"] = instance.state
+    for name in JOB_FIELDS:
+        value = spec[name] if name in spec else base.get(name)
+        if value is not None:
+            data[name] = value
+    if instance is not None:
+        data["version"] = spec.get("version", instance.version)
+    return data
+
+
+def handler_to_dict(info: HandlerInfo) -> dict:
+    return {
+        "name": info.name,
+        "label": info.label,
+        "description": info.description,
+        "properties_help": dict(info.properties_help),
+    }
+
 
 _STRING_FIELDS = {
     "name",
@@ -85,98 +148,21 @@ _BOOLEAN_FIELDS = {"run_once", "sql_write"}
 _INT_LIMIT = 2**31 - 1
 
 
-def iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(dt_timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-def job_to_dict(job: Job, *, read_only: bool = True) -> dict:
-    """The job as the API returns it. `read_only=False` leaves only what a
-    client (or `jobs import`) sends, plus `version`."""
-    data = {"id": job.pk} if read_only else {}
-    for name in JOB_WRITABLE_FIELDS:
-        value = getattr(job, name)
-        if name == "properties":
-            value = dict(value or {})
-        elif name == "alert_emails":
-            value = list(value or [])
-        data[name] = value
-    data["version"] = job.version
-    if read_only:
-        data.update(
-            next_fire_at=iso(job.next_fire_at),
-            last_fire_at=iso(job.last_fire_at),
-            last_status=job.last_status,
-            last_error=job.last_error,
-            consecutive_failures=job.consecutive_failures,
-            owner=job.owner.get_username() if job.owner_id else None,
-            builtin=job.builtin,
-            created_at=iso(job.created_at),
-            updated_at=iso(job.updated_at),
-        )
-    return data
-
-
-def run_to_dict(run: Run, *, with_log: bool = False) -> dict:
-    data = {
-        "id": run.pk,
-        "job_id": run.job_id,
-        "fire_id": str(run.fire_id),
-        "scheduled_at": iso(run.scheduled_at),
-        "attempt": run.attempt,
-        "trigger": run.trigger,
-        "status": run.status,
-        "skip_reason": run.skip_reason,
-        "worker_id": run.worker_id,
-        "started_at": iso(run.started_at),
-        "finished_at": iso(run.finished_at),
-        "duration_ms": run.duration_ms,
-        "result": run.result,
-        "error": run.error,
-        "handler": run.handler,
-        "task_key": run.task_key,
-    }
-    if with_log:
-        data["log"] = run.log
-    return data
-
-
-def handler_to_dict(info: HandlerInfo) -> dict:
-    return {
-        "name": info.name,
-        "label": info.label,
-        "description": info.description,
-        "properties_help": dict(info.properties_help),
-    }
-
-
-def job_form_data(payload: dict, *, job: Job | None = None) -> tuple[dict, list[dict]]:
-    """JobForm data from a JSON object, and the errors that are the JSON's
-    own (wrong types, unknown fields) in the `{code, message, field}` shape.
-
-    With `job` (a PATCH), fields the payload leaves out keep the job's
-    current values; without it (a create or a PUT) they take a new job's
-    defaults. Validation proper is JobForm's."""
-    errors: list[dict] = []
-    # A new job's values are the model's defaults (name "" is then "required").
-    data = job_to_dict(job if job is not None else Job(), read_only=False)
-    data.pop("version")
-    for field, value in payload.items():
+def spec_errors(spec: dict) -> list[dict]:
+    """The problems that are the JSON's own — unknown keys, wrong types — as
+    `{code, message, field}`. JobForm validates everything else; this only
+    keeps it from reading `["a"]` as the name "['a']" or `true` as 1."""
+    errors = []
+    for field, value in spec.items():
         if field in JOB_READ_ONLY_FIELDS:
             continue
-        if field not in JOB_WRITABLE_FIELDS and field != "version":
+        if field not in JOB_FIELDS and field != "version":
             errors.append({"code": "unknown_field", "message": f"Unknown field “{field}”.", "field": field})
             continue
         problem = _type_problem(field, value)
         if problem:
             errors.append({"code": "invalid", "message": problem, "field": field})
-            continue
-        if value is None:
-            data.pop(field, None)
-        else:
-            data[field] = value
-    return data, errors
+    return errors
 
 
 def _type_problem(field: str, value) -> str | None:

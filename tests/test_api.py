@@ -565,8 +565,10 @@ def test_preview_marks_the_dst_gap(staff_api, real_cron):
         "/api/cron/preview",
         {"expression": "0 30 2 * * *", "timezone": "America/New_York", "after": "2026-03-07T12:00:00Z", "count": 2},
     ).json()
-    assert [t["dst"] for t in body["times"]] == [None, "skipped"]
-    assert body["times"][1]["local"].startswith("2026-03-08T03:00:00")
+    # 2026-03-08 is the spring-forward day: 02:30 does not exist, it fires at 03:00 EDT.
+    assert [t["dst"] for t in body["times"]] == ["skipped", None]
+    assert body["times"][0]["local"] == "2026-03-08T03:00:00-04:00"
+    assert body["times"][1]["local"] == "2026-03-09T02:30:00-04:00"
 
 
 @pytest.mark.parametrize(
@@ -646,3 +648,11 @@ def test_a_sql_job_created_over_the_api_is_audited_with_its_sql(superuser_api, s
     assert response.status_code == 201, response.content
     event = AuditEvent.objects.get(job_id=response.json()["id"])
     assert event.via == "api" and event.changes["properties"][1]["sql"] == "SELECT 1"
+
+
+def test_patch_leaves_a_crashed_job_crashed(staff_api, make_job):
+    # Regression: the spec → form mapping filled a missing state with
+    # "enabled", so any PATCH quietly re-enabled a crashed job.
+    job = make_job(name="crashed", state=Job.State.CRASHED, consecutive_failures=3)
+    body = staff_api.patch(f"/api/jobs/{job.pk}", {"description": "looked at it"}).json()
+    assert body["state"] == "crashed" and body["description"] == "looked at it"

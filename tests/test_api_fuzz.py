@@ -6,7 +6,7 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from jobs.serializers import JOB_WRITABLE_FIELDS
+from jobs.serializers import JOB_FIELDS
 
 FUZZ = settings(
     max_examples=150,
@@ -26,12 +26,12 @@ json_values = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
     max_leaves=12,
 )
-field_names = st.sampled_from([*JOB_WRITABLE_FIELDS, "version", "id", "url", "sql"]) | st.text(max_size=12)
+field_names = st.sampled_from([*JOB_FIELDS, "version", "id", "url", "sql"]) | st.text(max_size=12)
 job_payloads = st.dictionaries(field_names, json_values, max_size=8)
 
 VALID_JOB = {"name": "fuzzed", "handler": "demo.echo", "cron_expression": "0 0 * * * *"}
 # Mostly valid jobs with a few fields replaced: reaches the deeper checks.
-near_valid_jobs = st.dictionaries(st.sampled_from([*JOB_WRITABLE_FIELDS, "version"]), json_values, min_size=1, max_size=3).map(
+near_valid_jobs = st.dictionaries(st.sampled_from([*JOB_FIELDS, "version"]), json_values, min_size=1, max_size=3).map(
     lambda changes: {**VALID_JOB, **changes}
 )
 
