@@ -45,6 +45,16 @@ PREVIEW_DEFAULT_COUNT = 5
 PREVIEW_MAX_COUNT = 50
 
 
+# Form error codes that mean "not allowed" rather than "not valid".
+REFUSAL_CODES = {"forbidden", "demo_mode"}
+# The form's convenience fields for HTTP and SQL jobs are properties in the API.
+PROPERTY_FIELDS = {"url", "method", "headers", "body", "sql"}
+
+
+def _api_field(field: str | None) -> str | None:
+    return f"properties.{field}" if field in PROPERTY_FIELDS else field
+
+
 class ApiError(Exception):
     """Stops a view with a JSON error answer."""
 
@@ -57,8 +67,12 @@ class ApiError(Exception):
 
     @classmethod
     def invalid(cls, errors: list[dict]) -> "ApiError":
-        first = errors[0]
-        return cls(400, first["code"], first["message"], first["field"], errors=errors)
+        """400 with every problem listed; 403 when one of them is a refusal
+        (a non-superuser's SQL job, demo mode) rather than a mistake."""
+        errors = [{**error, "field": _api_field(error["field"])} for error in errors]
+        refusals = [error for error in errors if error["code"] in REFUSAL_CODES]
+        first = (refusals or errors)[0]
+        return cls(403 if refusals else 400, first["code"], first["message"], first["field"], errors=errors)
 
     def response(self) -> JsonResponse:
         response = JsonResponse(self.body, status=self.status)

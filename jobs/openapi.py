@@ -21,7 +21,7 @@ TIME = _nullable("string", format="date-time")
 ERROR_RESPONSES = {
     "400": "The request is invalid: `code` says why, `field` says where; `errors` lists every problem.",
     "401": "No valid token or session.",
-    "403": "Signed in, but not allowed (not staff, CSRF check failed, or demo mode).",
+    "403": "Signed in, but not allowed: not staff, a CSRF check failed, demo mode, or an SQL job by a non-superuser.",
     "404": "No such object, or not visible to you.",
     "405": "Method not allowed here.",
     "409": "Conflict: a stale `version`, or an action that does not apply to the object as it is.",

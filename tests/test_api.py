@@ -656,3 +656,30 @@ def test_patch_leaves_a_crashed_job_crashed(staff_api, make_job):
     job = make_job(name="crashed", state=Job.State.CRASHED, consecutive_failures=3)
     body = staff_api.patch(f"/api/jobs/{job.pk}", {"description": "looked at it"}).json()
     assert body["state"] == "crashed" and body["description"] == "looked at it"
+
+
+def test_http_job_errors_name_the_property(staff_api):
+    response = staff_api.post(
+        "/api/jobs", {**JOB, "kind": "http", "handler": "", "properties": {"url": "http://127.0.0.1/admin", "method": "BREW"}}
+    )
+    body = assert_error(response, 400, "fence", "properties.url")
+    assert ("invalid", "properties.method") in [(e["code"], e["field"]) for e in body["errors"]]
+
+
+def test_create_http_job(staff_api):
+    response = staff_api.post("/api/jobs", {**JOB, "kind": "http", "handler": "", "properties": {"url": "https://10.0.0.1/hook", "method": "POST"}})
+    assert response.status_code == 201, response.content
+    assert response.json()["properties"] == {"url": "https://10.0.0.1/hook", "method": "POST"}
+
+
+def test_a_staff_member_who_is_not_superuser_cannot_create_sql_jobs(staff_api, settings):
+    settings.JOBS_SQL_ENABLED = True
+    body = {**JOB, "kind": "sql", "handler": "", "properties": {"sql": "SELECT 1"}}
+    assert_error(staff_api.post("/api/jobs", body), 403, "forbidden", "kind")
+    assert not Job.objects.filter(name=JOB["name"]).exists()
+
+
+def test_sql_errors_name_the_property(superuser_api, settings):
+    settings.JOBS_SQL_ENABLED = True
+    body = {**JOB, "kind": "sql", "handler": "", "properties": {"sql": "DROP TABLE jobs_job"}}
+    assert_error(superuser_api.post("/api/jobs", body), 400, "invalid", "properties.sql")

@@ -162,4 +162,11 @@ def test_demo_mode_blocks_http_jobs_in_the_form(settings, staff_user):
 def test_demo_mode_blocks_http_jobs_over_the_api(staff_api, settings):
     settings.DEMO_MODE = True
     response = staff_api.post("/api/jobs", {"name": "h", "kind": "http", "cron_expression": "0 * * * * *", "properties": {"url": "https://example.com"}})
-    assert response.status_code == 400 and response.json()["code"] == "demo_mode"
+    assert response.status_code == 403 and response.json()["code"] == "demo_mode"
+
+
+def test_the_health_check_is_not_redirected_to_https(settings, db):
+    settings.SECURE_SSL_REDIRECT = True
+    client = Client()
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/profile/").status_code == 301
