@@ -22,6 +22,7 @@ AUDITED_FIELDS = [
     "timeout_seconds",
     "alert_threshold",
     "alert_emails",
+    "notify_recovered",
     "state",
 ]
 

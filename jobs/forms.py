@@ -107,6 +107,7 @@ class JobForm(forms.ModelForm):
             "timeout_seconds",
             "alert_threshold",
             "alert_emails",
+            "notify_recovered",
             "state",
         ]
 
