@@ -99,9 +99,19 @@ def describe_failure(exc: BaseException) -> tuple[bool, str]:
         return permanent, f"recipients refused: {text}"[:REPLY_CHARS]
     if isinstance(exc, smtplib.SMTPResponseException):
         return 500 <= exc.smtp_code < 600, f"{exc.smtp_code} {_text(exc.smtp_error)}"[:REPLY_CHARS]
-    if isinstance(exc, (TimeoutError, socket.timeout)):
+    if _timed_out(exc):
         return False, f"timed out: the mail server did not answer within {settings.EMAIL_TIMEOUT} s"
     return False, f"{type(exc).__name__}: {exc}"[:REPLY_CHARS]
+
+
+def _timed_out(exc: BaseException | None) -> bool:
+    # smtplib reports a reply that never came as SMTPServerDisconnected,
+    # raised while handling the socket's timeout.
+    while exc is not None:
+        if isinstance(exc, (TimeoutError, socket.timeout)):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _text(value) -> str:
