@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
+from django.core.mail import EmailMultiAlternatives, get_connection
 from django.core.validators import validate_email
 from django.db.models import Q
 from django.template.loader import render_to_string
@@ -161,3 +162,21 @@ def _excerpt(text: str) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())[:300]
+
+
+def send_test_email(*, to: list[str], user=None) -> int:
+    """Send a test email now, through the configured backend, so an admin can
+    check EMAIL_URL from the settings page. Runs in the web request (bounded
+    by EMAIL_TIMEOUT per exchange with the server); raises what the backend
+    raises."""
+    facts = {"user": user, "base_url": settings.CRONBOARD_BASE_URL, "backend": settings.EMAIL_BACKEND}
+    message = EmailMultiAlternatives(
+        subject="[Cronboard] Test email",
+        body=render_to_string("jobs/email/test.txt", facts),
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        to=to,
+        connection=get_connection(timeout=settings.EMAIL_TIMEOUT),
+        headers={"Auto-Submitted": "auto-generated"},
+    )
+    message.attach_alternative(render_to_string("jobs/email/test.html", facts), "text/html")
+    return message.send(fail_silently=False)

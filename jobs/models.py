@@ -441,6 +441,12 @@ class Alert(models.Model):
     def is_pending(self):
         return self.status == self.Status.PENDING
 
+    @property
+    def job_path(self):
+        from jobs import links
+
+        return links.job_path(self.job_id)
+
 
 class AuditEvent(models.Model):
     """Who did what to a job, when, and through which door. Kept when the
