@@ -126,7 +126,7 @@ class Delivery:
     attempts: int
     created_at: datetime
     claimed_until: datetime  # what the claim wrote to next_attempt_at: the claim's token
-    message: EmailMultiAlternatives
+    message: EmailMultiAlternatives | None
     error: BaseException | None = None
 
 
@@ -185,24 +185,32 @@ class AlertSender:
                 break
         did = bool(self._ready)
         while self._ready:
-            delivery = self._ready.pop(0)
+            delivery = self._ready[0]
+            self.record(delivery, now)
+            # Only once written: a database error leaves it for the next pass.
+            self._ready.pop(0)
             if delivery is self.in_flight:
                 self.in_flight = None
-            self.record(delivery, now)
         return did
 
     def claim_and_send(self, now: datetime) -> bool:
         alert = self.claim_due(now)
         if alert is None:
             return False
-        connection = get_connection(timeout=settings.EMAIL_TIMEOUT)
         self.in_flight = Delivery(
             alert_id=alert.pk,
             attempts=alert.attempts,
             created_at=alert.created_at,
             claimed_until=alert.next_attempt_at,
-            message=build_email(alert, connection=connection),
+            message=None,
         )
+        try:
+            connection = get_connection(timeout=settings.EMAIL_TIMEOUT)
+            self.in_flight.message = build_email(alert, connection=connection)
+        except Exception as exc:  # noqa: BLE001 - a broken email setup is this alert's failure, not the loop's
+            self.in_flight.error = exc
+            self._results.put(self.in_flight)
+            return True
         if self._sender is None:
             self._sender = _SenderThread(self._results, self._wake)
         self._sender.inbox.put(self.in_flight)

@@ -354,3 +354,32 @@ def test_failures_are_classified_by_the_reply(exc, permanent, shown):
     is_permanent, text = outbox.describe_failure(exc)
     assert is_permanent is permanent
     assert shown in text
+
+
+def test_a_broken_email_backend_is_the_alerts_failure_not_the_schedulers(make_job, settings):
+    settings.EMAIL_BACKEND = "no.such.Backend"
+    job = make_job(alert_emails=["ops@example.com"])
+    alert = alerts.on_crash(job=job, run=None, now=T0)
+    assert deliver(AlertSender(), T0)
+    alert.refresh_from_db()
+    assert (alert.status, alert.attempts) == (Alert.Status.PENDING, 1)
+    assert "ModuleNotFoundError" in alert.last_error
+
+
+def test_a_result_whose_write_fails_is_written_on_the_next_step(make_job, monkeypatch):
+    from django.db import DatabaseError
+
+    job = make_job(alert_emails=["ops@example.com"])
+    alert = alerts.on_crash(job=job, run=None, now=T0)
+    sender = AlertSender()
+    sender.step(T0)
+    assert sender.wait_idle(10)
+    real_record = AlertSender.record
+    monkeypatch.setattr(AlertSender, "record", lambda *a: (_ for _ in ()).throw(DatabaseError("database is locked")))
+    with pytest.raises(DatabaseError):
+        sender.collect(T0)
+    monkeypatch.setattr(AlertSender, "record", real_record)
+    assert sender.step(T0)
+    alert.refresh_from_db()
+    assert alert.status == Alert.Status.SENT
+    assert len(mail.outbox) == 1
