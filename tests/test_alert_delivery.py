@@ -135,7 +135,7 @@ def test_server_down_then_up_delivers_after_it_returns(smtp_server, settings, cr
 def test_silent_server_times_out_while_the_scheduler_keeps_firing_jobs(
     blackhole_smtp, settings, crashed_alert, make_job
 ):
-    use_smtp(settings, blackhole_smtp, timeout=2)
+    use_smtp(settings, blackhole_smtp, timeout=3)
     Alert.objects.update(next_attempt_at=timezone.now())  # this test runs on the real clock
     echo = make_job(name="heartbeat", handler="demo.echo", next_fire_at=timezone.now())
     scheduler = Scheduler(worker_id="test-node", max_workers=2)
@@ -147,19 +147,19 @@ def test_silent_server_times_out_while_the_scheduler_keeps_firing_jobs(
 
     # The job fired and finished while the send hangs.
     while not Run.objects.filter(job=echo, status=Run.Status.SUCCEEDED).exists():
-        assert time.monotonic() - started < 1.5, "the job did not run while the send was stuck"
+        assert time.monotonic() - started < 2.5, "the job did not run while the send was stuck"
         scheduler.collect(scheduler.pool.wait(0.1), timezone.now())
         scheduler.run_pass(timezone.now())
     assert scheduler.alert_sender.in_flight is not None
 
     # The send gives up at EMAIL_TIMEOUT and is scheduled for another try.
     assert scheduler.alert_sender.wait_idle(10)
-    assert time.monotonic() - started >= 1.9
+    assert time.monotonic() - started >= 2.9
     now = timezone.now()
     scheduler.run_pass(now)
     alert = Alert.objects.get()
     assert (alert.status, alert.attempts) == (Alert.Status.PENDING, 1)
-    assert alert.last_error == "timed out: the mail server did not answer within 2 s"
+    assert alert.last_error == "timed out: the mail server did not answer within 3 s"
     assert alert.next_attempt_at > now
     assert scheduler.next_wakeup(now) <= alert.next_attempt_at
     scheduler.alert_sender.stop(timezone.now, wait=0)
