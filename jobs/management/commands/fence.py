@@ -1,0 +1,31 @@
+"""`manage.py fence URL [URL ...]`: would the fence let an HTTP job call these?
+
+Prints `<url>: allowed` or `<url>: blocked: <reason>` per URL, using the same
+check as saving a job (real DNS), and exits 1 if any URL is blocked.
+"""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from jobs.fence import FenceError, check_url
+
+
+class Command(BaseCommand):
+    help = "Check URLs against the HTTP job fence; exits 1 if any is blocked."
+    requires_system_checks = []
+
+    def add_arguments(self, parser):
+        parser.add_argument("urls", nargs="+", metavar="URL")
+
+    def handle(self, *args, urls, **options):
+        blocked = 0
+        for url in urls:
+            shown = url if url.isprintable() else repr(url)
+            try:
+                check_url(url)
+            except FenceError as exc:
+                blocked += 1
+                self.stdout.write(f"{shown}: blocked: {exc.reason}")
+            else:
+                self.stdout.write(f"{shown}: allowed")
+        if blocked:
+            raise CommandError(f"{blocked} of {len(urls)} URLs blocked", returncode=1)
