@@ -25,11 +25,7 @@ def deliver(sender: AlertSender, now: datetime) -> Alert:
     assert sender.step(now), "nothing was due"
     assert sender.wait_idle(30)
     sender.collect(now)
-    return Alert.objects.get(pk=sender_alert_id(now))
-
-
-def sender_alert_id(_now) -> int:
-    return Alert.objects.values_list("pk", flat=True).get()
+    return Alert.objects.get()
 
 
 @pytest.fixture
