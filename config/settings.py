@@ -182,6 +182,10 @@ _DEFAULT_BLOCKED = [
     "169.254.0.0/16",
     "fe80::/10",
     "fd00:ec2::/32",
+    # Metadata services that sit outside link-local: single addresses, so
+    # the shared 100.64.0.0/10 space stays usable for internal services.
+    "100.100.100.200/32",
+    "192.0.0.192/32",
     "0.0.0.0/8",
     "::/128",
 ]

@@ -45,6 +45,8 @@ _RANGE_LABELS = {
     "169.254.0.0/16": "link-local / cloud metadata",
     "fe80::/10": "link-local",
     "fd00:ec2::/32": "cloud metadata",
+    "100.100.100.200/32": "Alibaba cloud metadata",
+    "192.0.0.192/32": "Oracle cloud metadata",
     "0.0.0.0/8": "unspecified",
     "::/128": "unspecified",
 }

@@ -1,7 +1,9 @@
 """`manage.py fence URL [URL ...]`: would the fence let an HTTP job call these?
 
-Prints `<url>: allowed` or `<url>: blocked: <reason>` per URL, using the same
-check as saving a job (real DNS), and exits 1 if any URL is blocked.
+Prints one line per URL, in the order given: `allowed` or `blocked: <reason>`
+(the reason names the address and the rule), using the same check as saving
+a job (real DNS), and exits 1 if any URL is blocked. With `-v 2` each line is
+prefixed with its URL.
 """
 
 from django.core.management.base import BaseCommand, CommandError
@@ -16,16 +18,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("urls", nargs="+", metavar="URL")
 
-    def handle(self, *args, urls, **options):
+    def handle(self, *args, urls, verbosity=1, **options):
         blocked = 0
         for url in urls:
-            shown = url if url.isprintable() else repr(url)
+            prefix = f"{url if url.isprintable() else repr(url)}: " if verbosity >= 2 else ""
             try:
                 check_url(url)
             except FenceError as exc:
                 blocked += 1
-                self.stdout.write(f"{shown}: blocked: {exc.reason}")
+                self.stdout.write(f"{prefix}blocked: {exc.reason}")
             else:
-                self.stdout.write(f"{shown}: allowed")
+                self.stdout.write(f"{prefix}allowed")
         if blocked:
             raise CommandError(f"{blocked} of {len(urls)} URLs blocked", returncode=1)
