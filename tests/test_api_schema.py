@@ -54,6 +54,15 @@ def test_schema_is_a_valid_openapi_document(document):
     validator.validate(document)
 
 
+def test_the_job_schema_has_every_field_the_api_sends(document, make_job):
+    from jobs.serializers import JOB_FIELDS, job_to_dict
+
+    job_schema = document["components"]["schemas"]["Job"]
+    assert set(job_schema["properties"]) == set(job_to_dict(make_job()))
+    input_fields = set(document["components"]["schemas"]["JobInput"]["properties"])
+    assert input_fields == {*JOB_FIELDS, "version"}
+
+
 def test_path_parameters_are_declared(document):
     for path, item in document["paths"].items():
         declared = {p["name"] for p in item.get("parameters", []) if p["in"] == "path"}

@@ -58,7 +58,7 @@ def test_check_deploy_fails_without_https(tmp_path):
 def test_a_bad_setting_value_names_the_variable(tmp_path, name):
     result = manage("check", env_overrides={name: "sometimes"}, tmp_path=tmp_path)
     assert result.returncode != 0
-    assert "ImproperlyConfigured" in result.stderr and name in result.stderr
+    assert "Configuration error" in result.stderr and name in result.stderr
 
 
 def test_local_defaults_work_over_plain_http(settings):
