@@ -20,7 +20,7 @@ import logging
 from datetime import datetime, time, timezone as dt_timezone
 from functools import wraps
 
-from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
 from django.db.models import Q
 from django.http import Http404, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
@@ -30,7 +30,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.views.decorators.csrf import csrf_exempt
 
 from jobs import access, cron, services, tokens
-from jobs.forms import JobForm, TaskForm
+from jobs.forms import JobForm, TaskForm, check_instant
 from jobs.handlers import registry
 from jobs.models import AuditEvent, Job, Run
 from jobs.serializers import handler_to_dict, job_to_dict, run_to_dict, spec_errors, spec_to_form_data
@@ -192,7 +192,10 @@ def _parse_time(value: str, field: str) -> datetime:
         raise ApiError(400, "invalid", f"“{value[:50]}” is not an ISO-8601 date-time.", field)
     if timezone.is_naive(when):
         when = when.replace(tzinfo=dt_timezone.utc)
-    return when
+    try:
+        return check_instant(when)
+    except ValidationError as exc:
+        raise ApiError(400, exc.code, exc.message, field) from None
 
 
 def _parse_int(value: str, field: str, low: int, high: int) -> int:
@@ -326,10 +329,10 @@ def _decode_cursor(cursor: str) -> tuple[datetime, int]:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         stamp, run_id = json.loads(raw)
         when = datetime.fromisoformat(stamp)
-        if timezone.is_naive(when) or isinstance(run_id, bool) or not isinstance(run_id, int):
+        if timezone.is_naive(when) or isinstance(run_id, bool) or not isinstance(run_id, int) or abs(run_id) > 2**62:
             raise ValueError
-        return when, run_id
-    except (ValueError, TypeError, binascii.Error, RecursionError):
+        return check_instant(when), run_id
+    except (ValueError, TypeError, binascii.Error, RecursionError, ValidationError):
         raise ApiError(400, "invalid", "This cursor is not one the API gave out.", "cursor") from None
 
 

@@ -8,6 +8,7 @@ Errors carry the spec's codes where it has one (47003 both day fields,
 
 import json
 import re
+from datetime import datetime, timezone as dt_timezone
 
 from django import forms
 from django.conf import settings
@@ -23,6 +24,24 @@ MAX_PROPERTY_CHARS = 65_536
 HTTP_FIELDS = ("url", "method", "headers", "body")
 NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 MAX_ALERT_THRESHOLD = 1000
+
+
+# Instants a client may name (a task's start, a filter, a preview's start):
+# wide enough for any real use, far enough from datetime's limits that
+# converting zones or adding a schedule's step cannot overflow.
+EARLIEST_INSTANT = datetime(1900, 1, 1, tzinfo=dt_timezone.utc)
+LATEST_INSTANT = datetime(9000, 1, 1, tzinfo=dt_timezone.utc)
+
+
+def check_instant(value: datetime) -> datetime:
+    """An aware datetime within the allowed range, in UTC; else ValidationError."""
+    try:
+        value = value.astimezone(dt_timezone.utc)
+    except (OverflowError, ValueError):
+        value = None
+    if value is None or not EARLIEST_INSTANT <= value <= LATEST_INSTANT:
+        raise ValidationError("Give a date-time between the years 1900 and 9000.", code="out_of_range")
+    return value
 
 
 class ErrorListMixin:
@@ -312,6 +331,10 @@ class TaskForm(ErrorListMixin, forms.Form):
     max_retries = forms.IntegerField(required=False, min_value=0, max_value=100)
     retry_interval_seconds = forms.IntegerField(required=False, min_value=0, max_value=Job.MAX_TIMEOUT_SECONDS)
     timeout_seconds = forms.IntegerField(required=False, min_value=1, max_value=Job.MAX_TIMEOUT_SECONDS)
+
+    def clean_run_after(self):
+        value = self.cleaned_data.get("run_after")
+        return None if value is None else check_instant(value)
 
     def clean_handler(self):
         handler = self.cleaned_data["handler"]

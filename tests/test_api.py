@@ -683,3 +683,15 @@ def test_sql_errors_name_the_property(superuser_api, settings):
     settings.JOBS_SQL_ENABLED = True
     body = {**JOB, "kind": "sql", "handler": "", "properties": {"sql": "DROP TABLE jobs_job"}}
     assert_error(superuser_api.post("/api/jobs", body), 400, "invalid", "properties.sql")
+
+
+EXTREME_INSTANTS = ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "0001-01-01", "9999-12-31", "1899-12-31T23:59:59Z"]
+
+
+@pytest.mark.parametrize("instant", EXTREME_INSTANTS)
+def test_instants_near_the_calendars_ends_are_400_not_500(staff_api, make_job, instant):
+    # Regression: 0001-01-01T00:00+01:00 overflowed converting to UTC (a 500).
+    job = make_job(name="ends")
+    assert_error(staff_api.get(f"/api/jobs/{job.pk}/runs", {"from": instant}), 400, "out_of_range", "from")
+    assert_error(staff_api.post("/api/cron/preview", {"expression": "0 0 0 1 1 *", "after": instant}), 400, "out_of_range", "after")
+    assert_error(staff_api.post("/api/tasks", {"handler": "demo.echo", "key": "k", "run_after": instant}), 400, "out_of_range", "run_after")

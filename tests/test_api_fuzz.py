@@ -2,6 +2,7 @@
 success or a coded JSON error (hypothesis)."""
 
 import json
+from datetime import timedelta, timezone as dt_timezone
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -44,6 +45,17 @@ expressions = st.one_of(
 zones = st.one_of(st.sampled_from(["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "", "../etc/passwd"]), st.text(max_size=30))
 
 
+# ISO-8601 instants up to datetime's limits, with and without offsets.
+offsets = st.sampled_from([None, dt_timezone.utc, dt_timezone(timedelta(hours=14)), dt_timezone(timedelta(hours=-12, minutes=-30))])
+instants = st.one_of(
+    st.datetimes(timezones=offsets).map(lambda d: d.isoformat()),
+    # datetime's own ends, where converting zones overflows
+    st.sampled_from(["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "0001-01-01", "9999-12-31T23:59:59.999999"]),
+    st.dates().map(lambda d: d.isoformat()),
+    st.text(max_size=30),
+)
+
+
 def body_of(data):
     return json.dumps(data, allow_nan=True)
 
@@ -83,6 +95,13 @@ def test_preview_never_fails_on_random_input(staff_api, cron_preview, expression
 
 
 @FUZZ
+@given(after=instants, count=st.integers(min_value=1, max_value=50), expression=st.sampled_from(["0 0 0 1 1 *", "* * * * * *", "0 0 0 29 2 *", "0 0 0 L * ?"]))
+def test_preview_never_fails_on_any_start(staff_api, cron_preview, after, count, expression):
+    response = staff_api.post("/api/cron/preview", raw=body_of({"expression": expression, "after": after, "count": count}))
+    assert_answered(response, {200, 400})
+
+
+@FUZZ
 @given(payload=json_values)
 def test_preview_never_fails_on_random_json(staff_api, cron_preview, payload):
     assert_answered(staff_api.post("/api/cron/preview", raw=body_of(payload)), {200, 400})
@@ -95,7 +114,14 @@ def test_tasks_never_fail_on_random_json(staff_api, payload):
 
 
 @FUZZ
-@given(params=st.dictionaries(st.sampled_from(["status", "trigger", "from", "to", "limit", "cursor"]), st.text(max_size=40), max_size=6))
+@given(run_after=instants, key=st.text(min_size=1, max_size=20))
+def test_tasks_never_fail_on_any_start(staff_api, run_after, key):
+    response = staff_api.post("/api/tasks", raw=body_of({"handler": "demo.echo", "key": key, "run_after": run_after}))
+    assert_answered(response, {200, 201, 400})
+
+
+@FUZZ
+@given(params=st.dictionaries(st.sampled_from(["status", "trigger", "from", "to", "limit", "cursor"]), st.text(max_size=40) | instants, max_size=6))
 def test_run_listing_never_fails_on_random_parameters(staff_api, make_job, params):
     job = make_job()
     params = {k: v.replace("\x00", "") for k, v in params.items()}
