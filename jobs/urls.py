@@ -6,4 +6,5 @@ app_name = "jobs"
 
 urlpatterns = [
     path("", views.job_list, name="job_list"),
+    path("cluster/", views.cluster, name="cluster"),
 ]
