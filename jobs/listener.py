@@ -57,7 +57,8 @@ class WakeListener(threading.Thread):
                 self.listening.clear()
                 if self._stopping.is_set():
                     break
-                log.warning("wake-up listener lost its connection (%s); polling until it reconnects", exc)
+                reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                log.warning("wake-up listener lost its connection (%s); polling until it reconnects", reason)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 10)
         self.listening.clear()
