@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0003_audit_event'),
+        ('jobs', '0004_alerts'),
     ]
 
     operations = [
