@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, Exists, Q
+from django.db.models import Count, Exists
 from django.db.models.functions import Now
 
 from jobs.models import Lease, LeadershipChange, Run
@@ -220,9 +220,7 @@ def cluster_status(*, now: datetime, lost_for: timedelta = timedelta(hours=24), 
         .annotate(n=Count("id"))
         .values_list("worker_id", "n")
     )
-    rows = Lease.objects.filter(name__startswith=NODE_PREFIX, holder__gt="").filter(
-        Q(expires_at__gte=clock - lost_for)
-    )
+    rows = Lease.objects.filter(name__startswith=NODE_PREFIX, holder__gt="", expires_at__gte=clock - lost_for)
     nodes = [
         NodeStatus(
             worker_id=row.holder,

@@ -167,9 +167,10 @@ class Scheduler:
         self.schedule_unplanned(now)
 
     def check_identity(self, now: datetime) -> None:
-        """Before start (runscheduler, PostgreSQL): refuse (WorkerIdInUse) when another live process holds this worker
-        id's node lease. A process on this host that is gone (killed with -9,
-        so it never released the lease) does not hold us up."""
+        """Before start (runscheduler, PostgreSQL): refuse (WorkerIdInUse) when
+        another live process holds this worker id's node lease. A process on
+        this host that is gone (killed with -9, so it never released the
+        lease) does not hold us up."""
         lease, clock = leases.current(leases.node_lease_name(self.worker_id), now=now)
         if lease is None or not lease.is_live(clock):
             return
@@ -197,9 +198,13 @@ class Scheduler:
                 with connection.cursor() as cursor:
                     cursor.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, false)", [f"{seconds}s"])
 
-        connection_created.connect(apply, weak=False, dispatch_uid=f"cronboard-idle-tx-{id(self)}")
+        connection_created.connect(apply, weak=False, dispatch_uid=self._idle_limit_uid)
         if connection.connection is not None:
             apply(connection=connection)
+
+    @property
+    def _idle_limit_uid(self) -> str:
+        return f"cronboard-idle-transactions-{id(self)}"
 
     def recover(self, now: datetime) -> int:
         """Runs this worker left `running` (it died or was killed) are interrupted."""
@@ -755,6 +760,7 @@ class Scheduler:
         self.alert_sender.stop(self.clock, wait=min(grace, settings.EMAIL_TIMEOUT))
         if self.listener is not None:
             self.listener.stop()
+        connection_created.disconnect(dispatch_uid=self._idle_limit_uid)
         leases.release(leases.node_lease_name(self.worker_id), self.worker_id, epoch=self.node_epoch)
 
 

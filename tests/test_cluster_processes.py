@@ -232,6 +232,30 @@ def test_lease_times_come_from_the_database_clock_not_the_hosts(cluster_factory)
     assert out.split() == ["True", "True", "True"]
 
 
+def test_a_scheduler_stalled_inside_a_transaction_has_it_ended_by_the_server(cluster_factory):
+    """Its own connections (not its handlers') end transactions left idle for
+    a lease TTL, so a claim made before a stall rolls back and frees its row
+    locks instead of committing after the node wakes."""
+    cluster = cluster_factory("cluster_idle")
+    out = cluster.django(
+        "import threading\n"
+        "from django.db import connection\n"
+        "from jobs.scheduler import Scheduler\n"
+        "Scheduler(worker_id='probe')._limit_idle_transactions()\n"
+        "connection.close()\n"
+        "def show():\n"
+        "    from django.db import connection\n"
+        "    with connection.cursor() as cursor:\n"
+        "        cursor.execute('SHOW idle_in_transaction_session_timeout')\n"
+        "        print(cursor.fetchone()[0])\n"
+        "    connection.close()\n"
+        "show()\n"
+        "handler = threading.Thread(target=show)\n"
+        "handler.start(); handler.join()\n"
+    )
+    assert out.split() == ["30s", "0"]
+
+
 def test_three_schedulers_plan_each_fire_once_and_a_standby_replaces_a_killed_leader(cluster_factory):
     cluster = cluster_factory("cluster_kill")
     for worker_id in ("n1", "n2", "n3"):
