@@ -215,10 +215,7 @@ def cluster_status(*, now: datetime, lost_for: timedelta = timedelta(hours=24), 
     leader, clock = current(LEADER, now=now)
     live = leader is not None and leader.is_live(clock)
     running = dict(
-        Run.objects.filter(status=Run.Status.RUNNING)
-        .values_list("worker_id")
-        .annotate(n=Count("id"))
-        .values_list("worker_id", "n")
+        Run.objects.filter(status=Run.Status.RUNNING).values("worker_id").annotate(n=Count("id")).values_list("worker_id", "n")
     )
     rows = Lease.objects.filter(name__startswith=NODE_PREFIX, holder__gt="", expires_at__gte=clock - lost_for)
     nodes = [
@@ -236,9 +233,15 @@ def cluster_status(*, now: datetime, lost_for: timedelta = timedelta(hours=24), 
         )
         for row in rows.order_by("holder")
     ]
+    leader_id = leader.holder if live else None
+    single = [n for n in nodes if n.alive]
+    if not live and connection.vendor != "postgresql" and len(single) == 1:
+        # SQLite is single-node: its one scheduler plans without a lease.
+        single[0].is_leader = True
+        leader_id = single[0].worker_id
     return ClusterStatus(
         now=clock,
-        leader=leader.holder if live else None,
+        leader=leader_id,
         lease_expires_at=leader.expires_at if live else None,
         epoch=leader.epoch if live else None,
         lapsed_holder=leader.holder if leader is not None and leader.holder and not live else None,

@@ -1,5 +1,4 @@
 from django.contrib.auth.decorators import login_required
-from django.db import connection
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -16,6 +15,6 @@ def job_list(request):
 def cluster(request):
     """Scheduler nodes, the leader lease, recent leadership changes. Any
     signed-in user may look; the status section refreshes itself."""
-    context = {"status": cluster_status(now=timezone.now()), "clustered": connection.vendor == "postgresql"}
+    context = {"status": cluster_status(now=timezone.now())}
     template = "jobs/cluster.html#cluster-status" if request.htmx else "jobs/cluster.html"
     return render(request, template, context)

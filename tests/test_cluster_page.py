@@ -82,3 +82,14 @@ def test_cluster_status_text_says_who_leads_and_which_node_was_lost(two_nodes):
     assert "nodes: 2 live" in text
     assert "sched-3" in text and "LOST" in text
     assert "epoch 1: sched-2" in text
+
+
+def test_on_sqlite_the_one_running_scheduler_is_reported_as_leader(viewer_client, db):
+    leases.acquire(leases.node_lease_name("solo"), "solo", now=timezone.now(), info={"host": "h", "pid": 1})
+
+    out = StringIO()
+    call_command("cluster", "status", "--json", stdout=out)
+
+    data = json.loads(out.getvalue())
+    assert (data["leader"], data["epoch"], data["lease_expires_at"]) == ("solo", None, None)
+    assert "<strong>solo</strong> plans and runs everything" in viewer_client.get("/cluster/").content.decode()

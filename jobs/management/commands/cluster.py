@@ -31,8 +31,10 @@ class Command(BaseCommand):
 
 def _text(status: ClusterStatus) -> str:
     lines = []
-    if status.leader:
+    if status.leader and status.epoch:
         lines.append(f"leader: {status.leader} (epoch {status.epoch}, lease until {status.lease_expires_at.isoformat()})")
+    elif status.leader:
+        lines.append(f"leader: {status.leader} (SQLite is single-node: no lease)")
     elif status.lapsed_holder:
         lines.append(f"leader: none (the lease of {status.lapsed_holder} lapsed; a standby takes it at its next try)")
     else:
