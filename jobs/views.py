@@ -2,9 +2,11 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from jobs import tokens
+from jobs.leases import cluster_status
 
 
 @login_required
@@ -29,3 +31,12 @@ def profile(request):
         "jobs/profile.html",
         {"api_tokens": request.user.api_tokens.all(), "new_secret": new_secret},
     )
+
+
+@login_required
+def cluster(request):
+    """Scheduler nodes, the leader lease, recent leadership changes. Any
+    signed-in user may look; the status section refreshes itself."""
+    context = {"status": cluster_status(now=timezone.now())}
+    template = "jobs/cluster.html#cluster-status" if request.htmx else "jobs/cluster.html"
+    return render(request, template, context)

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0004_alerts'),
+        ('jobs', '0005_cluster'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
