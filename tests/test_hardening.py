@@ -172,3 +172,15 @@ def test_the_health_check_is_not_redirected_to_https(settings, db):
     client = Client()
     assert client.get("/healthz").status_code == 200
     assert client.get("/profile/").status_code == 301
+
+
+def test_every_template_that_loads_htmx_turns_off_its_inline_styles():
+    # htmx injects a <style> unless told not to, and the policy blocks it
+    # (the browser logs a violation and the indicators lose their styling).
+    templates = BASE_DIR / "templates"
+    missing = [
+        str(path.relative_to(templates))
+        for path in templates.rglob("*.html")
+        if "htmx_script" in path.read_text() and '"includeIndicatorStyles": false' not in path.read_text()
+    ]
+    assert missing == []
