@@ -619,10 +619,14 @@ class Scheduler:
         if self._last_sweep is not None and now - self._last_sweep < SWEEP_EVERY:
             return False
         self._last_sweep = now
-        alive = leases.live_node_holders(now=now) | {self.worker_id}
+        # This node's own runs are stale only if it is not executing them (a
+        # claim whose commit was lost with the connection): its real flights
+        # heartbeat every few seconds.
+        alive_elsewhere = leases.live_node_holders(now=now) - {self.worker_id}
         stale = (
             Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER)
-            .exclude(worker_id__in=alive)
+            .exclude(worker_id__in=alive_elsewhere)
+            .exclude(pk__in=list(self.pool.flights))
             .select_related("job")
         )
         count = 0
