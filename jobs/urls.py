@@ -6,4 +6,20 @@ app_name = "jobs"
 
 urlpatterns = [
     path("", views.job_list, name="job_list"),
+    path("jobs/bulk/", views.job_bulk, name="job_bulk"),
+    path("jobs/new/", views.job_create, name="job_create"),
+    path("jobs/<int:job_id>/", views.job_detail, name="job_detail"),
+    path("jobs/<int:job_id>/edit/", views.job_edit, name="job_edit"),
+    path("jobs/<int:job_id>/runs/", views.job_runs, name="job_runs"),
+    path("jobs/<int:job_id>/pause/", views.job_pause, name="job_pause"),
+    path("jobs/<int:job_id>/resume/", views.job_resume, name="job_resume"),
+    path("jobs/<int:job_id>/run/", views.job_run_now, name="job_run_now"),
+    path("jobs/<int:job_id>/delete/", views.job_delete, name="job_delete"),
+    path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
+    path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
+    path("cron/preview/", views.cron_preview, name="cron_preview"),
+    path("settings/", views.settings_page, name="settings"),
+    path("messages/", views.message_list, name="messages"),
+    path("messages/read/", views.message_read, name="messages_read_all"),
+    path("messages/<int:message_id>/read/", views.message_read, name="message_read"),
 ]

@@ -5,6 +5,8 @@ import pytest
 
 pytest_plugins = [
     "tests.fixtures.core",
+    "tests.fixtures.console",
+    "tests.fixtures.browser",
 ]
 
 
