@@ -349,7 +349,7 @@ def _history_context(job: Job, params) -> dict:
     if after and not before:
         at, run_id = after
         page = list(
-            runs.filter(Q(scheduled_at__gt=at) | Q(scheduled_at=at, id__gt=run_id))
+            runs.filter(scheduled_at__gte=at).filter(Q(scheduled_at__gt=at) | Q(id__gt=run_id))
             .order_by("scheduled_at", "id")[: RUNS_PER_PAGE + 1]
         )
         newer = len(page) > RUNS_PER_PAGE
@@ -358,7 +358,8 @@ def _history_context(job: Job, params) -> dict:
     else:
         if before:
             at, run_id = before
-            runs = runs.filter(Q(scheduled_at__lt=at) | Q(scheduled_at=at, id__lt=run_id))
+            # The plain bound lets the index seek; the OR only sorts out ties.
+            runs = runs.filter(scheduled_at__lte=at).filter(Q(scheduled_at__lt=at) | Q(id__lt=run_id))
         page = list(runs.order_by("-scheduled_at", "-id")[: RUNS_PER_PAGE + 1])
         older = len(page) > RUNS_PER_PAGE
         page = page[:RUNS_PER_PAGE]
