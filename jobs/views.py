@@ -389,27 +389,35 @@ def _chart(job: Job) -> dict | None:
     return duration_chart(recent[::-1])
 
 
+def _job_panels(job: Job) -> dict:
+    """What the job page shows around its history: summary, actions, chart."""
+    return {
+        "job": job,
+        "schedule": _describe_schedule(job),
+        "chart": _chart(job),
+        "live_manual_run": Run.objects.filter(job=job, trigger__in=Run.MANUAL_TRIGGERS, status__in=Run.LIVE).first(),
+    }
+
+
 @login_required
 def job_detail(request, job_id):
     job = access.get_job_for_user(request.user, job_id)
     context = {
-        "job": job,
-        "schedule": _describe_schedule(job),
+        **_job_panels(job),
         "history": _history_context(job, request.GET),
-        "chart": _chart(job),
         "audit_events": AuditEvent.objects.filter(job=job).order_by("-created_at", "-id")[:AUDIT_EVENTS],
-        "live_manual_run": Run.objects.filter(
-            job=job, trigger__in=Run.MANUAL_TRIGGERS, status__in=Run.LIVE
-        ).first(),
     }
     return _partial_or_page(request, "jobs/job_detail.html", "run-history", context)
 
 
 @login_required
 def job_runs(request, job_id):
-    """The run history alone: its filters, pages and live polling."""
+    """The run history alone (its filters, pages and live polling), with the
+    job's state, actions, summary and chart swapped out of band: a run that
+    finishes changes them too."""
     job = access.get_job_for_user(request.user, job_id)
-    return render(request, "jobs/job_detail.html#run-history", {"job": job, "history": _history_context(job, request.GET)})
+    context = {**_job_panels(job), "history": _history_context(job, request.GET), "oob": True}
+    return render(request, "jobs/job_detail.html#run-history", context)
 
 
 def _job_action(request, job_id, action):

@@ -183,7 +183,7 @@ def test_deep_history_page_costs_what_the_first_does(staff_client, make_job):
         deep_page = history(staff_client, job, f"?before={_cursor(cursor_run)}")
     assert len(run_ids(page_one)) == 25 and len(run_ids(deep_page)) == 25
     assert len(deep) == len(first)
-    history_sql = [q["sql"] for q in deep.captured_queries if '"jobs_run"' in q["sql"] and "ORDER BY" in q["sql"]]
+    history_sql = [q["sql"] for q in deep.captured_queries if '"jobs_run"' in q["sql"] and "LIMIT 26" in q["sql"]]
     assert history_sql and all("OFFSET" not in sql for sql in history_sql)
     # The database seeks the history index to the cursor: no walk from the
     # newest run, no sort. (SQLite: the captured SQL has its values inlined.)
@@ -255,3 +255,17 @@ def test_chart_colours_runs_by_status(staff_client, make_job):
     svg = html[html.index("<svg"): html.index("</svg>")]
     assert svg.count("status-succeeded") == 2 and svg.count("status-failed") == 1 and svg.count("status-skipped") == 1
     assert "<script" not in svg
+
+
+def test_history_refresh_also_refreshes_state_actions_summary_and_chart(staff_client, make_job):
+    job = make_job(state=Job.State.PAUSED)
+    html = history(staff_client, job)
+    for dom_id in ("job-state", "job-actions", "job-summary", "run-chart"):
+        assert f'id="{dom_id}" hx-swap-oob="true"' in html, dom_id
+    assert "Resume" in html
+
+
+def test_viewer_history_refresh_has_no_actions(viewer_client, make_job):
+    job = make_job()
+    html = history(viewer_client, job)
+    assert 'id="job-actions"' not in html and "Run now" not in html

@@ -91,3 +91,14 @@ def log_with_marker(text: str | None) -> str:
 def short_value(value, limit: int = 80) -> str:
     text = value if isinstance(value, str) else ("—" if value is None else str(value))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@register.filter
+def status_label(status: str) -> str:
+    """A run status as people read it ("timed_out" → "Timed out")."""
+    from jobs.models import Run
+
+    try:
+        return Run.Status(status).label
+    except ValueError:
+        return status
