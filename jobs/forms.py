@@ -88,27 +88,7 @@ class JobForm(forms.ModelForm):
 
     class Meta:
         model = Job
-        fields = [
-            "name",
-            "description",
-            "namespace",
-            "kind",
-            "handler",
-            "properties",
-            "sql_write",
-            "schedule_type",
-            "cron_expression",
-            "interval_seconds",
-            "timezone",
-            "misfire_policy",
-            "run_once",
-            "max_retries",
-            "retry_interval_seconds",
-            "timeout_seconds",
-            "alert_threshold",
-            "alert_emails",
-            "state",
-        ]
+        fields = Job.EDITABLE_FIELDS
 
     def __init__(self, *args, user=None, **kwargs):
         self.user = user
@@ -119,7 +99,18 @@ class JobForm(forms.ModelForm):
             (Job.State.PAUSED, "Paused"),
         ] + ([(Job.State.CRASHED, "Crashed")] if self.instance.state == Job.State.CRASHED else [])
         self.fields["state"].required = False
-        for name in ("kind", "schedule_type", "misfire_policy", "timezone"):
+        # Left out, these take the model's defaults (an import file or an API
+        # body need not spell out every knob).
+        for name in (
+            "kind",
+            "schedule_type",
+            "misfire_policy",
+            "timezone",
+            "max_retries",
+            "retry_interval_seconds",
+            "timeout_seconds",
+            "alert_threshold",
+        ):
             self.fields[name].required = False
         self.fields["timeout_seconds"].min_value = 1
         self.fields["max_retries"].widget.attrs["max"] = 100

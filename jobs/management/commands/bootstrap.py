@@ -1,0 +1,76 @@
+"""First-run set-up: a first superuser (password printed once) and a few
+demo jobs, each only when there is none yet. Safe to run on every start."""
+
+import secrets
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from jobs import services
+from jobs.models import AuditEvent, Job
+
+DEMO_JOBS = [
+    dict(
+        name="Demo: echo every minute",
+        description="Logs its properties. A harmless first job to watch.",
+        handler="demo.echo",
+        properties={"greeting": "hello", "team": "ops"},
+        schedule_type=Job.ScheduleType.CRON,
+        cron_expression="0 * * * * *",
+    ),
+    dict(
+        name="Demo: sleep every 30 s",
+        description="Sleeps 5 s each time; shows running runs and durations.",
+        handler="demo.sleep",
+        properties={"seconds": "5"},
+        schedule_type=Job.ScheduleType.INTERVAL,
+        interval_seconds=30,
+        timeout_seconds=60,
+    ),
+    dict(
+        name="Demo: weekday report (paused)",
+        description="Fires at 09:00 New York time on weekdays, when resumed.",
+        handler="demo.echo",
+        properties={"report": "daily"},
+        schedule_type=Job.ScheduleType.CRON,
+        cron_expression="0 0 9 ? * MON-FRI",
+        timezone="America/New_York",
+        state=Job.State.PAUSED,
+    ),
+    dict(
+        name="Demo: always fails (paused)",
+        description="Fails every time: resume it to see retries, the crash at the threshold and the alert.",
+        handler="demo.fail",
+        properties={"message": "the demo failure"},
+        schedule_type=Job.ScheduleType.INTERVAL,
+        interval_seconds=20,
+        max_retries=1,
+        retry_interval_seconds=5,
+        alert_threshold=3,
+        state=Job.State.PAUSED,
+    ),
+]
+
+
+class Command(BaseCommand):
+    help = "Create a first superuser and demo jobs if there are none."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--username", default="admin")
+        parser.add_argument("--no-demo", action="store_true", help="Do not seed demo jobs.")
+
+    def handle(self, *args, username, no_demo, **options):
+        User = get_user_model()
+        admin = User.objects.filter(is_superuser=True).order_by("pk").first()
+        if admin is None:
+            password = secrets.token_urlsafe(12)
+            admin = User.objects.create_superuser(username, "", password)
+            self.stdout.write(
+                self.style.SUCCESS(f"Created superuser '{username}' with password: {password}")
+                + "\n(shown once: change it under /admin/ or with `manage.py changepassword`)"
+            )
+        if no_demo or Job.objects.filter(builtin=False).exists():
+            return
+        for spec in DEMO_JOBS:
+            services.save_job(job=Job(owner=admin, **spec), user=admin, via=AuditEvent.Via.SYSTEM)
+        self.stdout.write(f"Seeded {len(DEMO_JOBS)} demo jobs.")

@@ -1,0 +1,167 @@
+"""Jobs as code, from the command line.
+
+    manage.py jobs import FILE          upsert by name, all-or-nothing
+    manage.py jobs export [NAME ...]    the same JSON format
+    manage.py jobs list
+    manage.py jobs runs NAME [--limit N] [--json]
+    manage.py jobs run NAME             queue a manual run
+    manage.py jobs pause NAME
+    manage.py jobs resume NAME          also re-enables a crashed job
+"""
+
+import json
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from jobs import services
+from jobs.forms import JobForm
+from jobs.models import AuditEvent, Job
+from jobs.serializers import JOB_FIELDS, RUN_FIELDS, job_to_spec, run_to_dict, spec_to_form_data
+
+CLI = AuditEvent.Via.CLI
+
+
+class ImportFailed(Exception):
+    def __init__(self, errors):
+        self.errors = errors
+
+
+class Command(BaseCommand):
+    help = "Import, export, list and act on jobs."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+        p = sub.add_parser("import", help="Create or update jobs from a JSON file (- for stdin).")
+        p.add_argument("file")
+        p = sub.add_parser("export", help="Print jobs as JSON (all live jobs, or the named ones).")
+        p.add_argument("names", nargs="*")
+        sub.add_parser("list", help="One line per live job.")
+        p = sub.add_parser("runs", help="A job's runs, newest scheduled first.")
+        p.add_argument("name")
+        p.add_argument("--limit", type=int, default=20)
+        p.add_argument("--json", dest="as_json", action="store_true", help="One JSON object per line.")
+        for action, text in [
+            ("run", "Queue a manual run."),
+            ("pause", "Pause a job."),
+            ("resume", "Resume a paused job or re-enable a crashed one."),
+        ]:
+            sub.add_parser(action, help=text).add_argument("name")
+
+    def handle(self, *args, action, **options):
+        getattr(self, f"do_{action}")(**options)
+
+    # -- import / export --------------------------------------------------------
+
+    def do_import(self, file, **_):
+        specs = self._read_specs(file)
+        try:
+            with transaction.atomic():
+                created, updated = self._upsert(specs)
+        except ImportFailed as failed:
+            for error in failed.errors:
+                self.stderr.write(
+                    f"error {error['code']}: job {error['job']!r}, field {error['field'] or '-'}: {error['message']}"
+                )
+            raise CommandError(f"{len(failed.errors)} error(s); nothing was saved.") from None
+        self.stdout.write(f"imported {len(specs)} job(s): {created} created, {updated} updated")
+
+    def _read_specs(self, file):
+        try:
+            text = sys.stdin.read() if file == "-" else open(file, encoding="utf-8").read()
+        except OSError as exc:
+            raise CommandError(f"cannot read {file}: {exc.strerror}") from None
+        try:
+            specs = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"{file} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+        if isinstance(specs, dict):
+            specs = [specs]
+        if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
+            raise CommandError(f"{file} must hold a JSON list of job objects.")
+        names = [s.get("name") for s in specs]
+        dupes = sorted({str(n) for n in names if names.count(n) > 1})
+        if dupes:
+            raise CommandError(f"{file} names these jobs more than once: {', '.join(dupes)}; nothing was saved.")
+        return specs
+
+    def _upsert(self, specs):
+        errors, created, updated = [], 0, 0
+        for index, spec in enumerate(specs):
+            label = spec.get("name") or f"#{index + 1}"
+            unknown = sorted(set(spec) - set(JOB_FIELDS) - {"version"})
+            for key in unknown:
+                errors.append({"job": label, "field": key, "code": "unknown_field", "message": f"unknown key {key!r}"})
+            instance = Job.objects.live().filter(name=spec.get("name")).first() if isinstance(spec.get("name"), str) else None
+            form = JobForm(data=spec_to_form_data(spec, instance=instance), instance=instance, user=None)
+            if not form.is_valid():
+                errors.extend({"job": label, **e} for e in form.error_list())
+                continue
+            if unknown:
+                continue
+            services.save_job(job=form.save(commit=False), via=CLI)
+            created, updated = (created + 1, updated) if instance is None else (created, updated + 1)
+        if errors:
+            raise ImportFailed(errors)
+        return created, updated
+
+    def do_export(self, names, **_):
+        jobs = Job.objects.live().order_by("name")
+        if names:
+            jobs = jobs.filter(name__in=names)
+            missing = sorted(set(names) - set(jobs.values_list("name", flat=True)))
+            if missing:
+                raise CommandError(f"no such job: {', '.join(missing)}")
+        self.stdout.write(json.dumps([job_to_spec(j) for j in jobs], indent=2, ensure_ascii=False))
+
+    # -- reading ------------------------------------------------------------------
+
+    def do_list(self, **_):
+        rows = Job.objects.live().order_by("name")
+        for job in rows:
+            schedule = job.cron_expression if job.schedule_type == Job.ScheduleType.CRON else f"every {job.interval_seconds}s"
+            next_fire = job.next_fire_at.isoformat() if job.next_fire_at else "-"
+            self.stdout.write(
+                f"{job.name}\t{job.kind}\t{schedule}\t{job.timezone}\t{job.state}\tnext {next_fire}\tlast {job.last_status or '-'}"
+            )
+
+    def do_runs(self, name, limit, as_json, **_):
+        if not 1 <= limit <= 10_000:
+            raise CommandError("--limit must be between 1 and 10000")
+        job = self._job(name)
+        runs = job.runs.order_by("-scheduled_at", "-id")[:limit]
+        for run in runs:
+            if as_json:
+                data = run_to_dict(run)
+                self.stdout.write(json.dumps({k: data[k] for k in RUN_FIELDS}))
+            else:
+                self.stdout.write(
+                    f"{run.scheduled_at.isoformat()}\tattempt {run.attempt}\t{run.trigger}\t{run.status}"
+                    f"{'/' + run.skip_reason if run.skip_reason else ''}\t{run.duration_ms if run.duration_ms is not None else '-'} ms"
+                    f"\t{(run.error or run.result).splitlines()[0][:100] if (run.error or run.result) else ''}"
+                )
+
+    # -- actions ------------------------------------------------------------------
+
+    def do_run(self, name, **_):
+        try:
+            run, created = services.run_now(job=self._job(name), via=CLI)
+        except services.ServiceError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"{'queued' if created else 'already queued'}: run {run.pk} of {name}")
+
+    def do_pause(self, name, **_):
+        services.pause_job(job=self._job(name), via=CLI)
+        self.stdout.write(f"paused {name}")
+
+    def do_resume(self, name, **_):
+        job = services.resume_job(job=self._job(name), via=CLI)
+        self.stdout.write(f"{name} enabled; next fire {job.next_fire_at.isoformat() if job.next_fire_at else '-'}")
+
+    def _job(self, name) -> Job:
+        job = Job.objects.live().filter(name=name).first()
+        if job is None:
+            raise CommandError(f"no such job: {name!r}")
+        return job
+

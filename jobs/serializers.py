@@ -1,0 +1,101 @@
+"""Job and Run ⇄ plain dicts: the one shape shared by `manage.py jobs
+import/export/runs --json` and the JSON API."""
+
+from datetime import datetime, timezone as dt_timezone
+
+from jobs.models import Job, Run
+
+# The writable fields of a job, in the jobs-as-code file and the API.
+JOB_FIELDS = Job.EDITABLE_FIELDS
+
+RUN_FIELDS = [
+    "fire_id",
+    "scheduled_at",
+    "attempt",
+    "trigger",
+    "status",
+    "skip_reason",
+    "worker_id",
+    "started_at",
+    "finished_at",
+    "duration_ms",
+    "result",
+    "error",
+]
+
+
+def iso(value: datetime | None) -> str | None:
+    """ISO-8601 in UTC with a Z, second precision kept to the microsecond only when present."""
+    if value is None:
+        return None
+    value = value.astimezone(dt_timezone.utc)
+    text = value.replace(tzinfo=None).isoformat()
+    return f"{text}Z"
+
+
+def job_to_spec(job: Job) -> dict:
+    """What `jobs export` writes and `jobs import` reads back."""
+    spec = {name: getattr(job, name) for name in JOB_FIELDS}
+    if spec["state"] == Job.State.CRASHED:
+        spec["state"] = Job.State.ENABLED
+    spec["alert_emails"] = list(spec["alert_emails"] or [])
+    spec["properties"] = dict(spec["properties"] or {})
+    return spec
+
+
+def job_to_dict(job: Job) -> dict:
+    """The API's view of a job: the spec plus identity and live state."""
+    data = {name: getattr(job, name) for name in JOB_FIELDS}
+    data.update(
+        id=job.pk,
+        version=job.version,
+        builtin=job.builtin,
+        consecutive_failures=job.consecutive_failures,
+        next_fire_at=iso(job.next_fire_at),
+        last_fire_at=iso(job.last_fire_at),
+        last_status=job.last_status,
+        last_error=job.last_error,
+        last_duration_ms=job.last_duration_ms,
+        owner=job.owner.get_username() if job.owner_id and job.owner else None,
+        created_at=iso(job.created_at),
+        updated_at=iso(job.updated_at),
+    )
+    return data
+
+
+def run_to_dict(run: Run, *, with_log: bool = False) -> dict:
+    data = {
+        "id": run.pk,
+        "job_id": run.job_id,
+        "fire_id": str(run.fire_id),
+        "scheduled_at": iso(run.scheduled_at),
+        "attempt": run.attempt,
+        "trigger": run.trigger,
+        "status": run.status,
+        "skip_reason": run.skip_reason,
+        "worker_id": run.worker_id,
+        "started_at": iso(run.started_at),
+        "finished_at": iso(run.finished_at),
+        "duration_ms": run.duration_ms,
+        "result": run.result,
+        "error": run.error,
+    }
+    if run.is_task:
+        data.update(handler=run.handler, task_key=run.task_key)
+    if with_log:
+        data["log"] = run.log
+    return data
+
+
+def spec_to_form_data(spec: dict, *, instance: Job | None = None) -> dict:
+    """Map a job spec (import file, API body) onto JobForm's data. Fields the
+    spec leaves out keep the instance's values on update, defaults on create."""
+    data: dict = {}
+    base = job_to_spec(instance) if instance is not None else {}
+    for name in JOB_FIELDS:
+        value = spec[name] if name in spec else base.get(name)
+        if value is not None:
+            data[name] = value
+    if instance is not None:
+        data["version"] = spec.get("version", instance.version)
+    return data
