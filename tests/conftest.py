@@ -6,7 +6,6 @@ import pytest
 pytest_plugins = [
     "tests.fixtures.core",
     "tests.fixtures.postgres",
-    "tests.fixtures.console",
     "tests.fixtures.browser",
 ]
 

@@ -6,8 +6,6 @@ from django.urls import reverse
 
 from jobs.models import Job, Message, Run
 
-pytestmark = pytest.mark.usefixtures("cron_api")
-
 
 @pytest.fixture
 def job(make_job):

@@ -16,7 +16,6 @@ from jobs.models import Job, Run
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("cron_api"),
 ]
 
 

@@ -12,8 +12,6 @@ from django.utils import timezone
 
 from jobs.models import AuditEvent, Job, Run, cap_message
 
-pytestmark = pytest.mark.usefixtures("cron_api")
-
 HTMX = {"HX-Request": "true"}
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ from jobs.models import Message, Setting
 
 HTMX = {"HX-Request": "true"}
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("cron_api")]
+pytestmark = pytest.mark.django_db
 
 
 def test_settings_show_current_values(staff_client):
