@@ -28,13 +28,14 @@ from django_htmx.http import HttpResponseClientRedirect
 from jobs import access, cron, services
 from jobs.charts import duration_chart
 from jobs.forms import HTTP_FIELDS, JobForm, SettingsForm
+from jobs.handlers.http import METHODS as HTTP_METHODS
+from jobs.handlers.sql import sql_enabled
 from jobs.models import AuditEvent, Job, Message, Run
 
 JOBS_PER_PAGE = 50
 RUNS_PER_PAGE = 25
 CHART_RUNS = 60
 AUDIT_EVENTS = 30
-HTTP_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
 
 # ?sort= value → model field; "-" in front sorts descending.
 JOB_SORTS = {
@@ -219,11 +220,18 @@ FORM_LABELS = {
 }
 
 
+PLACED_FIELDS = {
+    "version", "name", "namespace", "description", "kind", "handler", "url", "method", "headers", "body", "sql",
+    "sql_write", "properties", "schedule_type", "timezone", "cron_expression", "interval_seconds", "misfire_policy",
+    "state", "run_once", "max_retries", "retry_interval_seconds", "timeout_seconds", "alert_threshold", "alert_emails",
+}
+
+
 def _form_context(form: JobForm, job: Job | None) -> dict:
     for name, label in FORM_LABELS.items():
         form.fields[name].label = label
     kinds = Job.Kind.choices
-    if not settings.JOBS_SQL_ENABLED and not (job and job.kind == Job.Kind.SQL):
+    if not sql_enabled() and not (job and job.kind == Job.Kind.SQL):
         kinds = [choice for choice in kinds if choice[0] != Job.Kind.SQL]
         form.fields["kind"].choices = kinds
     form.fields["properties"].widget.attrs.update({"data-property-bag": "", "rows": 4})
@@ -238,7 +246,10 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
         "job": job,
         "http_methods": HTTP_METHODS,
         "timezones": sorted(available_timezones()),
-        "sql_enabled": settings.JOBS_SQL_ENABLED,
+        "sql_enabled": sql_enabled(),
+        # Fields the template does not place by name (added by another area
+        # of the app later) still show up, at the end.
+        "other_fields": [form[name] for name in form.fields if name not in PLACED_FIELDS],
     }
 
 

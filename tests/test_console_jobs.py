@@ -289,3 +289,51 @@ def test_preview_marks_dst_changes(viewer_client):
 
 def test_preview_shows_47003(viewer_client):
     assert '<code class="code">47003</code>' in preview(viewer_client, "0 0 0 1 * 1")
+
+
+# -- HTTP and SQL jobs through the form ----------------------------------------------------
+
+
+def test_create_http_job_merges_its_fields_into_properties(staff_client):
+    response = staff_client.post(reverse("jobs:job_create"), job_data(
+        name="hook", kind="http", handler="", url="https://10.1.2.3/ping", method="POST",
+        headers="X-Token: abc", body='{"a": 1}', properties='{"expect_status": "200"}'))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    job = Job.objects.get(name="hook")
+    assert job.properties == {"url": "https://10.1.2.3/ping", "method": "POST", "headers": "X-Token: abc",
+                              "body": '{"a": 1}', "expect_status": "200"}
+
+
+def test_http_job_to_a_blocked_address_is_refused_by_the_fence(staff_client):
+    response = staff_client.post(reverse("jobs:job_create"), job_data(name="evil", kind="http", handler="", url="http://127.0.0.1:8000/admin/"))
+    html = response.content.decode()
+    assert response.status_code == 200 and "Blocked by the fence" in html
+    assert not Job.objects.filter(name="evil").exists()
+
+
+def test_sql_jobs_need_a_superuser(staff_client, settings):
+    settings.JOBS_SQL_ENABLED = True
+    response = staff_client.post(reverse("jobs:job_create"), job_data(name="q", kind="sql", handler="", sql="select 1"))
+    assert response.status_code == 200 and "Only superusers can create or edit SQL jobs." in response.content.decode()
+    assert not Job.objects.filter(name="q").exists()
+
+
+def test_sql_job_is_refused_when_sql_is_off(staff_client, settings):
+    settings.JOBS_SQL_ENABLED = False
+    response = staff_client.post(reverse("jobs:job_create"), job_data(name="q", kind="sql", handler="", sql="select 1"))
+    assert response.status_code == 200 and not Job.objects.filter(name="q").exists()
+
+
+def test_fields_added_to_the_form_elsewhere_still_render(staff_client, monkeypatch):
+    from django import forms
+
+    from jobs.forms import JobForm
+
+    original = JobForm.__init__
+
+    def with_extra(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.fields["notify_something"] = forms.BooleanField(required=False, label="Notify something")
+
+    monkeypatch.setattr(JobForm, "__init__", with_extra)
+    assert "Notify something" in staff_client.get(reverse("jobs:job_create")).content.decode()
