@@ -1,6 +1,6 @@
 from django.urls import path
 
-from jobs import views
+from jobs import alert_views, views
 
 app_name = "jobs"
 
@@ -22,4 +22,7 @@ urlpatterns = [
     path("messages/", views.message_list, name="messages"),
     path("messages/read/", views.message_read, name="messages_read_all"),
     path("messages/<int:message_id>/read/", views.message_read, name="message_read"),
+    path("alerts/", alert_views.alert_list, name="alert_list"),
+    path("jobs/<int:job_id>/alerts/", alert_views.job_alerts, name="job_alerts"),
+    path("settings/test-email/", alert_views.send_test_email, name="send_test_email"),
 ]

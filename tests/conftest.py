@@ -7,6 +7,7 @@ pytest_plugins = [
     "tests.fixtures.core",
     "tests.fixtures.postgres",
     "tests.fixtures.browser",
+    "tests.fixtures.smtp",
 ]
 
 
