@@ -118,6 +118,9 @@ def test_create_a_cron_job_through_the_editor(page, login, staff, screenshot):
     expect(page.locator("input[data-field=dow][data-part=day]")).to_have_value("5")
     expect(page.locator("input[data-field=dow][data-part=nth]")).to_have_value("3")
     expect(page.locator("#cron-description")).to_contain_text("third Friday")
+    raw.fill("0 0 9 ? * 5L")
+    expect(page.locator("select.cron-mode[data-field=dow]")).to_have_value("lastOf")
+    expect(page.locator("#cron-description")).to_contain_text("last Friday")
     # …and fields → raw for them too.
     page.select_option("select.cron-mode[data-field=dow]", "every")
     page.select_option("select.cron-mode[data-field=dom]", "nearest")
