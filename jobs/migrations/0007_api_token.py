@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0005_cluster'),
+        ('jobs', '0006_run_status_history_idx'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
