@@ -80,6 +80,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "config.health.HealthCheckMiddleware",  # first: no host check, no HTTPS redirect
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -183,8 +184,8 @@ CSRF_COOKIE_SECURE = CRONBOARD_HTTPS
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 SECURE_SSL_REDIRECT = _bool("SECURE_SSL_REDIRECT", CRONBOARD_HTTPS)
-# Docker's HEALTHCHECK calls plain http inside the container.
-SECURE_REDIRECT_EXEMPT = env.list("SECURE_REDIRECT_EXEMPT", default=[r"^healthz$"])
+# /healthz never reaches the redirect: config.health answers it first.
+SECURE_REDIRECT_EXEMPT = env.list("SECURE_REDIRECT_EXEMPT", default=[])
 SECURE_HSTS_SECONDS = _int("SECURE_HSTS_SECONDS", 31_536_000 if CRONBOARD_HTTPS else 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = _bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
 SECURE_HSTS_PRELOAD = _bool("SECURE_HSTS_PRELOAD", True)
