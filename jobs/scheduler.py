@@ -107,6 +107,9 @@ class Scheduler:
         self.stopping = False
         self.draining = False
         self._pending: list[Outcome] = []
+        # Set by a database error: a claim may have committed on the server
+        # while this process saw only the error (see requeue_unstarted_claims).
+        self._claims_uncertain = False
         self._last_heartbeat: datetime | None = None
         self._last_node_renew: datetime | None = None
         self._last_sweep: datetime | None = None
@@ -657,8 +660,28 @@ class Scheduler:
         if not self.draining:
             did |= self.lead(now)
             did |= self.plan_due(now)
+            did |= self.requeue_unstarted_claims(now)
             did |= self.claim_queued(now)
         return did
+
+    def requeue_unstarted_claims(self, now: datetime) -> bool:
+        """After a database error: runs marked running by this worker that it
+        is not executing were claimed by a commit whose answer was lost with
+        the connection. Their handlers never started (a flight starts only
+        after the claim's commit returns), so they go back to the queue
+        instead of blocking their job as an overlap until the sweep."""
+        if not self._claims_uncertain:
+            return False
+        unstarted = Run.objects.filter(status=Run.Status.RUNNING, worker_id=self.worker_id).exclude(
+            pk__in=list(self.pool.flights)
+        )
+        count = unstarted.update(
+            status=Run.Status.QUEUED, worker_id="", started_at=None, heartbeat_at=None, run_after=now
+        )
+        self._claims_uncertain = False
+        if count:
+            log.warning("requeued %d run(s) whose claim was committed but never confirmed to this node", count)
+        return bool(count)
 
     def next_wakeup(self, now: datetime) -> datetime:
         """The earliest of: the next fire, the next queued run, a deadline, the
@@ -699,10 +722,11 @@ class Scheduler:
                 backoff = 0.5
             except DatabaseError as exc:
                 log.error("database error, retrying in %.1f s: %s", backoff, exc)
+                self._claims_uncertain = True
                 close_old_connections()
                 connection.close()
                 time.sleep(backoff)
-                backoff = min(backoff * 2, 10)
+                backoff = min(backoff * 2, 5)
         if once:
             self.wait_for_flights()
         self.drain()

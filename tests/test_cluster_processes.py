@@ -436,12 +436,16 @@ def test_schedulers_ride_out_a_database_restart_without_losing_or_repeating_a_fi
     postgres_server.start()
     (restarted_at,) = cluster.sql("SELECT now()")[0]
 
-    wait_for(
-        lambda: sum(1 for r in cluster.runs_of("tick-0") if r[0] > restarted_at and r[1] == "succeeded") >= 3,
-        6 * TICK,
-        "three fires after the restart",
-        every=0.5,
-    )
+    try:
+        wait_for(
+            lambda: sum(1 for r in cluster.runs_of("tick-0") if r[0] > restarted_at and r[1] == "succeeded") >= 3,
+            6 * TICK,
+            "three fires after the restart",
+            every=0.5,
+        )
+    except AssertionError as exc:
+        logs = "\n".join(f"--- {w}\n{cluster.log(w)[-3000:]}" for w in cluster.nodes)
+        raise AssertionError(f"{exc}; runs: {cluster.runs_of('tick-0')}\n{logs}") from None
     assert all(process.poll() is None for process in cluster.nodes.values()), "a scheduler died with the database"
     assert cluster.stop_all() == {"n1": 0, "n2": 0, "n3": 0}
 

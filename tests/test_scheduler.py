@@ -418,6 +418,23 @@ def test_sweep_interrupts_an_orphaned_run_of_this_node_but_not_its_live_flights(
     finish_all(scheduler, clock)
 
 
+def test_claim_whose_commit_answer_was_lost_is_requeued_and_runs(make_job, scheduler, clock):
+    """Regression: PostgreSQL restarted while a claim committed; the run stayed
+    `running` on a node that never started it, and every later fire of its
+    job was skipped as an overlap until the sweep."""
+    job = make_job(next_fire_at=T0 + timedelta(hours=1))
+    lost = Run.objects.create(
+        job=job, scheduled_at=T0, trigger="schedule", status="running", worker_id="node-a", started_at=T0, heartbeat_at=T0
+    )
+    assert not scheduler.requeue_unstarted_claims(T0), "only after a database error"
+    scheduler._claims_uncertain = True
+    scheduler.run_pass(T0)
+    assert lost.pk in scheduler.pool.flights, "requeued and claimed again in the same pass"
+    finish_all(scheduler, clock)
+    lost.refresh_from_db()
+    assert (lost.status, lost.worker_id) == ("succeeded", "node-a")
+
+
 def test_heartbeat_touches_running_runs_and_flushes_their_log(make_job, scheduler, clock, gate_handler):
     job = make_job(next_fire_at=T0, handler="test.gate")
     scheduler.plan_due(T0)
