@@ -297,12 +297,17 @@ class Scheduler:
             runs = list(queued[:free])
             if not runs:
                 return False
+            # started_at is when the run is handed to a worker, not when this
+            # pass began: the pass's own writes are part of a fire's lateness.
+            started = max(now, self.clock())
             Run.objects.filter(pk__in=[r.pk for r in runs], status=Run.Status.QUEUED).update(
-                status=Run.Status.RUNNING, worker_id=self.worker_id, started_at=now, heartbeat_at=now
+                status=Run.Status.RUNNING, worker_id=self.worker_id, started_at=started, heartbeat_at=started
             )
         for run in runs:
-            run.status, run.worker_id, run.started_at, run.heartbeat_at = Run.Status.RUNNING, self.worker_id, now, now
-            self._start(run, now)
+            run.status, run.worker_id, run.started_at, run.heartbeat_at = (
+                Run.Status.RUNNING, self.worker_id, started, started
+            )
+            self._start(run, started)
         return True
 
     def _start(self, run: Run, now: datetime) -> None:
