@@ -144,8 +144,9 @@ class Scheduler:
         plans = [self.plan_fire(job, now) for job in due]
         try:
             with transaction.atomic():
-                for plan in plans:
-                    self.claim_fire(plan=plan, now=now)
+                claimed = [plan for plan in plans if self._move_next_fire(plan, now)]
+                # One INSERT for the batch's runs, inside the claims' transaction.
+                Run.objects.bulk_create([run for plan in claimed for run in plan.runs])
         except IntegrityError:
             # The unique (job, scheduled time, attempt) row stopped a duplicate:
             # redo one by one so the others still go through.
@@ -231,14 +232,16 @@ class Scheduler:
     def claim_fire(self, *, plan: FirePlan, now: datetime) -> bool:
         """The compare-and-set: only the process whose update moves the job's
         next fire time from the value it read writes the runs."""
-        updates = {"next_fire_at": plan.new_next, "last_fire_at": plan.last_fire}
-        if plan.disable:
-            updates["state"] = Job.State.PAUSED
-        claimed = self._claimable(plan.job, plan.expected_next, now).update(**updates)
-        if not claimed:
+        if not self._move_next_fire(plan, now):
             return False
         Run.objects.bulk_create(plan.runs)
         return True
+
+    def _move_next_fire(self, plan: FirePlan, now: datetime) -> bool:
+        updates = {"next_fire_at": plan.new_next, "last_fire_at": plan.last_fire}
+        if plan.disable:
+            updates["state"] = Job.State.PAUSED
+        return bool(self._claimable(plan.job, plan.expected_next, now).update(**updates))
 
     def _claimable(self, job: Job, expected_next: datetime, now: datetime):
         return Job.objects.filter(
@@ -345,19 +348,23 @@ class Scheduler:
         self.pool.start(flight, lambda: resolve_handler(kind, name))
 
     def collect(self, outcomes: list[Outcome], now: datetime) -> bool:
-        """Write finished runs back. Outcomes whose write fails (the database
-        went away) are kept and written on the next pass."""
+        """Write finished runs back, all in one transaction (one commit for the
+        batch, not one per run). If the write fails (the database went away)
+        the outcomes are kept and written on the next pass."""
         self._pending.extend(outcomes)
-        done = False
-        while self._pending:
-            outcome = self._pending[0]
-            flight = self.pool.flights.get(outcome.run_id)
-            if flight is not None:
-                self._finish(flight, outcome.status, now, result=outcome.result, error=outcome.error, log_text=outcome.log)
+        if not self._pending:
+            return False
+        batch = [(o, self.pool.flights[o.run_id]) for o in self._pending if o.run_id in self.pool.flights]
+        if batch:
+            with transaction.atomic():
+                for outcome, flight in batch:
+                    self._finish(
+                        flight, outcome.status, now, result=outcome.result, error=outcome.error, log_text=outcome.log
+                    )
+            for outcome, _ in batch:
                 self.pool.flights.pop(outcome.run_id, None)
-            self._pending.pop(0)
-            done = True
-        return done
+        self._pending.clear()
+        return True
 
     def enforce_deadlines(self, now: datetime) -> bool:
         expired = [f for f in self.pool.flights.values() if f.deadline <= now]
@@ -383,7 +390,9 @@ class Scheduler:
         job, all in one transaction."""
         started = run.started_at or now
         duration_ms = max(0, int((now - started).total_seconds() * 1000))
-        with transaction.atomic():
+        # No savepoint: inside collect()'s batch a failure rolls the whole
+        # batch back, and the batch is written again on the next pass.
+        with transaction.atomic(savepoint=False):
             touched = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
                 status=status,
                 finished_at=now,
@@ -425,16 +434,20 @@ class Scheduler:
     def _record_on_job(self, run: Run, *, final: bool, now: datetime) -> None:
         """The job's last status, its consecutive failed fires, and the crash
         at the threshold. A fire counts once, after its last attempt."""
+        last = dict(last_status=run.status, last_error=run.error[:4000], last_duration_ms=run.duration_ms)
+        if not final or run.status == Run.Status.SUCCEEDED:
+            # The common case needs no read: one UPDATE, no row lock held.
+            if final:
+                last["consecutive_failures"] = 0
+            Job.objects.filter(pk=run.job_id).update(**last)
+            return
         job = Job.objects.select_for_update().get(pk=run.job_id)
         job.last_status = run.status
         job.last_error = run.error[:4000]
         job.last_duration_ms = run.duration_ms
         fields = ["last_status", "last_error", "last_duration_ms"]
         crashed = False
-        if final and run.status == Run.Status.SUCCEEDED:
-            job.consecutive_failures = 0
-            fields.append("consecutive_failures")
-        elif final and run.status in (Run.Status.FAILED, Run.Status.TIMED_OUT):
+        if run.status in (Run.Status.FAILED, Run.Status.TIMED_OUT):
             job.consecutive_failures += 1
             fields.append("consecutive_failures")
             if job.state == Job.State.ENABLED and 0 < job.alert_threshold <= job.consecutive_failures:
