@@ -89,6 +89,20 @@ class Schedulers:
             peaks.append(round(kb / 1024, 1))
         return peaks
 
+    def cpu_seconds(self) -> list[float]:
+        """User + system CPU time each scheduler has used so far: a figure the
+        other load on a shared machine disturbs far less than lateness."""
+        ticks = os.sysconf("SC_CLK_TCK")
+        out = []
+        for proc in self.procs:
+            try:
+                fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                out.append(None)
+                continue
+            out.append((int(fields[11]) + int(fields[12])) / ticks)
+        return out
+
     def stop(self) -> None:
         for proc in self.procs:
             if proc.poll() is None:
@@ -217,13 +231,18 @@ def run(options: dict, workdir: Path) -> dict:
         _first_fires.clear()
         _first_fires.update(Job.objects.filter(handler=NOOP).values_list("id", "next_fire_at"))
         window = Window(start, start + timedelta(seconds=duration))
+        time.sleep(max(0.0, (window.start - timezone.now()).total_seconds()))
+        cpu_before = schedulers.cpu_seconds()
         time.sleep(max(0.0, (window.end - timezone.now()).total_seconds()))
+        cpu = [b - a for a, b in zip(cpu_before, schedulers.cpu_seconds())]
         wait_settled(window.end, timeout=options.get("settle", 10))
         rss = schedulers.peak_rss_mb()
     finally:
         schedulers.stop()
     figures = measure(window)
     figures["rss_mb"] = rss
+    figures["_cpu_ms_per_fire"] = round(sum(cpu) * 1000 / max(1, figures["fires_run"]), 2)
+    figures["_cpu_share"] = [round(c / duration, 3) for c in cpu]
     return figures
 
 
@@ -248,6 +267,8 @@ def render(options: dict, figures: dict) -> str:
         ("lateness max", fmt(lat["max"], "ms")),
         ("handler start lateness p99 / max", f"{fmt(hl['p99'])} / {fmt(hl['max'], 'ms')}"),
         ("fires per second", fmt(figures["fires_per_s"])),
+        ("scheduler CPU per fire", fmt(figures["_cpu_ms_per_fire"], "ms")),
+        ("scheduler CPU use (1.0 = one core)", " / ".join(fmt(c) for c in figures["_cpu_share"])),
     ]
     for n, mb in enumerate(figures["rss_mb"], 1):
         rows.append((f"peak RSS, scheduler {n}", fmt(mb, "MB")))
