@@ -25,6 +25,20 @@ def _typed(name, cast, default):
         raise ImproperlyConfigured(f"{name}: {exc}") from exc
 
 
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _bool(name, default):
+    """Strict: a typo such as DEBUG=ture is an error, not a silent false."""
+    raw = env.str(name, default=str(default)).strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, got {raw!r}")
+
+
 def _int(name, default, *, minimum=None):
     value = _typed(name, env.int, default)
     if minimum is not None and value < minimum:
@@ -32,10 +46,10 @@ def _int(name, default, *, minimum=None):
     return value
 
 
-DEBUG = _typed("DEBUG", env.bool, False)
+DEBUG = _bool("DEBUG", False)
 SECRET_KEY = env("SECRET_KEY", default="")
 if not SECRET_KEY:
-    if not DEBUG and env.bool("CRONBOARD_REQUIRE_SECRET_KEY", default=False):
+    if not DEBUG and _bool("CRONBOARD_REQUIRE_SECRET_KEY", False):
         raise ImproperlyConfigured("SECRET_KEY must be set in production")
     # Local use: a per-checkout key, stable across restarts so sessions survive.
     _key_file = BASE_DIR / "var" / "secret_key"
@@ -99,6 +113,12 @@ try:
     DATABASES = {"default": env.db_url("DATABASE_URL", default=_default_db)}
 except (ValueError, KeyError) as exc:
     raise ImproperlyConfigured(f"DATABASE_URL: {exc}") from exc
+
+if DATABASES["default"].get("ENGINE") not in ("django.db.backends.sqlite3", "django.db.backends.postgresql"):
+    raise ImproperlyConfigured(
+        "DATABASE_URL must be a sqlite:/// or postgres:// URL "
+        f"(got an engine of {DATABASES['default'].get('ENGINE')!r})"
+    )
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     if DATABASES["default"]["NAME"] != ":memory:":
@@ -167,14 +187,14 @@ LOGGING = {
 # --- Cronboard ---------------------------------------------------------------
 
 JOBS_WORKER_ID = env("JOBS_WORKER_ID", default="") or socket.gethostname()
-JOBS_SCHEDULER_ENABLED = _typed("JOBS_SCHEDULER_ENABLED", env.bool, True)
+JOBS_SCHEDULER_ENABLED = _bool("JOBS_SCHEDULER_ENABLED", True)
 JOBS_MAX_CONCURRENT_RUNS = _int("JOBS_MAX_CONCURRENT_RUNS", 8, minimum=1)
-JOBS_SQL_ENABLED = _typed("JOBS_SQL_ENABLED", env.bool, False)
+JOBS_SQL_ENABLED = _bool("JOBS_SQL_ENABLED", False)
 JOBS_MAX_MESSAGE_CHARS = _int("JOBS_MAX_MESSAGE_CHARS", 262144)
 JOBS_MISFIRE_THRESHOLD = _int("JOBS_MISFIRE_THRESHOLD", 60, minimum=0)
 JOBS_SHUTDOWN_GRACE = _int("JOBS_SHUTDOWN_GRACE", 30, minimum=0)
 JOBS_HANDLER_MODULES = env.list("JOBS_HANDLER_MODULES", default=[])
-DEMO_MODE = _typed("DEMO_MODE", env.bool, False)
+DEMO_MODE = _bool("DEMO_MODE", False)
 
 _DEFAULT_BLOCKED = [
     "127.0.0.0/8",
@@ -182,6 +202,10 @@ _DEFAULT_BLOCKED = [
     "169.254.0.0/16",
     "fe80::/10",
     "fd00:ec2::/32",
+    # Metadata services that sit outside link-local: single addresses, so
+    # the shared 100.64.0.0/10 space stays usable for internal services.
+    "100.100.100.200/32",
+    "192.0.0.192/32",
     "0.0.0.0/8",
     "::/128",
 ]

@@ -3,27 +3,7 @@
 
 from jobs.models import AuditEvent, Job
 
-AUDITED_FIELDS = [
-    "name",
-    "description",
-    "namespace",
-    "kind",
-    "handler",
-    "properties",
-    "sql_write",
-    "schedule_type",
-    "cron_expression",
-    "interval_seconds",
-    "timezone",
-    "misfire_policy",
-    "run_once",
-    "max_retries",
-    "retry_interval_seconds",
-    "timeout_seconds",
-    "alert_threshold",
-    "alert_emails",
-    "state",
-]
+AUDITED_FIELDS = Job.EDITABLE_FIELDS
 
 
 def snapshot(job: Job) -> dict:

@@ -1,60 +1,773 @@
-# TEMPORARY LOCAL SHIM - replaced by the cron branch; never committed.
+"""Cron expressions: parsing, validation, next fire times, descriptions.
+
+Six fields, seconds first: ``sec min hour day-of-month month day-of-week``.
+Five-field input gets ``0`` seconds prepended; ``@yearly`` and friends are
+expanded when normalised.
+
+What comes from where, and why
+------------------------------
+The semantics follow Cronos (HangfireIO/Cronos, MIT), the .NET library the
+design names, read from its source (CronParser.cs, CronExpression.cs,
+CalendarHelper.cs, TimeZoneHelper.cs) and its test suite:
+
+* Parsing mirrors Cronos's grammar field by field: ``*``/``?`` with an
+  optional ``/step``; lists of ``n``, ``a-b``, ``a-b/s``, ``n/s`` (``n/s``
+  runs to the field's last value, 7 for day-of-week, and 7 is Sunday);
+  reversed ranges wrap (``22-2``, ``FRI-TUE``, ``57-5/3`` keeps stepping
+  across the wrap); three-letter names; ``L``, ``L-n`` (n <= 30), ``nW``,
+  ``LW``, ``L-nW`` in day-of-month; ``nL`` and ``n#k`` (k 1-5) in
+  day-of-week; numbers of at most two digits.
+* The search returns the earliest local wall time that matches, strictly
+  after the start (the start is floored to the second first). ``W`` moves to
+  the nearest weekday without leaving the month, using the month's real last
+  day. Like Cronos we stop at year 2499 (``None`` past that horizon).
+* Time zones follow Cronos's GetOccurrenceConsideringTimeZone: a match in a
+  spring-forward gap fires once at the first valid instant after the gap; a
+  match in the repeated fall-back hour fires in the first pass, and again in
+  the second pass only for *interval-based* expressions (``*``, ``?``, a
+  range or a step in the second, minute or hour field); a start inside the
+  second pass skips the rest of the repeated hour for other expressions.
+  Gaps and folds are detected with PEP 495 ``fold`` (zoneinfo).
+
+Differences from Cronos imposed by the design: always six fields (five get
+``0`` seconds); day-of-month and day-of-week may not both be restricted
+(47003); an expression that can never fire is rejected (47005) by a static
+check over every month length and weekday the month can start on, which is
+complete because those combinations all recur in the Gregorian cycle.
+
+croniter (the stack's cron library) is not the engine: its DST handling and
+its ``W``/``L`` forms differ from Cronos, and matching them would mean
+patching most of it. It stays as a cross-check in the tests for plain
+expressions in UTC. Human-readable text comes from cron-descriptor, with a
+small fallback of our own for what it gets wrong or cannot read.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-from datetime import timezone as dt_tz
-from croniter import croniter
+
+__all__ = [
+    "CronError",
+    "CronSchedule",
+    "describe",
+    "get_zone",
+    "normalize",
+    "parse",
+    "preview",
+    "validate_interval",
+]
+
+MALFORMED = 47001
+OUT_OF_RANGE = 47002
+BOTH_DAYS_RESTRICTED = 47003
+INTERVAL_TOO_SHORT = 47004
+NEVER_FIRES = 47005
+UNKNOWN_ZONE = 47006
+
+MIN_INTERVAL_SECONDS = 5
+# Cronos gives up at this year; so do we (next_after returns None past it).
+MAX_YEAR = 2499
+MAX_PREVIEW_COUNT = 1000
 
 
 class CronError(ValueError):
-    def __init__(self, code, message):
+    """A user-facing cron problem: ``code`` is one of the 4700x codes above."""
+
+    def __init__(self, code: int, message: str):
         super().__init__(f"{code}: {message}")
-        self.code, self.message = code, message
+        self.code = code
+        self.message = message
 
 
-def get_zone(name):
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, TypeError):
-        raise CronError(47006, f"unknown time zone {name!r}")
+# --- normalisation -----------------------------------------------------------
+
+ALIASES = {
+    "@yearly": "0 0 0 1 1 *",
+    "@annually": "0 0 0 1 1 *",
+    "@monthly": "0 0 0 1 * *",
+    "@weekly": "0 0 0 * * 0",
+    "@daily": "0 0 0 * * *",
+    "@midnight": "0 0 0 * * *",
+    "@hourly": "0 0 * * * *",
+    # Cronos knows these two as well; harmless to accept.
+    "@every_minute": "0 * * * * *",
+    "@every_second": "* * * * * *",
+}
+
+_FIELD_SPLIT = re.compile(r"[ \t]+")
 
 
-def normalize(expr):
-    f = expr.split()
-    if len(f) == 5:
-        f = ["0"] + f
-    if len(f) != 6:
-        raise CronError(47001, "need 6 fields")
-    return " ".join(f)
+@lru_cache(maxsize=4096)
+def _normalize_text(expr: str) -> str:
+    """Shape only: aliases, field count, spacing, case. Values are checked by
+    `_compile`."""
+    text = expr.strip()
+    if not text:
+        raise CronError(MALFORMED, "Enter a cron expression, e.g. 0 30 3 * * ?")
+    if text.startswith("@"):
+        expanded = ALIASES.get(text.lower())
+        if expanded is None:
+            known = ", ".join(sorted(a for a in ALIASES if not a.startswith("@every")))
+            raise CronError(MALFORMED, f"Unknown alias {text!r}: use one of {known}")
+        return expanded
+    fields = _FIELD_SPLIT.split(text)
+    if len(fields) == 5:
+        fields.insert(0, "0")
+    elif len(fields) != 6:
+        raise CronError(
+            MALFORMED,
+            f"Expected 6 fields (sec min hour day-of-month month day-of-week) or 5 "
+            f"without seconds, got {len(fields)}",
+        )
+    return " ".join(fields).upper()
+
+
+def normalize(expr: str) -> str:
+    """The stored form: six fields, single spaces, aliases expanded, letters
+    upper-cased. Fully validated (raises CronError like `parse`)."""
+    return parse(expr).expression
+
+
+# --- field parsing -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Field:
+    name: str
+    first: int
+    last: int
+    names: dict[str, int] | None = None
+    can_define_interval: bool = False
+
+
+_MONTH_NAMES = {
+    n: i + 1
+    for i, n in enumerate("JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC".split())
+}
+_DOW_NAMES = {n: i for i, n in enumerate("SUN MON TUE WED THU FRI SAT".split())}
+
+SECOND = _Field("Second", 0, 59, can_define_interval=True)
+MINUTE = _Field("Minute", 0, 59, can_define_interval=True)
+HOUR = _Field("Hour", 0, 23, can_define_interval=True)
+DAY_OF_MONTH = _Field("Day-of-month", 1, 31)
+MONTH = _Field("Month", 1, 12, names=_MONTH_NAMES)
+DAY_OF_WEEK = _Field("Day-of-week", 0, 7, names=_DOW_NAMES)
+
+_ITEM = re.compile(r"(?P<lo>[0-9]+|[A-Z]+)(?:-(?P<hi>[0-9]+|[A-Z]+))?(?:/(?P<step>[0-9]+))?")
+_SUNDAYS = (1 << 0) | (1 << 7)
+
+
+def _bad(field: _Field, token: str, hint: str = "") -> CronError:
+    hint = hint or _HINTS[field.name]
+    return CronError(MALFORMED, f"{field.name} field {token!r} is not valid cron syntax: {hint}")
+
+
+_HINTS = {
+    "Second": "use *, 0-59, a list (1,15), a range (10-20) or a step (*/5)",
+    "Minute": "use *, 0-59, a list (1,15), a range (10-20) or a step (*/5)",
+    "Hour": "use *, 0-23, a list (8,12), a range (9-17) or a step (*/2)",
+    "Day-of-month": "use *, ?, 1-31, a list, a range, a step, L, L-3, 15W or LW",
+    "Month": "use *, 1-12 or JAN-DEC, a list, a range or a step",
+    "Day-of-week": "use *, ?, 0-7 or SUN-SAT (0 and 7 are Sunday), a list, a range, "
+    "a step, 5L (last Friday) or 5#3 (third Friday)",
+}
+
+
+def _number(field: _Field, token: str, text: str, low: int, high: int, what: str) -> int:
+    """A plain number (no names) such as a step, an L- offset or a # index."""
+    if not text.isdigit():
+        raise _bad(field, token)
+    value = int(text)
+    if not low <= value <= high:
+        raise CronError(OUT_OF_RANGE, f"{field.name} {token!r}: {what} must be {low}-{high}, got {value}")
+    if len(text) > 2:
+        raise _bad(field, token, "numbers have at most two digits")
+    return value
+
+
+def _value(field: _Field, token: str, text: str) -> int:
+    if text.isdigit():
+        return _number(field, token, text, field.first, field.last, "a value")
+    if field.names is None:
+        raise _bad(field, token)
+    value = field.names.get(text)
+    if value is None:
+        known = ", ".join(field.names)
+        raise CronError(MALFORMED, f"{field.name} {token!r}: unknown name {text!r}, use {known}")
+    return value
+
+
+def _range_bits(low: int, high: int, step: int) -> int:
+    bits = 0
+    for i in range(low, high + 1, step):
+        bits |= 1 << i
+    return bits
+
+
+def _c_mod(a: int, b: int) -> int:
+    # C#'s % truncates toward zero; Cronos's reversed-range arithmetic relies on it.
+    return a - b * int(a / b)
+
+
+def _span_bits(field: _Field, low: int, high: int, step: int) -> int:
+    if high >= low:
+        return _range_bits(low, high, step)
+    # Reversed range (22-2, FRI-TUE): step on across the wrap, as Cronos does.
+    last = field.last - 1 if field is DAY_OF_WEEK else field.last
+    bits = _range_bits(low, last, step)
+    restart = field.first + step - _c_mod(last - low, step) - 1
+    return bits | _range_bits(restart, high, step)
+
+
+def _star(field: _Field, token: str) -> int | None:
+    """Bits for ``*``, ``?``, ``*/s``, ``?/s``; None if the token is not one."""
+    if token in ("*", "?"):
+        return _range_bits(field.first, field.last, 1)
+    if token[:2] in ("*/", "?/"):
+        step = _number(field, token, token[2:], 1, field.last, "the step")
+        return _range_bits(field.first, field.last, step)
+    return None
+
+
+def _list_bits(field: _Field, token: str) -> int:
+    bits = 0
+    for item in token.split(","):
+        match = _ITEM.fullmatch(item)
+        if match is None:
+            raise _bad(field, token)
+        low = _value(field, token, match["lo"])
+        if match["hi"] is not None:
+            high = _value(field, token, match["hi"])
+        elif match["step"] is not None:
+            high = field.last
+        else:
+            high = low
+        step = 1
+        if match["step"] is not None:
+            step = _number(field, token, match["step"], 1, field.last, "the step")
+        bits |= _span_bits(field, low, high, step)
+    return bits
+
+
+def _is_interval_token(token: str) -> bool:
+    return token in ("*", "?") or "-" in token or "/" in token
+
+
+def _mask_to_list(bits: int, first: int, last: int) -> tuple[int, ...]:
+    return tuple(i for i in range(first, last + 1) if bits >> i & 1)
+
+
+def _next_table(values: tuple[int, ...], last: int) -> tuple[int, ...]:
+    """table[v] = smallest allowed value >= v, or -1; two slots of -1 padding."""
+    table = [-1] * (last + 3)
+    upcoming = -1
+    for v in range(last, -1, -1):
+        if v in values:
+            upcoming = v
+        table[v] = upcoming
+    return tuple(table)
+
+
+# --- calendar helpers --------------------------------------------------------
+
+_DAYS_IN_MONTH = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _is_leap(year: int) -> bool:
+    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+
+
+def _days_in_month(year: int, month: int) -> int:
+    if month == 2 and _is_leap(year):
+        return 29
+    return _DAYS_IN_MONTH[month]
+
+
+def _first_weekday(year: int, month: int) -> int:
+    """Cron weekday (0 = Sunday) of the 1st of the month."""
+    return (date(year, month, 1).weekday() + 1) % 7
+
+
+# --- the schedule ------------------------------------------------------------
 
 
 class CronSchedule:
-    def __init__(self, expr):
-        self.expression = normalize(expr)
-        f = self.expression.split()
-        self._c = " ".join(f[1:] + [f[0]])
-        if not croniter.is_valid(self._c):
-            raise CronError(47001, "bad")
-        self.is_interval_based = True
+    """A parsed, validated expression. Get one from `parse` (cached)."""
 
-    def next_after(self, after, tz):
-        if isinstance(tz, str):
-            tz = get_zone(tz)
-        return croniter(self._c, after.astimezone(tz)).get_next(object).astimezone(dt_tz.utc) if False else croniter(self._c, after.astimezone(tz)).get_next(__import__("datetime").datetime).astimezone(dt_tz.utc)
+    __slots__ = (
+        "expression",
+        "is_interval_based",
+        "fields",
+        "seconds",
+        "minutes",
+        "hours",
+        "months",
+        "_sec_next",
+        "_min_next",
+        "_hour_next",
+        "_month_next",
+        "_dom_bits",
+        "_dow_bits",
+        "_dom_last",
+        "_last_offset",
+        "_nearest_weekday",
+        "_w_day",
+        "_dow_last",
+        "_nth",
+        "_day_cache",
+    )
 
-    def next_n(self, after, tz, n):
-        out = []
+    def __init__(self, expression: str):
+        self.expression = expression
+        self.fields = tuple(expression.split(" "))
+        sec, minute, hour, dom, month, dow = self.fields
+        self.is_interval_based = any(_is_interval_token(t) for t in (sec, minute, hour))
+
+        second_bits = self._generic(SECOND, sec)
+        minute_bits = self._generic(MINUTE, minute)
+        hour_bits = self._generic(HOUR, hour)
+        month_bits = self._generic(MONTH, month)
+        self._parse_day_of_month(dom)
+        self._parse_day_of_week(dow)
+
+        if dom not in ("*", "?") and dow not in ("*", "?"):
+            raise CronError(
+                BOTH_DAYS_RESTRICTED,
+                f"Day-of-month ({dom}) and day-of-week ({dow}) cannot both be set: "
+                f"use ? in one of them",
+            )
+
+        self.seconds = _mask_to_list(second_bits, 0, 59)
+        self.minutes = _mask_to_list(minute_bits, 0, 59)
+        self.hours = _mask_to_list(hour_bits, 0, 23)
+        self.months = _mask_to_list(month_bits, 1, 12)
+        self._sec_next = _next_table(self.seconds, 59)
+        self._min_next = _next_table(self.minutes, 59)
+        self._hour_next = _next_table(self.hours, 23)
+        self._month_next = _next_table(self.months, 12)
+        self._day_cache: dict[tuple[int, int], tuple[int, ...]] = {}
+
+        if not self._can_fire():
+            raise CronError(NEVER_FIRES, f"{expression!r} can never fire: {self._why_never()}")
+
+    def __repr__(self) -> str:
+        return f"CronSchedule({self.expression!r})"
+
+    # -- parsing
+
+    @staticmethod
+    def _generic(field: _Field, token: str) -> int:
+        bits = _star(field, token)
+        return bits if bits is not None else _list_bits(field, token)
+
+    def _parse_day_of_month(self, token: str) -> None:
+        field = DAY_OF_MONTH
+        self._dom_last = False
+        self._last_offset = 0
+        self._nearest_weekday = False
+        self._w_day = 0
+        bits = _star(field, token)
+        if bits is None and token.startswith("L"):
+            match = re.fullmatch(r"L(?:-([0-9]+))?(W?)", token)
+            if match is None:
+                raise _bad(field, token)
+            self._dom_last = True
+            if match[1] is not None:
+                self._last_offset = _number(field, token, match[1], 0, 30, "the offset after L-")
+            self._nearest_weekday = bool(match[2])
+            bits = _range_bits(1, 31, 1)
+        elif bits is None and token.endswith("W"):
+            self._nearest_weekday = True
+            self._w_day = _value(field, token, token[:-1]) if token[:-1].isdigit() else -1
+            if self._w_day < 0:
+                raise _bad(field, token, "W follows a single day, e.g. 15W, or L (LW)")
+            bits = 1 << self._w_day
+        elif bits is None:
+            bits = _list_bits(field, token)
+        self._dom_bits = bits
+
+    def _parse_day_of_week(self, token: str) -> None:
+        field = DAY_OF_WEEK
+        self._dow_last = False
+        self._nth = 0
+        bits = _star(field, token)
+        special = re.fullmatch(r"([0-9]+|[A-Z]+)(?:(L)|#([0-9]*))", token) if bits is None else None
+        if special is not None and special[2]:
+            bits = 1 << _value(field, token, special[1])
+            self._dow_last = True
+        elif special is not None:
+            bits = 1 << _value(field, token, special[1])
+            self._nth = _number(field, token, special[3], 1, 5, "the number after #")
+        elif bits is None and ("#" in token or token.endswith("L")):
+            raise _bad(field, token, "L and # follow a single day, e.g. 5L (last Friday) or 5#3 (third Friday)")
+        elif bits is None:
+            bits = _list_bits(field, token)
+        if bits & _SUNDAYS:
+            bits |= _SUNDAYS
+        self._dow_bits = bits
+
+    # -- calendar
+
+    def _days(self, days_in_month: int, first_weekday: int) -> tuple[int, ...]:
+        """Matching days of a month, which depend only on its length and the
+        weekday of its 1st (so there are at most 28 distinct answers)."""
+        key = (days_in_month, first_weekday)
+        cached = self._day_cache.get(key)
+        if cached is not None:
+            return cached
+        if self._dom_last:
+            day = days_in_month - self._last_offset
+            candidates = [day] if day >= 1 else []
+        elif self._nearest_weekday:
+            candidates = [self._w_day] if self._w_day <= days_in_month else []
+        else:
+            candidates = [d for d in range(1, days_in_month + 1) if self._dom_bits >> d & 1]
+        if self._nearest_weekday:
+            candidates = [self._nearest(d, days_in_month, first_weekday) for d in candidates]
+        days = []
+        for day in candidates:
+            weekday = (first_weekday + day - 1) % 7
+            if not self._dow_bits >> weekday & 1:
+                continue
+            if self._dow_last and day + 7 <= days_in_month:
+                continue
+            if self._nth and (day - 1) // 7 + 1 != self._nth:
+                continue
+            days.append(day)
+        result = tuple(days)
+        self._day_cache[key] = result
+        return result
+
+    @staticmethod
+    def _nearest(day: int, days_in_month: int, first_weekday: int) -> int:
+        weekday = (first_weekday + day - 1) % 7
+        if weekday == 6:  # Saturday: Friday before, unless that leaves the month
+            return day + 2 if day == 1 else day - 1
+        if weekday == 0:  # Sunday: Monday after, unless that leaves the month
+            return day - 2 if day == days_in_month else day + 1
+        return day
+
+    def _can_fire(self) -> bool:
+        for month in self.months:
+            lengths = (28, 29) if month == 2 else (_DAYS_IN_MONTH[month],)
+            for length in lengths:
+                for first_weekday in range(7):
+                    if self._days(length, first_weekday):
+                        return True
+        return False
+
+    def _why_never(self) -> str:
+        names = ", ".join(_MONTH_LABELS[m] for m in self.months)
+        dom, dow = self.fields[3], self.fields[5]
+        if dow in ("*", "?"):
+            return f"day-of-month {dom} never falls in {names}"
+        return f"day-of-week {dow} never falls in {names}"
+
+    # -- search in local wall time
+
+    def _time_at_or_after(self, hour: int, minute: int, second: int) -> tuple[int, int, int] | None:
+        h = self._hour_next[hour]
+        if h < 0:
+            return None
+        if h == hour:
+            m = self._min_next[minute]
+            if m == minute:
+                s = self._sec_next[second]
+                if s >= 0:
+                    return hour, minute, s
+                m = self._min_next[minute + 1]
+            if m >= 0:
+                return hour, m, self.seconds[0]
+            h = self._hour_next[hour + 1]
+            if h < 0:
+                return None
+        return h, self.minutes[0], self.seconds[0]
+
+    def _find(self, start: datetime, inclusive: bool) -> datetime | None:
+        """Earliest matching naive wall time at/after `start` (whole seconds)."""
+        if not inclusive:
+            if start.year >= MAX_YEAR:
+                return None
+            start = start + _ONE_SECOND
+        year, month, day = start.year, start.month, start.day
+        same_day_time = (start.hour, start.minute, start.second)
+        if self._month_next[month] != month:
+            same_day_time = None
+            day = 1
+            month = self._month_next[month]
+            if month < 0:
+                month = self.months[0]
+                year += 1
+        while year < MAX_YEAR:
+            days = self._days(_days_in_month(year, month), _first_weekday(year, month))
+            for i in range(bisect_left(days, day), len(days)):
+                found_day = days[i]
+                if found_day == day and same_day_time is not None:
+                    t = self._time_at_or_after(*same_day_time)
+                    if t is None:
+                        continue
+                    return datetime(year, month, found_day, *t)
+                return datetime(year, month, found_day, self.hours[0], self.minutes[0], self.seconds[0])
+            same_day_time = None
+            day = 1
+            month = self._month_next[month + 1]
+            if month < 0:
+                month = self.months[0]
+                year += 1
+        return None
+
+    # -- time zones
+
+    def _next(self, after: datetime, zone: tzinfo) -> tuple[datetime, str | None] | None:
+        """Next fire (aware UTC) strictly after `after`, with a DST mark:
+        None, "skipped" (wall time fell in a gap) or "repeated" (fall-back)."""
+        if after.tzinfo is None or after.utcoffset() is None:
+            raise ValueError("after must be a timezone-aware datetime")
+        start_utc = after.astimezone(timezone.utc).replace(microsecond=0, tzinfo=None)
+        if start_utc.year >= MAX_YEAR:
+            return None
+        if zone is timezone.utc:
+            found = self._find(start_utc, False)
+            return None if found is None else (found.replace(tzinfo=timezone.utc), None)
+
+        local = start_utc.replace(tzinfo=timezone.utc).astimezone(zone)
+        wall = local.replace(tzinfo=None, fold=0)
+        inclusive = False
+        first, second = _offsets(zone, wall)
+        if first > second:
+            # Start inside the repeated hour. Its wall-clock window is
+            # [transition + standard offset, transition + daylight offset).
+            transition = _transition(zone, wall - first, wall - second, second)
+            repeat_start, repeat_end = transition + second, transition + first
+            if local.fold == 0:
+                found = self._find(wall, inclusive)
+                if found is not None and found < repeat_end:
+                    return _aware(found - first), "repeated"
+                wall, inclusive = repeat_start, True
+            if self.is_interval_based:
+                found = self._find(wall, inclusive)
+                if found is not None and found < repeat_end:
+                    return _aware(found - second), "repeated"
+            wall, inclusive = repeat_end, True
+
+        found = self._find(wall, inclusive)
+        if found is None:
+            return None
+        first, second = _offsets(zone, found)
+        if first == second:
+            return _aware(found - first), None
+        if first < second:
+            # In a spring-forward gap: fire at the first instant after it.
+            return _aware(_transition(zone, found - second, found - first, second)), "skipped"
+        return _aware(found - first), "repeated"
+
+    def next_after(self, after: datetime, tz: ZoneInfo | tzinfo | str) -> datetime | None:
+        """The next fire time (aware, UTC, whole seconds) strictly after
+        `after`, reading the fields in `tz`; None only past year 2499."""
+        result = self._next(after, _zone(tz))
+        return None if result is None else result[0]
+
+    def next_n(self, after: datetime, tz: ZoneInfo | tzinfo | str, n: int) -> list[datetime]:
+        return [when for when, _ in self._iter(after, _zone(tz), n)]
+
+    def _iter(self, after: datetime, zone: tzinfo, n: int):
         for _ in range(n):
-            after = self.next_after(after, tz)
-            out.append(after)
-        return out
+            result = self._next(after, zone)
+            if result is None:
+                return
+            yield result
+            after = result[0]
 
 
-@lru_cache(maxsize=1024)
-def parse(expr):
-    return CronSchedule(expr)
+_ONE_SECOND = timedelta(seconds=1)
+_MONTH_LABELS = ("", *(n.title() for n in _MONTH_NAMES))
 
 
-def validate_interval(seconds):
-    if int(seconds) < 5:
-        raise CronError(47004, "interval below 5 s")
-    return int(seconds)
+def _aware(naive_utc: datetime) -> datetime:
+    return naive_utc.replace(tzinfo=timezone.utc)
+
+
+def _offsets(zone: tzinfo, wall: datetime) -> tuple[timedelta, timedelta]:
+    """UTC offsets of a wall time in its first and second reading. Equal:
+    ordinary time; first > second: repeated (fall back); first < second: gap."""
+    return (
+        wall.replace(tzinfo=zone, fold=0).utcoffset(),
+        wall.replace(tzinfo=zone, fold=1).utcoffset(),
+    )
+
+
+def _transition(zone: tzinfo, before: datetime, after: datetime, offset_after: timedelta) -> datetime:
+    """First whole-second UTC instant in (before, after] whose offset is
+    `offset_after` (naive UTC in, naive UTC out). Transitions are rare, so a
+    binary search over at most a few hours of seconds is plenty."""
+    low, high = before, after
+    while high - low > _ONE_SECOND:
+        middle = low + timedelta(seconds=(high - low).total_seconds() // 2)
+        if _aware(middle).astimezone(zone).utcoffset() == offset_after:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+# --- public helpers ----------------------------------------------------------
+
+
+@lru_cache(maxsize=2048)
+def _compile(normalized: str) -> CronSchedule:
+    return CronSchedule(normalized)
+
+
+def parse(expr: str) -> CronSchedule:
+    """Validate and compile an expression (cached on its normalised form)."""
+    if not isinstance(expr, str):
+        raise CronError(MALFORMED, "The cron expression must be text")
+    return _compile(_normalize_text(expr))
+
+
+_UTC_NAMES = {"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Universal", "Etc/Zulu", "Zulu"}
+
+
+@lru_cache(maxsize=512)
+def get_zone(name: str) -> ZoneInfo:
+    """The ZoneInfo for an IANA name; CronError 47006 if unknown or empty."""
+    if not isinstance(name, str) or not name.strip():
+        raise CronError(UNKNOWN_ZONE, "Choose a time zone, e.g. Europe/Berlin or UTC")
+    try:
+        return ZoneInfo(name.strip())
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise CronError(UNKNOWN_ZONE, f"Unknown time zone {name!r}: use an IANA name such as America/New_York") from None
+
+
+def _zone(tz: ZoneInfo | tzinfo | str) -> tzinfo:
+    if isinstance(tz, str):
+        tz = get_zone(tz)
+    if isinstance(tz, ZoneInfo) and tz.key in _UTC_NAMES:
+        return timezone.utc
+    return tz
+
+
+def validate_interval(seconds) -> int:
+    """A whole number of seconds, at least 5 (47004); other input is 47001."""
+    if isinstance(seconds, bool):
+        raise CronError(MALFORMED, "The interval must be a whole number of seconds")
+    if isinstance(seconds, float):
+        if not seconds.is_integer():
+            raise CronError(MALFORMED, f"The interval must be a whole number of seconds, got {seconds}")
+        seconds = int(seconds)
+    elif isinstance(seconds, str):
+        text = seconds.strip()
+        if not re.fullmatch(r"[+-]?[0-9]+", text):
+            raise CronError(MALFORMED, f"The interval must be a whole number of seconds, got {seconds!r}")
+        seconds = int(text)
+    elif not isinstance(seconds, int):
+        raise CronError(MALFORMED, "The interval must be a whole number of seconds")
+    if seconds < MIN_INTERVAL_SECONDS:
+        raise CronError(
+            INTERVAL_TOO_SHORT,
+            f"The interval must be at least {MIN_INTERVAL_SECONDS} seconds, got {seconds}",
+        )
+    return seconds
+
+
+# --- descriptions and previews -----------------------------------------------
+
+_ORDINALS = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth"}
+_DAY_LABELS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+
+def _day_phrase(schedule: CronSchedule) -> str | None:
+    """Our own wording for the day forms cron-descriptor gets wrong."""
+    dom = schedule.fields[3]
+    match = re.fullmatch(r"L-([0-9]+)W", dom)
+    if match:
+        n = int(match[1])
+        return f"on the weekday nearest {n} day{'s' if n != 1 else ''} before the last day of the month"
+    return None
+
+
+def _fallback_description(schedule: CronSchedule) -> str:
+    sec, minute, hour, dom, month, dow = schedule.fields
+    parts = [f"At second {sec}, minute {minute}, hour {hour}"]
+    phrase = _day_phrase(schedule)
+    if phrase:
+        parts.append(phrase)
+    elif schedule._dom_last:
+        offset = schedule._last_offset
+        day = "the last day" if not offset else f"{offset} day{'s' if offset != 1 else ''} before the last day"
+        parts.append(("on the weekday nearest " if schedule._nearest_weekday else "on ") + day + " of the month")
+    elif schedule._nearest_weekday:
+        parts.append(f"on the weekday nearest day {schedule._w_day} of the month")
+    elif dom not in ("*", "?"):
+        parts.append(f"on day-of-month {dom}")
+    if schedule._nth or schedule._dow_last:
+        weekday = _DAY_LABELS[(schedule._dow_bits & -schedule._dow_bits).bit_length() - 1]
+        which = "last" if schedule._dow_last else _ORDINALS[schedule._nth]
+        parts.append(f"on the {which} {weekday} of the month")
+    elif dow not in ("*", "?"):
+        parts.append(f"on day-of-week {dow}")
+    if month != "*" and month != "?":
+        parts.append(f"in month {month}")
+    return ", ".join(parts)
+
+
+def describe(expr: str) -> str:
+    """Human-readable text for an expression (raises CronError if invalid)."""
+    schedule = parse(expr)
+    phrase = _day_phrase(schedule)
+    try:
+        from cron_descriptor import CasingTypeEnum, ExpressionDescriptor, Options
+
+        options = Options()
+        options.use_24hour_time_format = True
+        options.casing_type = CasingTypeEnum.Sentence
+        options.day_of_week_start_index_zero = True
+        text = ExpressionDescriptor(schedule.expression, options).get_description()
+        if phrase:
+            # It reads L-3W as L-3; describe the day part ourselves.
+            fields = list(schedule.fields)
+            fields[3] = "*"
+            time_only = ExpressionDescriptor(" ".join(fields), options).get_description()
+            text = f"{time_only}, {phrase}"
+        return text
+    except Exception:  # noqa: BLE001 - any failure of the third-party text falls back
+        return _fallback_description(schedule)
+
+
+def _iso_utc(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _warnings(schedule: CronSchedule) -> list[str]:
+    warnings = []
+    if len(schedule.seconds) == 60:
+        warnings.append("The seconds field is *: this fires every second.")
+    elif len(schedule.seconds) > 1:
+        warnings.append(
+            f"The seconds field {schedule.fields[0]} fires {len(schedule.seconds)} times a minute."
+        )
+    return warnings
+
+
+def preview(expr: str, tz_name: str, *, after: datetime, count: int = 5) -> dict:
+    """Everything the cron editor shows: the normalised expression, its
+    description, warnings and the next `count` fire times. Raises CronError."""
+    schedule = parse(expr)
+    zone = get_zone(tz_name)
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PREVIEW_COUNT:
+        raise CronError(OUT_OF_RANGE, f"Count must be a whole number from 1 to {MAX_PREVIEW_COUNT}")
+    times = [
+        {"utc": _iso_utc(when), "local": when.astimezone(zone).isoformat(), "dst": mark}
+        for when, mark in schedule._iter(after, _zone(zone), count)
+    ]
+    return {
+        "expression": schedule.expression,
+        "description": describe(schedule.expression),
+        "warnings": _warnings(schedule),
+        "times": times,
+    }

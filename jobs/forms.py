@@ -88,27 +88,7 @@ class JobForm(forms.ModelForm):
 
     class Meta:
         model = Job
-        fields = [
-            "name",
-            "description",
-            "namespace",
-            "kind",
-            "handler",
-            "properties",
-            "sql_write",
-            "schedule_type",
-            "cron_expression",
-            "interval_seconds",
-            "timezone",
-            "misfire_policy",
-            "run_once",
-            "max_retries",
-            "retry_interval_seconds",
-            "timeout_seconds",
-            "alert_threshold",
-            "alert_emails",
-            "state",
-        ]
+        fields = Job.EDITABLE_FIELDS
 
     def __init__(self, *args, user=None, **kwargs):
         self.user = user

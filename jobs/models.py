@@ -57,6 +57,29 @@ class Job(models.Model):
 
     MIN_INTERVAL_SECONDS = 5
     MAX_TIMEOUT_SECONDS = 86_400
+    # What a person or program sets on a job (form, API, jobs-as-code file,
+    # audit trail); everything else is the scheduler's bookkeeping.
+    EDITABLE_FIELDS = [
+        "name",
+        "description",
+        "namespace",
+        "kind",
+        "handler",
+        "properties",
+        "sql_write",
+        "schedule_type",
+        "cron_expression",
+        "interval_seconds",
+        "timezone",
+        "misfire_policy",
+        "run_once",
+        "max_retries",
+        "retry_interval_seconds",
+        "timeout_seconds",
+        "alert_threshold",
+        "alert_emails",
+        "state",
+    ]
 
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)

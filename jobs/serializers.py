@@ -6,27 +6,7 @@ from datetime import datetime, timezone as dt_timezone
 from jobs.models import Job, Run
 
 # The writable fields of a job, in the jobs-as-code file and the API.
-JOB_FIELDS = [
-    "name",
-    "description",
-    "namespace",
-    "kind",
-    "handler",
-    "properties",
-    "sql_write",
-    "schedule_type",
-    "cron_expression",
-    "interval_seconds",
-    "timezone",
-    "misfire_policy",
-    "run_once",
-    "max_retries",
-    "retry_interval_seconds",
-    "timeout_seconds",
-    "alert_threshold",
-    "alert_emails",
-    "state",
-]
+JOB_FIELDS = Job.EDITABLE_FIELDS
 
 RUN_FIELDS = [
     "fire_id",

@@ -5,6 +5,7 @@ import pytest
 
 pytest_plugins = [
     "tests.fixtures.core",
+    "tests.fixtures.postgres",
 ]
 
 

@@ -1,0 +1,32 @@
+"""Settings come from the environment; a bad value is a one-line error naming the variable."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("JOBS_MAX_CONCURRENT_RUNS", "abc"),
+        ("JOBS_MAX_CONCURRENT_RUNS", "0"),
+        ("JOBS_MISFIRE_THRESHOLD", "-1"),
+        ("DEBUG", "maybe"),
+        ("DATABASE_URL", "foo://x"),
+        ("JOBS_HTTP_BLOCKED_CIDRS", "10.0.0.0/33"),
+    ],
+)
+def test_bad_environment_value_names_the_variable_without_a_traceback(name, value, tmp_path):
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", name: value}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert name in result.stderr
+    assert "Traceback" not in result.stderr
