@@ -46,6 +46,9 @@ SWEEP_EVERY = timedelta(minutes=2)
 STALE_AFTER = timedelta(minutes=5)
 PLAN_BATCH = 500
 CLAIM_BATCH = 100
+# A finished run whose write can wait for a pass due within this long waits
+# for it, and is written in that pass's batch.
+COLLECT_WITHIN = timedelta(milliseconds=50)
 
 
 @dataclass
@@ -82,6 +85,8 @@ class Scheduler:
         self.stopping = False
         self.draining = False
         self._pending: list[Outcome] = []
+        self._backlog = False  # a step stopped at its batch size
+        self._waiting_for_slots = False  # claim_queued filled every free slot
         self._last_heartbeat: datetime | None = None
         self._last_node_renew: datetime | None = None
         self._last_sweep: datetime | None = None
@@ -141,6 +146,7 @@ class Scheduler:
         due = list(Job.objects.due(now).annotate(busy=Exists(busy))[:PLAN_BATCH])
         if not due:
             return False
+        self._backlog |= len(due) == PLAN_BATCH
         plans = [self.plan_fire(job, now) for job in due]
         try:
             with transaction.atomic():
@@ -287,6 +293,7 @@ class Scheduler:
         if self.draining or self.stopping:
             return False
         free = min(self.pool.free_slots, CLAIM_BATCH)
+        self._waiting_for_slots = free <= 0
         if free <= 0:
             return False
         queued = (
@@ -300,6 +307,10 @@ class Scheduler:
             runs = list(queued[:free])
             if not runs:
                 return False
+            if len(runs) == free:
+                # Perhaps more queued: wait for slots, or go on if the batch limited us.
+                self._waiting_for_slots = free == self.pool.free_slots
+                self._backlog |= not self._waiting_for_slots
             # started_at is when the run is handed to a worker, not when this
             # pass began: the pass's own writes are part of a fire's lateness.
             started = max(now, self.clock())
@@ -552,16 +563,33 @@ class Scheduler:
         return min(candidates)
 
     def run_forever(self, *, once: bool = False) -> None:
+        """Pass, sleep until the next thing is due, repeat. An outcome arriving
+        in between only queues its write for the next pass, unless that pass
+        is more than COLLECT_WITHIN away or a queued run is waiting for the
+        slot it frees: a finished run is not worth a pass of its own."""
         self.start(self.clock())
         backoff = 0.5
+        wake_at: datetime | None = None  # None: pass now
         while not self.stopping:
             try:
-                if self.run_pass(self.clock()) and not once:
-                    continue  # more may be due right away (a full batch)
-                if once:
-                    break
-                timeout = (self.next_wakeup(self.clock()) - self.clock()).total_seconds()
-                self._pending.extend(self.pool.wait(timeout))
+                if wake_at is None or self.clock() >= wake_at:
+                    self._backlog = False
+                    did = self.run_pass(self.clock())
+                    if once:
+                        break
+                    if did and self._backlog:
+                        wake_at = None
+                        continue  # a step stopped at its batch size: more is due right away
+                    wake_at = self.next_wakeup(self.clock())
+                outcomes = self.pool.wait((wake_at - self.clock()).total_seconds())
+                if outcomes:
+                    self._pending.extend(outcomes)
+                    if self._waiting_for_slots:
+                        wake_at = None
+                    elif wake_at - self.clock() > COLLECT_WITHIN:
+                        self.collect([], self.clock())
+                elif self.clock() < wake_at:
+                    wake_at = None  # woken early: a signal or a notification
                 backoff = 0.5
             except DatabaseError as exc:
                 log.error("database error, retrying in %.1f s: %s", backoff, exc)
@@ -569,6 +597,7 @@ class Scheduler:
                 connection.close()
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 10)
+                wake_at = None
         if once:
             self.wait_for_flights()
         self.drain()
