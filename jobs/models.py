@@ -78,6 +78,7 @@ class Job(models.Model):
         "timeout_seconds",
         "alert_threshold",
         "alert_emails",
+        "notify_recovered",
         "state",
     ]
 
@@ -107,6 +108,9 @@ class Job(models.Model):
     timeout_seconds = models.PositiveIntegerField(default=600)
     alert_threshold = models.PositiveSmallIntegerField(default=3)
     alert_emails = models.JSONField(default=list, blank=True)
+    notify_recovered = models.BooleanField(
+        default=False, help_text="Also send a notice when the job next succeeds after a crash."
+    )
 
     state = models.CharField(max_length=10, choices=State.choices, default=State.ENABLED)
     consecutive_failures = models.PositiveIntegerField(default=0)
@@ -398,6 +402,74 @@ class Message(models.Model):
 
     def __str__(self):
         return self.subject
+
+
+class Alert(models.Model):
+    """The alert outbox: one row per crash (or recovery) notice, written in the
+    transaction that records the outcome (jobs.alerts), delivered later by the
+    scheduler's send_alerts step (jobs.outbox). The row keeps what was true at
+    the crash moment (recipients, rendered bodies) and a stable Message-ID, so
+    a retry or a re-send after a restart is the same email."""
+
+    class Kind(models.TextChoices):
+        CRASH = "crash", "Crashed"
+        RECOVERED = "recovered", "Recovered"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        SENT = "sent", "Sent"
+        FAILED = "failed", "Gave up"  # temporary failures for too long
+        FAILED_PERMANENT = "failed_permanent", "Refused"  # a 5xx reply
+        UNDELIVERABLE = "undeliverable", "No recipients"
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="alerts")
+    # The run whose outcome crossed the threshold (or recovered the job).
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    recipients = models.JSONField(default=list, blank=True)
+    subject = models.CharField(max_length=300)
+    body_text = models.TextField()
+    body_html = models.TextField()
+    message_id = models.CharField(max_length=250, unique=True)
+    attempts = models.PositiveIntegerField(default=0)
+    # Pending: when the next attempt may start. A claimed alert has it pushed
+    # to the end of the claim's lease, so a sender that died lets it go.
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=_now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(status="pending") | Q(next_attempt_at__isnull=False),
+                name="alert_pending_has_next_attempt",
+            ),
+            # One crossing, one alert, even if the hook were called twice.
+            models.UniqueConstraint("run", condition=Q(kind="crash"), name="alert_one_crash_per_run"),
+        ]
+        indexes = [
+            # outbox.AlertSender.claim_due(): pending alerts whose time has come.
+            models.Index(fields=["next_attempt_at", "id"], condition=Q(status="pending"), name="alert_due_idx"),
+            # A job's alerts, newest first (the job page).
+            models.Index(fields=["job", "-created_at", "-id"], name="alert_job_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.kind} alert {self.pk} ({self.status})"
+
+    @property
+    def is_pending(self):
+        return self.status == self.Status.PENDING
+
+    @property
+    def job_path(self):
+        from jobs import links
+
+        return links.job_path(self.job_id)
 
 
 class AuditEvent(models.Model):

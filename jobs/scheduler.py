@@ -11,7 +11,9 @@ Built from steps that take `now` and return whether they did work:
 - `enforce_deadlines(now)` time out runs past their deadline;
 - `heartbeat(now)`       touch running runs, flush their logs, pick up cancel
                          requests, renew this node's lease;
-- `sweep(now)`           mark runs whose worker vanished `interrupted`.
+- `sweep(now)`           mark runs whose worker vanished `interrupted`;
+- `send_alerts(now)`     deliver crash alerts from the outbox through a sender
+                         thread (jobs.outbox), never waiting on the mail server.
 
 `run_forever()` only sequences them, sleeps until the next thing is due, and
 handles signals. No database transaction is open while a handler runs: the
@@ -36,6 +38,7 @@ from django.utils import timezone
 from jobs import alerts, leases
 from jobs.handlers.base import JobContext
 from jobs.models import Job, Run, cap_message
+from jobs.outbox import AlertSender
 from jobs.workers import Flight, Outcome, WorkerPool, resolve_handler
 
 log = logging.getLogger("cronboard.scheduler")
@@ -76,6 +79,7 @@ class Scheduler:
         self.worker_id = worker_id or settings.JOBS_WORKER_ID
         self.clock = clock
         self.pool = WorkerPool(max_workers or settings.JOBS_MAX_CONCURRENT_RUNS)
+        self.alert_sender = AlertSender(wake=self.pool.wake)
         self.misfire_threshold = timedelta(
             seconds=settings.JOBS_MISFIRE_THRESHOLD if misfire_threshold is None else misfire_threshold
         )
@@ -446,8 +450,11 @@ class Scheduler:
         """The job's last status, its consecutive failed fires, and the crash
         at the threshold. A fire counts once, after its last attempt."""
         last = dict(last_status=run.status, last_error=run.error[:4000], last_duration_ms=run.duration_ms)
-        if not final or run.status == Run.Status.SUCCEEDED:
-            # The common case needs no read: one UPDATE, no row lock held.
+        wants_notice = run.job is not None and run.job.notify_recovered
+        if not final or (run.status == Run.Status.SUCCEEDED and not wants_notice):
+            # The common case needs no read: one UPDATE, no row lock held. (A
+            # job that asked for recovery notices takes the long way: the
+            # notice depends on its state and its latest alert.)
             if final:
                 last["consecutive_failures"] = 0
             Job.objects.filter(pk=run.job_id).update(**last)
@@ -457,8 +464,12 @@ class Scheduler:
         job.last_error = run.error[:4000]
         job.last_duration_ms = run.duration_ms
         fields = ["last_status", "last_error", "last_duration_ms"]
-        crashed = False
-        if run.status in (Run.Status.FAILED, Run.Status.TIMED_OUT):
+        crashed = succeeded = False
+        if final and run.status == Run.Status.SUCCEEDED:
+            job.consecutive_failures = 0
+            fields.append("consecutive_failures")
+            succeeded = True
+        elif final and run.status in (Run.Status.FAILED, Run.Status.TIMED_OUT):
             job.consecutive_failures += 1
             fields.append("consecutive_failures")
             if job.state == Job.State.ENABLED and 0 < job.alert_threshold <= job.consecutive_failures:
@@ -469,6 +480,8 @@ class Scheduler:
         job.save(update_fields=fields)
         if crashed:
             alerts.on_crash(job=job, run=run, now=now)
+        elif succeeded:
+            alerts.on_success(job=job, run=run, now=now)
 
     # -- liveness ----------------------------------------------------------------
 
@@ -531,6 +544,10 @@ class Scheduler:
             log.warning("sweep interrupted %d stale run(s)", count)
         return bool(count)
 
+    def send_alerts(self, now: datetime) -> bool:
+        """Write back finished sends; hand the next due alert to the sender thread."""
+        return self.alert_sender.step(now)
+
     # -- the loop ---------------------------------------------------------------
 
     def run_pass(self, now: datetime) -> bool:
@@ -539,6 +556,7 @@ class Scheduler:
         did |= self.enforce_deadlines(now)
         self.heartbeat(now)
         did |= self.sweep(now)
+        did |= self.send_alerts(now)
         if not self.draining:
             did |= self.plan_due(now)
             did |= self.claim_queued(now)
@@ -560,6 +578,8 @@ class Scheduler:
         candidates.extend(f.deadline for f in self.pool.flights.values())
         if self.pool.flights and self._last_heartbeat is not None:
             candidates.append(self._last_heartbeat + HEARTBEAT_EVERY)
+        if (next_alert := self.alert_sender.next_wakeup(now)) is not None:
+            candidates.append(next_alert)
         return min(candidates)
 
     def run_forever(self, *, once: bool = False) -> None:
@@ -652,6 +672,7 @@ class Scheduler:
                     log_text=flight.ctx.log_text(),
                 )
             self.pool.abandon(flight.run_id)
+        self.alert_sender.stop(self.clock, wait=min(grace, settings.EMAIL_TIMEOUT))
         leases.release(leases.node_lease_name(self.worker_id), self.worker_id)
 
 

@@ -1,0 +1,137 @@
+"""The outbox across process deaths: the real `manage.py runscheduler`
+against a file SQLite database and a loopback SMTP server."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SETUP = """
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from jobs.models import Job
+
+get_user_model().objects.create_superuser("root", "root@example.com", "pw-root-123")
+Job.objects.create(
+    name="nightly-report",
+    handler="demo.fail",
+    properties={"message": "disk full on /var"},
+    cron_expression="* * * * * *",
+    alert_threshold=1,
+    alert_emails=["ops@example.com"],
+    next_fire_at=timezone.now(),
+)
+"""
+
+
+class Site:
+    """A scratch deployment: its own database file and environment."""
+
+    def __init__(self, tmp_path: Path, smtp_url: str):
+        self.db = tmp_path / "cronboard.sqlite3"
+        self.log = tmp_path / "scheduler.log"
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": f"sqlite:///{self.db}",
+            "EMAIL_URL": smtp_url,
+            "EMAIL_TIMEOUT": "1",
+            "JOBS_WORKER_ID": "restart-test",
+            "JOBS_SHUTDOWN_GRACE": "2",
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def manage(self, *args: str) -> None:
+        subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, check=True, capture_output=True, timeout=120)
+
+    def start_scheduler(self, *args: str) -> subprocess.Popen:
+        with self.log.open("a") as log:
+            return subprocess.Popen(
+                [sys.executable, "manage.py", "runscheduler", *args], cwd=ROOT, env=self.env, stdout=log, stderr=log
+            )
+
+    def alert(self) -> dict | None:
+        with sqlite3.connect(self.db, timeout=10) as conn:
+            conn.row_factory = sqlite3.Row
+            row = conn.execute("SELECT status, attempts, message_id, last_error FROM jobs_alert").fetchone()
+        return dict(row) if row else None
+
+    def wait_for(self, predicate, timeout: float, what: str):
+        until = time.monotonic() + timeout
+        while time.monotonic() < until:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}; scheduler log:\n{self.log.read_text()}")
+
+
+@pytest.fixture
+def site(tmp_path, smtp_server):
+    site = Site(tmp_path, smtp_server.url)
+    site.manage("migrate", "--no-input")
+    site.manage("shell", "-c", SETUP)
+    return site
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def test_scheduler_killed_mid_send_sends_after_restart_once_more_with_the_same_message_id(site, smtp_server):
+    # The server takes the message but holds its "250" long enough for the
+    # scheduler to die before it can write that the alert was sent.
+    smtp_server.handler.reply_delay = 0.8
+    first = site.start_scheduler()
+    try:
+        assert smtp_server.handler.arrived.wait(60), site.log.read_text()
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    finally:
+        stop(first)
+    alert = site.alert()
+    assert (alert["status"], alert["attempts"]) == ("pending", 1)  # committed with the crash, claim unfinished
+
+    smtp_server.handler.reply_delay = 0
+    second = site.start_scheduler()
+    try:
+        # The dead claim's lease (5 × EMAIL_TIMEOUT + 5 s) runs out, then it goes again.
+        alert = site.wait_for(lambda: (a := site.alert())["status"] == "sent" and a, 40, "the alert to be sent")
+    finally:
+        stop(second)
+    assert alert["attempts"] == 2
+    assert [r.message_id for r in smtp_server.received] == [alert["message_id"]] * 2
+    assert all(r.rcpt_tos == ["ops@example.com"] for r in smtp_server.received)
+
+
+def test_alert_committed_by_a_scheduler_that_stopped_is_sent_by_the_next_one(site, smtp_server):
+    # --once: the job fails and crashes after this pass's send step, and the
+    # process exits. The alert waits in the outbox.
+    site.manage("runscheduler", "--once")
+    alert = site.alert()
+    assert (alert["status"], alert["attempts"]) == ("pending", 0)
+    assert smtp_server.received == []
+
+    process = site.start_scheduler()
+    try:
+        alert = site.wait_for(lambda: (a := site.alert())["status"] == "sent" and a, 30, "the alert to be sent")
+    finally:
+        stop(process)
+    assert alert["attempts"] == 1
+    (received,) = smtp_server.received
+    assert received.message_id == alert["message_id"]
+    assert "disk full on /var" in received.message.get_body(("plain",)).get_content()
