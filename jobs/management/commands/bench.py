@@ -59,11 +59,18 @@ class Command(BaseCommand):
                 help="a PostgreSQL server (postgres://user@host:port/any): a fresh database is created on it "
                 "and dropped afterwards. Default: a temporary SQLite file.",
             )
-        p.add_argument("--keep", action="store_true", help="keep the throw-away database and logs (for debugging)")
+            p.add_argument("--keep", action="store_true", help="keep the throw-away database and logs (for debugging)")
 
     def handle(self, *args, what, **options):
         if throwaway.inside():
             return self.inside(what)
+        if what == "preview":
+            # Nothing to store: no database, no child.
+            from jobs.bench import preview
+
+            rows = preview.run(options)
+            self.stdout.write(json.dumps({"expressions": rows}) if options["json"] else preview.render(rows))
+            return
         options = {k: v for k, v in options.items() if k not in ("verbosity", "settings", "pythonpath", "traceback", "no_color", "force_color", "skip_checks")}
         if what == "scheduler":
             self._check_scheduler_options(options)
