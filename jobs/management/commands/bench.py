@@ -111,6 +111,11 @@ class Command(BaseCommand):
 
             figures = bench.run(options, workdir)
             out = json.dumps(bench.public(figures)) if options["json"] else bench.render(options, figures)
+        elif what == "retention":
+            from jobs.bench import retention as bench
+
+            figures = bench.run(options, workdir)
+            out = json.dumps(figures) if options["json"] else bench.render(options, figures)
         else:
             raise CommandError(f"bench {what}: not written yet")
         self.stdout.write(out)
