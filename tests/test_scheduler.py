@@ -604,7 +604,8 @@ def test_retention_keeps_alerts_of_deleted_runs_without_their_run(make_job):
     now = timezone.now()
     run = Run.objects.create(job=job, scheduled_at=now - timedelta(days=40), trigger="schedule", status="failed")
     alert = Alert.objects.create(
-        job=job, run=run, kind=Alert.Kind.CRASH, subject="s", body_text="t", body_html="h", message_id="<m@x>"
+        job=job, run=run, kind=Alert.Kind.CRASH, status=Alert.Status.SENT, subject="s", body_text="t", body_html="h",
+        message_id="<m@x>",
     )
     assert delete_runs_before(now - timedelta(days=30)) == 1
     alert.refresh_from_db()
