@@ -50,7 +50,13 @@ def _delete_runs(ids: list[int]) -> tuple[int, float]:
 
     from jobs.models import Run
 
-    relations = Run._meta.related_objects
+    # Every relation pointing here, hidden ones (related_name="+") included,
+    # as the ORM's delete() would look them up.
+    relations = [
+        f
+        for f in Run._meta.get_fields(include_hidden=True)
+        if f.auto_created and not f.concrete and (f.one_to_one or f.one_to_many)
+    ]
     fast = all(rel.on_delete in (models.SET_NULL, models.DO_NOTHING) for rel in relations)
     with transaction.atomic():
         # On SQLite the transaction begins IMMEDIATE: from here we hold the lock.
