@@ -32,7 +32,8 @@ from typing import Callable
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
-from django.db.models import Exists, Min, OuterRef
+from django.db.models import BooleanField, Min
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from jobs import alerts, leases
@@ -52,6 +53,15 @@ CLAIM_BATCH = 100
 # A finished run whose write can wait for a pass due within this long waits
 # for it, and is written in that pass's batch.
 COLLECT_WITHIN = timedelta(milliseconds=50)
+
+
+# A run is live (queued or running), written as literals: SQLite uses a
+# partial index (run_live_idx) only when the query states its condition that
+# way, never with bound parameters. With `status__in=Run.LIVE` the overlap
+# check walked every run the job ever had (bench: a job's whole history per
+# fire).
+LIVE_RUN = RawSQL("\"jobs_run\".\"status\" IN ('queued', 'running')", (), output_field=BooleanField())
+assert set(Run.LIVE) == {"queued", "running"}
 
 
 @dataclass
@@ -91,6 +101,11 @@ class Scheduler:
         self._pending: list[Outcome] = []
         self._backlog = False  # a step stopped at its batch size
         self._waiting_for_slots = False  # claim_queued filled every free slot
+        self._alerts_written = False  # this process wrote an alert since the outbox was read
+        self._alert_next: datetime | None = None  # see _next_alert()
+        self._alert_read_at: datetime | None = None
+        self._queued_next: datetime | None = None  # see _next_queued()
+        self._queued_read_at: datetime | None = None
         self._last_heartbeat: datetime | None = None
         self._last_node_renew: datetime | None = None
         self._last_sweep: datetime | None = None
@@ -118,7 +133,9 @@ class Scheduler:
 
     def recover(self, now: datetime) -> int:
         """Runs this worker left `running` (it died or was killed) are interrupted."""
-        stale = list(Run.objects.filter(status=Run.Status.RUNNING, worker_id=self.worker_id).select_related("job"))
+        stale = list(
+            Run.objects.filter(LIVE_RUN, status=Run.Status.RUNNING, worker_id=self.worker_id).select_related("job")
+        )
         for run in stale:
             if run.pk in self.pool.flights:
                 continue
@@ -146,10 +163,12 @@ class Scheduler:
         """Claim every due fire (up to a batch) and write its run."""
         if not self.is_leader(now):
             return False
-        busy = Run.objects.filter(job=OuterRef("pk"), status__in=Run.LIVE)
-        due = list(Job.objects.due(now).annotate(busy=Exists(busy))[:PLAN_BATCH])
+        due = list(Job.objects.due(now)[:PLAN_BATCH])
         if not due:
             return False
+        busy = set(Run.objects.filter(LIVE_RUN, job_id__in=[job.pk for job in due]).values_list("job_id", flat=True))
+        for job in due:
+            job.busy = job.pk in busy
         self._backlog |= len(due) == PLAN_BATCH
         plans = [self.plan_fire(job, now) for job in due]
         try:
@@ -428,6 +447,9 @@ class Scheduler:
         return True
 
     def _queue_retry(self, run: Run, now: datetime) -> Run:
+        run_after = now + timedelta(seconds=run.retry_interval_seconds)
+        if self._queued_next is None or run_after < self._queued_next:
+            self._queued_next = run_after
         return Run.objects.create(
             job_id=run.job_id,
             fire_id=run.fire_id,
@@ -435,7 +457,7 @@ class Scheduler:
             attempt=run.attempt + 1,
             trigger=run.trigger,
             status=Run.Status.QUEUED,
-            run_after=now + timedelta(seconds=run.retry_interval_seconds),
+            run_after=run_after,
             max_retries=run.max_retries,
             retry_interval_seconds=run.retry_interval_seconds,
             timeout_seconds=run.timeout_seconds,
@@ -480,8 +502,9 @@ class Scheduler:
         job.save(update_fields=fields)
         if crashed:
             alerts.on_crash(job=job, run=run, now=now)
+            self._alerts_written = True
         elif succeeded:
-            alerts.on_success(job=job, run=run, now=now)
+            self._alerts_written |= alerts.on_success(job=job, run=run, now=now) is not None
 
     # -- liveness ----------------------------------------------------------------
 
@@ -528,7 +551,8 @@ class Scheduler:
         self._last_sweep = now
         alive = leases.live_node_holders(now=now) | {self.worker_id}
         stale = (
-            Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER)
+            # LIVE_RUN: read the small partial index, not the whole history.
+            Run.objects.filter(LIVE_RUN, status=Run.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER)
             .exclude(worker_id__in=alive)
             .select_related("job")
         )
@@ -545,8 +569,33 @@ class Scheduler:
         return bool(count)
 
     def send_alerts(self, now: datetime) -> bool:
-        """Write back finished sends; hand the next due alert to the sender thread."""
-        return self.alert_sender.step(now)
+        """Write back finished sends; hand the next due alert to the sender
+        thread. The outbox is read when an alert is due (by the time read
+        from it at most a POLL ago), when this process just wrote one, or
+        while a send is in flight: not in every pass, which at hundreds of
+        passes a second cost more than a fire."""
+        sender = self.alert_sender
+        if sender.in_flight is None and not self._alerts_written and not self._alert_due(now):
+            return False
+        did = sender.step(now)
+        self._alert_read_at = None  # what is due next changed
+        return did
+
+    def _alert_due(self, now: datetime) -> bool:
+        next_alert = self._next_alert(now)
+        return next_alert is not None and next_alert <= now
+
+    def _next_alert(self, now: datetime) -> datetime | None:
+        """When the next pending alert is due, read at most once per POLL."""
+        if (
+            self._alerts_written
+            or self._alert_read_at is None
+            or not timedelta(0) <= now - self._alert_read_at < POLL
+        ):
+            self._alert_next = self.alert_sender.next_wakeup(now)
+            self._alert_read_at = now
+            self._alerts_written = False
+        return self._alert_next
 
     # -- the loop ---------------------------------------------------------------
 
@@ -571,16 +620,30 @@ class Scheduler:
         )["m"]
         if next_fire is not None:
             candidates.append(next_fire)
-        if self.pool.free_slots > 0:
-            next_queued = Run.objects.filter(status=Run.Status.QUEUED).aggregate(m=Min("run_after"))["m"]
-            if next_queued is not None:
-                candidates.append(next_queued)
+        if self.pool.free_slots > 0 and (next_queued := self._next_queued(now)) is not None:
+            candidates.append(next_queued)
         candidates.extend(f.deadline for f in self.pool.flights.values())
         if self.pool.flights and self._last_heartbeat is not None:
             candidates.append(self._last_heartbeat + HEARTBEAT_EVERY)
-        if (next_alert := self.alert_sender.next_wakeup(now)) is not None:
+        if self.alert_sender.in_flight is not None:
+            candidates.append(self.alert_sender.next_wakeup(now))
+        elif (next_alert := self._next_alert(now)) is not None:
             candidates.append(next_alert)
         return min(candidates)
+
+    def _next_queued(self, now: datetime) -> datetime | None:
+        """When a queued run next becomes due, read from the database once
+        per POLL (and lowered at once by the retries this process queues):
+        runs due now are claim_queued's business in every pass; this is for
+        the ones waiting for their run_after."""
+        if self._queued_read_at is None or not timedelta(0) <= now - self._queued_read_at < POLL:
+            self._queued_next = (
+                Run.objects.filter(status=Run.Status.QUEUED, run_after__gt=now).aggregate(m=Min("run_after"))["m"]
+            )
+            self._queued_read_at = now
+        if self._queued_next is not None and self._queued_next <= now:
+            self._queued_read_at = None  # due: the pass it wakes claims it; read again after
+        return self._queued_next
 
     def run_forever(self, *, once: bool = False) -> None:
         """Pass, sleep until the next thing is due, repeat. An outcome arriving
