@@ -186,13 +186,27 @@ LOGGING = {
 
 # --- Cronboard ---------------------------------------------------------------
 
-JOBS_WORKER_ID = env("JOBS_WORKER_ID", default="") or socket.gethostname()
+# Set explicitly, it names this scheduler node; runscheduler requires it on
+# PostgreSQL, where several nodes share the database and must not share an id.
+JOBS_WORKER_ID_EXPLICIT = env("JOBS_WORKER_ID", default="").strip()
+JOBS_WORKER_ID = JOBS_WORKER_ID_EXPLICIT or socket.gethostname()
+if len(JOBS_WORKER_ID) > 190 or any(c.isspace() for c in JOBS_WORKER_ID):
+    raise ImproperlyConfigured("JOBS_WORKER_ID must be at most 190 characters, without spaces")
 JOBS_SCHEDULER_ENABLED = _bool("JOBS_SCHEDULER_ENABLED", True)
 JOBS_MAX_CONCURRENT_RUNS = _int("JOBS_MAX_CONCURRENT_RUNS", 8, minimum=1)
 JOBS_SQL_ENABLED = _bool("JOBS_SQL_ENABLED", False)
 JOBS_MAX_MESSAGE_CHARS = _int("JOBS_MAX_MESSAGE_CHARS", 262144)
 JOBS_MISFIRE_THRESHOLD = _int("JOBS_MISFIRE_THRESHOLD", 60, minimum=0)
 JOBS_SHUTDOWN_GRACE = _int("JOBS_SHUTDOWN_GRACE", 30, minimum=0)
+# The leader lease (PostgreSQL): held for TTL seconds, renewed every RENEW
+# seconds, so a standby takes over within TTL + RENEW of the leader's death.
+JOBS_LEASE_TTL_SECONDS = _int("JOBS_LEASE_TTL_SECONDS", 30, minimum=2)
+JOBS_LEASE_RENEW_SECONDS = _int("JOBS_LEASE_RENEW_SECONDS", 10, minimum=1)
+if JOBS_LEASE_RENEW_SECONDS >= JOBS_LEASE_TTL_SECONDS:
+    raise ImproperlyConfigured(
+        f"JOBS_LEASE_RENEW_SECONDS ({JOBS_LEASE_RENEW_SECONDS}) must be less than "
+        f"JOBS_LEASE_TTL_SECONDS ({JOBS_LEASE_TTL_SECONDS})"
+    )
 JOBS_HANDLER_MODULES = env.list("JOBS_HANDLER_MODULES", default=[])
 DEMO_MODE = _bool("DEMO_MODE", False)
 

@@ -3,14 +3,29 @@
 `node:<worker id>` is held by each live scheduler process (identity and
 liveness: the sweep leaves alone the runs of a worker that holds one);
 `leader` is held by the one process that plans fires.
+
+Clock: on PostgreSQL several hosts share the leases, so every lease time is
+read from and written with the database's clock (`statement_timestamp()`),
+never a host's: a host whose clock is off can neither keep a lease past its
+expiry nor take a live one early. On SQLite there is one scheduler per
+database (runscheduler's file lock), and the caller's `now` is used, which
+lets tests drive leases with a fixed clock.
+
+Epochs: every take (as opposed to a renewal) increments the lease's epoch, and
+a holder renews only the epoch it took. The leader's fire claims carry its
+epoch (`held()` inside the claim's UPDATE), so a leader that stalled past its
+lease, or a second process started under the same worker id, claims nothing.
 """
 
+import socket
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Count, Exists
+from django.db.models.functions import Now
 
-from jobs.models import Lease
+from jobs.models import Lease, LeadershipChange, Run
 
 NODE_PREFIX = "node:"
 LEADER = "leader"
@@ -18,35 +33,97 @@ TTL = timedelta(seconds=30)
 RENEW_EVERY = timedelta(seconds=10)
 
 
+@dataclass(frozen=True)
+class Grant:
+    epoch: int
+    expires_at: datetime
+    acquired_at: datetime
+    taken: bool  # this call took the lease (a new epoch) rather than renewing it
+
+
 def node_lease_name(worker_id: str) -> str:
     return f"{NODE_PREFIX}{worker_id}"
 
 
-def acquire(name: str, holder: str, *, now: datetime, ttl: timedelta = TTL, info: dict | None = None) -> int | None:
-    """Renew the lease if we hold it, else take it if it is free or expired.
-    Returns its epoch (incremented on every take, including retaking our own
-    lapsed lease) or None when another holder has it."""
+def acquire(
+    name: str,
+    holder: str,
+    *,
+    now: datetime,
+    epoch: int | None = None,
+    ttl: timedelta = TTL,
+    info: dict | None = None,
+) -> Grant | None:
+    """Renew the lease if `holder` holds it at `epoch`; else take it, with a
+    new epoch, when it is free or expired, or when it is held under our own
+    worker id and we never held it (`epoch` None: a process that died under
+    this id; runscheduler checked it is gone). None while another holds it,
+    including another process of ours that took it over since `epoch`."""
     safe_create(name)
-    expires = now + ttl
-    extra = {"info": info} if info is not None else {}
-    ours = Lease.objects.filter(name=name, holder=holder, expires_at__gte=now)
-    if not ours.update(expires_at=expires, renewed_at=now, **extra):
-        free = Lease.objects.filter(Q(holder="") | Q(expires_at__isnull=True) | Q(expires_at__lt=now), name=name)
-        if not free.update(
-            holder=holder, expires_at=expires, acquired_at=now, renewed_at=now, epoch=F("epoch") + 1, **extra
-        ):
+    with transaction.atomic():
+        lease, clock = _locked(name, now)
+        ours = lease.holder == holder and (epoch is None or lease.epoch == epoch)
+        if lease.is_live(clock) and not ours:
             return None
-    return Lease.objects.filter(name=name).values_list("epoch", flat=True).get()
+        renewing = ours and epoch is not None and lease.is_live(clock)
+        if not renewing:
+            lease.epoch += 1
+            lease.acquired_at = clock
+        lease.holder = holder
+        lease.expires_at = clock + ttl
+        lease.renewed_at = clock
+        fields = ["holder", "expires_at", "renewed_at", "epoch", "acquired_at"]
+        if info is not None:
+            lease.info = info
+            fields.append("info")
+        lease.save(update_fields=fields)
+    return Grant(epoch=lease.epoch, expires_at=lease.expires_at, acquired_at=lease.acquired_at, taken=not renewing)
 
 
-def release(name: str, holder: str) -> None:
-    Lease.objects.filter(name=name, holder=holder).update(holder="", expires_at=None)
+def release(name: str, holder: str, *, epoch: int | None = None) -> None:
+    mine = Lease.objects.filter(name=name, holder=holder)
+    if epoch is not None:
+        mine = mine.filter(epoch=epoch)
+    mine.update(holder="", expires_at=None)
+
+
+def held(name: str, holder: str, epoch: int, *, now: datetime):
+    """A condition, true while `holder` holds `name` at `epoch`. On PostgreSQL
+    it is judged by the database clock of the very statement that uses it: a
+    claim filtered on it cannot succeed after the lease lapsed, however long
+    the claimer stalled between deciding and claiming."""
+    return Exists(_holding(name, holder, epoch, now=now))
+
+
+def holds(name: str, holder: str, epoch: int, *, now: datetime) -> bool:
+    return _holding(name, holder, epoch, now=now).exists()
+
+
+def current(name: str, *, now: datetime) -> tuple[Lease | None, datetime]:
+    """The lease row (None if never created) and the clock to judge it by."""
+    qs = Lease.objects.filter(name=name)
+    if connection.vendor == "postgresql":
+        lease = qs.annotate(db_now=Now()).first()
+        return lease, (lease.db_now if lease else _db_now())
+    return qs.first(), now
 
 
 def live_node_holders(*, now: datetime) -> set[str]:
     return set(
-        Lease.objects.filter(name__startswith=NODE_PREFIX, expires_at__gte=now).values_list("holder", flat=True)
+        Lease.objects.filter(name__startswith=NODE_PREFIX, holder__gt="", expires_at__gte=_clock(now)).values_list(
+            "holder", flat=True
+        )
     )
+
+
+def record_leadership(grant: Grant, worker_id: str, *, keep: int = 100) -> None:
+    """History for the cluster page: one row per new leader epoch."""
+    LeadershipChange.objects.create(
+        epoch=grant.epoch, worker_id=worker_id, host=socket.gethostname(), acquired_at=grant.acquired_at
+    )
+    old = LeadershipChange.objects.order_by("-acquired_at", "-id").values_list("id", flat=True)[keep : keep + 1000]
+    if old:
+        LeadershipChange.objects.filter(id__in=list(old)).delete()
 
 
 def safe_create(name: str) -> None:
@@ -55,3 +132,123 @@ def safe_create(name: str) -> None:
             Lease.objects.get_or_create(name=name)
     except IntegrityError:
         pass
+
+
+def _locked(name: str, now: datetime) -> tuple[Lease, datetime]:
+    """The lease row, locked until the transaction ends, and the time to judge
+    it by: the database's clock on PostgreSQL, the caller's on SQLite (whose
+    IMMEDIATE transactions already lock the whole database)."""
+    qs = Lease.objects.select_for_update().filter(name=name)
+    if connection.vendor == "postgresql":
+        lease = qs.annotate(db_now=Now()).get()
+        return lease, lease.db_now
+    return qs.get(), now
+
+
+def _holding(name: str, holder: str, epoch: int, *, now: datetime):
+    return Lease.objects.filter(name=name, holder=holder, epoch=epoch, expires_at__gt=_clock(now))
+
+
+def _clock(now: datetime):
+    return Now() if connection.vendor == "postgresql" else now
+
+
+def _db_now() -> datetime:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        return cursor.fetchone()[0]
+
+
+# -- the cluster, as the console page and `manage.py cluster status` show it --
+
+
+@dataclass
+class NodeStatus:
+    worker_id: str
+    host: str
+    pid: int | None
+    version: str
+    started_at: str | None
+    last_heartbeat: datetime | None
+    expires_at: datetime | None
+    running: int
+    alive: bool
+    is_leader: bool = False
+
+
+@dataclass
+class ClusterStatus:
+    now: datetime
+    leader: str | None
+    lease_expires_at: datetime | None
+    epoch: int | None
+    # The last holder, while the lease has lapsed and nobody took it yet.
+    lapsed_holder: str | None
+    nodes: list[NodeStatus] = field(default_factory=list)
+    changes: list[LeadershipChange] = field(default_factory=list)
+
+    @property
+    def live_nodes(self) -> list[NodeStatus]:
+        return [n for n in self.nodes if n.alive]
+
+    def as_json(self) -> dict:
+        return {
+            "leader": self.leader,
+            "lease_expires_at": _iso(self.lease_expires_at),
+            "epoch": self.epoch,
+            "nodes": [
+                {
+                    "worker_id": n.worker_id,
+                    "host": n.host,
+                    "pid": n.pid,
+                    "last_heartbeat": _iso(n.last_heartbeat),
+                    "running": n.running,
+                }
+                for n in self.live_nodes
+            ],
+        }
+
+
+def cluster_status(*, now: datetime, lost_for: timedelta = timedelta(hours=24), changes: int = 20) -> ClusterStatus:
+    """Live nodes (and those that stopped heartbeating without shutting down in
+    the last `lost_for`), the leader lease, and recent leadership changes."""
+    leader, clock = current(LEADER, now=now)
+    live = leader is not None and leader.is_live(clock)
+    running = dict(
+        Run.objects.filter(status=Run.Status.RUNNING).values("worker_id").annotate(n=Count("id")).values_list("worker_id", "n")
+    )
+    rows = Lease.objects.filter(name__startswith=NODE_PREFIX, holder__gt="", expires_at__gte=clock - lost_for)
+    nodes = [
+        NodeStatus(
+            worker_id=row.holder,
+            host=str(row.info.get("host", "")),
+            pid=row.info.get("pid"),
+            version=str(row.info.get("version", "")),
+            started_at=row.info.get("started_at"),
+            last_heartbeat=row.renewed_at,
+            expires_at=row.expires_at,
+            running=running.get(row.holder, 0),
+            alive=row.is_live(clock),
+            is_leader=live and row.holder == leader.holder,
+        )
+        for row in rows.order_by("holder")
+    ]
+    leader_id = leader.holder if live else None
+    single = [n for n in nodes if n.alive]
+    if not live and connection.vendor != "postgresql" and len(single) == 1:
+        # SQLite is single-node: its one scheduler plans without a lease.
+        single[0].is_leader = True
+        leader_id = single[0].worker_id
+    return ClusterStatus(
+        now=clock,
+        leader=leader_id,
+        lease_expires_at=leader.expires_at if live else None,
+        epoch=leader.epoch if live else None,
+        lapsed_holder=leader.holder if leader is not None and leader.holder and not live else None,
+        nodes=nodes,
+        changes=list(LeadershipChange.objects.all()[:changes]),
+    )
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None

@@ -277,6 +277,9 @@ class Run(models.Model):
     error = models.TextField(blank=True)
     log = models.TextField(blank=True)
     cancel_requested = models.BooleanField(default=False)
+    # The leader lease epoch under which the fire was planned (PostgreSQL
+    # clusters); null for manual runs, tasks and single-node SQLite.
+    planned_epoch = models.PositiveBigIntegerField(null=True, blank=True)
 
     # Execution policy, copied from the job when the fire is planned (a later
     # edit does not change a fire under way); set by the caller for tasks.
@@ -382,6 +385,27 @@ class Lease(models.Model):
 
     def __str__(self):
         return f"{self.name} → {self.holder or '-'}"
+
+    def is_live(self, at: datetime) -> bool:
+        """Held by someone at `at` (on PostgreSQL, pass the database's clock)."""
+        return bool(self.holder) and self.expires_at is not None and self.expires_at >= at
+
+
+class LeadershipChange(models.Model):
+    """One row per acquisition of the `leader` lease (its epoch), for the
+    cluster page's "recent leadership changes"."""
+
+    epoch = models.PositiveBigIntegerField()
+    worker_id = models.CharField(max_length=200)
+    host = models.CharField(max_length=255, blank=True)
+    # The database clock's time of the acquisition (the lease's acquired_at).
+    acquired_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-acquired_at", "-id"]
+
+    def __str__(self):
+        return f"epoch {self.epoch}: {self.worker_id}"
 
 
 class Message(models.Model):

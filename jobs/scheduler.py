@@ -13,7 +13,12 @@ Built from steps that take `now` and return whether they did work:
                          requests, renew this node's lease;
 - `sweep(now)`           mark runs whose worker vanished `interrupted`;
 - `send_alerts(now)`     deliver crash alerts from the outbox through a sender
-                         thread (jobs.outbox), never waiting on the mail server.
+                         thread (jobs.outbox), never waiting on the mail server;
+- `lead(now)`            PostgreSQL: hold (or try to take) the leader lease.
+
+Several nodes (PostgreSQL): only the leader plans, and its claims carry its
+lease epoch; every node claims queued runs. A LISTEN thread (jobs.listener)
+wakes the loop when the web process changes something.
 
 `run_forever()` only sequences them, sleeps until the next thing is due, and
 handles signals. No database transaction is open while a handler runs: the
@@ -24,6 +29,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -32,11 +38,13 @@ from typing import Callable
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
+from django.db.backends.signals import connection_created
 from django.db.models import BooleanField, Min
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from jobs import alerts, leases
+from jobs.listener import WakeListener
 from jobs.handlers.base import JobContext
 from jobs.models import Job, Run, cap_message
 from jobs.outbox import AlertSender
@@ -64,6 +72,10 @@ LIVE_RUN = RawSQL("\"jobs_run\".\"status\" IN ('queued', 'running')", (), output
 assert set(Run.LIVE) == {"queued", "running"}
 
 
+class WorkerIdInUse(Exception):
+    """Another live scheduler process runs under this JOBS_WORKER_ID."""
+
+
 @dataclass
 class FirePlan:
     """What plan_due decided for one due job; applied atomically by claim_fire()."""
@@ -85,8 +97,17 @@ class Scheduler:
         clock: Callable[[], datetime] = timezone.now,
         misfire_threshold: int | None = None,
         max_message_chars: int | None = None,
+        clustered: bool | None = None,
     ):
         self.worker_id = worker_id or settings.JOBS_WORKER_ID
+        # Several nodes may share a PostgreSQL database; SQLite is single-node.
+        self.clustered = connection.vendor == "postgresql" if clustered is None else clustered
+        self.lease_ttl = timedelta(seconds=settings.JOBS_LEASE_TTL_SECONDS)
+        self.lease_renew = timedelta(seconds=settings.JOBS_LEASE_RENEW_SECONDS)
+        self.leader_epoch: int | None = None
+        self.node_epoch: int | None = None
+        self._last_lead: datetime | None = None
+        self.listener: WakeListener | None = None
         self.clock = clock
         self.pool = WorkerPool(max_workers or settings.JOBS_MAX_CONCURRENT_RUNS)
         self.alert_sender = AlertSender(wake=self.pool.wake)
@@ -120,16 +141,90 @@ class Scheduler:
 
     def is_leader(self, now: datetime) -> bool:
         """SQLite is single-node (the process lock in runscheduler makes sure),
-        so this process plans. Cluster mode overrides this."""
-        return True
+        so this process plans. On PostgreSQL: whether we held the leader lease
+        at the last renewal. That belief may be stale by the time we claim (a
+        stall); the claims themselves check the lease (see `_claimable`)."""
+        return not self.clustered or self.leader_epoch is not None
+
+    def lead(self, now: datetime) -> bool:
+        """PostgreSQL, every lease-renew interval: renew the leader lease if we
+        hold it, else try to take it. True when we just became leader."""
+        if not self.clustered or self.draining:
+            return False
+        if self._last_lead is not None and timedelta(0) <= now - self._last_lead < self.lease_renew:
+            return False
+        self._last_lead = now
+        with transaction.atomic():
+            grant = leases.acquire(leases.LEADER, self.worker_id, epoch=self.leader_epoch, now=now, ttl=self.lease_ttl)
+            if grant is not None and grant.taken:
+                leases.record_leadership(grant, self.worker_id)
+        if grant is None:
+            if self.leader_epoch is not None:
+                log.warning("lost the leader lease (epoch %d); planning stops on this node", self.leader_epoch)
+            self.leader_epoch = None
+            return False
+        if grant.taken:
+            log.info("leader now (epoch %d, lease until %s by the database clock)", grant.epoch, grant.expires_at.isoformat())
+        self.leader_epoch = grant.epoch
+        return grant.taken
+
+    def step_down(self) -> None:
+        """Hand the leader lease back (shutdown) so a standby takes it at its
+        next try instead of waiting for it to expire."""
+        if self.clustered and self.leader_epoch is not None:
+            leases.release(leases.LEADER, self.worker_id, epoch=self.leader_epoch)
+            log.info("released the leader lease (epoch %d)", self.leader_epoch)
+            self.leader_epoch = None
 
     # -- start-up ------------------------------------------------------------
 
     def start(self, now: datetime) -> None:
         self._node_info["started_at"] = now.isoformat()
+        if self.clustered:
+            self._limit_idle_transactions()
         self.renew_node_lease(now)
         self.recover(now)
         self.schedule_unplanned(now)
+
+    def check_identity(self, now: datetime) -> None:
+        """Before start (runscheduler, PostgreSQL): refuse (WorkerIdInUse) when
+        another live process holds this worker id's node lease. A process on
+        this host that is gone (killed with -9, so it never released the
+        lease) does not hold us up."""
+        lease, clock = leases.current(leases.node_lease_name(self.worker_id), now=now)
+        if lease is None or not lease.is_live(clock):
+            return
+        host, pid = lease.info.get("host"), lease.info.get("pid")
+        if host == self._node_info["host"] and isinstance(pid, int) and not _scheduler_process_alive(pid):
+            log.warning("worker id %s was held by pid %s on this host, which is gone; taking over", self.worker_id, pid)
+            return
+        raise WorkerIdInUse(
+            f"Another scheduler is running as JOBS_WORKER_ID={self.worker_id} (host {host or '?'}, pid {pid or '?'}, "
+            f"last heartbeat {lease.renewed_at.isoformat() if lease.renewed_at else '?'}). Every scheduler node needs its "
+            f"own worker id. If that process is gone, its lease lapses by {lease.expires_at.isoformat()}; start again then."
+        )
+
+    def _limit_idle_transactions(self) -> None:
+        """A scheduler stalled inside one of its (short) transactions would hold
+        row locks, and could commit a claim after waking. PostgreSQL ends such a
+        session after a lease TTL of idleness, so the claim rolls back and the
+        locks go. Only this thread's connections: handler threads are free to
+        hold their own transactions."""
+        seconds = int(self.lease_ttl.total_seconds())
+        thread = threading.get_ident()
+
+        def apply(sender=None, connection=connection, **kwargs):
+            if connection.vendor == "postgresql" and threading.get_ident() == thread:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, false)", [f"{seconds}s"])
+
+        connection_created.connect(apply, weak=False, dispatch_uid=self._idle_limit_uid)
+        if connection.connection is not None:
+            apply(connection=connection)
+
+    @property
+    def _idle_limit_uid(self) -> str:
+        return f"cronboard-idle-transactions-{id(self)}"
 
     def recover(self, now: datetime) -> int:
         """Runs this worker left `running` (it died or was killed) are interrupted."""
@@ -173,9 +268,14 @@ class Scheduler:
         plans = [self.plan_fire(job, now) for job in due]
         try:
             with transaction.atomic():
-                claimed = [plan for plan in plans if self._move_next_fire(plan, now)]
+                claimed = []
+                for plan in plans:
+                    if self._move_next_fire(plan, now):
+                        claimed.append(plan)
+                    elif not self._still_leader(now):
+                        break
                 # One INSERT for the batch's runs, inside the claims' transaction.
-                Run.objects.bulk_create([run for plan in claimed for run in plan.runs])
+                Run.objects.bulk_create([run for plan in claimed for run in self._stamped(plan.runs)])
         except IntegrityError:
             # The unique (job, scheduled time, attempt) row stopped a duplicate:
             # redo one by one so the others still go through.
@@ -186,7 +286,22 @@ class Scheduler:
                         self.claim_fire(plan=plan, now=now)
                 except IntegrityError:
                     log.error("fire of job %s at %s already exists; not planned twice", plan.job.pk, plan.expected_next)
+        if self.clustered and self.leader_epoch is not None:
+            from jobs.services import wake_schedulers
+
+            wake_schedulers()  # the other nodes share the runs just queued
         return True
+
+    def _still_leader(self, now: datetime) -> bool:
+        """After a refused claim: was it the lease? Then stop planning."""
+        if not self.clustered or leases.holds(leases.LEADER, self.worker_id, self.leader_epoch, now=now):
+            return True
+        log.warning(
+            "fire claims refused: the leader lease (epoch %d) lapsed or passed to another node; planning stops here",
+            self.leader_epoch,
+        )
+        self.leader_epoch = None
+        return False
 
     def plan_fire(self, job: Job, now: datetime) -> FirePlan:
         """Decide, without writing, what the due fire of `job` becomes."""
@@ -263,8 +378,14 @@ class Scheduler:
         next fire time from the value it read writes the runs."""
         if not self._move_next_fire(plan, now):
             return False
-        Run.objects.bulk_create(plan.runs)
+        Run.objects.bulk_create(self._stamped(plan.runs))
         return True
+
+    def _stamped(self, runs: list[Run]) -> list[Run]:
+        """Runs carry the leader epoch that planned them."""
+        for run in runs:
+            run.planned_epoch = self.leader_epoch
+        return runs
 
     def _move_next_fire(self, plan: FirePlan, now: datetime) -> bool:
         updates = {"next_fire_at": plan.new_next, "last_fire_at": plan.last_fire}
@@ -273,9 +394,15 @@ class Scheduler:
         return bool(self._claimable(plan.job, plan.expected_next, now).update(**updates))
 
     def _claimable(self, job: Job, expected_next: datetime, now: datetime):
-        return Job.objects.filter(
+        claimable = Job.objects.filter(
             pk=job.pk, next_fire_at=expected_next, state=Job.State.ENABLED, deleted_at__isnull=True
         )
+        if self.clustered:
+            # The fence, in the claim's own statement: we still hold the leader
+            # lease at our epoch by the database clock, however long we stalled
+            # since is_leader() said yes.
+            claimable = claimable.filter(leases.held(leases.LEADER, self.worker_id, self.leader_epoch, now=now))
+        return claimable
 
     def _latest_fire_in_window(self, job: Job, due_at: datetime, now: datetime) -> tuple[datetime | None, bool]:
         """The latest fire time in [max(due, now - threshold), now], and whether
@@ -511,7 +638,7 @@ class Scheduler:
     def heartbeat(self, now: datetime) -> bool:
         """Every few seconds: touch running runs, flush their logs, act on
         cancel requests; every 10 s renew this node's lease."""
-        if self._last_node_renew is None or now - self._last_node_renew >= leases.RENEW_EVERY:
+        if self._last_node_renew is None or now - self._last_node_renew >= self.lease_renew:
             self.renew_node_lease(now)
         if self._last_heartbeat is not None and now - self._last_heartbeat < HEARTBEAT_EVERY:
             return False
@@ -540,8 +667,17 @@ class Scheduler:
 
     def renew_node_lease(self, now: datetime) -> None:
         info = {**self._node_info, "running": len(self.pool.flights)}
-        leases.acquire(leases.node_lease_name(self.worker_id), self.worker_id, now=now, info=info)
+        name = leases.node_lease_name(self.worker_id)
+        grant = leases.acquire(name, self.worker_id, epoch=self.node_epoch, now=now, ttl=self.lease_ttl, info=info)
         self._last_node_renew = now
+        if grant is not None:
+            self.node_epoch = grant.epoch
+        elif self.clustered:
+            # We stalled past our node lease and another process started under
+            # our worker id: it owns the id (and our runs) now.
+            log.error("another process took over worker id %s; stopping this one", self.worker_id)
+            self.step_down()
+            self.request_stop()
 
     def sweep(self, now: datetime) -> bool:
         """Every 2 minutes: runs whose heartbeat is older than 5 minutes and
@@ -549,11 +685,15 @@ class Scheduler:
         if self._last_sweep is not None and now - self._last_sweep < SWEEP_EVERY:
             return False
         self._last_sweep = now
-        alive = leases.live_node_holders(now=now) | {self.worker_id}
+        # This node's own runs are stale only if it is not executing them (a
+        # claim whose commit was lost with the connection): its real flights
+        # heartbeat every few seconds.
+        alive_elsewhere = leases.live_node_holders(now=now) - {self.worker_id}
         stale = (
             # LIVE_RUN: read the small partial index, not the whole history.
             Run.objects.filter(LIVE_RUN, status=Run.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER)
-            .exclude(worker_id__in=alive)
+            .exclude(worker_id__in=alive_elsewhere)
+            .exclude(pk__in=list(self.pool.flights))
             .select_related("job")
         )
         count = 0
@@ -607,6 +747,7 @@ class Scheduler:
         did |= self.sweep(now)
         did |= self.send_alerts(now)
         if not self.draining:
+            did |= self.lead(now)
             did |= self.plan_due(now)
             did |= self.claim_queued(now)
         return did
@@ -615,9 +756,11 @@ class Scheduler:
         """The earliest of: the next fire, the next queued run, a deadline, the
         next heartbeat, and the edit poll."""
         candidates = [now + POLL]
-        next_fire = Job.objects.filter(state=Job.State.ENABLED, deleted_at__isnull=True).aggregate(
-            m=Min("next_fire_at")
-        )["m"]
+        next_fire = None
+        if self.is_leader(now):
+            next_fire = Job.objects.filter(state=Job.State.ENABLED, deleted_at__isnull=True).aggregate(
+                m=Min("next_fire_at")
+            )["m"]
         if next_fire is not None:
             candidates.append(next_fire)
         if self.pool.free_slots > 0 and (next_queued := self._next_queued(now)) is not None:
@@ -651,6 +794,9 @@ class Scheduler:
         is more than COLLECT_WITHIN away or a queued run is waiting for the
         slot it frees: a finished run is not worth a pass of its own."""
         self.start(self.clock())
+        if self.clustered and not once:
+            self.listener = WakeListener.for_django_connection(connection, self.pool.wake)
+            self.listener.start()
         backoff = 0.5
         wake_at: datetime | None = None  # None: pass now
         while not self.stopping:
@@ -707,6 +853,10 @@ class Scheduler:
         record what is left as interrupted (one-off tasks go back to queued)."""
         self.draining = True
         grace = settings.JOBS_SHUTDOWN_GRACE if grace is None else grace
+        try:
+            self.step_down()
+        except DatabaseError as exc:
+            log.warning("could not release the leader lease (it lapses by itself): %s", exc)
         if self.pool.flights:
             log.info("draining %d run(s) for up to %s s", len(self.pool.flights), grace)
         until = time.monotonic() + grace
@@ -736,7 +886,29 @@ class Scheduler:
                 )
             self.pool.abandon(flight.run_id)
         self.alert_sender.stop(self.clock, wait=min(grace, settings.EMAIL_TIMEOUT))
-        leases.release(leases.node_lease_name(self.worker_id), self.worker_id)
+        if self.listener is not None:
+            self.listener.stop()
+        connection_created.disconnect(dispatch_uid=self._idle_limit_uid)
+        leases.release(leases.node_lease_name(self.worker_id), self.worker_id, epoch=self.node_epoch)
+
+
+def _scheduler_process_alive(pid: int) -> bool:
+    """Whether `pid` on this host is a live scheduler process. Our own pid is an
+    earlier life of this container (pid numbers restart with it); a pid reused
+    by some other program, or a zombie, does not count."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"runscheduler" in f.read()
+    except OSError:
+        return True
 
 
 def _seconds(delta: timedelta) -> str:

@@ -1,7 +1,20 @@
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from jobs.leases import cluster_status
 
 
 @login_required
 def job_list(request):
     return HttpResponse("Cronboard")
+
+
+@login_required
+def cluster(request):
+    """Scheduler nodes, the leader lease, recent leadership changes. Any
+    signed-in user may look; the status section refreshes itself."""
+    context = {"status": cluster_status(now=timezone.now())}
+    template = "jobs/cluster.html#cluster-status" if request.htmx else "jobs/cluster.html"
+    return render(request, template, context)

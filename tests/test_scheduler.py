@@ -398,6 +398,26 @@ def test_sweep_interrupts_stale_runs_of_workers_without_a_lease(make_job, schedu
     assert not scheduler.sweep(T0 + timedelta(seconds=30)), "the sweep runs every 2 minutes"
 
 
+def test_sweep_interrupts_an_orphaned_run_of_this_node_but_not_its_live_flights(make_job, scheduler, clock, gate_handler):
+    job = make_job(next_fire_at=T0, handler="test.gate")
+    scheduler.plan_due(T0)
+    scheduler.claim_queued(T0)
+    (flight_run,) = runs_of(job)
+    # A run this node claimed but never started (its claim's commit was lost).
+    orphan = Run.objects.create(
+        job=job, scheduled_at=T0 - timedelta(hours=1), trigger="schedule", status="running",
+        worker_id="node-a", heartbeat_at=T0 - STALE_AFTER - timedelta(seconds=1),
+    )  # fmt: skip
+    Run.objects.filter(pk=flight_run.pk).update(heartbeat_at=T0 - STALE_AFTER - timedelta(seconds=1))
+    assert scheduler.sweep(T0)
+    orphan.refresh_from_db()
+    flight_run.refresh_from_db()
+    assert orphan.status == "interrupted"
+    assert flight_run.status == "running", "a run this node is executing is never swept"
+    gate_handler.set()
+    finish_all(scheduler, clock)
+
+
 def test_heartbeat_touches_running_runs_and_flushes_their_log(make_job, scheduler, clock, gate_handler):
     job = make_job(next_fire_at=T0, handler="test.gate")
     scheduler.plan_due(T0)

@@ -8,8 +8,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
+from django.utils import timezone
 
-from jobs.scheduler import Scheduler
+from jobs.scheduler import Scheduler, WorkerIdInUse
 
 log = logging.getLogger("cronboard.scheduler")
 
@@ -58,7 +59,20 @@ class Command(BaseCommand):
         if connection.vendor == "sqlite":
             lock = SchedulerLock(settings.DATABASES["default"]["NAME"])
             lock.acquire()
+        elif not settings.JOBS_WORKER_ID_EXPLICIT:
+            # A default (the host name) would silently merge two nodes that share
+            # one, e.g. containers started with the same --hostname.
+            raise CommandError(
+                "JOBS_WORKER_ID is not set. On PostgreSQL several scheduler nodes can share the database, so each "
+                "needs its own id, stable across restarts (a restarted node recovers its own runs by it): "
+                "e.g. JOBS_WORKER_ID=scheduler-1."
+            )
         scheduler = Scheduler()
+        if scheduler.clustered:
+            try:
+                scheduler.check_identity(timezone.now())
+            except WorkerIdInUse as exc:
+                raise CommandError(str(exc)) from None
         scheduler.install_signal_handlers()
         log.info(
             "scheduler %s started (pid %s, %s, %d worker slots)",

@@ -1,0 +1,64 @@
+"""The LISTEN side of `services.wake_schedulers()` (PostgreSQL only).
+
+A daemon thread holds its own connection (not Django's: LISTEN needs a
+session that stays open and idle) and calls `on_wake` for each notification,
+which cuts the scheduler loop's sleep short. It reconnects after the database
+restarts and wakes the loop once on every (re)connect, since notifications
+sent while it was deaf are lost. Polling stays as the fallback.
+"""
+
+import logging
+import threading
+from typing import Callable
+
+log = logging.getLogger("cronboard.scheduler")
+
+CHANNEL = "cronboard_jobs"  # services.wake_schedulers() notifies it
+# How often the thread looks at its stop flag while no notification comes.
+CHECK_EVERY = 1.0
+
+
+class WakeListener(threading.Thread):
+    def __init__(self, connection_params: dict, on_wake: Callable[[], None]):
+        super().__init__(name="cronboard-listen", daemon=True)
+        self.connection_params = connection_params
+        self.on_wake = on_wake
+        self.listening = threading.Event()
+        self._stopping = threading.Event()
+
+    @classmethod
+    def for_django_connection(cls, connection, on_wake: Callable[[], None]) -> "WakeListener":
+        params = connection.get_connection_params()
+        # Django's cursor and context settings are for its own connection.
+        for key in ("cursor_factory", "context", "prepare_threshold"):
+            params.pop(key, None)
+        return cls(params, on_wake)
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self._stopping.set()
+        if self.is_alive():
+            self.join(timeout)
+
+    def run(self) -> None:
+        import psycopg
+
+        backoff = 0.5
+        while not self._stopping.is_set():
+            try:
+                with psycopg.connect(**self.connection_params, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    self.listening.set()
+                    backoff = 0.5
+                    self.on_wake()
+                    while not self._stopping.is_set():
+                        for _notify in conn.notifies(timeout=CHECK_EVERY):
+                            self.on_wake()
+            except Exception as exc:  # noqa: BLE001 - the thread must outlive any database trouble
+                self.listening.clear()
+                if self._stopping.is_set():
+                    break
+                reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                log.warning("wake-up listener lost its connection (%s); polling until it reconnects", reason)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, 10)
+        self.listening.clear()

@@ -1,0 +1,145 @@
+"""Cluster behaviour of the scheduler steps, driven with a fixed clock.
+
+The schedulers here are told they are `clustered` (as on PostgreSQL) while
+the test database is SQLite, where leases use the caller's clock: the same
+code paths, judged by a clock the test controls. The real thing (processes,
+PostgreSQL's clock, kill -9, SIGSTOP) is in test_cluster_processes.py."""
+
+import logging
+import os
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from jobs import leases
+from jobs.models import Job, LeadershipChange, Run
+from jobs.scheduler import Scheduler, WorkerIdInUse
+
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def node(worker_id: str) -> Scheduler:
+    return Scheduler(worker_id=worker_id, clustered=True, clock=lambda: T0)
+
+
+@pytest.fixture
+def due_job(make_job):
+    return make_job(schedule_type=Job.ScheduleType.INTERVAL, interval_seconds=5, next_fire_at=T0)
+
+
+def test_only_the_leader_plans(due_job):
+    a, b = node("a"), node("b")
+    assert a.lead(T0) is True
+    assert b.lead(T0) is False
+
+    assert b.plan_due(T0) is False
+    assert a.plan_due(T0) is True
+
+    run = Run.objects.get()
+    assert (run.scheduled_at, run.planned_epoch) == (T0, 1)
+
+
+def test_leader_that_stalled_past_its_lease_claims_nothing(due_job, caplog):
+    """The epoch fence: `a` decided it leads (epoch 1), stalled past its lease,
+    and `b` took over (epoch 2). `a` still believes it leads; its claim's
+    UPDATE checks the lease and touches nothing. Without the lease condition in
+    `_claimable`, `a` would plan this fire (the compare-and-set alone cannot
+    tell a stale leader from a live one: the job row is exactly as `a` read it)."""
+    a, b = node("a"), node("b")
+    a.lead(T0)
+    later = T0 + leases.TTL + timedelta(seconds=1)
+    assert b.lead(later) is True
+    Job.objects.filter(pk=due_job.pk).update(next_fire_at=later)
+    assert a.is_leader(later)  # its belief is stale: nothing told it yet
+
+    with caplog.at_level(logging.WARNING, logger="cronboard.scheduler"):
+        a.plan_due(later)
+
+    assert not Run.objects.exists()
+    assert a.leader_epoch is None
+    assert "fire claims refused" in caplog.text
+    b.plan_due(later)
+    assert Run.objects.get().planned_epoch == 2
+
+
+def test_leader_whose_lease_lapsed_with_no_successor_claims_nothing_until_it_renews(due_job):
+    a = node("a")
+    a.lead(T0)
+    later = T0 + leases.TTL + timedelta(seconds=1)
+    Job.objects.filter(pk=due_job.pk).update(next_fire_at=later)
+
+    a.plan_due(later)
+    assert not Run.objects.exists()
+
+    assert a.lead(later) is True  # retaken: a new epoch
+    a.plan_due(later)
+    assert Run.objects.get().planned_epoch == 2
+
+
+def test_a_standby_takes_over_within_forty_seconds_of_the_leaders_last_renewal(db):
+    a, b = node("a"), node("b")
+    a.lead(T0)  # then a dies: it never renews again
+    took_over_at = None
+    for second in range(0, 61):
+        now = T0 + timedelta(seconds=second)
+        if b.lead(now):
+            took_over_at = second
+            break
+    assert took_over_at is not None and took_over_at <= 40
+    assert [(c.epoch, c.worker_id) for c in LeadershipChange.objects.order_by("epoch")] == [(1, "a"), (2, "b")]
+
+
+def test_renewals_keep_the_epoch_and_are_not_leadership_changes(db):
+    a = node("a")
+    for second in range(0, 60, 10):
+        a.lead(T0 + timedelta(seconds=second))
+    assert a.leader_epoch == 1
+    assert LeadershipChange.objects.count() == 1
+
+
+def test_shutdown_hands_the_lease_to_a_standby_at_its_next_try(db):
+    a, b = node("a"), node("b")
+    a.start(T0)
+    a.lead(T0)
+    a.drain(grace=0)
+    assert b.lead(T0 + timedelta(seconds=1)) is True
+
+
+def test_a_second_live_process_with_the_same_worker_id_is_refused(db):
+    first = node("n1")
+    first._node_info.update(host="elsewhere", pid=4242)
+    first.start(T0)
+
+    with pytest.raises(WorkerIdInUse, match="Another scheduler is running as JOBS_WORKER_ID=n1"):
+        node("n1").check_identity(T0 + timedelta(seconds=5))
+
+
+def test_a_restart_after_kill_9_on_the_same_host_does_not_wait_for_the_dead_process(db):
+    dead = node("n1")
+    dead._node_info["pid"] = _a_pid_that_is_not_running()
+    dead.start(T0)
+
+    successor = node("n1")
+    successor.check_identity(T0 + timedelta(seconds=5))  # no WorkerIdInUse
+    successor.start(T0 + timedelta(seconds=5))
+    assert successor.node_epoch == 2
+
+
+def test_a_process_that_lost_its_worker_id_to_a_successor_stops(db):
+    old = node("n1")
+    old.start(T0)
+    node("n1").start(T0 + leases.TTL + timedelta(seconds=1))  # old stalled past its node lease
+
+    old.renew_node_lease(T0 + leases.TTL + timedelta(seconds=2))
+
+    assert old.stopping
+
+
+def _a_pid_that_is_not_running() -> int:
+    pid = 999_999
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return pid
+        pid -= 1

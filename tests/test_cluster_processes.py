@@ -1,0 +1,451 @@
+"""Several real `runscheduler` processes on a real PostgreSQL server: kill -9,
+SIGSTOP/SIGCONT, a database restart, and runs counted per fire.
+
+Each test gets its own database on the session's server; the database restart
+comes last in the file since it disconnects everyone.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+TICK = 5  # seconds, the shortest interval a job may have
+
+
+class Cluster:
+    """Scheduler processes sharing one database, and SQL to look at it."""
+
+    def __init__(self, server, dbname: str, workdir: Path, **env: str):
+        self.server = server
+        self.dbname = dbname
+        self.workdir = workdir
+        url = server.create_database(dbname)
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("JOBS_", "DATABASE_URL"))}
+        self.env = {**base, "DATABASE_URL": url, "LOG_LEVEL": "INFO", "PYTHONUNBUFFERED": "1", **env}
+        self.nodes: dict[str, subprocess.Popen] = {}
+        self.manage("migrate", "-v", "0")
+
+    # -- processes ---------------------------------------------------------------
+
+    def manage(self, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env={**self.env, **env},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def django(self, code: str) -> str:
+        done = self.manage("shell", "-v", "0", "-c", code)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def start(self, worker_id: str, **env: str) -> subprocess.Popen:
+        log = open(self.workdir / f"{worker_id}.log", "a")
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "runscheduler"],
+            cwd=ROOT,
+            env={**self.env, "JOBS_WORKER_ID": worker_id, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        self.nodes[worker_id] = process
+        return process
+
+    def kill(self, worker_id: str) -> None:
+        process = self.nodes[worker_id]
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+
+    def stop_all(self, timeout: float = 30) -> dict[str, int]:
+        for process in self.nodes.values():
+            if process.poll() is None:
+                os.kill(process.pid, signal.SIGCONT)
+                process.send_signal(signal.SIGTERM)
+        codes = {}
+        for worker_id, process in self.nodes.items():
+            try:
+                codes[worker_id] = process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                codes[worker_id] = process.wait(10)
+        return codes
+
+    def log(self, worker_id: str) -> str:
+        return (self.workdir / f"{worker_id}.log").read_text(errors="replace")
+
+    # -- the database --------------------------------------------------------------
+
+    def sql(self, query: str, params=()) -> list[tuple]:
+        # A new connection each time: the server may have restarted since.
+        with self.server.connect(self.dbname) as conn:
+            cursor = conn.execute(query, params)
+            return cursor.fetchall() if cursor.description else []
+
+    def leader(self) -> tuple[str, int] | None:
+        rows = self.sql(
+            "SELECT holder, epoch FROM jobs_lease WHERE name = 'leader' AND holder <> '' AND expires_at > now()"
+        )
+        return rows[0] if rows else None
+
+    def create_jobs(self, prefix: str, count: int, *, interval: int, enabled: bool, handler="demo.echo", **props) -> None:
+        """`count` interval jobs; enabled ones are due now, the others wait
+        (paused, no next fire time) for `fire_all_now`."""
+        self.django(
+            "from django.utils import timezone\n"
+            "from jobs.models import Job\n"
+            f"now = timezone.now() if {enabled} else None\n"
+            f"Job.objects.bulk_create([Job(name=f'{prefix}-{{i}}', handler={handler!r}, properties={props!r}, "
+            f"schedule_type='interval', interval_seconds={interval}, "
+            f"state='enabled' if {enabled} else 'paused', next_fire_at=now) for i in range({count})])\n"
+        )
+
+    def fire_all(self, prefix: str, at=None) -> int:
+        """Make the waiting jobs due at once (at `at`, default now), in one
+        statement (no NOTIFY: the schedulers find them by polling)."""
+        with self.server.connect(self.dbname) as conn:
+            return conn.execute(
+                "UPDATE jobs_job SET state = 'enabled', next_fire_at = coalesce(%s, now()) WHERE name LIKE %s",
+                [at, f"{prefix}-%"],
+            ).rowcount
+
+    def runs_of(self, name: str) -> list[tuple]:
+        return self.sql(
+            "SELECT r.scheduled_at, r.status, r.skip_reason, r.planned_epoch, r.worker_id FROM jobs_run r "
+            "JOIN jobs_job j ON j.id = r.job_id WHERE j.name = %s ORDER BY r.scheduled_at, r.id",
+            [name],
+        )
+
+    def duplicate_fires(self) -> list[tuple]:
+        """Fires (job, scheduled time) with more than one run, across attempts."""
+        return self.sql(
+            "SELECT job_id, scheduled_at, count(*) FROM jobs_run WHERE trigger IN ('schedule', 'catch_up') "
+            "GROUP BY job_id, scheduled_at HAVING count(*) > 1"
+        )
+
+
+def wait_for(check, timeout: float, what: str, every: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def process_state(pid: int) -> str:
+    """R, S, T (stopped), Z … from /proc/<pid>/stat."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def assert_one_row_per_slot(runs: list[tuple], *, gaps_allowed: bool = False) -> None:
+    """Scheduled times are pairwise distinct and on the job's 5-second grid;
+    without `gaps_allowed`, no slot is missing either. (While no node leads,
+    fires are missed; the next leader records the first one skipped/misfire
+    and runs the latest, and the slots in between have no row at all.)"""
+    times = [r[0] for r in runs]
+    assert len(times) == len(set(times)), f"a fire was planned twice: {times}"
+    gaps = {b - a for a, b in zip(times, times[1:])}
+    if gaps_allowed:
+        assert all(gap % timedelta(seconds=TICK) == timedelta(0) for gap in gaps), f"off the grid: {sorted(gaps)}"
+    else:
+        assert gaps <= {timedelta(seconds=TICK)}, f"fires are not every {TICK} s: {sorted(gaps)}"
+
+
+@pytest.fixture
+def cluster_factory(postgres_server, tmp_path):
+    clusters = []
+
+    def make(dbname: str, **env: str) -> Cluster:
+        cluster = Cluster(postgres_server, dbname, tmp_path, **env)
+        clusters.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in clusters:
+        for process in cluster.nodes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+
+
+def test_worker_identity_on_postgresql(cluster_factory):
+    cluster = cluster_factory("cluster_identity")
+
+    missing = cluster.manage("runscheduler", timeout=30)
+    assert missing.returncode != 0 and "JOBS_WORKER_ID is not set" in missing.stderr
+
+    first = cluster.start("n1")
+    wait_for(lambda: cluster.leader(), 20, "n1 to start and lead")
+    twin = cluster.manage("runscheduler", timeout=30, JOBS_WORKER_ID="n1")
+    assert twin.returncode != 0
+    assert f"Another scheduler is running as JOBS_WORKER_ID=n1 (host {os.uname().nodename}, pid {first.pid}" in twin.stderr
+
+    disabled = cluster.manage("runscheduler", timeout=30, JOBS_WORKER_ID="n2", JOBS_SCHEDULER_ENABLED="false")
+    assert disabled.returncode != 0 and "serves pages only" in disabled.stderr
+
+    # kill -9 leaves n1's node lease live for up to 30 s: a restart on this
+    # host sees its pid is gone and does not wait for the lease to lapse.
+    cluster.kill("n1")
+    started = time.monotonic()
+    second = cluster.start("n1")
+    wait_for(
+        lambda: cluster.sql("SELECT 1 FROM jobs_lease WHERE name = 'node:n1' AND (info->>'pid')::int = %s", [second.pid]),
+        15,
+        "the restarted n1 to hold its node lease",
+    )
+    assert time.monotonic() - started < 15
+    assert "which is gone; taking over" in cluster.log("n1")
+
+
+def test_lease_times_come_from_the_database_clock_not_the_hosts(cluster_factory):
+    """Host `b` runs an hour fast and host `c` an hour slow: neither changes
+    what the lease says, so `b` cannot take `a`'s live lease early."""
+    cluster = cluster_factory("cluster_clock")
+    out = cluster.django(
+        "from datetime import timedelta\n"
+        "from django.utils import timezone\n"
+        "from jobs import leases\n"
+        "hour = timedelta(hours=1)\n"
+        "a = leases.acquire('leader', 'a', now=timezone.now())\n"
+        "b = leases.acquire('leader', 'b', now=timezone.now() + hour)\n"
+        "c = leases.acquire('leader', 'a', epoch=a.epoch, now=timezone.now() - hour)\n"
+        "db_now = leases._db_now()\n"
+        "print(b is None, c.epoch == a.epoch, abs((c.expires_at - db_now) - leases.TTL) < timedelta(seconds=2))\n"
+    )
+    assert out.split() == ["True", "True", "True"]
+
+
+def test_a_scheduler_stalled_inside_a_transaction_has_it_ended_by_the_server(cluster_factory):
+    """Its own connections (not its handlers') end transactions left idle for
+    a lease TTL, so a claim made before a stall rolls back and frees its row
+    locks instead of committing after the node wakes."""
+    cluster = cluster_factory("cluster_idle")
+    out = cluster.django(
+        "import threading\n"
+        "from django.db import connection\n"
+        "from jobs.scheduler import Scheduler\n"
+        "Scheduler(worker_id='probe')._limit_idle_transactions()\n"
+        "connection.close()\n"
+        "def show():\n"
+        "    from django.db import connection\n"
+        "    with connection.cursor() as cursor:\n"
+        "        cursor.execute('SHOW idle_in_transaction_session_timeout')\n"
+        "        print(cursor.fetchone()[0])\n"
+        "    connection.close()\n"
+        "show()\n"
+        "handler = threading.Thread(target=show)\n"
+        "handler.start(); handler.join()\n"
+    )
+    assert out.split() == ["30s", "0"]
+
+
+def test_three_schedulers_plan_each_fire_once_and_a_standby_replaces_a_killed_leader(cluster_factory):
+    cluster = cluster_factory("cluster_kill")
+    for worker_id in ("n1", "n2", "n3"):
+        cluster.start(worker_id)
+    leader, epoch = wait_for(cluster.leader, 20, "a leader")
+    cluster.create_jobs("tick", 1, interval=TICK, enabled=True)
+
+    wait_for(lambda: len(cluster.runs_of("tick-0")) >= 3, 4 * TICK, "three fires")
+    runs = cluster.runs_of("tick-0")
+    assert_one_row_per_slot(runs)
+    assert {r[3] for r in runs} == {epoch}, "only the leader plans"
+
+    killed_at = time.monotonic()
+    cluster.kill(leader)
+    new_leader, new_epoch = wait_for(
+        lambda: (held := cluster.leader()) and held[0] != leader and held, 45, "a standby to take over"
+    )
+    assert time.monotonic() - killed_at <= 41
+    assert new_epoch == epoch + 1
+
+    wait_for(
+        lambda: sum(1 for r in cluster.runs_of("tick-0") if r[3] == new_epoch and r[1] == "succeeded") >= 3,
+        5 * TICK,
+        "the job to keep firing under the new leader",
+    )
+    codes = cluster.stop_all()
+    assert [codes[w] for w in sorted(codes) if w != leader] == [0, 0]
+
+    runs = cluster.runs_of("tick-0")
+    assert_one_row_per_slot(runs, gaps_allowed=True)
+    assert cluster.duplicate_fires() == []
+    # Fires missed while nobody led are recorded, not replayed (misfire rules).
+    assert {(r[1], r[2]) for r in runs} <= {("succeeded", ""), ("skipped", "misfire")}
+    assert {r[3] for r in runs} == {epoch, new_epoch}
+
+
+def test_a_leader_stalled_past_its_lease_claims_nothing_when_it_wakes(cluster_factory, tmp_path):
+    """Phase 1 stops the leader exactly between deciding it leads and claiming
+    (tests/stall_hook.py), lets another node take the lease, makes 300 jobs
+    due as of just before the stall (so the woken node, whose `now` is from
+    before its stall, sees them due too) and wakes it: it tries to claim (its
+    log says so) and the epoch fence refuses every claim. Remove the lease
+    condition from Scheduler._claimable and this fails: the woken node plans
+    the 300 under its old epoch.
+    Phase 2 is the black-box version: SIGSTOP the leader from outside past its
+    lease, SIGCONT, and check nothing it planned is dated after its successor
+    took over."""
+    ttl, renew = 4, 1
+    cluster = cluster_factory(
+        "cluster_stall",
+        JOBS_LEASE_TTL_SECONDS=str(ttl),
+        JOBS_LEASE_RENEW_SECONDS=str(renew),
+        JOBS_HANDLER_MODULES="tests.stall_hook",
+    )
+    cluster.create_jobs("burst", 300, interval=3600, enabled=False)
+    for worker_id in ("n1", "n2", "n3"):
+        cluster.start(worker_id, CRONBOARD_TEST_STALL_FILE=str(tmp_path / f"stall-{worker_id}"))
+    stalled, old_epoch = wait_for(cluster.leader, 20, "a leader")
+    cluster.create_jobs("tick", 1, interval=TICK, enabled=True)
+    pid = cluster.nodes[stalled].pid
+
+    ((before_stall,),) = cluster.sql("SELECT now() - interval '1 second'")
+    (tmp_path / f"stall-{stalled}").touch()
+    wait_for(lambda: process_state(pid) == "T", 10, "the leader to stall before claiming")
+    successor, new_epoch = wait_for(
+        lambda: (held := cluster.leader()) and held[0] != stalled and held, ttl + renew + 5, "a successor"
+    )
+    assert cluster.fire_all("burst", at=before_stall) == 300
+    os.kill(pid, signal.SIGCONT)
+
+    wait_for(
+        lambda: cluster.sql("SELECT count(DISTINCT job_id) FROM jobs_run r JOIN jobs_job j ON j.id = r.job_id "
+                            "WHERE j.name LIKE 'burst-%%'")[0][0] == 300,
+        30,
+        "every burst job to fire",
+    )  # fmt: skip
+    by_epoch = dict(
+        cluster.sql(
+            "SELECT r.planned_epoch, count(*) FROM jobs_run r JOIN jobs_job j ON j.id = r.job_id "
+            "WHERE j.name LIKE 'burst-%%' GROUP BY r.planned_epoch"
+        )
+    )
+    assert old_epoch not in by_epoch, f"the stalled leader planned {by_epoch.get(old_epoch)} fires after waking"
+    assert sum(by_epoch.values()) == 300
+    assert wait_for(lambda: "fire claims refused" in cluster.log(stalled), 5, "the woken node to try")
+    assert cluster.nodes[stalled].poll() is None, "the woken node keeps running, as a standby"
+
+    # Phase 2: an outside SIGSTOP of whoever leads now.
+    stopped, stopped_epoch = cluster.leader()
+    os.kill(cluster.nodes[stopped].pid, signal.SIGSTOP)
+    _, next_epoch = wait_for(
+        lambda: (held := cluster.leader()) and held[0] != stopped and held, ttl + renew + 5, "a successor"
+    )
+    (took_over,) = cluster.sql("SELECT acquired_at FROM jobs_leadershipchange WHERE epoch = %s", [next_epoch])[0]
+    time.sleep(1)
+    os.kill(cluster.nodes[stopped].pid, signal.SIGCONT)
+    wait_for(
+        lambda: cluster.sql("SELECT 1 FROM jobs_run WHERE planned_epoch = %s AND scheduled_at > %s", [next_epoch, took_over]),
+        2 * TICK + 2,
+        "the job to fire under the successor",
+    )
+    time.sleep(TICK)
+    late = cluster.sql(
+        "SELECT scheduled_at FROM jobs_run WHERE planned_epoch = %s AND scheduled_at > %s", [stopped_epoch, took_over]
+    )
+    assert late == [], "the leader stopped from outside planned fires after its successor took over"
+    assert cluster.duplicate_fires() == []
+    assert_one_row_per_slot(cluster.runs_of("tick-0"), gaps_allowed=True)
+
+
+def test_a_thousand_jobs_due_at_once_fire_exactly_once_across_three_nodes(cluster_factory):
+    cluster = cluster_factory("cluster_thousand")
+    cluster.create_jobs("many", 1000, interval=3600, enabled=False, handler="demo.sleep", seconds="0.05")
+    for worker_id in ("n1", "n2", "n3"):
+        cluster.start(worker_id)
+    _, epoch = wait_for(cluster.leader, 20, "a leader")
+
+    assert cluster.fire_all("many") == 1000
+    wait_for(
+        lambda: cluster.sql("SELECT count(*) FROM jobs_run WHERE status = 'succeeded'")[0][0] >= 1000,
+        90,
+        "1,000 runs to succeed",
+        every=0.5,
+    )
+
+    ((runs, jobs, fires, workers, epochs),) = cluster.sql(
+        "SELECT count(*), count(DISTINCT job_id), count(DISTINCT (job_id, scheduled_at)), "
+        "count(DISTINCT worker_id), count(DISTINCT planned_epoch) FROM jobs_run"
+    )
+    assert (runs, jobs, fires) == (1000, 1000, 1000)
+    assert cluster.duplicate_fires() == []
+    assert epochs == 1
+    assert workers >= 2, "runs are executed by every node, not only the leader"
+
+
+def test_the_wake_up_listener_hears_notify_and_reconnects_after_a_restart(postgres_server):
+    import threading
+
+    from jobs.listener import CHANNEL, WakeListener
+
+    postgres_server.create_database("cluster_listen")
+    woken = threading.Event()
+    listener = WakeListener(
+        {"host": postgres_server.host, "port": postgres_server.port, "user": postgres_server.user, "dbname": "cluster_listen"},
+        woken.set,
+    )
+    listener.start()
+    try:
+        for _ in range(2):
+            assert listener.listening.wait(20)
+            woken.clear()
+            with postgres_server.connect("cluster_listen") as conn:
+                conn.execute(f"NOTIFY {CHANNEL}")
+            assert woken.wait(2), "no wake-up for a NOTIFY"
+            postgres_server.restart()
+    finally:
+        listener.stop()
+
+
+def test_schedulers_ride_out_a_database_restart_without_losing_or_repeating_a_fire(cluster_factory, postgres_server):
+    cluster = cluster_factory("cluster_restart")
+    for worker_id in ("n1", "n2", "n3"):
+        cluster.start(worker_id)
+    wait_for(cluster.leader, 20, "a leader")
+    cluster.create_jobs("tick", 1, interval=TICK, enabled=True)
+    wait_for(lambda: len(cluster.runs_of("tick-0")) >= 2, 3 * TICK, "two fires")
+
+    (restarted_at,) = cluster.sql("SELECT now()")[0]
+    postgres_server.restart()
+    wait_for(
+        lambda: any(r[0] > restarted_at and r[1] == "succeeded" for r in cluster.runs_of("tick-0")),
+        3 * TICK,
+        "a fire after the restart",
+    )
+    # And an outage that lasts: every connection fails for a few seconds.
+    postgres_server.stop()
+    time.sleep(3)
+    postgres_server.start()
+    (restarted_at,) = cluster.sql("SELECT now()")[0]
+
+    wait_for(
+        lambda: sum(1 for r in cluster.runs_of("tick-0") if r[0] > restarted_at and r[1] == "succeeded") >= 3,
+        6 * TICK,
+        "three fires after the restart",
+        every=0.5,
+    )
+    assert all(process.poll() is None for process in cluster.nodes.values()), "a scheduler died with the database"
+    assert cluster.stop_all() == {"n1": 0, "n2": 0, "n3": 0}
+
+    runs = cluster.runs_of("tick-0")
+    assert_one_row_per_slot(runs)
+    assert cluster.duplicate_fires() == []
+    assert {r[1] for r in runs} == {"succeeded"}, runs
