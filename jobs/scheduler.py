@@ -126,6 +126,7 @@ class Scheduler:
         self._alert_next: datetime | None = None  # see _next_alert()
         self._alert_read_at: datetime | None = None
         self._queued_next: datetime | None = None  # see _next_queued()
+        self._just_queued: dict[int, Run] = {}  # the runs the last plan_due queued
         self._queued_read_at: datetime | None = None
         self._last_heartbeat: datetime | None = None
         self._last_node_renew: datetime | None = None
@@ -275,7 +276,10 @@ class Scheduler:
                     elif not self._still_leader(now):
                         break
                 # One INSERT for the batch's runs, inside the claims' transaction.
-                Run.objects.bulk_create([run for plan in claimed for run in self._stamped(plan.runs)])
+                created = Run.objects.bulk_create([run for plan in claimed for run in self._stamped(plan.runs)])
+            # claim_queued() starts these from memory: their rows and jobs
+            # were just read and written, no need to load them back.
+            self._just_queued = {run.pk: run for run in created if run.status == Run.Status.QUEUED and run.pk}
         except IntegrityError:
             # The unique (job, scheduled time, attempt) row stopped a duplicate:
             # redo one by one so the others still go through.
@@ -446,17 +450,20 @@ class Scheduler:
         self._waiting_for_slots = free <= 0
         if free <= 0:
             return False
-        queued = (
-            Run.objects.filter(status=Run.Status.QUEUED, run_after__lte=now)
-            .order_by("run_after", "id")
-            .select_related("job")
-        )
+        queued = Run.objects.filter(status=Run.Status.QUEUED, run_after__lte=now).order_by("run_after", "id")
         if connection.vendor == "postgresql":
             queued = queued.select_for_update(skip_locked=True, of=("self",))
         with transaction.atomic():
-            runs = list(queued[:free])
-            if not runs:
+            ids = list(queued.values_list("id", flat=True)[:free])
+            if not ids:
                 return False
+            # Runs plan_due just wrote are in memory; only the others (retries,
+            # manual runs, tasks, other nodes' fires) are loaded, with their job.
+            known = self._just_queued
+            missing = [pk for pk in ids if pk not in known]
+            loaded = {run.pk: run for run in Run.objects.filter(pk__in=missing).select_related("job")} if missing else {}
+            runs = [run for pk in ids if (run := known.get(pk) or loaded.get(pk)) is not None]
+            self._just_queued = {pk: run for pk, run in known.items() if pk not in loaded and pk not in ids}
             if len(runs) == free:
                 # Perhaps more queued: wait for slots, or go on if the batch limited us.
                 self._waiting_for_slots = free == self.pool.free_slots
