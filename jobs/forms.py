@@ -273,3 +273,39 @@ class JobForm(forms.ModelForm):
                 for message in error.messages:
                     out.append({"code": error.code or "invalid", "message": message, "field": None if field == "__all__" else field})
         return out
+
+
+class SettingField(forms.Field):
+    """One config-centre key, validated by its spec in jobs.config."""
+
+    def __init__(self, spec, **kwargs):
+        self.spec = spec
+        super().__init__(label=spec.label, help_text=spec.help_text, **kwargs)
+
+    def to_python(self, value):
+        return self.spec.clean(value)
+
+    def prepare_value(self, value):
+        if isinstance(value, (list, tuple)):
+            return ", ".join(str(item) for item in value)
+        return value
+
+
+class SettingsForm(forms.Form):
+    """Every key of the config centre; saves only when all of them are valid."""
+
+    def __init__(self, *args, **kwargs):
+        from jobs.config import SPECS, get_setting
+
+        super().__init__(*args, **kwargs)
+        for key, spec in SPECS.items():
+            self.fields[key] = SettingField(spec, required=False, initial=get_setting(key))
+
+    def save(self, *, user=None) -> None:
+        from django.db import transaction
+
+        from jobs.config import set_setting
+
+        with transaction.atomic():
+            for key, value in self.cleaned_data.items():
+                set_setting(key, value, user=user)

@@ -330,6 +330,8 @@ class Run(models.Model):
             ),
             # Job history, newest scheduled first, keyset paginated.
             models.Index(fields=["job", "-scheduled_at", "-id"], name="run_history_idx"),
+            # The same, filtered by status (the console's "failed runs only").
+            models.Index(fields=["job", "status", "-scheduled_at", "-id"], name="run_status_history_idx"),
             # Retention deletes by age.
             models.Index(fields=["scheduled_at"], name="run_scheduled_idx"),
         ]

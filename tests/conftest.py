@@ -6,6 +6,7 @@ import pytest
 pytest_plugins = [
     "tests.fixtures.core",
     "tests.fixtures.postgres",
+    "tests.fixtures.browser",
     "tests.fixtures.smtp",
 ]
 

@@ -1,0 +1,57 @@
+"""The run-duration chart on the job page, drawn as SVG on the server: bar
+heights are computed here, the template only places them."""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+WIDTH = 640
+HEIGHT = 140
+PLOT_TOP = 10
+PLOT_BOTTOM = 120  # room under the bars for the time labels
+MIN_BAR = 2  # a run without a duration (skipped, cancelled early) still shows
+
+
+@dataclass(frozen=True)
+class Bar:
+    x: float
+    y: float
+    width: float
+    height: float
+    status: str
+    title: str
+
+
+def duration_chart(runs: list[dict]) -> dict | None:
+    """`runs`: dicts with scheduled_at, duration_ms, status, id; oldest first."""
+    if not runs:
+        return None
+    longest = max((r["duration_ms"] or 0) for r in runs) or 1
+    slot = WIDTH / len(runs)
+    bar_width = max(slot * 0.7, 1.0)
+    plot_height = PLOT_BOTTOM - PLOT_TOP
+    bars = []
+    for index, run in enumerate(runs):
+        ms = run["duration_ms"] or 0
+        height = max(plot_height * ms / longest, MIN_BAR)
+        scheduled: datetime = run["scheduled_at"]
+        duration = f"{ms} ms" if run["duration_ms"] is not None else "no duration"
+        bars.append(
+            Bar(
+                x=round(index * slot + (slot - bar_width) / 2, 1),
+                y=round(PLOT_BOTTOM - height, 1),
+                width=round(bar_width, 1),
+                height=round(height, 1),
+                status=run["status"],
+                title=f"run {run['id']} · {scheduled:%Y-%m-%d %H:%M:%S} UTC · {run['status']} · {duration}",
+            )
+        )
+    return {
+        "width": WIDTH,
+        "height": HEIGHT,
+        "plot_bottom": PLOT_BOTTOM,
+        "bars": bars,
+        "longest_ms": longest,
+        "first": runs[0]["scheduled_at"],
+        "last": runs[-1]["scheduled_at"],
+        "statuses": sorted({r["status"] for r in runs}),
+    }

@@ -1,0 +1,104 @@
+"""Small display helpers for the console templates."""
+
+import re
+from datetime import datetime, timedelta
+
+from django import template
+from django.utils import timezone
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
+
+from jobs import access
+from jobs.models import Message
+
+register = template.Library()
+
+# The marker jobs.models.cap_message puts in the middle of a capped log.
+_TRUNCATION_MARKER = re.compile(r"\[… \d+ characters omitted; original length \d+ characters …\]")
+
+
+@register.filter
+def can_edit(user) -> bool:
+    return access.can_edit(user)
+
+
+@register.simple_tag(takes_context=True)
+def unread_message_count(context) -> int:
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    if not access.can_view(user):
+        return 0
+    return Message.objects.filter(user=user, read_at__isnull=True).count()
+
+
+@register.filter
+def duration(ms) -> str:
+    """1234 → "1.2 s"; 75000 → "1 min 15 s"."""
+    if ms in (None, ""):
+        return "—"
+    ms = int(ms)
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    minutes, seconds = divmod(round(ms / 1000), 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+@register.filter
+def relative(when: datetime | None) -> str:
+    """A short "in 3 min" / "2 h ago" next to an absolute time."""
+    if when is None:
+        return ""
+    delta = when - timezone.now()
+    future = delta >= timedelta(0)
+    seconds = abs(delta.total_seconds())
+    if seconds < 60:
+        text = f"{int(seconds)} s"
+    elif seconds < 3600:
+        text = f"{int(seconds // 60)} min"
+    elif seconds < 86400 * 2:
+        text = f"{int(seconds // 3600)} h"
+    else:
+        text = f"{int(seconds // 86400)} days"
+    return f"in {text}" if future else f"{text} ago"
+
+
+@register.filter
+def coded_errors(errors) -> list[dict]:
+    """A field's errors as [{message, code}], the code kept only when it is one
+    of the spec's numeric codes (47003, …) worth showing to a person."""
+    out = []
+    for error in errors.as_data() if hasattr(errors, "as_data") else []:
+        code = str(error.code or "")
+        for message in error.messages:
+            out.append({"message": message, "code": code if code.isdigit() else ""})
+    return out
+
+
+@register.filter
+def log_with_marker(text: str | None) -> str:
+    """Escape a log (it is job output: never trusted) and highlight the
+    truncation marker so a reader sees where the middle was cut."""
+    escaped = str(escape(text or ""))
+    return mark_safe(_TRUNCATION_MARKER.sub(lambda m: f'<mark class="truncated">{m.group(0)}</mark>', escaped))
+
+
+@register.filter
+def short_value(value, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else ("—" if value is None else str(value))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@register.filter
+def status_label(status: str) -> str:
+    """A run status as people read it ("timed_out" → "Timed out")."""
+    from jobs.models import Run
+
+    try:
+        return Run.Status(status).label
+    except ValueError:
+        return status

@@ -1,0 +1,238 @@
+// The cron editor: one row per field (second … day-of-week) with a mode
+// (every / range / step / specific, plus the special day forms) kept in
+// sync both ways with the raw expression input, which stays the source of
+// truth: the server validates and previews only what is in that input.
+(function () {
+  "use strict";
+
+  const FIELDS = [
+    { key: "second", label: "Second", min: 0, max: 59 },
+    { key: "minute", label: "Minute", min: 0, max: 59 },
+    { key: "hour", label: "Hour", min: 0, max: 23 },
+    { key: "dom", label: "Day of month", min: 1, max: 31 },
+    { key: "month", label: "Month", min: 1, max: 12, hint: "1-12 or JAN-DEC" },
+    { key: "dow", label: "Day of week", min: 0, max: 7, hint: "0-7 (0 and 7 are Sunday) or SUN-SAT" },
+  ];
+
+  const ALIASES = {
+    "@yearly": "0 0 0 1 1 *",
+    "@annually": "0 0 0 1 1 *",
+    "@monthly": "0 0 0 1 * *",
+    "@weekly": "0 0 0 * * 0",
+    "@daily": "0 0 0 * * *",
+    "@midnight": "0 0 0 * * *",
+    "@hourly": "0 0 * * * *",
+  };
+
+  // mode → [label, [[part, label, placeholder], …]]
+  const MODES = {
+    every: ["Every", []],
+    range: ["Range", [["from", "from", ""], ["to", "to", ""]]],
+    step: ["Step", [["start", "starting at", "*"], ["end", "up to", "(end)"], ["every", "every", ""]]],
+    specific: ["Specific", [["values", "values", "e.g. 1,15,30"]]],
+    last: ["Last day of month", []],
+    lastOffset: ["Days before the last", [["offset", "days before", ""]]],
+    nearest: ["Nearest weekday to", [["day", "day", ""]]],
+    lastWeekday: ["Last weekday of month", []],
+    nth: ["Nth weekday", [["day", "weekday", "0-7"], ["nth", "number", "1-5"]]],
+    lastOf: ["Last given weekday", [["day", "weekday", "0-7"]]],
+    custom: ["Custom", [["text", "token", ""]]],
+  };
+
+  function modesFor(field) {
+    const modes = ["every", "range", "step", "specific"];
+    if (field.key === "dom") modes.push("last", "lastOffset", "nearest", "lastWeekday");
+    if (field.key === "dow") modes.push("nth", "lastOf");
+    modes.push("custom");
+    return modes;
+  }
+
+  const VALUE = "(\\d+|[A-Za-z]{3})";
+
+  // One field's token → {mode, parts}.
+  function parseToken(token, field) {
+    let m;
+    if (token === "*" || token === "?") return { mode: "every", parts: {} };
+    if ((m = token.match(new RegExp("^(\\*|\\?|" + VALUE.slice(1, -1) + ")(?:-" + VALUE + ")?/(\\d+)$")))) {
+      return { mode: "step", parts: { start: m[1] === "*" || m[1] === "?" ? "" : m[1], end: m[2] || "", every: m[3] } };
+    }
+    if (field.key === "dom") {
+      if (token.toUpperCase() === "L") return { mode: "last", parts: {} };
+      if (token.toUpperCase() === "LW") return { mode: "lastWeekday", parts: {} };
+      if ((m = token.match(/^L-(\d+)$/i))) return { mode: "lastOffset", parts: { offset: m[1] } };
+      if ((m = token.match(/^(\d+)W$/i))) return { mode: "nearest", parts: { day: m[1] } };
+    }
+    if (field.key === "dow") {
+      if ((m = token.match(new RegExp("^" + VALUE + "#(\\d)$")))) return { mode: "nth", parts: { day: m[1], nth: m[2] } };
+      if ((m = token.match(new RegExp("^" + VALUE + "L$", "i")))) return { mode: "lastOf", parts: { day: m[1] } };
+    }
+    if ((m = token.match(new RegExp("^" + VALUE + "-" + VALUE + "$")))) return { mode: "range", parts: { from: m[1], to: m[2] } };
+    if (new RegExp("^" + VALUE + "(," + VALUE + ")*$").test(token)) return { mode: "specific", parts: { values: token } };
+    return { mode: "custom", parts: { text: token } };
+  }
+
+  // {mode, parts} → the field's token.
+  function buildToken(state, field) {
+    const p = state.parts;
+    const v = function (name, fallback) {
+      const value = (p[name] || "").trim();
+      return value === "" ? String(fallback) : value;
+    };
+    switch (state.mode) {
+      case "every":
+        return "*";
+      case "range":
+        return v("from", field.min) + "-" + v("to", field.max);
+      case "step":
+        return (p.start && p.start.trim() ? p.start.trim() : "*") + (p.end && p.end.trim() ? "-" + p.end.trim() : "") + "/" + v("every", 1);
+      case "specific":
+        return v("values", field.min).replace(/\s+/g, "");
+      case "last":
+        return "L";
+      case "lastOffset":
+        return "L-" + v("offset", 1);
+      case "nearest":
+        return v("day", 1) + "W";
+      case "lastWeekday":
+        return "LW";
+      case "nth":
+        return v("day", 1) + "#" + v("nth", 1);
+      case "lastOf":
+        return v("day", 5) + "L";
+      default:
+        return v("text", "*").replace(/\s+/g, "");
+    }
+  }
+
+  // The raw text → six tokens, or null when it is not six fields (yet).
+  function splitExpression(text) {
+    let value = text.trim();
+    if (ALIASES[value.toLowerCase()]) value = ALIASES[value.toLowerCase()];
+    const tokens = value.split(/\s+/).filter(Boolean);
+    if (tokens.length === 5) tokens.unshift("0");
+    return tokens.length === 6 ? tokens : null;
+  }
+
+  function init(root) {
+    const raw = root.querySelector ? root.querySelector("#id_cron_expression") : null;
+    const container = root.querySelector ? root.querySelector("#cron-fields") : null;
+    if (!raw || !container || container.dataset.ready) return;
+    container.dataset.ready = "1";
+
+    const rows = FIELDS.map(function (field) {
+      const row = document.createElement("div");
+      row.className = "cron-field";
+      row.dataset.field = field.key;
+      const label = document.createElement("label");
+      label.textContent = field.label;
+      const select = document.createElement("select");
+      select.className = "cron-mode";
+      select.dataset.field = field.key;
+      select.setAttribute("aria-label", field.label + " mode");
+      modesFor(field).forEach(function (mode) {
+        const option = document.createElement("option");
+        option.value = mode;
+        option.textContent = MODES[mode][0];
+        select.append(option);
+      });
+      label.append(select);
+      const parts = document.createElement("span");
+      parts.className = "cron-parts";
+      const hint = document.createElement("small");
+      hint.className = "muted";
+      hint.textContent = field.hint || field.min + "-" + field.max;
+      row.append(label, parts, hint);
+      container.append(row);
+      return { field: field, row: row, select: select, parts: parts, state: { mode: "every", parts: {} } };
+    });
+
+    function renderParts(entry) {
+      entry.select.value = entry.state.mode;
+      entry.parts.replaceChildren();
+      MODES[entry.state.mode][1].forEach(function (spec) {
+        const label = document.createElement("label");
+        label.textContent = spec[1] + " ";
+        const input = document.createElement("input");
+        input.type = "text";
+        input.size = spec[0] === "values" || spec[0] === "text" ? 14 : 4;
+        input.dataset.part = spec[0];
+        input.dataset.field = entry.field.key;
+        input.placeholder = spec[2];
+        input.value = entry.state.parts[spec[0]] || "";
+        input.setAttribute("aria-label", entry.field.label + " " + spec[1]);
+        label.append(input);
+        entry.parts.append(label);
+      });
+    }
+
+    let writing = false;
+
+    // Fields → raw: rebuild the expression and let htmx see an input event.
+    function writeRaw() {
+      raw.value = rows.map(function (entry) {
+        return buildToken(entry.state, entry.field);
+      }).join(" ");
+      writing = true;
+      raw.dispatchEvent(new Event("input", { bubbles: true }));
+      writing = false;
+    }
+
+    // Raw → fields: re-read every field unless the text is not six fields.
+    function readRaw() {
+      const tokens = splitExpression(raw.value);
+      container.classList.toggle("out-of-sync", tokens === null);
+      if (!tokens) return;
+      rows.forEach(function (entry, index) {
+        const token = tokens[index];
+        if (buildToken(entry.state, entry.field) === token) return; // already showing it
+        entry.state = parseToken(token, entry.field);
+        renderParts(entry);
+      });
+    }
+
+    rows.forEach(function (entry) {
+      entry.select.addEventListener("change", function () {
+        const previous = entry.state.parts;
+        entry.state = { mode: entry.select.value, parts: {} };
+        if (entry.state.mode === "custom") entry.state.parts.text = buildToken({ mode: "every", parts: previous }, entry.field);
+        renderParts(entry);
+        writeRaw();
+      });
+      entry.parts.addEventListener("input", function (event) {
+        const part = event.target.dataset.part;
+        if (!part) return;
+        entry.state.parts[part] = event.target.value;
+        writeRaw();
+      });
+    });
+
+    raw.addEventListener("input", function () {
+      if (!writing) readRaw();
+    });
+
+    // A new time zone changes the preview times: ask for it again.
+    const zone = document.getElementById("id_timezone");
+    if (zone && window.htmx) {
+      let timer;
+      zone.addEventListener("input", function () {
+        clearTimeout(timer);
+        timer = setTimeout(function () {
+          window.htmx.trigger(raw, "cron-timezone-changed");
+        }, 400);
+      });
+    }
+
+    rows.forEach(renderParts);
+    readRaw();
+  }
+
+  window.CronEditor = { parseToken: parseToken, buildToken: buildToken, splitExpression: splitExpression, FIELDS: FIELDS };
+
+  if (window.htmx) {
+    window.htmx.onLoad(init);
+  } else {
+    document.addEventListener("DOMContentLoaded", function () {
+      init(document);
+    });
+  }
+})();

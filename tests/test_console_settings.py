@@ -1,0 +1,95 @@
+"""The settings page (config centre) and the messages page."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+from django.utils import timezone
+
+from jobs.config import get_setting
+from jobs.models import Message, Setting
+
+HTMX = {"HX-Request": "true"}
+
+pytestmark = pytest.mark.django_db
+
+
+def test_settings_show_current_values(staff_client):
+    html = staff_client.get(reverse("jobs:settings")).content.decode()
+    assert 'name="sys.job.logRetentionDays"' in html and 'value="30"' in html
+    assert "Save settings" in html
+
+
+def test_viewer_sees_settings_read_only(viewer_client):
+    html = viewer_client.get(reverse("jobs:settings")).content.decode()
+    assert "disabled" in html and "Save settings" not in html
+
+
+def test_staff_saves_valid_settings(staff_client, staff_user):
+    response = staff_client.post(reverse("jobs:settings"), {"sys.job.logRetentionDays": "7", "sys.job.alertEmails": "a@example.com; b@example.com"})
+    assert response.status_code == 302
+    assert get_setting("sys.job.logRetentionDays") == 7
+    assert get_setting("sys.job.alertEmails") == ["a@example.com", "b@example.com"]
+    assert Setting.objects.get(key="sys.job.logRetentionDays").updated_by == staff_user
+
+
+@pytest.mark.parametrize(
+    "days, emails, message",
+    [
+        ("0", "", "Keep run history between 1 and 3650 days."),
+        ("lots", "", "Enter a whole number of days."),
+        ("", "", "Enter a whole number of days."),
+        ("7", "ops@example.com, nope", "“nope” is not a valid email address."),
+    ],
+)
+def test_invalid_settings_rerender_and_save_nothing(staff_client, days, emails, message):
+    before = list(Setting.objects.order_by("key").values_list("key", "value", "updated_at"))
+    response = staff_client.post(
+        reverse("jobs:settings"), {"sys.job.logRetentionDays": days, "sys.job.alertEmails": emails},
+        headers={**HTMX, "HX-Target": "settings-form"},
+    )
+    html = response.content.decode()
+    assert response.status_code == 200 and "<html" not in html
+    assert message in html and "Nothing was saved" in html
+    assert list(Setting.objects.order_by("key").values_list("key", "value", "updated_at")) == before
+
+
+def test_unread_count_in_the_header(viewer_client, viewer_user, superuser):
+    Message.objects.create(user=viewer_user, subject="job crashed")
+    Message.objects.create(user=viewer_user, subject="old", read_at=timezone.now())
+    Message.objects.create(user=superuser, subject="not yours")
+    html = viewer_client.get(reverse("jobs:job_list")).content.decode()
+    assert '<span class="count" title="1 unread">1</span>' in html
+
+
+def test_messages_page_lists_only_mine_escaped(viewer_client, viewer_user, superuser):
+    Message.objects.create(user=viewer_user, subject="<b>crash</b>", body='<img src=x onerror="alert(1)">')
+    Message.objects.create(user=superuser, subject="secret")
+    html = viewer_client.get(reverse("jobs:messages")).content.decode()
+    assert "&lt;b&gt;crash&lt;/b&gt;" in html and "<img" not in html
+    assert "secret" not in html
+
+
+def test_mark_read_updates_list_and_count(viewer_client, viewer_user):
+    first = Message.objects.create(user=viewer_user, subject="one")
+    Message.objects.create(user=viewer_user, subject="two")
+    response = viewer_client.post(reverse("jobs:message_read", args=[first.pk]), headers={**HTMX, "HX-Target": "message-list"})
+    html = response.content.decode()
+    assert response.status_code == 200 and 'id="message-list"' in html
+    assert 'id="unread-count" href="/messages/" hx-swap-oob="true"' in html and 'title="1 unread"' in html
+    first.refresh_from_db()
+    assert first.read_at is not None
+    viewer_client.post(reverse("jobs:messages_read_all"))
+    assert not Message.objects.filter(user=viewer_user, read_at__isnull=True).exists()
+
+
+def test_cannot_mark_someone_elses_message(viewer_client, superuser):
+    theirs = Message.objects.create(user=superuser, subject="x")
+    assert viewer_client.post(reverse("jobs:message_read", args=[theirs.pk])).status_code == 404
+    theirs.refresh_from_db()
+    assert theirs.read_at is None
+
+
+def test_inactive_user_is_signed_out(client):
+    user = get_user_model().objects.create_user("gone", password="pw-gone-123", is_active=False)
+    client.force_login(user)
+    assert client.get(reverse("jobs:job_list")).status_code == 302
