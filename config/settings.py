@@ -6,6 +6,7 @@ ImproperlyConfigured naming the variable. Defaults are safe for local use.
 
 import ipaddress
 import socket
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -74,10 +75,12 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    "axes",
     "jobs",
 ]
 
 MIDDLEWARE = [
+    "config.health.HealthCheckMiddleware",  # first: no host check, no HTTPS redirect
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -86,7 +89,17 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a lockout signalled by the
+    # authentication backend into the 429 response.
+    "axes.middleware.AxesMiddleware",
+]
+
+AUTHENTICATION_BACKENDS = [
+    # First, so a throttled login is refused before a password is checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -101,6 +114,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "jobs.context_processors.cronboard",
             ],
         },
     },
@@ -149,6 +163,67 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "jobs:job_list"
 LOGOUT_REDIRECT_URL = "login"
+
+# --- Security -----------------------------------------------------------------
+# Local development runs over plain http on localhost, so everything that
+# needs TLS hangs off one switch, off by default. Production sets
+# CRONBOARD_HTTPS=true (and CRONBOARD_BEHIND_PROXY=true when a reverse proxy
+# terminates TLS); `manage.py check --deploy` is then clean.
+
+CRONBOARD_HTTPS = _bool("CRONBOARD_HTTPS", False)
+CRONBOARD_BEHIND_PROXY = _bool("CRONBOARD_BEHIND_PROXY", False)
+# How many proxies append to X-Forwarded-For in front of us; the client
+# address is the entry that many places from the right.
+CRONBOARD_PROXY_COUNT = _int("CRONBOARD_PROXY_COUNT", 1 if CRONBOARD_BEHIND_PROXY else 0, minimum=0)
+if CRONBOARD_BEHIND_PROXY:
+    # Only safe when the proxy sets (and overwrites) this header.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+SESSION_COOKIE_SECURE = CRONBOARD_HTTPS
+CSRF_COOKIE_SECURE = CRONBOARD_HTTPS
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SECURE_SSL_REDIRECT = _bool("SECURE_SSL_REDIRECT", CRONBOARD_HTTPS)
+# /healthz never reaches the redirect: config.health answers it first.
+SECURE_REDIRECT_EXEMPT = env.list("SECURE_REDIRECT_EXEMPT", default=[])
+SECURE_HSTS_SECONDS = _int("SECURE_HSTS_SECONDS", 31_536_000 if CRONBOARD_HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = _bool("SECURE_HSTS_PRELOAD", True)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+
+# Content-Security-Policy (django-csp): same-origin scripts and styles only,
+# no inline code. htmx works under it because base.html turns off its
+# injected indicator <style> (the htmx-config meta tag) and every handler
+# lives in a static file.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'none'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "base-uri": ["'none'"],
+        "object-src": ["'none'"],
+    },
+}
+
+# Login throttling (django-axes): after LOGIN_FAILURE_LIMIT failures from one
+# address, or against one username from anywhere, further attempts are
+# refused (HTTP 429) for LOGIN_COOLOFF_MINUTES. A success clears the count.
+AXES_FAILURE_LIMIT = _int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "jobs.security.client_ip"
+AXES_VERBOSE = False
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_ALLOWED_CORS_ORIGINS = CRONBOARD_BASE_URL
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env("TIME_ZONE", default="UTC")

@@ -1,9 +1,10 @@
-"""Who may see and change what. Views and the API decide access only
-through these helpers."""
+"""Who may see and change what. Views, the API and JobScope decide access
+only through these helpers."""
 
+from django.db.models import Q
 from django.http import Http404
 
-from jobs.models import Job
+from jobs.models import Job, Run
 
 
 def can_view(user) -> bool:
@@ -15,16 +16,41 @@ def can_edit(user) -> bool:
     return can_view(user) and (user.is_staff or user.is_superuser)
 
 
-def visible_jobs(user):
-    """The live jobs `user` may see."""
+def jobs_in_namespace(namespace: str | None):
+    """Live jobs, limited to one namespace unless `namespace` is None. For
+    trusted callers (JobScope, commands); people go through visible_jobs."""
+    jobs = Job.objects.live()
+    if namespace is not None:
+        jobs = jobs.filter(namespace=namespace)
+    return jobs
+
+
+def visible_jobs(user, *, namespace: str | None = None):
+    """The live jobs `user` may see, optionally only those in `namespace`
+    ("" is the jobs outside any namespace)."""
     if not can_view(user):
         return Job.objects.none()
-    return Job.objects.live()
+    return jobs_in_namespace(namespace)
 
 
-def get_job_for_user(user, job_id) -> Job:
-    """The live job with this id, if `user` may see it; else 404."""
+def get_job_for_user(user, job_id, *, namespace: str | None = None) -> Job:
+    """The live job with this id, if `user` may see it (and it is in
+    `namespace`, when given); else 404."""
     try:
-        return visible_jobs(user).get(pk=int(job_id))
-    except (Job.DoesNotExist, ValueError, TypeError):
+        return visible_jobs(user, namespace=namespace).get(pk=int(job_id))
+    except (Job.DoesNotExist, ValueError, TypeError, OverflowError):
         raise Http404("No such job.") from None
+
+
+def visible_runs(user):
+    """Runs of the jobs `user` may see, and one-off tasks (which belong to no job)."""
+    if not can_view(user):
+        return Run.objects.none()
+    return Run.objects.filter(Q(job__isnull=True) | Q(job__deleted_at__isnull=True))
+
+
+def get_run_for_user(user, run_id) -> Run:
+    try:
+        return visible_runs(user).select_related("job").get(pk=int(run_id))
+    except (Run.DoesNotExist, ValueError, TypeError, OverflowError):
+        raise Http404("No such run.") from None

@@ -7,6 +7,8 @@ Errors carry the spec's codes where it has one (47003 both day fields,
 """
 
 import json
+import re
+from datetime import datetime, timezone as dt_timezone
 
 from django import forms
 from django.conf import settings
@@ -20,6 +22,37 @@ from jobs.models import Job
 MAX_PROPERTIES = 100
 MAX_PROPERTY_CHARS = 65_536
 HTTP_FIELDS = ("url", "method", "headers", "body")
+NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
+MAX_ALERT_THRESHOLD = 1000
+
+
+# Instants a client may name (a task's start, a filter, a preview's start):
+# wide enough for any real use, far enough from datetime's limits that
+# converting zones or adding a schedule's step cannot overflow.
+EARLIEST_INSTANT = datetime(1900, 1, 1, tzinfo=dt_timezone.utc)
+LATEST_INSTANT = datetime(9000, 1, 1, tzinfo=dt_timezone.utc)
+
+
+def check_instant(value: datetime) -> datetime:
+    """An aware datetime within the allowed range, in UTC; else ValidationError."""
+    try:
+        value = value.astimezone(dt_timezone.utc)
+    except (OverflowError, ValueError):
+        value = None
+    if value is None or not EARLIEST_INSTANT <= value <= LATEST_INSTANT:
+        raise ValidationError("Give a date-time between the years 1900 and 9000.", code="out_of_range")
+    return value
+
+
+class ErrorListMixin:
+    def error_list(self) -> list[dict]:
+        """[{code, message, field}] — the API's and the import's error shape."""
+        out = []
+        for field, errors in self.errors.as_data().items():
+            for error in errors:
+                for message in error.messages:
+                    out.append({"code": error.code or "invalid", "message": message, "field": None if field == "__all__" else field})
+        return out
 
 
 def coerce_properties(value) -> dict[str, str]:
@@ -44,6 +77,9 @@ def coerce_properties(value) -> dict[str, str]:
         if isinstance(item, (dict, list)):
             raise ValidationError(f"Property “{key}” must be text, not a list or object.", code="invalid")
         text = "" if item is None else (str(item).lower() if isinstance(item, bool) else str(item))
+        if "\x00" in key or "\x00" in text:
+            # PostgreSQL cannot store NUL in text or jsonb.
+            raise ValidationError(f"Property “{key.replace(chr(0), '')}” contains a NUL character.", code="invalid")
         if len(text) > MAX_PROPERTY_CHARS:
             raise ValidationError(f"Property “{key}” is longer than {MAX_PROPERTY_CHARS} characters.", code="invalid")
         clean[key] = text
@@ -72,7 +108,7 @@ class EmailListField(forms.Field):
         return value
 
 
-class JobForm(forms.ModelForm):
+class JobForm(ErrorListMixin, forms.ModelForm):
     """Create or edit a job. Pass `user` (None = a trusted caller such as the
     shell) so SQL jobs can be limited to superusers."""
 
@@ -134,6 +170,14 @@ class JobForm(forms.ModelForm):
             raise ValidationError(f"A job named “{name}” already exists.", code="unique")
         return name
 
+    def clean_namespace(self):
+        namespace = (self.cleaned_data.get("namespace") or "").strip()
+        if namespace and not NAMESPACE_RE.fullmatch(namespace):
+            raise ValidationError(
+                "A namespace is lower-case letters, digits, “-” and “_”, starting with a letter or digit.", code="invalid"
+            )
+        return namespace
+
     def clean_kind(self):
         return self.cleaned_data.get("kind") or Job.Kind.PYTHON
 
@@ -185,6 +229,8 @@ class JobForm(forms.ModelForm):
 
     def clean_alert_threshold(self):
         value = self.cleaned_data.get("alert_threshold")
+        if value is not None and value > MAX_ALERT_THRESHOLD:
+            raise ValidationError(f"The alert threshold can be at most {MAX_ALERT_THRESHOLD}.", code="invalid")
         return 3 if value is None else value
 
     # -- the whole job -------------------------------------------------------------
@@ -205,6 +251,15 @@ class JobForm(forms.ModelForm):
                     data["interval_seconds"] = cron.validate_interval(seconds)
                 except cron.CronError as exc:
                     self.add_error("interval_seconds", ValidationError(exc.message, code=str(exc.code)))
+                else:
+                    if data["interval_seconds"] > Job.MAX_INTERVAL_SECONDS:
+                        self.add_error(
+                            "interval_seconds",
+                            ValidationError(
+                                f"The interval can be at most {Job.MAX_INTERVAL_SECONDS:,} seconds (366 days); use a cron schedule for rarer jobs.",
+                                code="invalid",
+                            ),
+                        )
             data["cron_expression"] = ""
         else:
             expression = (data.get("cron_expression") or "").strip()
@@ -265,14 +320,41 @@ class JobForm(forms.ModelForm):
             raise TypeError("save jobs with jobs.services.save_job(job=form.save(commit=False), …)")
         return job
 
-    def error_list(self) -> list[dict]:
-        """[{code, message, field}] — the API's and the import's error shape."""
-        out = []
-        for field, errors in self.errors.as_data().items():
-            for error in errors:
-                for message in error.messages:
-                    out.append({"code": error.code or "invalid", "message": message, "field": None if field == "__all__" else field})
-        return out
+
+class TaskForm(ErrorListMixin, forms.Form):
+    """A one-off task for `services.enqueue` (the API's POST /api/tasks)."""
+
+    handler = forms.CharField(max_length=200)
+    key = forms.CharField(max_length=200)
+    properties = PropertiesField(required=False)
+    run_after = forms.DateTimeField(required=False)
+    max_retries = forms.IntegerField(required=False, min_value=0, max_value=100)
+    retry_interval_seconds = forms.IntegerField(required=False, min_value=0, max_value=Job.MAX_TIMEOUT_SECONDS)
+    timeout_seconds = forms.IntegerField(required=False, min_value=1, max_value=Job.MAX_TIMEOUT_SECONDS)
+
+    def clean_run_after(self):
+        value = self.cleaned_data.get("run_after")
+        return None if value is None else check_instant(value)
+
+    def clean_handler(self):
+        handler = self.cleaned_data["handler"]
+        if not registry.is_registered(handler):
+            raise ValidationError(f"No handler named “{handler}” is registered.", code="invalid")
+        return handler
+
+    def task_request(self):
+        from jobs.services import TaskRequest
+
+        data = self.cleaned_data
+        return TaskRequest(
+            handler=data["handler"],
+            key=data["key"],
+            properties=data.get("properties") or {},
+            run_after=data.get("run_after"),
+            max_retries=0 if data.get("max_retries") is None else data["max_retries"],
+            retry_interval_seconds=60 if data.get("retry_interval_seconds") is None else data["retry_interval_seconds"],
+            timeout_seconds=600 if data.get("timeout_seconds") is None else data["timeout_seconds"],
+        )
 
 
 class SettingField(forms.Field):

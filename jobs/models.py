@@ -56,6 +56,7 @@ class Job(models.Model):
         CRASHED = "crashed", "Crashed"
 
     MIN_INTERVAL_SECONDS = 5
+    MAX_INTERVAL_SECONDS = 366 * 86_400
     MAX_TIMEOUT_SECONDS = 86_400
     # What a person or program sets on a job (form, API, jobs-as-code file,
     # audit trail); everything else is the scheduler's bookkeeping.
@@ -523,3 +524,30 @@ class AuditEvent(models.Model):
 
     def __str__(self):
         return f"{self.username or 'system'} {self.action} {self.job_name}"
+
+
+class APIToken(models.Model):
+    """A personal API token. Only the SHA-256 of the secret is stored; the
+    token itself is shown once, when it is created (jobs.tokens). It acts
+    with its user's permissions."""
+
+    PREFIX_CHARS = 12
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    # The token's first characters, shown in lists so a user can tell tokens apart.
+    prefix = models.CharField(max_length=PREFIX_CHARS)
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=_now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

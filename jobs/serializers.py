@@ -3,10 +3,28 @@ import/export/runs --json` and the JSON API."""
 
 from datetime import datetime, timezone as dt_timezone
 
+from django.db import models
+
+from jobs.handlers.registry import HandlerInfo
 from jobs.models import Job, Run
 
 # The writable fields of a job, in the jobs-as-code file and the API.
 JOB_FIELDS = Job.EDITABLE_FIELDS
+# What job_to_dict adds; a client may send them back (GET, change, PUT the
+# whole object) and they are ignored.
+JOB_READ_ONLY_FIELDS = (
+    "id",
+    "builtin",
+    "consecutive_failures",
+    "next_fire_at",
+    "last_fire_at",
+    "last_status",
+    "last_error",
+    "last_duration_ms",
+    "owner",
+    "created_at",
+    "updated_at",
+)
 
 RUN_FIELDS = [
     "fire_id",
@@ -92,6 +110,9 @@ def spec_to_form_data(spec: dict, *, instance: Job | None = None) -> dict:
     spec leaves out keep the instance's values on update, defaults on create."""
     data: dict = {}
     base = job_to_spec(instance) if instance is not None else {}
+    if instance is not None:
+        # Leaving the state out must not re-enable a crashed job.
+        base["state"] = instance.state
     for name in JOB_FIELDS:
         value = spec[name] if name in spec else base.get(name)
         if value is not None:
@@ -99,3 +120,61 @@ def spec_to_form_data(spec: dict, *, instance: Job | None = None) -> dict:
     if instance is not None:
         data["version"] = spec.get("version", instance.version)
     return data
+
+
+def handler_to_dict(info: HandlerInfo) -> dict:
+    return {
+        "name": info.name,
+        "label": info.label,
+        "description": info.description,
+        "properties_help": dict(info.properties_help),
+    }
+
+
+def _fields_of(*types) -> set[str]:
+    return {name for name in JOB_FIELDS if isinstance(Job._meta.get_field(name), types)}
+
+
+# JSON types follow the model, so a field added to Job.EDITABLE_FIELDS is checked too.
+_STRING_FIELDS = _fields_of(models.CharField, models.TextField)
+_INTEGER_FIELDS = _fields_of(models.IntegerField) | {"version"}
+_BOOLEAN_FIELDS = _fields_of(models.BooleanField)
+# Far above every field's own limit; refused here so no oversized number
+# ever reaches the database driver.
+_INT_LIMIT = 2**31 - 1
+
+
+def spec_errors(spec: dict) -> list[dict]:
+    """The problems that are the JSON's own — unknown keys, wrong types — as
+    `{code, message, field}`. JobForm validates everything else; this only
+    keeps it from reading `["a"]` as the name "['a']" or `true` as 1."""
+    errors = []
+    for field, value in spec.items():
+        if field in JOB_READ_ONLY_FIELDS:
+            continue
+        if field not in JOB_FIELDS and field != "version":
+            errors.append({"code": "unknown_field", "message": f"Unknown field “{field}”.", "field": field})
+            continue
+        problem = _type_problem(field, value)
+        if problem:
+            errors.append({"code": "invalid", "message": problem, "field": field})
+    return errors
+
+
+def _type_problem(field: str, value) -> str | None:
+    if value is None:
+        return None
+    if field in _STRING_FIELDS and not isinstance(value, str):
+        return "Must be a string."
+    if field in _INTEGER_FIELDS:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return "Must be a whole number."
+        if not -_INT_LIMIT <= value <= _INT_LIMIT:
+            return "Out of range."
+    if field in _BOOLEAN_FIELDS and not isinstance(value, bool):
+        return "Must be true or false."
+    if field == "properties" and not isinstance(value, dict):
+        return "Must be an object of names to text values."
+    if field == "alert_emails" and not (isinstance(value, list) and all(isinstance(item, str) for item in value)):
+        return "Must be a list of email addresses."
+    return None

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -24,6 +25,16 @@ class StaleJobError(Exception):
 
 class ServiceError(Exception):
     """An action that does not apply to the job as it is (e.g. resuming a deleted job)."""
+
+
+class DemoModeError(ServiceError):
+    """DEMO_MODE is on and the action would run something."""
+
+
+def check_demo_mode(action: str) -> None:
+    """Refuse `action` while DEMO_MODE is on: a demo shows jobs, it does not run them on request."""
+    if getattr(settings, "DEMO_MODE", False):
+        raise DemoModeError(f"Demo mode: {action} is turned off on this server.")
 
 
 def wake_schedulers() -> None:
@@ -149,7 +160,9 @@ def run_now(
     now: datetime | None = None,
 ) -> tuple[Run, bool]:
     """Queue a manual run. A job has at most one queued or running manual run
-    (a partial unique index): asking again returns that run and False."""
+    (a partial unique index): asking again returns that run and False.
+    Refused (DemoModeError) in demo mode: the one place that rule lives."""
+    check_demo_mode("run now")
     now = now or timezone.now()
     _require_live(job)
     existing = _live_manual_run(job)

@@ -6,6 +6,7 @@ app_name = "jobs"
 
 urlpatterns = [
     path("", views.job_list, name="job_list"),
+    path("profile/", views.profile, name="profile"),
     path("cluster/", views.cluster, name="cluster"),
     path("jobs/bulk/", views.job_bulk, name="job_bulk"),
     path("jobs/new/", views.job_create, name="job_create"),

@@ -8,6 +8,7 @@ pytest_plugins = [
     "tests.fixtures.postgres",
     "tests.fixtures.browser",
     "tests.fixtures.smtp",
+    "tests.fixtures.api",
 ]
 
 

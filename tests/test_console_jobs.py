@@ -233,10 +233,18 @@ def test_form_pages_tolerate_garbage(staff_client, make_job):
         assert staff_client.post(reverse("jobs:job_edit", args=[job.pk]), data).status_code == 200, data
 
 
-def test_demo_mode_blocks_edits(staff_client, settings):
+def test_demo_mode_blocks_http_jobs_and_run_now_but_not_python_jobs(staff_client, settings):
     settings.DEMO_MODE = True
-    assert staff_client.post(reverse("jobs:job_create"), job_data()).status_code == 403
-    assert not Job.objects.filter(name="report").exists()
+    response = staff_client.post(reverse("jobs:job_create"), job_data(name="hook", kind="http", url="https://10.0.0.1/x"))
+    assert response.status_code == 200
+    assert "Demo mode: HTTP jobs cannot be created or edited." in response.content.decode()
+    assert not Job.objects.filter(name="hook").exists()
+
+    staff_client.post(reverse("jobs:job_create"), job_data())
+    job = Job.objects.get(name="report")
+    response = staff_client.post(reverse("jobs:job_run_now", args=[job.pk]), follow=True)
+    assert "Demo mode: run now is turned off on this server." in response.content.decode()
+    assert not job.runs.exists()
 
 
 # -- the preview ------------------------------------------------------------------------

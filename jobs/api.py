@@ -1,0 +1,459 @@
+"""The JSON API under /api/ (DESIGN.md "API"; the OpenAPI document is
+jobs/openapi.py, served at /api/schema).
+
+Same permissions as the console: any signed-in user reads, staff change.
+Authentication is a personal token (`Authorization: Bearer cb_…`, see
+jobs/tokens.py) or the console's session; a session-authenticated call that
+changes something must carry the CSRF token, a token call need not (a
+browser never attaches the header by itself).
+
+Every answer is JSON. Errors are `{"code", "message", "field"}`; a
+validation failure adds `errors`, the full list in the same shape. Each
+view validates with the job form or a small parser here, then calls a
+service; nothing writes a job or a run directly.
+"""
+
+import base64
+import binascii
+import json
+import logging
+from datetime import datetime, time, timezone as dt_timezone
+from functools import wraps
+
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
+from django.db.models import Q
+from django.http import Http404, HttpResponse, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.urls import path, re_path
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+from django.views.decorators.csrf import csrf_exempt
+
+from jobs import access, cron, services, tokens
+from jobs.forms import JobForm, TaskForm, check_instant
+from jobs.handlers import registry
+from jobs.models import AuditEvent, Job, Run
+from jobs.serializers import handler_to_dict, job_to_dict, run_to_dict, spec_errors, spec_to_form_data
+
+log = logging.getLogger(__name__)
+
+VIA = AuditEvent.Via.API
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+RUNS_DEFAULT_LIMIT = 20
+RUNS_MAX_LIMIT = 100
+PREVIEW_DEFAULT_COUNT = 5
+PREVIEW_MAX_COUNT = 50
+
+
+# Form error codes that mean "not allowed" rather than "not valid".
+REFUSAL_CODES = {"forbidden", "demo_mode"}
+# The form's convenience fields for HTTP and SQL jobs are properties in the API.
+PROPERTY_FIELDS = {"url", "method", "headers", "body", "sql"}
+
+
+def _api_field(field: str | None) -> str | None:
+    return f"properties.{field}" if field in PROPERTY_FIELDS else field
+
+
+class ApiError(Exception):
+    """Stops a view with a JSON error answer."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None, *, errors: list[dict] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.body = {"code": str(code), "message": message, "field": field}
+        if errors:
+            self.body["errors"] = errors
+
+    @classmethod
+    def invalid(cls, errors: list[dict]) -> "ApiError":
+        """400 with every problem listed; 403 when one of them is a refusal
+        (a non-superuser's SQL job, demo mode) rather than a mistake."""
+        errors = [{**error, "field": _api_field(error["field"])} for error in errors]
+        refusals = [error for error in errors if error["code"] in REFUSAL_CODES]
+        first = (refusals or errors)[0]
+        return cls(403 if refusals else 400, first["code"], first["message"], first["field"], errors=errors)
+
+    def response(self) -> JsonResponse:
+        response = JsonResponse(self.body, status=self.status)
+        if self.status == 401:
+            response["WWW-Authenticate"] = 'Bearer realm="cronboard"'
+        return response
+
+
+# -- the frame every endpoint runs in ---------------------------------------------
+
+
+class _CsrfCheck(CsrfViewMiddleware):
+    def _reject(self, request, reason):
+        return reason
+
+
+def _csrf_failure(request) -> str | None:
+    """Why the request fails Django's CSRF check, or None when it passes."""
+    check = _CsrfCheck(lambda req: None)
+    check.process_request(request)
+    return check.process_view(request, None, (), {})
+
+
+def _authenticate(request) -> None:
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    if header:
+        scheme, _, raw = header.partition(" ")
+        if scheme.lower() != "bearer" or not raw.strip():
+            raise ApiError(401, "unauthenticated", "Send the token as “Authorization: Bearer <token>”.")
+        token = tokens.authenticate(raw.strip())
+        if token is None or not token.user.is_active:
+            raise ApiError(401, "invalid_token", "This token is not valid: it may have been revoked.")
+        request.user = token.user
+        request.api_token = token
+        return
+    request.api_token = None
+    if not access.can_view(getattr(request, "user", None)):
+        raise ApiError(401, "unauthenticated", "Sign in, or send a token as “Authorization: Bearer <token>”.")
+    if request.method not in SAFE_METHODS:
+        reason = _csrf_failure(request)
+        if reason:
+            raise ApiError(403, "csrf_failed", f"CSRF check failed: {reason}. Send the X-CSRFToken header, or use a token.")
+
+
+def api_view(*methods: str, public: bool = False):
+    """Wrap an endpoint: allowed methods, authentication, JSON errors. An
+    exception nothing expected still answers JSON (500, code server_error)
+    and is logged; it never shows a stack trace."""
+
+    def decorator(func):
+        @csrf_exempt
+        @wraps(func)
+        def view(request, *args, **kwargs):
+            try:
+                if request.method not in methods:
+                    response = ApiError(405, "method_not_allowed", f"Use {' or '.join(methods)} here.").response()
+                    response["Allow"] = ", ".join(methods)
+                    return response
+                if not public:
+                    _authenticate(request)
+                return func(request, *args, **kwargs)
+            except ApiError as exc:
+                return exc.response()
+            except Http404 as exc:
+                return ApiError(404, "not_found", str(exc) or "Not found.").response()
+            except PermissionDenied as exc:
+                return ApiError(403, "forbidden", str(exc) or "You may not do this.").response()
+            except RequestDataTooBig:
+                return ApiError(413, "too_large", "The request body is too large.").response()
+            except services.StaleJobError as exc:
+                return ApiError(409, "stale_version", str(exc), "version").response()
+            except services.DemoModeError as exc:
+                return ApiError(403, "demo_mode", str(exc)).response()
+            except services.ServiceError as exc:
+                return ApiError(409, "conflict", str(exc)).response()
+            except Exception:
+                log.exception("API %s %s failed", request.method, request.path)
+                return ApiError(500, "server_error", "Something went wrong on the server; it has been logged.").response()
+
+        view.api_methods = methods
+        return view
+
+    return decorator
+
+
+def _require_edit(request) -> None:
+    if not access.can_edit(request.user):
+        raise ApiError(403, "forbidden", "Only staff can change jobs and start runs.")
+
+
+def _json_body(request) -> dict:
+    if not request.body:
+        raise ApiError(400, "invalid_json", "Send a JSON object as the request body.")
+    try:
+        data = json.loads(request.body, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ApiError(400, "invalid_json", f"The body is not valid JSON: {exc}"[:300]) from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "invalid_json", "The body must be a JSON object.")
+    return data
+
+
+def _refuse_constant(name):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _parse_time(value: str, field: str) -> datetime:
+    """An ISO-8601 instant (or a date, meaning its midnight); no zone means UTC."""
+    try:
+        when = parse_datetime(value)
+        if when is None:
+            day = parse_date(value)
+            when = datetime.combine(day, time()) if day else None
+    except ValueError:
+        when = None
+    if when is None:
+        raise ApiError(400, "invalid", f"“{value[:50]}” is not an ISO-8601 date-time.", field)
+    if timezone.is_naive(when):
+        when = when.replace(tzinfo=dt_timezone.utc)
+    try:
+        return check_instant(when)
+    except ValidationError as exc:
+        raise ApiError(400, exc.code, exc.message, field) from None
+
+
+def _parse_int(value: str, field: str, low: int, high: int) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or not low <= number <= high:
+        raise ApiError(400, "invalid", f"“{field}” must be a whole number from {low} to {high}.", field)
+    return number
+
+
+def _job(request, job_id) -> Job:
+    return access.get_job_for_user(request.user, job_id)
+
+
+# -- jobs -------------------------------------------------------------------------
+
+
+@api_view("GET", "POST")
+def jobs_collection(request):
+    if request.method == "POST":
+        return _create_job(request)
+    jobs = access.visible_jobs(request.user, namespace=request.GET.get("namespace")).select_related("owner")
+    for field, choices in (("state", Job.State), ("kind", Job.Kind)):
+        wanted = request.GET.get(field)
+        if wanted:
+            if wanted not in choices.values:
+                raise ApiError(400, "invalid_choice", f"“{field}” must be one of {', '.join(choices.values)}.", field)
+            jobs = jobs.filter(**{field: wanted})
+    return JsonResponse({"results": [job_to_dict(job) for job in jobs.order_by("name", "id")]})
+
+
+def _create_job(request):
+    _require_edit(request)
+    payload = _json_body(request)
+    errors = spec_errors(payload)
+    if errors:
+        raise ApiError.invalid(errors)
+    form = JobForm(spec_to_form_data(payload), user=request.user)
+    if not form.is_valid():
+        raise ApiError.invalid(form.error_list())
+    job = services.save_job(job=form.save(commit=False), user=request.user, via=VIA)
+    return JsonResponse(job_to_dict(job), status=201)
+
+
+@api_view("GET", "PUT", "PATCH", "DELETE")
+def job_detail(request, job_id):
+    if request.method == "GET":
+        return JsonResponse(job_to_dict(_job(request, job_id)))
+    _require_edit(request)
+    job = _job(request, job_id)
+    if request.method == "DELETE":
+        services.delete_job(job=job, user=request.user, via=VIA)
+        return HttpResponse(status=204)
+    payload = _json_body(request)
+    errors = spec_errors(payload)
+    if errors:
+        raise ApiError.invalid(errors)
+    # PUT replaces (left-out fields take defaults); PATCH keeps them.
+    data = spec_to_form_data(payload, instance=job if request.method == "PATCH" else None)
+    form = JobForm(data, instance=job, user=request.user)
+    if not form.is_valid():
+        raise ApiError.invalid(form.error_list())
+    job = services.save_job(
+        job=form.save(commit=False), user=request.user, via=VIA, expected_version=payload.get("version")
+    )
+    return JsonResponse(job_to_dict(job))
+
+
+@api_view("POST")
+def job_toggle(request, job_id):
+    """Pause an enabled job; resume a paused one or re-enable a crashed one."""
+    _require_edit(request)
+    job = _job(request, job_id)
+    if job.state == Job.State.ENABLED:
+        job = services.pause_job(job=job, user=request.user, via=VIA)
+    else:
+        job = services.resume_job(job=job, user=request.user, via=VIA)
+    return JsonResponse(job_to_dict(job))
+
+
+@api_view("POST")
+def job_run(request, job_id):
+    """Queue a manual run; while one is queued or running, answer that one (200, not 201)."""
+    _require_edit(request)
+    job = _job(request, job_id)
+    run, created = services.run_now(job=job, user=request.user, via=VIA, trigger=Run.Trigger.API)
+    return JsonResponse(run_to_dict(run), status=201 if created else 200)
+
+
+@api_view("GET")
+def job_runs(request, job_id):
+    """The job's runs, newest scheduled first, keyset-paginated on (scheduled_at, id)."""
+    job = _job(request, job_id)
+    params = request.GET
+    runs = Run.objects.filter(job=job)
+    statuses = [s for s in params.get("status", "").split(",") if s]
+    for status in statuses:
+        if status not in Run.Status.values:
+            raise ApiError(400, "invalid_choice", f"“status” must be among {', '.join(Run.Status.values)}.", "status")
+    if statuses:
+        runs = runs.filter(status__in=statuses)
+    trigger = params.get("trigger")
+    if trigger:
+        if trigger not in Run.Trigger.values:
+            raise ApiError(400, "invalid_choice", f"“trigger” must be one of {', '.join(Run.Trigger.values)}.", "trigger")
+        runs = runs.filter(trigger=trigger)
+    if params.get("from"):
+        runs = runs.filter(scheduled_at__gte=_parse_time(params["from"], "from"))
+    if params.get("to"):
+        runs = runs.filter(scheduled_at__lt=_parse_time(params["to"], "to"))
+    limit = RUNS_DEFAULT_LIMIT
+    if params.get("limit"):
+        limit = _parse_int(params["limit"], "limit", 1, RUNS_MAX_LIMIT)
+    if params.get("cursor"):
+        after_time, after_id = _decode_cursor(params["cursor"])
+        runs = runs.filter(Q(scheduled_at__lt=after_time) | Q(scheduled_at=after_time, id__lt=after_id))
+    page = list(runs.order_by("-scheduled_at", "-id")[: limit + 1])
+    next_cursor = _encode_cursor(page[limit - 1]) if len(page) > limit else None
+    return JsonResponse({"results": [run_to_dict(run) for run in page[:limit]], "next_cursor": next_cursor})
+
+
+def _encode_cursor(run: Run) -> str:
+    raw = json.dumps([run.scheduled_at.astimezone(dt_timezone.utc).isoformat(), run.pk])
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, int]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        stamp, run_id = json.loads(raw)
+        when = datetime.fromisoformat(stamp)
+        if timezone.is_naive(when) or isinstance(run_id, bool) or not isinstance(run_id, int) or abs(run_id) > 2**62:
+            raise ValueError
+        return check_instant(when), run_id
+    except (ValueError, TypeError, binascii.Error, RecursionError, ValidationError):
+        raise ApiError(400, "invalid", "This cursor is not one the API gave out.", "cursor") from None
+
+
+# -- runs, handlers, tasks ---------------------------------------------------------------
+
+
+@api_view("GET")
+def run_detail(request, run_id):
+    return JsonResponse(run_to_dict(access.get_run_for_user(request.user, run_id), with_log=True))
+
+
+@api_view("POST")
+def run_cancel(request, run_id):
+    _require_edit(request)
+    run = access.get_run_for_user(request.user, run_id)
+    if not run.is_live:
+        raise ApiError(409, "not_live", f"This run is {run.status}; only a queued or running run can be cancelled.")
+    services.cancel_run(run=run, user=request.user, via=VIA)
+    return JsonResponse(run_to_dict(run))
+
+
+@api_view("GET")
+def handlers(request):
+    return JsonResponse({"results": [handler_to_dict(info) for info in registry.available()]})
+
+
+@api_view("POST")
+def tasks(request):
+    """Enqueue a one-off task; a live task with the same handler and key is answered instead (200)."""
+    _require_edit(request)
+    services.check_demo_mode("enqueuing tasks")
+    payload = _json_body(request)
+    unknown = sorted(set(payload) - set(TaskForm.base_fields))
+    if unknown:
+        raise ApiError.invalid(
+            [{"code": "unknown_field", "message": f"Unknown field “{name}”.", "field": name} for name in unknown]
+        )
+    bad_types = [
+        {"code": "invalid", "message": "Must be a string.", "field": name}
+        for name in ("handler", "key", "run_after")
+        if payload.get(name) is not None and not isinstance(payload[name], str)
+    ] + [
+        {"code": "invalid", "message": "Must be a whole number.", "field": name}
+        for name in ("max_retries", "retry_interval_seconds", "timeout_seconds")
+        if payload.get(name) is not None and (isinstance(payload[name], bool) or not isinstance(payload[name], int))
+    ]
+    if bad_types:
+        raise ApiError.invalid(bad_types)
+    form = TaskForm({k: v for k, v in payload.items() if v is not None})
+    if not form.is_valid():
+        raise ApiError.invalid(form.error_list())
+    now = timezone.now()
+    (run,) = services.enqueue_many([form.task_request()], now=now)
+    return JsonResponse(run_to_dict(run), status=201 if run.created_at == now else 200)
+
+
+# -- cron preview ------------------------------------------------------------------
+
+
+@api_view("POST")
+def cron_preview(request):
+    """The next fire times (with DST marks), the description and warnings
+    for an expression in a zone; or the cron error with its code. Read-only,
+    so any signed-in user may call it."""
+    payload = _json_body(request)
+    expression = payload.get("expression")
+    if not isinstance(expression, str) or not expression.strip():
+        raise ApiError(400, "required", "Send the cron expression as “expression”.", "expression")
+    zone = payload.get("timezone", "UTC")
+    if not isinstance(zone, str):
+        raise ApiError(400, "invalid", "“timezone” must be an IANA zone name.", "timezone")
+    after = payload.get("after")
+    if after is None:
+        after = timezone.now()
+    elif isinstance(after, str):
+        after = _parse_time(after, "after")
+    else:
+        raise ApiError(400, "invalid", "“after” must be an ISO-8601 date-time.", "after")
+    count = payload.get("count", PREVIEW_DEFAULT_COUNT)
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= PREVIEW_MAX_COUNT:
+        raise ApiError(400, "invalid", f"“count” must be a whole number from 1 to {PREVIEW_MAX_COUNT}.", "count")
+    try:
+        cron.get_zone(zone)
+    except cron.CronError as exc:
+        raise ApiError(400, exc.code, exc.message, "timezone") from None
+    try:
+        preview = cron.preview(expression, zone, after=after, count=count)
+    except cron.CronError as exc:
+        raise ApiError(400, exc.code, exc.message, "expression") from None
+    return JsonResponse(preview)
+
+
+# -- the document -------------------------------------------------------------------
+
+
+@api_view("GET", public=True)
+def schema(request):
+    from jobs.openapi import document
+
+    return JsonResponse(document(request))
+
+
+@api_view("GET", "POST", "PUT", "PATCH", "DELETE", public=True)
+def not_found(request, rest=""):
+    raise ApiError(404, "not_found", "No such API endpoint; see /api/schema.")
+
+
+app_name = "api"
+
+urlpatterns = [
+    path("jobs", jobs_collection, name="jobs"),
+    path("jobs/<int:job_id>", job_detail, name="job"),
+    path("jobs/<int:job_id>/toggle", job_toggle, name="job_toggle"),
+    path("jobs/<int:job_id>/run", job_run, name="job_run"),
+    path("jobs/<int:job_id>/runs", job_runs, name="job_runs"),
+    path("runs/<int:run_id>", run_detail, name="run"),
+    path("runs/<int:run_id>/cancel", run_cancel, name="run_cancel"),
+    path("handlers", handlers, name="handlers"),
+    path("tasks", tasks, name="tasks"),
+    path("cron/preview", cron_preview, name="cron_preview"),
+    path("schema", schema, name="schema"),
+    # Anything else under /api/ is a JSON 404, never the HTML error page.
+    re_path(r"^(?P<rest>.*)$", not_found, name="not_found"),
+]

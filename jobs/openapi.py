@@ -1,0 +1,379 @@
+"""The OpenAPI 3.1 document for /api/, served at /api/schema.
+
+Written by hand to say what jobs/api.py does; tests/test_api_schema.py
+checks that every route and method in the URLconf is here (and nothing
+else), and validates real answers against these schemas."""
+
+from jobs.models import Job, Run
+from jobs.serializers import JOB_FIELDS
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _nullable(kind: str, **extra) -> dict:
+    return {"type": [kind, "null"], **extra}
+
+
+TIME = _nullable("string", format="date-time")
+
+ERROR_RESPONSES = {
+    "400": "The request is invalid: `code` says why, `field` says where; `errors` lists every problem.",
+    "401": "No valid token or session.",
+    "403": "Signed in, but not allowed: not staff, a CSRF check failed, demo mode, or an SQL job by a non-superuser.",
+    "404": "No such object, or not visible to you.",
+    "405": "Method not allowed here.",
+    "409": "Conflict: a stale `version`, or an action that does not apply to the object as it is.",
+}
+
+
+def _errors(*statuses: str) -> dict:
+    return {
+        status: {
+            "description": ERROR_RESPONSES[status],
+            "content": {"application/json": {"schema": _ref("Error")}},
+        }
+        for status in statuses
+    }
+
+
+def _json(schema: dict, description: str) -> dict:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _body(schema: dict) -> dict:
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
+def _id_param(name: str, what: str) -> dict:
+    return {"name": name, "in": "path", "required": True, "description": f"The {what}'s id.", "schema": {"type": "integer"}}
+
+
+def _query(name: str, description: str, schema: dict) -> dict:
+    return {"name": name, "in": "query", "required": False, "description": description, "schema": schema}
+
+
+JOB_INPUT_PROPERTIES = {
+    "name": {"type": "string", "maxLength": 200, "description": "Unique among live jobs."},
+    "description": {"type": "string"},
+    "namespace": {"type": "string", "maxLength": 100, "description": "Lower-case letters, digits, - and _; empty for none."},
+    "kind": {"type": "string", "enum": list(Job.Kind.values)},
+    "handler": {"type": "string", "description": "For python jobs: a registered handler (GET /api/handlers)."},
+    "properties": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Parameters for the handler; url/method/headers/body for http, sql for sql."},
+    "schedule_type": {"type": "string", "enum": list(Job.ScheduleType.values)},
+    "cron_expression": {"type": "string", "description": "Six fields, seconds first (five get 0 seconds); for schedule_type cron."},
+    "interval_seconds": _nullable("integer", minimum=Job.MIN_INTERVAL_SECONDS, maximum=Job.MAX_INTERVAL_SECONDS),
+    "timezone": {"type": "string", "description": "IANA name; cron fields are read in it."},
+    "misfire_policy": {"type": "string", "enum": list(Job.MisfirePolicy.values)},
+    "run_once": {"type": "boolean"},
+    "sql_write": {"type": "boolean"},
+    "max_retries": {"type": "integer", "minimum": 0, "maximum": 100},
+    "retry_interval_seconds": {"type": "integer", "minimum": 0, "maximum": Job.MAX_TIMEOUT_SECONDS},
+    "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": Job.MAX_TIMEOUT_SECONDS},
+    "alert_threshold": {"type": "integer", "minimum": 0, "description": "Consecutive failed fires that crash the job; 0 never."},
+    "alert_emails": {"type": "array", "items": {"type": "string", "format": "email"}},
+    "notify_recovered": {"type": "boolean", "description": "Also send a notice when the job next succeeds after a crash."},
+    "state": {"type": "string", "enum": list(Job.State.values), "description": "crashed can be kept but not set."},
+}
+
+RUN_PROPERTIES = {
+    "id": {"type": "integer"},
+    "job_id": _nullable("integer", description="null for a one-off task."),
+    "fire_id": {"type": "string", "format": "uuid", "description": "Shared by the attempts of one fire."},
+    "scheduled_at": {"type": "string", "format": "date-time"},
+    "attempt": {"type": "integer", "minimum": 1},
+    "trigger": {"type": "string", "enum": list(Run.Trigger.values)},
+    "status": {"type": "string", "enum": list(Run.Status.values)},
+    "skip_reason": {"type": "string", "enum": ["", *Run.SkipReason.values]},
+    "worker_id": {"type": "string"},
+    "started_at": TIME,
+    "finished_at": TIME,
+    "duration_ms": _nullable("integer"),
+    "result": {"type": "string"},
+    "error": {"type": "string"},
+}
+TASK_RUN_PROPERTIES = {
+    "handler": {"type": "string", "description": "One-off tasks only: the task's handler."},
+    "task_key": {"type": "string", "description": "One-off tasks only: the dedupe key."},
+}
+
+SCHEMAS = {
+    "Error": {
+        "type": "object",
+        "required": ["code", "message", "field"],
+        "properties": {
+            "code": {"type": "string", "description": "e.g. required, invalid, unique, 47003, stale_version, forbidden."},
+            "message": {"type": "string"},
+            "field": _nullable("string"),
+            "errors": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["code", "message", "field"],
+                    "properties": {"code": {"type": "string"}, "message": {"type": "string"}, "field": _nullable("string")},
+                },
+            },
+        },
+    },
+    "JobInput": {
+        "type": "object",
+        "description": "POST and PUT: fields left out take their defaults. PATCH: fields left out keep their values. "
+        "Read-only fields of Job are accepted and ignored; other unknown fields are an error.",
+        "properties": {
+            **JOB_INPUT_PROPERTIES,
+            "version": {"type": "integer", "description": "PUT/PATCH: the version you read; a stale one is refused with 409."},
+        },
+    },
+    "Job": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": [*JOB_FIELDS, "id", "version", "next_fire_at", "last_fire_at", "last_status", "consecutive_failures", "created_at", "updated_at"],
+        "properties": {
+            "id": {"type": "integer"},
+            **JOB_INPUT_PROPERTIES,
+            "version": {"type": "integer", "minimum": 1},
+            "next_fire_at": TIME,
+            "last_fire_at": TIME,
+            "last_status": {"type": "string"},
+            "last_error": {"type": "string"},
+            "last_duration_ms": _nullable("integer"),
+            "consecutive_failures": {"type": "integer", "minimum": 0},
+            "owner": _nullable("string", description="The owner's username."),
+            "builtin": {"type": "boolean"},
+            "created_at": {"type": "string", "format": "date-time"},
+            "updated_at": {"type": "string", "format": "date-time"},
+        },
+    },
+    "JobList": {"type": "object", "required": ["results"], "properties": {"results": {"type": "array", "items": _ref("Job")}}},
+    "Run": {
+        "type": "object",
+        "required": list(RUN_PROPERTIES),
+        "additionalProperties": False,
+        "properties": {**RUN_PROPERTIES, **TASK_RUN_PROPERTIES},
+    },
+    "RunDetail": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": [*RUN_PROPERTIES, "log"],
+        "properties": {**RUN_PROPERTIES, **TASK_RUN_PROPERTIES, "log": {"type": "string"}},
+    },
+    "RunPage": {
+        "type": "object",
+        "required": ["results", "next_cursor"],
+        "properties": {
+            "results": {"type": "array", "items": _ref("Run")},
+            "next_cursor": _nullable("string", description="Pass as `cursor` for the next page; null on the last."),
+        },
+    },
+    "Handler": {
+        "type": "object",
+        "required": ["name", "label", "description", "properties_help"],
+        "properties": {
+            "name": {"type": "string"},
+            "label": {"type": "string"},
+            "description": {"type": "string"},
+            "properties_help": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+    },
+    "HandlerList": {"type": "object", "required": ["results"], "properties": {"results": {"type": "array", "items": _ref("Handler")}}},
+    "TaskInput": {
+        "type": "object",
+        "required": ["handler", "key"],
+        "additionalProperties": False,
+        "properties": {
+            "handler": {"type": "string", "description": "A registered handler."},
+            "key": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Dedupe key: one live task per (handler, key)."},
+            "properties": {"type": "object", "additionalProperties": {"type": "string"}},
+            "run_after": {"type": "string", "format": "date-time"},
+            "max_retries": {"type": "integer", "minimum": 0, "maximum": 100},
+            "retry_interval_seconds": {"type": "integer", "minimum": 0, "maximum": Job.MAX_TIMEOUT_SECONDS},
+            "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": Job.MAX_TIMEOUT_SECONDS},
+        },
+    },
+    "PreviewRequest": {
+        "type": "object",
+        "required": ["expression"],
+        "properties": {
+            "expression": {"type": "string"},
+            "timezone": {"type": "string", "default": "UTC"},
+            "after": {"type": "string", "format": "date-time", "description": "Default now."},
+            "count": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5},
+        },
+    },
+    "Preview": {
+        "type": "object",
+        "required": ["expression", "description", "times"],
+        "properties": {
+            "expression": {"type": "string", "description": "Normalised, six fields."},
+            "description": {"type": "string"},
+            "warnings": {"type": "array", "items": {"type": "string"}},
+            "times": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["utc", "local"],
+                    "properties": {
+                        "utc": {"type": "string", "format": "date-time"},
+                        "local": {"type": "string", "format": "date-time"},
+                        "dst": {"type": ["string", "null"], "enum": ["skipped", "repeated", None], "description": "skipped: the wall time fell in a spring-forward gap; repeated: a fall-back hour."},
+                    },
+                },
+            },
+        },
+    },
+}
+
+JOB_ID = _id_param("job_id", "job")
+RUN_ID = _id_param("run_id", "run")
+
+PATHS = {
+    "/api/jobs": {
+        "get": {
+            "operationId": "listJobs",
+            "summary": "Live jobs you can see, by name.",
+            "parameters": [
+                _query("namespace", "Only this namespace (empty: jobs outside any).", {"type": "string"}),
+                _query("state", "Only this state.", {"type": "string", "enum": list(Job.State.values)}),
+                _query("kind", "Only this kind.", {"type": "string", "enum": list(Job.Kind.values)}),
+            ],
+            "responses": {"200": _json(_ref("JobList"), "The jobs."), **_errors("400", "401")},
+        },
+        "post": {
+            "operationId": "createJob",
+            "summary": "Create a job (staff).",
+            "requestBody": _body(_ref("JobInput")),
+            "responses": {"201": _json(_ref("Job"), "The new job."), **_errors("400", "401", "403")},
+        },
+    },
+    "/api/jobs/{job_id}": {
+        "parameters": [JOB_ID],
+        "get": {"operationId": "getJob", "responses": {"200": _json(_ref("Job"), "The job."), **_errors("401", "404")}},
+        "put": {
+            "operationId": "replaceJob",
+            "summary": "Replace a job (staff); fields left out take their defaults.",
+            "requestBody": _body(_ref("JobInput")),
+            "responses": {"200": _json(_ref("Job"), "The saved job."), **_errors("400", "401", "403", "404", "409")},
+        },
+        "patch": {
+            "operationId": "updateJob",
+            "summary": "Change some fields of a job (staff).",
+            "requestBody": _body(_ref("JobInput")),
+            "responses": {"200": _json(_ref("Job"), "The saved job."), **_errors("400", "401", "403", "404", "409")},
+        },
+        "delete": {
+            "operationId": "deleteJob",
+            "summary": "Soft-delete a job (staff); built-in jobs cannot be deleted (409).",
+            "responses": {"204": {"description": "Deleted."}, **_errors("401", "403", "404", "409")},
+        },
+    },
+    "/api/jobs/{job_id}/toggle": {
+        "parameters": [JOB_ID],
+        "post": {
+            "operationId": "toggleJob",
+            "summary": "Pause an enabled job; resume a paused one or re-enable a crashed one (staff).",
+            "responses": {"200": _json(_ref("Job"), "The job after the change."), **_errors("401", "403", "404", "409")},
+        },
+    },
+    "/api/jobs/{job_id}/run": {
+        "parameters": [JOB_ID],
+        "post": {
+            "operationId": "runJob",
+            "summary": "Queue a manual run (staff; refused in demo mode).",
+            "responses": {
+                "201": _json(_ref("Run"), "The queued run."),
+                "200": _json(_ref("Run"), "A manual run was already queued or running: that run."),
+                **_errors("401", "403", "404", "409"),
+            },
+        },
+    },
+    "/api/jobs/{job_id}/runs": {
+        "parameters": [JOB_ID],
+        "get": {
+            "operationId": "listRuns",
+            "summary": "The job's runs, newest scheduled first.",
+            "parameters": [
+                _query("status", "Only these statuses (comma-separated).", {"type": "string"}),
+                _query("trigger", "Only this trigger.", {"type": "string", "enum": list(Run.Trigger.values)}),
+                _query("from", "Scheduled at or after (ISO-8601; no zone means UTC).", {"type": "string"}),
+                _query("to", "Scheduled before (ISO-8601).", {"type": "string"}),
+                _query("limit", "Page size.", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}),
+                _query("cursor", "next_cursor from the previous page.", {"type": "string"}),
+            ],
+            "responses": {"200": _json(_ref("RunPage"), "One page of runs."), **_errors("400", "401", "404")},
+        },
+    },
+    "/api/runs/{run_id}": {
+        "parameters": [RUN_ID],
+        "get": {"operationId": "getRun", "responses": {"200": _json(_ref("RunDetail"), "The run with its log."), **_errors("401", "404")}},
+    },
+    "/api/runs/{run_id}/cancel": {
+        "parameters": [RUN_ID],
+        "post": {
+            "operationId": "cancelRun",
+            "summary": "Cancel a queued run, or ask a running one to stop (staff).",
+            "responses": {"200": _json(_ref("Run"), "The run after the request."), **_errors("401", "403", "404", "409")},
+        },
+    },
+    "/api/handlers": {
+        "get": {
+            "operationId": "listHandlers",
+            "summary": "Registered Python handlers (what the job form offers).",
+            "responses": {"200": _json(_ref("HandlerList"), "The handlers."), **_errors("401")},
+        },
+    },
+    "/api/tasks": {
+        "post": {
+            "operationId": "enqueueTask",
+            "summary": "Enqueue a one-off task (staff; refused in demo mode).",
+            "requestBody": _body(_ref("TaskInput")),
+            "responses": {
+                "201": _json(_ref("Run"), "The queued task."),
+                "200": _json(_ref("Run"), "A live task with this handler and key already existed: that one."),
+                **_errors("400", "401", "403"),
+            },
+        },
+    },
+    "/api/cron/preview": {
+        "post": {
+            "operationId": "previewCron",
+            "summary": "Describe an expression and list its next fire times (any signed-in user).",
+            "requestBody": _body(_ref("PreviewRequest")),
+            "responses": {"200": _json(_ref("Preview"), "The preview."), **_errors("400", "401")},
+        },
+    },
+    "/api/schema": {
+        "get": {
+            "operationId": "getSchema",
+            "summary": "This document (no authentication needed).",
+            "security": [],
+            "responses": {"200": _json({"type": "object"}, "The OpenAPI document.")},
+        },
+    },
+}
+
+
+def document(request=None) -> dict:
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Cronboard API",
+            "version": "1",
+            "description": "Jobs, runs and one-off tasks. Any signed-in user reads; staff change. "
+            "Errors are {code, message, field}.",
+        },
+        "security": [{"bearerAuth": []}, {"sessionAuth": []}],
+        "paths": PATHS,
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {
+                "bearerAuth": {"type": "http", "scheme": "bearer", "description": "A personal token from your profile page."},
+                "sessionAuth": {
+                    "type": "apiKey",
+                    "in": "cookie",
+                    "name": "sessionid",
+                    "description": "The console's session; changes also need the X-CSRFToken header.",
+                },
+            },
+        },
+    }

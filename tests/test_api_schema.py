@@ -1,0 +1,138 @@
+"""/api/schema says what the API really does: the same routes and methods
+as the URLconf, a valid OpenAPI document, and answers that fit it."""
+
+import re
+from datetime import datetime, timezone as dt_timezone
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from jobs import services
+from jobs.models import Run
+
+jsonschema = pytest.importorskip("jsonschema")
+
+
+def api_routes() -> set[tuple[str, str]]:
+    """(OpenAPI path, method) for every route under /api/ in the URLconf."""
+    found = set()
+
+    def walk(patterns, prefix):
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                walk(pattern.url_patterns, prefix + str(pattern.pattern))
+            elif isinstance(pattern, URLPattern) and (prefix + str(pattern.pattern)).startswith("api/"):
+                if pattern.name == "not_found":
+                    continue  # the catch-all that answers JSON 404s
+                route = "/" + prefix + str(pattern.pattern)
+                route = re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route)
+                for method in pattern.callback.api_methods:
+                    found.add((route, method.lower()))
+
+    walk(get_resolver().url_patterns, "")
+    return found
+
+
+@pytest.fixture
+def document(anon_api):
+    return anon_api.get("/api/schema").json()
+
+
+def schema_routes(document) -> set[tuple[str, str]]:
+    methods = {"get", "post", "put", "patch", "delete"}
+    return {(path, method) for path, item in document["paths"].items() for method in item if method in methods}
+
+
+def test_schema_lists_exactly_the_routes_in_the_urlconf(document):
+    routes = api_routes()
+    assert ("/api/jobs/{job_id}", "patch") in routes  # the walk itself works
+    assert schema_routes(document) == routes
+
+
+def test_schema_is_a_valid_openapi_document(document):
+    validator = pytest.importorskip("openapi_spec_validator")
+    validator.validate(document)
+
+
+def test_the_job_schema_has_every_field_the_api_sends(document, make_job):
+    from jobs.serializers import JOB_FIELDS, job_to_dict
+
+    job_schema = document["components"]["schemas"]["Job"]
+    assert set(job_schema["properties"]) == set(job_to_dict(make_job()))
+    input_fields = set(document["components"]["schemas"]["JobInput"]["properties"])
+    assert input_fields == {*JOB_FIELDS, "version"}
+
+
+def test_path_parameters_are_declared(document):
+    for path, item in document["paths"].items():
+        declared = {p["name"] for p in item.get("parameters", []) if p["in"] == "path"}
+        assert declared == set(re.findall(r"{(\w+)}", path)), path
+
+
+def check(document, response, name):
+    """Validate a real answer against components/schemas/<name>, and check the
+    schema promises that status for that operation."""
+    validator = jsonschema.Draft202012Validator(
+        {"$ref": f"#/components/schemas/{name}", "components": document["components"]},
+        format_checker=jsonschema.FormatChecker(),
+    )
+    validator.validate(response.json())
+
+
+def documented_statuses(document, path, method):
+    return set(document["paths"][path][method]["responses"])
+
+
+def test_real_answers_fit_the_schema(document, staff_api, make_job, cron_preview):
+    created = staff_api.post("/api/jobs", {"name": "s", "handler": "demo.echo", "cron_expression": "0 0 * * * *", "alert_emails": ["a@example.com"]})
+    assert "201" in documented_statuses(document, "/api/jobs", "post")
+    check(document, created, "Job")
+    job_id = created.json()["id"]
+    check(document, staff_api.get("/api/jobs"), "JobList")
+    check(document, staff_api.patch(f"/api/jobs/{job_id}", {"description": "d"}), "Job")
+    check(document, staff_api.post(f"/api/jobs/{job_id}/toggle"), "Job")
+    staff_api.post(f"/api/jobs/{job_id}/toggle")
+    check(document, staff_api.post(f"/api/jobs/{job_id}/run"), "Run")
+    Run.objects.create(job_id=job_id, scheduled_at=datetime(2026, 1, 1, tzinfo=dt_timezone.utc), trigger="schedule", status="skipped", skip_reason="overlap")
+    runs = staff_api.get(f"/api/jobs/{job_id}/runs", {"limit": 1})
+    check(document, runs, "RunPage")
+    assert runs.json()["next_cursor"]
+    run_id = runs.json()["results"][0]["id"]
+    check(document, staff_api.get(f"/api/runs/{run_id}"), "RunDetail")
+    check(document, staff_api.post(f"/api/runs/{run_id}/cancel"), "Run")
+    check(document, staff_api.get("/api/handlers"), "HandlerList")
+    check(document, staff_api.post("/api/tasks", {"handler": "demo.echo", "key": "k"}), "Run")
+    check(document, staff_api.post("/api/cron/preview", {"expression": "0 0 * * * *", "timezone": "Europe/Berlin"}), "Preview")
+
+
+@pytest.mark.parametrize(
+    "method,url,body,status,path",
+    [
+        ("post", "/api/jobs", {"name": ""}, "400", "/api/jobs"),
+        ("get", "/api/jobs/999999", None, "404", "/api/jobs/{job_id}"),
+        ("patch", "/api/jobs/{job}", {"version": 99}, "409", "/api/jobs/{job_id}"),
+        ("delete", "/api/jobs/{builtin}", None, "409", "/api/jobs/{job_id}"),
+        ("get", "/api/jobs/{job}/runs", {"limit": "0"}, "400", "/api/jobs/{job_id}/runs"),
+        ("post", "/api/cron/preview", {"expression": "x", "timezone": "No/Where"}, "400", "/api/cron/preview"),
+        ("post", "/api/tasks", {"handler": "demo.echo"}, "400", "/api/tasks"),
+    ],
+)
+def test_error_answers_fit_the_schema(document, staff_api, make_job, cron_preview, method, url, body, status, path):
+    from jobs.models import Job
+
+    job = make_job(name="e")
+    url = url.format(job=job.pk, builtin=Job.objects.get(builtin=True).pk)
+    response = getattr(staff_api, method)(url, body)
+    assert str(response.status_code) == status
+    assert status in documented_statuses(document, path, method)
+    check(document, response, "Error")
+
+
+def test_unauthenticated_and_forbidden_answers_fit_the_schema(document, anon_api, viewer_api):
+    check(document, anon_api.get("/api/jobs"), "Error")
+    check(document, viewer_api.post("/api/tasks", {"handler": "demo.echo", "key": "k"}), "Error")
+
+
+def test_a_task_run_fits_the_schema(document, staff_api):
+    run = services.enqueue("demo.echo", key="schema")
+    check(document, staff_api.get(f"/api/runs/{run.pk}"), "RunDetail")
