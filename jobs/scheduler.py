@@ -39,7 +39,8 @@ from typing import Callable
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
 from django.db.backends.signals import connection_created
-from django.db.models import Exists, Min, OuterRef
+from django.db.models import BooleanField, Min
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from jobs import alerts, leases
@@ -57,6 +58,18 @@ SWEEP_EVERY = timedelta(minutes=2)
 STALE_AFTER = timedelta(minutes=5)
 PLAN_BATCH = 500
 CLAIM_BATCH = 100
+# A finished run whose write can wait for a pass due within this long waits
+# for it, and is written in that pass's batch.
+COLLECT_WITHIN = timedelta(milliseconds=50)
+
+
+# A run is live (queued or running), written as literals: SQLite uses a
+# partial index (run_live_idx) only when the query states its condition that
+# way, never with bound parameters. With `status__in=Run.LIVE` the overlap
+# check walked every run the job ever had (bench: a job's whole history per
+# fire).
+LIVE_RUN = RawSQL("\"jobs_run\".\"status\" IN ('queued', 'running')", (), output_field=BooleanField())
+assert set(Run.LIVE) == {"queued", "running"}
 
 
 class WorkerIdInUse(Exception):
@@ -110,6 +123,14 @@ class Scheduler:
         # Set by a database error: a claim may have committed on the server
         # while this process saw only the error (see requeue_unstarted_claims).
         self._claims_uncertain = False
+        self._backlog = False  # a step stopped at its batch size
+        self._waiting_for_slots = False  # claim_queued filled every free slot
+        self._alerts_written = False  # this process wrote an alert since the outbox was read
+        self._alert_next: datetime | None = None  # see _next_alert()
+        self._alert_read_at: datetime | None = None
+        self._queued_next: datetime | None = None  # see _next_queued()
+        self._just_queued: dict[int, Run] = {}  # the runs the last plan_due queued
+        self._queued_read_at: datetime | None = None
         self._last_heartbeat: datetime | None = None
         self._last_node_renew: datetime | None = None
         self._last_sweep: datetime | None = None
@@ -211,7 +232,9 @@ class Scheduler:
 
     def recover(self, now: datetime) -> int:
         """Runs this worker left `running` (it died or was killed) are interrupted."""
-        stale = list(Run.objects.filter(status=Run.Status.RUNNING, worker_id=self.worker_id).select_related("job"))
+        stale = list(
+            Run.objects.filter(LIVE_RUN, status=Run.Status.RUNNING, worker_id=self.worker_id).select_related("job")
+        )
         for run in stale:
             if run.pk in self.pool.flights:
                 continue
@@ -239,16 +262,27 @@ class Scheduler:
         """Claim every due fire (up to a batch) and write its run."""
         if not self.is_leader(now):
             return False
-        busy = Run.objects.filter(job=OuterRef("pk"), status__in=Run.LIVE)
-        due = list(Job.objects.due(now).annotate(busy=Exists(busy))[:PLAN_BATCH])
+        due = list(Job.objects.due(now)[:PLAN_BATCH])
         if not due:
             return False
+        busy = set(Run.objects.filter(LIVE_RUN, job_id__in=[job.pk for job in due]).values_list("job_id", flat=True))
+        for job in due:
+            job.busy = job.pk in busy
+        self._backlog |= len(due) == PLAN_BATCH
         plans = [self.plan_fire(job, now) for job in due]
         try:
             with transaction.atomic():
+                claimed = []
                 for plan in plans:
-                    if not self.claim_fire(plan=plan, now=now) and not self._still_leader(now):
+                    if self._move_next_fire(plan, now):
+                        claimed.append(plan)
+                    elif not self._still_leader(now):
                         break
+                # One INSERT for the batch's runs, inside the claims' transaction.
+                created = Run.objects.bulk_create([run for plan in claimed for run in self._stamped(plan.runs)])
+            # claim_queued() starts these from memory: their rows and jobs
+            # were just read and written, no need to load them back.
+            self._just_queued = {run.pk: run for run in created if run.status == Run.Status.QUEUED and run.pk}
         except IntegrityError:
             # The unique (job, scheduled time, attempt) row stopped a duplicate:
             # redo one by one so the others still go through.
@@ -349,16 +383,22 @@ class Scheduler:
     def claim_fire(self, *, plan: FirePlan, now: datetime) -> bool:
         """The compare-and-set: only the process whose update moves the job's
         next fire time from the value it read writes the runs."""
+        if not self._move_next_fire(plan, now):
+            return False
+        Run.objects.bulk_create(self._stamped(plan.runs))
+        return True
+
+    def _stamped(self, runs: list[Run]) -> list[Run]:
+        """Runs carry the leader epoch that planned them."""
+        for run in runs:
+            run.planned_epoch = self.leader_epoch
+        return runs
+
+    def _move_next_fire(self, plan: FirePlan, now: datetime) -> bool:
         updates = {"next_fire_at": plan.new_next, "last_fire_at": plan.last_fire}
         if plan.disable:
             updates["state"] = Job.State.PAUSED
-        claimed = self._claimable(plan.job, plan.expected_next, now).update(**updates)
-        if not claimed:
-            return False
-        for run in plan.runs:
-            run.planned_epoch = self.leader_epoch
-        Run.objects.bulk_create(plan.runs)
-        return True
+        return bool(self._claimable(plan.job, plan.expected_next, now).update(**updates))
 
     def _claimable(self, job: Job, expected_next: datetime, now: datetime):
         claimable = Job.objects.filter(
@@ -410,25 +450,38 @@ class Scheduler:
         if self.draining or self.stopping:
             return False
         free = min(self.pool.free_slots, CLAIM_BATCH)
+        self._waiting_for_slots = free <= 0
         if free <= 0:
             return False
-        queued = (
-            Run.objects.filter(status=Run.Status.QUEUED, run_after__lte=now)
-            .order_by("run_after", "id")
-            .select_related("job")
-        )
+        queued = Run.objects.filter(status=Run.Status.QUEUED, run_after__lte=now).order_by("run_after", "id")
         if connection.vendor == "postgresql":
             queued = queued.select_for_update(skip_locked=True, of=("self",))
         with transaction.atomic():
-            runs = list(queued[:free])
-            if not runs:
+            ids = list(queued.values_list("id", flat=True)[:free])
+            if not ids:
                 return False
+            # Runs plan_due just wrote are in memory; only the others (retries,
+            # manual runs, tasks, other nodes' fires) are loaded, with their job.
+            known = self._just_queued
+            missing = [pk for pk in ids if pk not in known]
+            loaded = {run.pk: run for run in Run.objects.filter(pk__in=missing).select_related("job")} if missing else {}
+            runs = [run for pk in ids if (run := known.get(pk) or loaded.get(pk)) is not None]
+            self._just_queued = {pk: run for pk, run in known.items() if pk not in loaded and pk not in ids}
+            if len(runs) == free:
+                # Perhaps more queued: wait for slots, or go on if the batch limited us.
+                self._waiting_for_slots = free == self.pool.free_slots
+                self._backlog |= not self._waiting_for_slots
+            # started_at is when the run is handed to a worker, not when this
+            # pass began: the pass's own writes are part of a fire's lateness.
+            started = max(now, self.clock())
             Run.objects.filter(pk__in=[r.pk for r in runs], status=Run.Status.QUEUED).update(
-                status=Run.Status.RUNNING, worker_id=self.worker_id, started_at=now, heartbeat_at=now
+                status=Run.Status.RUNNING, worker_id=self.worker_id, started_at=started, heartbeat_at=started
             )
         for run in runs:
-            run.status, run.worker_id, run.started_at, run.heartbeat_at = Run.Status.RUNNING, self.worker_id, now, now
-            self._start(run, now)
+            run.status, run.worker_id, run.started_at, run.heartbeat_at = (
+                Run.Status.RUNNING, self.worker_id, started, started
+            )
+            self._start(run, started)
         return True
 
     def _start(self, run: Run, now: datetime) -> None:
@@ -466,19 +519,23 @@ class Scheduler:
         self.pool.start(flight, lambda: resolve_handler(kind, name))
 
     def collect(self, outcomes: list[Outcome], now: datetime) -> bool:
-        """Write finished runs back. Outcomes whose write fails (the database
-        went away) are kept and written on the next pass."""
+        """Write finished runs back, all in one transaction (one commit for the
+        batch, not one per run). If the write fails (the database went away)
+        the outcomes are kept and written on the next pass."""
         self._pending.extend(outcomes)
-        done = False
-        while self._pending:
-            outcome = self._pending[0]
-            flight = self.pool.flights.get(outcome.run_id)
-            if flight is not None:
-                self._finish(flight, outcome.status, now, result=outcome.result, error=outcome.error, log_text=outcome.log)
+        if not self._pending:
+            return False
+        batch = [(o, self.pool.flights[o.run_id]) for o in self._pending if o.run_id in self.pool.flights]
+        if batch:
+            with transaction.atomic():
+                for outcome, flight in batch:
+                    self._finish(
+                        flight, outcome.status, now, result=outcome.result, error=outcome.error, log_text=outcome.log
+                    )
+            for outcome, _ in batch:
                 self.pool.flights.pop(outcome.run_id, None)
-            self._pending.pop(0)
-            done = True
-        return done
+        self._pending.clear()
+        return True
 
     def enforce_deadlines(self, now: datetime) -> bool:
         expired = [f for f in self.pool.flights.values() if f.deadline <= now]
@@ -504,7 +561,9 @@ class Scheduler:
         job, all in one transaction."""
         started = run.started_at or now
         duration_ms = max(0, int((now - started).total_seconds() * 1000))
-        with transaction.atomic():
+        # No savepoint: inside collect()'s batch a failure rolls the whole
+        # batch back, and the batch is written again on the next pass.
+        with transaction.atomic(savepoint=False):
             touched = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
                 status=status,
                 finished_at=now,
@@ -525,6 +584,9 @@ class Scheduler:
         return True
 
     def _queue_retry(self, run: Run, now: datetime) -> Run:
+        run_after = now + timedelta(seconds=run.retry_interval_seconds)
+        if self._queued_next is None or run_after < self._queued_next:
+            self._queued_next = run_after
         return Run.objects.create(
             job_id=run.job_id,
             fire_id=run.fire_id,
@@ -532,7 +594,7 @@ class Scheduler:
             attempt=run.attempt + 1,
             trigger=run.trigger,
             status=Run.Status.QUEUED,
-            run_after=now + timedelta(seconds=run.retry_interval_seconds),
+            run_after=run_after,
             max_retries=run.max_retries,
             retry_interval_seconds=run.retry_interval_seconds,
             timeout_seconds=run.timeout_seconds,
@@ -546,6 +608,16 @@ class Scheduler:
     def _record_on_job(self, run: Run, *, final: bool, now: datetime) -> None:
         """The job's last status, its consecutive failed fires, and the crash
         at the threshold. A fire counts once, after its last attempt."""
+        last = dict(last_status=run.status, last_error=run.error[:4000], last_duration_ms=run.duration_ms)
+        wants_notice = run.job is not None and run.job.notify_recovered
+        if not final or (run.status == Run.Status.SUCCEEDED and not wants_notice):
+            # The common case needs no read: one UPDATE, no row lock held. (A
+            # job that asked for recovery notices takes the long way: the
+            # notice depends on its state and its latest alert.)
+            if final:
+                last["consecutive_failures"] = 0
+            Job.objects.filter(pk=run.job_id).update(**last)
+            return
         job = Job.objects.select_for_update().get(pk=run.job_id)
         job.last_status = run.status
         job.last_error = run.error[:4000]
@@ -567,8 +639,9 @@ class Scheduler:
         job.save(update_fields=fields)
         if crashed:
             alerts.on_crash(job=job, run=run, now=now)
+            self._alerts_written = True
         elif succeeded:
-            alerts.on_success(job=job, run=run, now=now)
+            self._alerts_written |= alerts.on_success(job=job, run=run, now=now) is not None
 
     # -- liveness ----------------------------------------------------------------
 
@@ -627,7 +700,8 @@ class Scheduler:
         # heartbeat every few seconds.
         alive_elsewhere = leases.live_node_holders(now=now) - {self.worker_id}
         stale = (
-            Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER)
+            # LIVE_RUN: read the small partial index, not the whole history.
+            Run.objects.filter(LIVE_RUN, status=Run.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER)
             .exclude(worker_id__in=alive_elsewhere)
             .exclude(pk__in=list(self.pool.flights))
             .select_related("job")
@@ -645,8 +719,33 @@ class Scheduler:
         return bool(count)
 
     def send_alerts(self, now: datetime) -> bool:
-        """Write back finished sends; hand the next due alert to the sender thread."""
-        return self.alert_sender.step(now)
+        """Write back finished sends; hand the next due alert to the sender
+        thread. The outbox is read when an alert is due (by the time read
+        from it at most a POLL ago), when this process just wrote one, or
+        while a send is in flight: not in every pass, which at hundreds of
+        passes a second cost more than a fire."""
+        sender = self.alert_sender
+        if sender.in_flight is None and not self._alerts_written and not self._alert_due(now):
+            return False
+        did = sender.step(now)
+        self._alert_read_at = None  # what is due next changed
+        return did
+
+    def _alert_due(self, now: datetime) -> bool:
+        next_alert = self._next_alert(now)
+        return next_alert is not None and next_alert <= now
+
+    def _next_alert(self, now: datetime) -> datetime | None:
+        """When the next pending alert is due, read at most once per POLL."""
+        if (
+            self._alerts_written
+            or self._alert_read_at is None
+            or not timedelta(0) <= now - self._alert_read_at < POLL
+        ):
+            self._alert_next = self.alert_sender.next_wakeup(now)
+            self._alert_read_at = now
+            self._alerts_written = False
+        return self._alert_next
 
     # -- the loop ---------------------------------------------------------------
 
@@ -694,31 +793,62 @@ class Scheduler:
             )["m"]
         if next_fire is not None:
             candidates.append(next_fire)
-        if self.pool.free_slots > 0:
-            next_queued = Run.objects.filter(status=Run.Status.QUEUED).aggregate(m=Min("run_after"))["m"]
-            if next_queued is not None:
-                candidates.append(next_queued)
+        if self.pool.free_slots > 0 and (next_queued := self._next_queued(now)) is not None:
+            candidates.append(next_queued)
         candidates.extend(f.deadline for f in self.pool.flights.values())
         if self.pool.flights and self._last_heartbeat is not None:
             candidates.append(self._last_heartbeat + HEARTBEAT_EVERY)
-        if (next_alert := self.alert_sender.next_wakeup(now)) is not None:
+        if self.alert_sender.in_flight is not None:
+            candidates.append(self.alert_sender.next_wakeup(now))
+        elif (next_alert := self._next_alert(now)) is not None:
             candidates.append(next_alert)
         return min(candidates)
 
+    def _next_queued(self, now: datetime) -> datetime | None:
+        """When a queued run next becomes due, read from the database once
+        per POLL (and lowered at once by the retries this process queues):
+        runs due now are claim_queued's business in every pass; this is for
+        the ones waiting for their run_after."""
+        if self._queued_read_at is None or not timedelta(0) <= now - self._queued_read_at < POLL:
+            self._queued_next = (
+                Run.objects.filter(status=Run.Status.QUEUED, run_after__gt=now).aggregate(m=Min("run_after"))["m"]
+            )
+            self._queued_read_at = now
+        if self._queued_next is not None and self._queued_next <= now:
+            self._queued_read_at = None  # due: the pass it wakes claims it; read again after
+        return self._queued_next
+
     def run_forever(self, *, once: bool = False) -> None:
+        """Pass, sleep until the next thing is due, repeat. An outcome arriving
+        in between only queues its write for the next pass, unless that pass
+        is more than COLLECT_WITHIN away or a queued run is waiting for the
+        slot it frees: a finished run is not worth a pass of its own."""
         self.start(self.clock())
         if self.clustered and not once:
             self.listener = WakeListener.for_django_connection(connection, self.pool.wake)
             self.listener.start()
         backoff = 0.5
+        wake_at: datetime | None = None  # None: pass now
         while not self.stopping:
             try:
-                if self.run_pass(self.clock()) and not once:
-                    continue  # more may be due right away (a full batch)
-                if once:
-                    break
-                timeout = (self.next_wakeup(self.clock()) - self.clock()).total_seconds()
-                self._pending.extend(self.pool.wait(timeout))
+                if wake_at is None or self.clock() >= wake_at:
+                    self._backlog = False
+                    did = self.run_pass(self.clock())
+                    if once:
+                        break
+                    if did and self._backlog:
+                        wake_at = None
+                        continue  # a step stopped at its batch size: more is due right away
+                    wake_at = self.next_wakeup(self.clock())
+                outcomes = self.pool.wait((wake_at - self.clock()).total_seconds())
+                if outcomes:
+                    self._pending.extend(outcomes)
+                    if self._waiting_for_slots:
+                        wake_at = None
+                    elif wake_at - self.clock() > COLLECT_WITHIN:
+                        self.collect([], self.clock())
+                elif self.clock() < wake_at:
+                    wake_at = None  # woken early: a signal or a notification
                 backoff = 0.5
             except DatabaseError as exc:
                 log.error("database error, retrying in %.1f s: %s", backoff, exc)
@@ -727,6 +857,7 @@ class Scheduler:
                 connection.close()
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 5)
+                wake_at = None
         if once:
             self.wait_for_flights()
         self.drain()

@@ -1,11 +1,13 @@
 """Runs handlers in threads, so the scheduler loop never waits on one.
 
-Each run gets its own daemon thread. A run that passes its deadline (or is
-cancelled) has its `cancelled` event set and is *abandoned*: its slot is
-freed at once and its outcome, if it ever comes, is ignored. Python cannot
-kill a thread, so a handler that ignores `cancelled` keeps its thread until it
-returns; it no longer holds a worker slot. `abandoned_count` says how many
-such threads are still alive.
+Each run is handed to an idle daemon worker thread; a new one is started
+only when none is idle (starting a thread per run cost the loop more than a
+no-op handler does). A run that passes its deadline (or is cancelled) has
+its `cancelled` event set and is *abandoned*: its slot is freed at once and
+its outcome, if it ever comes, is ignored. Python cannot kill a thread, so a
+handler that ignores `cancelled` keeps its thread until it returns; it no
+longer holds a worker slot. `abandoned_count` says how many such handlers
+are still running.
 """
 
 import queue
@@ -46,6 +48,7 @@ class Flight:
     ctx: JobContext
     thread: threading.Thread | None = None
     log_flushed: int = field(default=0)
+    done: threading.Event = field(default_factory=threading.Event)
 
 
 def resolve_handler(kind: str, name: str) -> JobHandler:
@@ -62,11 +65,17 @@ def resolve_handler(kind: str, name: str) -> JobHandler:
 
 
 class WorkerPool:
+    IDLE_EXIT_SECONDS = 60.0  # an idle worker thread that long unused exits
+
     def __init__(self, size: int):
         self.size = size
         self.flights: dict[int, Flight] = {}
-        self._abandoned: list[threading.Thread] = []
+        self._abandoned: list[Flight] = []
         self._outcomes: queue.SimpleQueue = queue.SimpleQueue()
+        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._idle = 0
+        self._idle_lock = threading.Lock()
+        self._threads = 0
 
     @property
     def free_slots(self) -> int:
@@ -74,24 +83,27 @@ class WorkerPool:
 
     @property
     def abandoned_count(self) -> int:
-        self._abandoned = [t for t in self._abandoned if t.is_alive()]
+        self._abandoned = [f for f in self._abandoned if not f.done.is_set()]
         return len(self._abandoned)
 
     def start(self, flight: Flight, make_handler: Callable[[], JobHandler]) -> None:
-        thread = threading.Thread(
-            target=self._execute, args=(flight, make_handler), name=f"run-{flight.run_id}", daemon=True
-        )
-        flight.thread = thread
         self.flights[flight.run_id] = flight
-        thread.start()
+        with self._idle_lock:
+            spawn = self._idle == 0
+            if not spawn:
+                self._idle -= 1
+        self._work.put((flight, make_handler))
+        if spawn:
+            self._threads += 1
+            threading.Thread(target=self._worker, name=f"worker-{self._threads}", daemon=True).start()
 
     def abandon(self, run_id: int) -> Flight | None:
         """Stop waiting for a run: ask it to stop and free its slot."""
         flight = self.flights.pop(run_id, None)
         if flight is not None:
             flight.ctx.cancelled.set()
-            if flight.thread is not None and flight.thread.is_alive():
-                self._abandoned.append(flight.thread)
+            if not flight.done.is_set():
+                self._abandoned.append(flight)
         return flight
 
     def wake(self) -> None:
@@ -114,7 +126,29 @@ class WorkerPool:
             except queue.Empty:
                 return outcomes
 
-    def _execute(self, flight: Flight, make_handler: Callable[[], JobHandler]) -> None:
+    def _worker(self) -> None:
+        """Take runs off the work queue until idle for IDLE_EXIT_SECONDS. The
+        thread that starts a worker hands it its first run, so a fresh thread
+        counts as busy, never idle, until that run is done."""
+        while True:
+            try:
+                flight, make_handler = self._work.get(timeout=self.IDLE_EXIT_SECONDS)
+            except queue.Empty:
+                with self._idle_lock:
+                    if self._idle > 0 and self._work.empty():
+                        self._idle -= 1
+                        return
+                continue
+            flight.thread = threading.current_thread()
+            outcome = self._execute(flight, make_handler)
+            flight.done.set()
+            # Idle before the outcome is seen, so the run the loop starts next
+            # can reuse this thread instead of starting another.
+            with self._idle_lock:
+                self._idle += 1
+            self._outcomes.put(outcome)
+
+    def _execute(self, flight: Flight, make_handler: Callable[[], JobHandler]) -> Outcome:
         ctx = flight.ctx
         try:
             handler = make_handler()
@@ -133,4 +167,4 @@ class WorkerPool:
         except Exception:  # noqa: BLE001 - the outcome matters more than a close error
             pass
         outcome.log = ctx.log_text()
-        self._outcomes.put(outcome)
+        return outcome

@@ -629,6 +629,27 @@ def test_retention_deletes_old_finished_runs_and_keeps_the_rest(make_job, settin
     assert set(Run.objects.values_list("pk", flat=True)) == {recent.pk, stuck.pk}
 
 
+def test_retention_keeps_alerts_of_deleted_runs_without_their_run(make_job):
+    # The batch delete is one DELETE statement, not the ORM's delete(): the
+    # alert's on_delete=SET_NULL must still hold.
+    from django.utils import timezone
+
+    from jobs.handlers.builtin import delete_runs_before
+    from jobs.models import Alert
+
+    job = make_job(next_fire_at=T0)
+    now = timezone.now()
+    run = Run.objects.create(job=job, scheduled_at=now - timedelta(days=40), trigger="schedule", status="failed")
+    alert = Alert.objects.create(
+        job=job, run=run, kind=Alert.Kind.CRASH, status=Alert.Status.SENT, subject="s", body_text="t", body_html="h",
+        message_id="<m@x>",
+    )
+    assert delete_runs_before(now - timedelta(days=30)) == 1
+    alert.refresh_from_db()
+    assert alert.run_id is None
+    assert not Run.objects.filter(pk=run.pk).exists()
+
+
 def test_retention_job_is_builtin_visible_and_scheduled(db, clock):
     job = Job.objects.get(builtin=True, handler="cronboard.retention")
     assert job.cron_expression == "0 30 3 * * ?"

@@ -1,0 +1,279 @@
+"""`bench scheduler`: N interval jobs with a no-op handler, fired by real
+`runscheduler` processes; the figures come from the runs table.
+
+Runs in the child, on the throw-away database. The jobs are written with
+their first fires an hour ahead; once every scheduler is up, one UPDATE moves
+them to start `LEAD` seconds later, spread evenly over the first interval, so
+start-up time never counts as lateness.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Count, F
+from django.utils import timezone
+
+from jobs.bench.report import fmt, summary, table
+from jobs.models import Job, Lease, Run
+
+NOOP = "bench.noop"
+HANDLER_MODULE = "jobs.handlers.bench"
+LEAD = timedelta(seconds=2)
+PARKED = timedelta(hours=1)
+
+
+@dataclass
+class Window:
+    start: datetime
+    end: datetime
+
+
+class Schedulers:
+    """K `manage.py runscheduler` processes on the throw-away database."""
+
+    def __init__(self, count: int, workdir: Path, *, env: dict | None = None):
+        self.count = count
+        self.workdir = workdir
+        self.env = env or {}
+        self.procs: list[subprocess.Popen] = []
+        self.worker_ids = [f"bench-{n + 1}" for n in range(count)]
+
+    def start(self, timeout: float = 60) -> None:
+        for worker_id in self.worker_ids:
+            env = {
+                **os.environ,
+                "JOBS_WORKER_ID": worker_id,
+                "JOBS_HANDLER_MODULES": HANDLER_MODULE,
+                "JOBS_SHUTDOWN_GRACE": "5",
+                "PYTHONUNBUFFERED": "1",
+                **self.env,
+            }
+            log = open(self.workdir / f"{worker_id}.log", "w")
+            self.procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(settings.BASE_DIR / "manage.py"), "runscheduler"],
+                    cwd=settings.BASE_DIR,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+        names = [f"node:{w}" for w in self.worker_ids]
+        deadline = time.monotonic() + timeout
+        while Lease.objects.filter(name__in=names, expires_at__isnull=False).count() < self.count:
+            for proc, worker_id in zip(self.procs, self.worker_ids):
+                if proc.poll() is not None:
+                    raise RuntimeError(f"scheduler {worker_id} exited at start:\n{self.log(worker_id)}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("the schedulers did not start in time")
+            time.sleep(0.1)
+
+    def peak_rss_mb(self) -> list[float]:
+        """VmHWM (peak resident set) of each scheduler, in MB."""
+        peaks = []
+        for proc in self.procs:
+            try:
+                status = Path(f"/proc/{proc.pid}/status").read_text()
+            except OSError:
+                peaks.append(None)
+                continue
+            kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+            peaks.append(round(kb / 1024, 1))
+        return peaks
+
+    def cpu_seconds(self) -> list[float]:
+        """User + system CPU time each scheduler has used so far: a figure the
+        other load on a shared machine disturbs far less than lateness."""
+        ticks = os.sysconf("SC_CLK_TCK")
+        out = []
+        for proc in self.procs:
+            try:
+                fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                out.append(None)
+                continue
+            out.append((int(fields[11]) + int(fields[12])) / ticks)
+        return out
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+    def log(self, worker_id: str) -> str:
+        return (self.workdir / f"{worker_id}.log").read_text()[-4000:]
+
+
+def seed_jobs(count: int, interval: int, *, first_at: datetime, prefix: str = "bench") -> None:
+    """`count` interval jobs whose first fires are spread evenly over one interval."""
+    step = timedelta(seconds=interval) / max(count, 1)
+    batch = 5000
+    with transaction.atomic():
+        for start in range(0, count, batch):
+            Job.objects.bulk_create(
+                [
+                    Job(
+                        name=f"{prefix}-{n:06d}",
+                        handler=NOOP,
+                        schedule_type=Job.ScheduleType.INTERVAL,
+                        interval_seconds=interval,
+                        timeout_seconds=60,
+                        alert_threshold=0,
+                        next_fire_at=first_at + n * step,
+                    )
+                    for n in range(start, min(count, start + batch))
+                ]
+            )
+
+
+def park_other_jobs() -> None:
+    """The built-in jobs (retention) stay out of the way."""
+    Job.objects.exclude(handler=NOOP).update(state=Job.State.PAUSED, next_fire_at=None)
+
+
+def release_jobs(parked_at: datetime, *, lead: timedelta = LEAD) -> datetime:
+    """Move the parked first fires to start `lead` from now; returns that start."""
+    start = timezone.now() + lead
+    Job.objects.filter(handler=NOOP).update(next_fire_at=F("next_fire_at") - (parked_at - start))
+    return start
+
+
+def wait_settled(end: datetime, timeout: float) -> None:
+    """Until every fire due before `end` has been planned and has finished."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        due = Job.objects.filter(handler=NOOP, state=Job.State.ENABLED, next_fire_at__lt=end).exists()
+        live = Run.objects.filter(job__handler=NOOP, scheduled_at__lt=end, status__in=Run.LIVE).exists()
+        if not due and not live:
+            return
+        time.sleep(0.2)
+
+
+def expected_fires(window: Window) -> set[tuple[int, datetime]]:
+    """Each job's grid of fire times inside the window."""
+    fires = set()
+    for job_id, interval in Job.objects.filter(handler=NOOP).values_list("id", "interval_seconds"):
+        fires.update(_grid(job_id, interval, window))
+    return fires
+
+
+_first_fires: dict[int, datetime] = {}
+
+
+def _grid(job_id: int, interval: int, window: Window):
+    at = _first_fires[job_id]
+    step = timedelta(seconds=interval)
+    while at < window.end:
+        if at >= window.start:
+            yield job_id, at
+        at += step
+
+
+def measure(window: Window) -> dict:
+    """The figures for fires scheduled inside the window, from the runs table."""
+    runs = Run.objects.filter(
+        job__handler=NOOP,
+        trigger__in=Run.SCHEDULED_TRIGGERS,
+        scheduled_at__gte=window.start,
+        scheduled_at__lt=window.end,
+    )
+    started = list(runs.filter(started_at__isnull=False).values_list("job_id", "scheduled_at", "started_at", "result"))
+    ran = {(job_id, at) for job_id, at, _, _ in started}
+    expected = expected_fires(window)
+    duplicates = sum(
+        n - 1
+        for n in Run.objects.filter(job__handler=NOOP, trigger__in=Run.SCHEDULED_TRIGGERS)
+        .values("job_id", "scheduled_at", "attempt")
+        .annotate(n=Count("id"))
+        .filter(n__gt=1)
+        .values_list("n", flat=True)
+    )
+    seconds = (window.end - window.start).total_seconds()
+    handler_lateness = [int(r) / 1000 for *_, r in started if r.lstrip("-").isdigit()]
+    return {
+        "fires_expected": len(expected),
+        "fires_run": len(ran),
+        "duplicates": duplicates,
+        "missed": len(expected - ran),
+        "lateness_ms": summary((s - at).total_seconds() * 1000 for _, at, s, _ in started),
+        "fires_per_s": round(len(ran) / seconds, 1),
+        # Not in --json: a cross-check of started_at, and fires off the grid.
+        "_handler_lateness_ms": summary(handler_lateness),
+        "_unexpected": len(ran - expected),
+        "_skipped": runs.filter(status=Run.Status.SKIPPED).count(),
+    }
+
+
+def run(options: dict, workdir: Path) -> dict:
+    jobs, interval, duration = options["jobs"], options["interval"], options["duration"]
+    schedulers = Schedulers(options["schedulers"], workdir)
+    park_other_jobs()
+    parked_at = timezone.now() + PARKED
+    seed_jobs(jobs, interval, first_at=parked_at)
+    schedulers.start()
+    try:
+        # Releasing 100,000 jobs takes a moment: give the scheduler time to see them.
+        start = release_jobs(parked_at, lead=LEAD + timedelta(seconds=jobs / 50_000))
+        _first_fires.clear()
+        _first_fires.update(Job.objects.filter(handler=NOOP).values_list("id", "next_fire_at"))
+        window = Window(start, start + timedelta(seconds=duration))
+        time.sleep(max(0.0, (window.start - timezone.now()).total_seconds()))
+        cpu_before = schedulers.cpu_seconds()
+        time.sleep(max(0.0, (window.end - timezone.now()).total_seconds()))
+        cpu = [b - a for a, b in zip(cpu_before, schedulers.cpu_seconds())]
+        wait_settled(window.end, timeout=options.get("settle", 10))
+        rss = schedulers.peak_rss_mb()
+    finally:
+        schedulers.stop()
+    figures = measure(window)
+    figures["rss_mb"] = rss
+    figures["_cpu_ms_per_fire"] = round(sum(cpu) * 1000 / max(1, figures["fires_run"]), 2)
+    figures["_cpu_share"] = [round(c / duration, 3) for c in cpu]
+    return figures
+
+
+def public(figures: dict) -> dict:
+    """Exactly the keys the --json output promises."""
+    keys = ["fires_expected", "fires_run", "duplicates", "missed", "lateness_ms", "fires_per_s", "rss_mb"]
+    return {k: figures[k] for k in keys}
+
+
+def render(options: dict, figures: dict) -> str:
+    lat, hl = figures["lateness_ms"], figures["_handler_lateness_ms"]
+    rows = [
+        ("fires expected", fmt(figures["fires_expected"])),
+        ("fires run", fmt(figures["fires_run"])),
+        ("duplicates", fmt(figures["duplicates"])),
+        ("missed", fmt(figures["missed"])),
+        ("skipped (misfire / overlap)", fmt(figures["_skipped"])),
+        ("fires off the expected grid", fmt(figures["_unexpected"])),
+        ("lateness p50 (started_at − scheduled_at)", fmt(lat["p50"], "ms")),
+        ("lateness p95", fmt(lat["p95"], "ms")),
+        ("lateness p99", fmt(lat["p99"], "ms")),
+        ("lateness max", fmt(lat["max"], "ms")),
+        ("handler start lateness p99 / max", f"{fmt(hl['p99'])} / {fmt(hl['max'], 'ms')}"),
+        ("fires per second", fmt(figures["fires_per_s"])),
+        ("scheduler CPU per fire", fmt(figures["_cpu_ms_per_fire"], "ms")),
+        ("scheduler CPU use (1.0 = one core)", " / ".join(fmt(c) for c in figures["_cpu_share"])),
+    ]
+    for n, mb in enumerate(figures["rss_mb"], 1):
+        rows.append((f"peak RSS, scheduler {n}", fmt(mb, "MB")))
+    head = (
+        f"bench scheduler: {options['jobs']:,} jobs × {options['interval']} s for {options['duration']:g} s, "
+        f"{options['schedulers']} scheduler(s), {connection.vendor}"
+    )
+    return head + "\n" + table(rows)

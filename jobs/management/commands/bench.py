@@ -1,0 +1,175 @@
+"""python manage.py bench <scheduler|preview|pages|retention> [options] [--json]
+
+Benchmarks that print figures. Each creates its own throw-away database (a
+temporary SQLite file, or a new database on the PostgreSQL server named by
+--database-url) and never touches the configured one; see jobs/bench/.
+"""
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from jobs.bench import throwaway
+
+
+class Command(BaseCommand):
+    help = "Benchmarks: scheduler throughput and lateness, cron preview, console pages, retention."
+    # The parent never opens the configured database; the checks need not either.
+    requires_system_checks = []
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="what", required=True)
+
+        p = sub.add_parser("scheduler", help="N interval jobs with a no-op handler, fired by real runscheduler processes")
+        p.add_argument("--jobs", type=int, default=1000)
+        p.add_argument("--interval", type=int, default=5, help="seconds between fires of one job (≥ 5)")
+        p.add_argument("--duration", type=float, default=60, help="seconds of fires measured")
+        p.add_argument("--schedulers", type=int, default=1, help="scheduler processes (PostgreSQL only for > 1)")
+        p.add_argument(
+            "--find-max",
+            action="store_true",
+            help="raise the load until lateness p99 passes 1 s or fires go missing; report the highest sustained fires/s",
+        )
+        p.add_argument("--start-rate", type=int, default=200, help="--find-max: the first load, in fires/s")
+        self._common(p)
+
+        p = sub.add_parser("preview", help="cron parse + next five fire times, beside croniter")
+        p.add_argument("--repeat", type=int, default=200, help="timings per expression")
+        self._common(p, database=False)
+
+        p = sub.add_parser("pages", help="console pages over a big, bulk-seeded history")
+        p.add_argument("--jobs", type=int, default=10_000)
+        p.add_argument("--runs", type=int, default=1_000_000)
+        p.add_argument("--repeat", type=int, default=30, help="timed requests per page")
+        self._common(p)
+
+        p = sub.add_parser("retention", help="the retention job deleting expired runs while the scheduler fires")
+        p.add_argument("--runs", type=int, default=1_000_000)
+        p.add_argument("--jobs", type=int, default=1000, help="jobs firing meanwhile (every 5 s)")
+        p.add_argument("--before", type=float, default=20, help="seconds of fires measured before the cleanup")
+        self._common(p)
+
+    @staticmethod
+    def _common(p, *, database=True):
+        p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+        if database:
+            p.add_argument(
+                "--database-url",
+                default="",
+                help="a PostgreSQL server (postgres://user@host:port/any): a fresh database is created on it "
+                "and dropped afterwards. Default: a temporary SQLite file.",
+            )
+            p.add_argument("--keep", action="store_true", help="keep the throw-away database and logs (for debugging)")
+
+    def handle(self, *args, what, **options):
+        if throwaway.inside():
+            return self.inside(what)
+        if what == "preview":
+            # Nothing to store: no database, no child.
+            from jobs.bench import preview
+
+            rows = preview.run(options)
+            self.stdout.write(json.dumps({"expressions": rows}) if options["json"] else preview.render(rows))
+            return
+        options = {k: v for k, v in options.items() if k not in ("verbosity", "settings", "pythonpath", "traceback", "no_color", "force_color", "skip_checks")}
+        if what == "scheduler":
+            self._check_scheduler_options(options)
+            if options["find_max"]:
+                return self.find_max(options)
+        self.in_child(what, options)
+
+    def _check_scheduler_options(self, options):
+        if options["interval"] < 5:
+            raise CommandError("--interval: the minimum interval is 5 s")
+        if options["schedulers"] < 1 or options["jobs"] < 1 or options["duration"] <= 0:
+            raise CommandError("--jobs, --schedulers and --duration must be positive")
+        if options["schedulers"] > 1 and not options["database_url"]:
+            raise CommandError("SQLite is single-node: --schedulers > 1 needs --database-url postgres://…")
+
+    def in_child(self, what: str, options: dict, *, capture: bool = False):
+        db = throwaway.create(options.get("database_url") or None)
+        try:
+            result = throwaway.run_child(db, what, options, capture=capture)
+        finally:
+            if options.get("keep"):
+                self.stderr.write(f"kept: {db.url} (work directory {db.workdir})")
+            else:
+                db.drop()
+        if result.returncode != 0:
+            raise CommandError(f"bench {what} failed (exit status {result.returncode})")
+        return result.stdout
+
+    def inside(self, what: str):
+        """The child: the benchmark itself, on the throw-away database."""
+        from django.core.management import call_command
+
+        options, workdir = throwaway.ensure_inside()
+        if what != "preview":
+            call_command("migrate", verbosity=0, interactive=False)
+        if what == "scheduler":
+            from jobs.bench import scheduler as bench
+
+            figures = bench.run(options, workdir)
+            out = json.dumps(bench.public(figures)) if options["json"] else bench.render(options, figures)
+        elif what == "retention":
+            from jobs.bench import retention as bench
+
+            figures = bench.run(options, workdir)
+            out = json.dumps(figures) if options["json"] else bench.render(options, figures)
+        else:
+            from jobs.bench import pages as bench
+
+            figures = bench.run(options)
+            out = json.dumps(figures) if options["json"] else bench.render(figures)
+        self.stdout.write(out)
+
+    def find_max(self, options: dict):
+        """Raise the load until lateness p99 passes 1 s or fires go missing;
+        each step on a fresh database."""
+        from jobs.bench import scheduler as bench
+        from jobs.bench.report import fmt, table
+
+        rate, best, steps = options["start_rate"], None, []
+        good, bad = None, None
+        while len(steps) < 12:
+            step = {**options, "find_max": False, "json": True, "jobs": max(1, round(rate * options["interval"]))}
+            figures = json.loads(self.in_child("scheduler", step, capture=True))
+            ok = figures["missed"] == 0 and figures["duplicates"] == 0 and (figures["lateness_ms"]["p99"] or 0) <= 1000
+            steps.append({"target_fires_per_s": rate, "jobs": step["jobs"], "ok": ok, **figures})
+            if not options["json"]:
+                self.stderr.write(
+                    f"  {rate:>6,} fires/s target: {figures['fires_per_s']:,} run, p99 "
+                    f"{fmt(figures['lateness_ms']['p99'], 'ms')}, missed {figures['missed']:,} → {'ok' if ok else 'over'}"
+                )
+            if ok:
+                good = rate
+                best = max(best or 0, figures["fires_per_s"])
+            else:
+                bad = rate
+            if bad is None:
+                rate = int(rate * 1.5)
+            elif good is None or bad - good <= max(50, good // 10):
+                break
+            else:
+                rate = (good + bad) // 2
+        result = {"max_sustained_fires_per_s": best, "steps": steps}
+        if options["json"]:
+            self.stdout.write(json.dumps(result))
+            return
+        rows = [
+            (
+                fmt(s["target_fires_per_s"]),
+                fmt(s["jobs"]),
+                fmt(s["fires_per_s"]),
+                fmt(s["lateness_ms"]["p99"], "ms"),
+                fmt(s["missed"]),
+                fmt(s["duplicates"]),
+                "ok" if s["ok"] else "over",
+            )
+            for s in steps
+        ]
+        self.stdout.write(
+            f"bench scheduler --find-max: {options['interval']} s interval jobs, {options['duration']:g} s per step\n"
+            + table(rows, ["target fires/s", "jobs", "fires/s run", "p99", "missed", "dup", ""])
+            + f"\nhighest sustained: {fmt(best)} fires/s"
+        )

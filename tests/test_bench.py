@@ -1,0 +1,55 @@
+"""`manage.py bench`: the commands run and report consistent figures. No
+timing assertions: the figures depend on the machine."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+def bench(*args, env=None):
+    result = subprocess.run(
+        [sys.executable, "manage.py", "bench", *args],
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_bench_scheduler_json_has_the_promised_keys_and_no_duplicates(tmp_path):
+    # The configured database must not be touched: point it at a file that
+    # does not exist and check it still does not afterwards.
+    configured = tmp_path / "configured.sqlite3"
+    figures = json.loads(
+        bench("scheduler", "--jobs", "5", "--duration", "3", "--json", env={"DATABASE_URL": f"sqlite:///{configured}"})
+    )
+    assert set(figures) == {"fires_expected", "fires_run", "duplicates", "missed", "lateness_ms", "fires_per_s", "rss_mb"}
+    assert set(figures["lateness_ms"]) == {"p50", "p95", "p99", "max"}
+    assert figures["fires_expected"] == 3, "5 jobs × 5 s, first fires spread over 5 s, 3 s measured"
+    assert figures["duplicates"] == 0
+    assert figures["missed"] == 0
+    assert figures["fires_run"] == 3
+    assert len(figures["rss_mb"]) == 1 and figures["rss_mb"][0] > 0
+    assert not configured.exists()
+
+
+def test_bench_refuses_several_schedulers_on_sqlite():
+    result = subprocess.run(
+        [sys.executable, "manage.py", "bench", "scheduler", "--schedulers", "2"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "SQLite is single-node" in result.stderr
