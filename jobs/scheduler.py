@@ -540,15 +540,17 @@ class Scheduler:
     def enforce_deadlines(self, now: datetime) -> bool:
         expired = [f for f in self.pool.flights.values() if f.deadline <= now]
         for flight in expired:
-            self._finish(
-                flight,
-                Run.Status.TIMED_OUT,
-                now,
-                error=f"timed out after {flight.timeout_seconds} s; the handler was asked to stop",
-                log_text=flight.ctx.log_text(),
+            self._stop_waiting(
+                flight, Run.Status.TIMED_OUT, now, f"timed out after {flight.timeout_seconds} s; the handler was asked to stop"
             )
-            self.pool.abandon(flight.run_id)
         return bool(expired)
+
+    def _stop_waiting(self, flight: Flight, status: str, now: datetime, error: str) -> None:
+        """Record a run this process gives up on (timeout, cancel, shutdown)
+        with the log it has so far, then free its slot; the handler is told
+        to stop and its late outcome is ignored."""
+        self._finish(flight, status, now, error=error, log_text=flight.ctx.log_text())
+        self.pool.abandon(flight.run_id)
 
     def _finish(self, flight: Flight, status: str, now: datetime, *, result="", error="", log_text="") -> None:
         self._record(flight.ctx.run, status, now, result=result, error=error, log_text=log_text)
@@ -669,10 +671,9 @@ class Scheduler:
             if flight is None:
                 continue
             if flight.is_task:
-                self._finish(flight, Run.Status.FAILED, now, error="task cancelled", log_text=flight.ctx.log_text())
+                self._stop_waiting(flight, Run.Status.FAILED, now, "task cancelled")
             else:
-                self._finish(flight, Run.Status.CANCELLED, now, error="cancelled by an admin", log_text=flight.ctx.log_text())
-            self.pool.abandon(run_id)
+                self._stop_waiting(flight, Run.Status.CANCELLED, now, "cancelled by an admin")
         return True
 
     def renew_node_lease(self, now: datetime) -> None:
@@ -907,15 +908,14 @@ class Scheduler:
                     error="scheduler stopped, task requeued",
                     log=cap_message(flight.ctx.log_text(), self.max_message_chars),
                 )
+                self.pool.abandon(flight.run_id)
             else:
-                self._finish(
+                self._stop_waiting(
                     flight,
                     Run.Status.INTERRUPTED,
                     now,
-                    error=f"the scheduler stopped (shutdown grace of {grace:g} s ran out) before the run finished",
-                    log_text=flight.ctx.log_text(),
+                    f"the scheduler stopped (shutdown grace of {grace:g} s ran out) before the run finished",
                 )
-            self.pool.abandon(flight.run_id)
         self.alert_sender.stop(self.clock, wait=min(grace, settings.EMAIL_TIMEOUT))
         if self.listener is not None:
             self.listener.stop()
