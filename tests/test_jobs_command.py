@@ -88,6 +88,7 @@ def test_import_is_all_or_nothing_and_lists_every_error(tmp_path):
         {**GOOD, "name": "bad-zone", "timezone": "Mars/Olympus"},
         {**GOOD, "name": "bad-handler", "handler": "no.such.handler"},
         {**GOOD, "name": "extra", "colour": "blue"},
+        {**GOOD, "name": "typed", "max_retries": "three", "run_once": "yes"},
     ]
     path = tmp_path / "jobs.json"
     path.write_text(json.dumps(specs))
@@ -99,6 +100,8 @@ def test_import_is_all_or_nothing_and_lists_every_error(tmp_path):
     assert "error 47006: job 'bad-zone', field timezone" in text
     assert "job 'bad-handler', field handler" in text
     assert "job 'extra', field colour" in text
+    assert "error invalid: job 'typed', field max_retries: Must be a whole number." in text
+    assert "error invalid: job 'typed', field run_once: Must be true or false." in text
     assert not Job.objects.filter(builtin=False).exists()
 
 

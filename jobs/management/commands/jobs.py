@@ -18,7 +18,7 @@ from django.db import transaction
 from jobs import services
 from jobs.forms import JobForm
 from jobs.models import AuditEvent, Job
-from jobs.serializers import JOB_FIELDS, RUN_FIELDS, job_to_spec, run_to_dict, spec_to_form_data
+from jobs.serializers import RUN_FIELDS, job_to_spec, run_to_dict, spec_errors, spec_to_form_data
 
 CLI = AuditEvent.Via.CLI
 
@@ -90,15 +90,15 @@ class Command(BaseCommand):
         errors, created, updated = [], 0, 0
         for index, spec in enumerate(specs):
             label = spec.get("name") or f"#{index + 1}"
-            unknown = sorted(set(spec) - set(JOB_FIELDS) - {"version"})
-            for key in unknown:
-                errors.append({"job": label, "field": key, "code": "unknown_field", "message": f"unknown key {key!r}"})
+            # The JSON's own problems (unknown keys, wrong types), as the API reports them.
+            shape = spec_errors(spec)
+            errors.extend({"job": label, **e} for e in shape)
             instance = Job.objects.live().filter(name=spec.get("name")).first() if isinstance(spec.get("name"), str) else None
             form = JobForm(data=spec_to_form_data(spec, instance=instance), instance=instance, user=None)
             if not form.is_valid():
                 errors.extend({"job": label, **e} for e in form.error_list())
                 continue
-            if unknown:
+            if shape:
                 continue
             services.save_job(job=form.save(commit=False), via=CLI)
             created, updated = (created + 1, updated) if instance is None else (created, updated + 1)
