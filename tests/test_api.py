@@ -111,7 +111,7 @@ def test_a_non_staff_token_cannot_change_anything(viewer_api, job_and_run, metho
     assert before == (Job.objects.live().count(), Job.objects.get(pk=job.pk).version, Run.objects.count(), AuditEvent.objects.count())
 
 
-def test_a_viewer_reads_jobs_runs_handlers_and_previews(viewer_api, job_and_run, cron_preview):
+def test_a_viewer_reads_jobs_runs_handlers_and_previews(viewer_api, job_and_run):
     job, run = job_and_run
     assert viewer_api.get("/api/jobs").status_code == 200
     assert viewer_api.get(f"/api/jobs/{job.pk}").status_code == 200
@@ -250,7 +250,7 @@ def test_create_job_with_a_duplicate_name_is_400(staff_api, make_job):
     assert_error(staff_api.post("/api/jobs", {**JOB, "name": "taken"}), 400, "unique", "name")
 
 
-def test_both_day_fields_restricted_is_47003(staff_api, real_cron):
+def test_both_day_fields_restricted_is_47003(staff_api):
     assert_error(staff_api.post("/api/jobs", {**JOB, "cron_expression": "0 0 0 15 * MON"}), 400, "47003", "cron_expression")
 
 
@@ -552,7 +552,7 @@ def test_enqueue_in_demo_mode_is_403(staff_api, settings):
 # -- cron preview --------------------------------------------------------------------------------------------------
 
 
-def test_preview_lists_the_next_five_times(staff_api, cron_preview):
+def test_preview_lists_the_next_five_times(staff_api):
     response = staff_api.post("/api/cron/preview", {"expression": "0 30 9 * * *", "timezone": "Europe/Berlin", "after": "2026-06-01T00:00:00Z"})
     assert response.status_code == 200, response.content
     body = response.json()
@@ -560,7 +560,7 @@ def test_preview_lists_the_next_five_times(staff_api, cron_preview):
     assert len(body["times"]) == 5 and {"expression", "description", "times"} <= set(body)
 
 
-def test_preview_marks_the_dst_gap(staff_api, real_cron):
+def test_preview_marks_the_dst_gap(staff_api):
     body = staff_api.post(
         "/api/cron/preview",
         {"expression": "0 30 2 * * *", "timezone": "America/New_York", "after": "2026-03-07T12:00:00Z", "count": 2},
@@ -585,12 +585,12 @@ def test_preview_marks_the_dst_gap(staff_api, real_cron):
         ({"expression": "not a cron expression"}, None, "expression"),
     ],
 )
-def test_preview_errors_are_coded(staff_api, cron_preview, body, code, field):
+def test_preview_errors_are_coded(staff_api, body, code, field):
     assert_error(staff_api.post("/api/cron/preview", body), 400, code, field)
 
 
 @pytest.mark.parametrize("expression,code", [("0 0 0 15 * MON", "47003"), ("0 0 0 30 2 ?", "47005"), ("0 61 * * * *", "47002")])
-def test_preview_gives_the_spec_codes(staff_api, real_cron, expression, code):
+def test_preview_gives_the_spec_codes(staff_api, expression, code):
     assert_error(staff_api.post("/api/cron/preview", {"expression": expression}), 400, code, "expression")
 
 
