@@ -92,11 +92,11 @@ def held(name: str, holder: str, epoch: int, *, now: datetime):
     it is judged by the database clock of the very statement that uses it: a
     claim filtered on it cannot succeed after the lease lapsed, however long
     the claimer stalled between deciding and claiming."""
-    return Exists(_holding(name, holder, epoch, now=now))
+    return Exists(holding(name, holder, epoch, now=now))
 
 
 def holds(name: str, holder: str, epoch: int, *, now: datetime) -> bool:
-    return _holding(name, holder, epoch, now=now).exists()
+    return holding(name, holder, epoch, now=now).exists()
 
 
 def current(name: str, *, now: datetime) -> tuple[Lease | None, datetime]:
@@ -145,7 +145,8 @@ def _locked(name: str, now: datetime) -> tuple[Lease, datetime]:
     return qs.get(), now
 
 
-def _holding(name: str, holder: str, epoch: int, *, now: datetime):
+def holding(name: str, holder: str, epoch: int, *, now: datetime):
+    """The lease row while `holder` holds `name` at `epoch` (see `held`)."""
     return Lease.objects.filter(name=name, holder=holder, epoch=epoch, expires_at__gt=_clock(now))
 
 

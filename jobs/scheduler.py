@@ -272,12 +272,10 @@ class Scheduler:
         plans = [self.plan_fire(job, now) for job in due]
         try:
             with transaction.atomic():
-                claimed = []
-                for plan in plans:
-                    if self._move_next_fire(plan, now):
-                        claimed.append(plan)
-                    elif not self._still_leader(now):
-                        break
+                won = self._claim_batch(plans, now)
+                claimed = [plan for plan in plans if plan.job.pk in won]
+                if len(claimed) < len(plans):
+                    self._still_leader(now)  # was it the lease? then say so, and stop leading
                 # One INSERT for the batch's runs, inside the claims' transaction.
                 created = Run.objects.bulk_create([run for plan in claimed for run in self._stamped(plan.runs)])
             # claim_queued() starts these from memory: their rows and jobs
@@ -399,6 +397,48 @@ class Scheduler:
         if plan.disable:
             updates["state"] = Job.State.PAUSED
         return bool(self._claimable(plan.job, plan.expected_next, now).update(**updates))
+
+    def _claim_batch(self, plans: list[FirePlan], now: datetime) -> set[int]:
+        """The compare-and-set of `_move_next_fire` for a whole batch, in ONE
+        statement: each job's row moves only if its next fire time is still the
+        one its plan read (and, clustered, only while we hold the leader lease
+        at our epoch, judged by the statement itself). Returns the ids of the
+        jobs whose row moved; a stale row claims nothing for its job and does
+        not hold up the others."""
+        if not plans:
+            return set()
+        ops = connection.ops
+        qn = ops.quote_name
+        job_table = qn(Job._meta.db_table)
+        cols = {name: qn(Job._meta.get_field(name).column) for name in ("next_fire_at", "last_fire_at", "state", "deleted_at")}
+        pk = qn(Job._meta.pk.column)
+        postgres = connection.vendor == "postgresql"
+        row = "(%s::bigint, %s::timestamptz, %s::timestamptz, %s::timestamptz, %s::varchar)" if postgres else "(%s, %s, %s, %s, %s)"
+
+        def when(value):
+            return ops.adapt_datetimefield_value(value) if value is not None else None
+
+        params: list = []
+        for plan in plans:
+            state = Job.State.PAUSED if plan.disable else Job.State.ENABLED
+            params += [plan.job.pk, when(plan.expected_next), when(plan.new_next), when(plan.last_fire), str(state)]
+        fence, fence_params = "", []
+        if self.clustered:
+            # The epoch fence, in the claim's own statement (see `_claimable`).
+            holding = leases.holding(leases.LEADER, self.worker_id, self.leader_epoch, now=now)
+            sql, fence_params = holding.values("pk").query.sql_with_params()
+            fence = f" AND EXISTS ({sql})"
+        statement = (
+            f"WITH v(id, expected, new_next, last_fire, state) AS (VALUES {', '.join([row] * len(plans))}) "
+            f"UPDATE {job_table} SET {cols['next_fire_at']} = v.new_next, {cols['last_fire_at']} = v.last_fire, "
+            f"{cols['state']} = v.state FROM v "
+            f"WHERE {job_table}.{pk} = v.id AND {job_table}.{cols['next_fire_at']} = v.expected "
+            f"AND {job_table}.{cols['state']} = %s AND {job_table}.{cols['deleted_at']} IS NULL{fence} "
+            f"RETURNING {job_table}.{pk}"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(statement, [*params, str(Job.State.ENABLED), *fence_params])
+            return {row[0] for row in cursor.fetchall()}
 
     def _claimable(self, job: Job, expected_next: datetime, now: datetime):
         claimable = Job.objects.filter(

@@ -143,3 +143,22 @@ def _a_pid_that_is_not_running() -> int:
         except ProcessLookupError:
             return pid
         pid -= 1
+
+
+def test_a_batched_claim_under_a_lost_lease_claims_nothing(make_job):
+    """The batch statement carries the epoch fence: `a` lost the lease to `b`,
+    so none of its plans moves a job row, although every row is as it read it."""
+    jobs = [make_job(name=f"fenced-{i}", schedule_type=Job.ScheduleType.INTERVAL, interval_seconds=5, next_fire_at=T0)
+            for i in range(3)]  # fmt: skip
+    a, b = node("a"), node("b")
+    a.lead(T0)
+    later = T0 + leases.TTL + timedelta(seconds=1)
+    for job in jobs:
+        job.busy = False
+    plans = [a.plan_fire(job, T0) for job in jobs]
+    assert b.lead(later) is True
+
+    assert a._claim_batch(plans, later) == set()
+    assert set(Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("next_fire_at", flat=True)) == {T0}
+    b_plans = [b.plan_fire(job, T0) for job in jobs]
+    assert b._claim_batch(b_plans, later) == {job.pk for job in jobs}

@@ -658,3 +658,24 @@ def test_retention_job_is_builtin_visible_and_scheduled(db, clock):
     assert job.next_fire_at == datetime(2026, 3, 3, 3, 30, tzinfo=dt_timezone.utc)
     with pytest.raises(services.ServiceError):
         services.delete_job(job=job)
+
+
+def test_batched_claim_skips_a_stale_job_and_claims_the_others(make_job, scheduler):
+    """One statement claims the batch: the job whose next fire time moved since
+    it was read claims nothing, and does not stop the others."""
+    jobs = [make_job(name=f"batch-{i}", next_fire_at=T0) for i in range(3)]
+    read = list(Job.objects.filter(pk__in=[j.pk for j in jobs]).order_by("pk"))
+    for job in read:
+        job.busy = False
+    plans = [scheduler.plan_fire(job, T0) for job in read]
+    Job.objects.filter(pk=jobs[1].pk).update(next_fire_at=T0 + timedelta(minutes=1))  # claimed elsewhere
+
+    with transaction.atomic():
+        won = scheduler._claim_batch(plans, T0)
+
+    assert won == {jobs[0].pk, jobs[2].pk}
+    moved = dict(Job.objects.values_list("pk", "next_fire_at"))
+    assert moved[jobs[0].pk] == moved[jobs[2].pk] == T0 + timedelta(minutes=1)
+    assert Job.objects.get(pk=jobs[0].pk).last_fire_at == T0
+    assert Job.objects.get(pk=jobs[1].pk).last_fire_at is None
+    assert scheduler._claim_batch(plans, T0) == set(), "the same plans again claim nothing"
