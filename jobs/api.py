@@ -21,7 +21,6 @@ from datetime import datetime, time, timezone as dt_timezone
 from functools import wraps
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
-from django.db.models import Q
 from django.http import Http404, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.urls import path, re_path
@@ -312,8 +311,7 @@ def job_runs(request, job_id):
     if params.get("limit"):
         limit = _parse_int(params["limit"], "limit", 1, RUNS_MAX_LIMIT)
     if params.get("cursor"):
-        after_time, after_id = _decode_cursor(params["cursor"])
-        runs = runs.filter(Q(scheduled_at__lt=after_time) | Q(scheduled_at=after_time, id__lt=after_id))
+        runs = runs.older_than(*_decode_cursor(params["cursor"]))
     page = list(runs.order_by("-scheduled_at", "-id")[: limit + 1])
     next_cursor = _encode_cursor(page[limit - 1]) if len(page) > limit else None
     return JsonResponse({"results": [run_to_dict(run) for run in page[:limit]], "next_cursor": next_cursor})

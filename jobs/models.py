@@ -226,6 +226,18 @@ class Job(models.Model):
             self.next_fire_at = None
 
 
+class RunQuerySet(models.QuerySet):
+    """Keyset pages of history in (scheduled_at, id) order, served by
+    run_history_idx. In each, the plain bound on scheduled_at lets the index
+    seek; the OR only sorts out runs scheduled at the same instant."""
+
+    def older_than(self, scheduled_at: datetime, run_id: int):
+        return self.filter(scheduled_at__lte=scheduled_at).filter(Q(scheduled_at__lt=scheduled_at) | Q(id__lt=run_id))
+
+    def newer_than(self, scheduled_at: datetime, run_id: int):
+        return self.filter(scheduled_at__gte=scheduled_at).filter(Q(scheduled_at__gt=scheduled_at) | Q(id__gt=run_id))
+
+
 class Run(models.Model):
     class Trigger(models.TextChoices):
         SCHEDULE = "schedule", "Schedule"
@@ -297,6 +309,8 @@ class Run(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(default=_now)
+
+    objects = RunQuerySet.as_manager()
 
     class Meta:
         constraints = [

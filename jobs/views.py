@@ -367,19 +367,13 @@ def _history_context(job: Job, params) -> dict:
 
     before, after = _parse_cursor(params.get("before")), _parse_cursor(params.get("after"))
     if after and not before:
-        at, run_id = after
-        page = list(
-            runs.filter(scheduled_at__gte=at).filter(Q(scheduled_at__gt=at) | Q(id__gt=run_id))
-            .order_by("scheduled_at", "id")[: RUNS_PER_PAGE + 1]
-        )
+        page = list(runs.newer_than(*after).order_by("scheduled_at", "id")[: RUNS_PER_PAGE + 1])
         newer = len(page) > RUNS_PER_PAGE
         page = page[:RUNS_PER_PAGE][::-1]
         older = bool(page)
     else:
         if before:
-            at, run_id = before
-            # The plain bound lets the index seek; the OR only sorts out ties.
-            runs = runs.filter(scheduled_at__lte=at).filter(Q(scheduled_at__lt=at) | Q(id__lt=run_id))
+            runs = runs.older_than(*before)
         page = list(runs.order_by("-scheduled_at", "-id")[: RUNS_PER_PAGE + 1])
         older = len(page) > RUNS_PER_PAGE
         page = page[:RUNS_PER_PAGE]
