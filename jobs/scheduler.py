@@ -32,6 +32,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Callable
@@ -44,6 +45,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from jobs import alerts, leases
+from jobs.bulk import update_from_values
 from jobs.listener import WakeListener
 from jobs.handlers.base import JobContext
 from jobs.models import Job, Run, cap_message
@@ -407,38 +409,37 @@ class Scheduler:
         not hold up the others."""
         if not plans:
             return set()
-        ops = connection.ops
-        qn = ops.quote_name
-        job_table = qn(Job._meta.db_table)
-        cols = {name: qn(Job._meta.get_field(name).column) for name in ("next_fire_at", "last_fire_at", "state", "deleted_at")}
-        pk = qn(Job._meta.pk.column)
-        postgres = connection.vendor == "postgresql"
-        row = "(%s::bigint, %s::timestamptz, %s::timestamptz, %s::timestamptz, %s::varchar)" if postgres else "(%s, %s, %s, %s, %s)"
+        qn = connection.ops.quote_name
 
-        def when(value):
-            return ops.adapt_datetimefield_value(value) if value is not None else None
+        def column(name: str) -> str:
+            return f"{qn(Job._meta.db_table)}.{qn(Job._meta.get_field(name).column)}"
 
-        params: list = []
-        for plan in plans:
-            state = Job.State.PAUSED if plan.disable else Job.State.ENABLED
-            params += [plan.job.pk, when(plan.expected_next), when(plan.new_next), when(plan.last_fire), str(state)]
-        fence, fence_params = "", []
+        where = f"{column('state')} = %s AND {column('deleted_at')} IS NULL"
+        where_params: list = [str(Job.State.ENABLED)]
         if self.clustered:
             # The epoch fence, in the claim's own statement (see `_claimable`).
             holding = leases.holding(leases.LEADER, self.worker_id, self.leader_epoch, now=now)
             sql, fence_params = holding.values("pk").query.sql_with_params()
-            fence = f" AND EXISTS ({sql})"
-        statement = (
-            f"WITH v(id, expected, new_next, last_fire, state) AS (VALUES {', '.join([row] * len(plans))}) "
-            f"UPDATE {job_table} SET {cols['next_fire_at']} = v.new_next, {cols['last_fire_at']} = v.last_fire, "
-            f"{cols['state']} = v.state FROM v "
-            f"WHERE {job_table}.{pk} = v.id AND {job_table}.{cols['next_fire_at']} = v.expected "
-            f"AND {job_table}.{cols['state']} = %s AND {job_table}.{cols['deleted_at']} IS NULL{fence} "
-            f"RETURNING {job_table}.{pk}"
+            where += f" AND EXISTS ({sql})"
+            where_params += fence_params
+        rows = [
+            (
+                plan.job.pk,
+                plan.expected_next,
+                plan.new_next,
+                plan.last_fire,
+                str(Job.State.PAUSED if plan.disable else Job.State.ENABLED),
+            )
+            for plan in plans
+        ]
+        return update_from_values(
+            Job,
+            rows,
+            match=["next_fire_at"],
+            assign=["next_fire_at", "last_fire_at", "state"],
+            where=where,
+            where_params=where_params,
         )
-        with connection.cursor() as cursor:
-            cursor.execute(statement, [*params, str(Job.State.ENABLED), *fence_params])
-            return {row[0] for row in cursor.fetchall()}
 
     def _claimable(self, job: Job, expected_next: datetime, now: datetime):
         claimable = Job.objects.filter(
@@ -568,10 +569,7 @@ class Scheduler:
         batch = [(o, self.pool.flights[o.run_id]) for o in self._pending if o.run_id in self.pool.flights]
         if batch:
             with transaction.atomic():
-                for outcome, flight in batch:
-                    self._finish(
-                        flight, outcome.status, now, result=outcome.result, error=outcome.error, log_text=outcome.log
-                    )
+                self._record_outcomes([(flight.ctx.run, outcome) for outcome, flight in batch], now)
             for outcome, _ in batch:
                 self.pool.flights.pop(outcome.run_id, None)
         self._pending.clear()
@@ -597,24 +595,69 @@ class Scheduler:
 
     # -- recording outcomes ----------------------------------------------------
 
+    def _outcome(self, run: Run, status: str, now: datetime, *, result="", error="", log_text="") -> dict:
+        """The columns a run's outcome writes on its row."""
+        cap = self.max_message_chars
+        return {
+            "status": status,
+            "finished_at": now,
+            "heartbeat_at": now,
+            "duration_ms": max(0, int((now - (run.started_at or now)).total_seconds() * 1000)),
+            "result": cap_message(result, cap),
+            "error": cap_message(error, cap),
+            "log": cap_message(log_text or run.log, cap),
+        }
+
+    def _record_outcomes(self, items: list[tuple[Run, Outcome]], now: datetime) -> None:
+        """Write a batch of finished runs. The common outcome (a success with
+        nothing more to do than reset its job's failure count) is written for
+        the whole batch with two statements, one for the runs and one for
+        their jobs. The others (a failure to count or retry, a crash, a
+        recovered notice, a job with two runs in the batch, whose order then
+        matters) go through `_record` one at a time."""
+        runs_of_job = Counter(run.job_id for run, _ in items if run.job_id is not None)
+        common, others = [], []
+        for run, outcome in items:
+            plain = outcome.status == Run.Status.SUCCEEDED and (
+                run.job_id is None or (runs_of_job[run.job_id] == 1 and not (run.job and run.job.notify_recovered))
+            )
+            (common if plain else others).append((run, outcome))
+        for run, outcome in others:
+            self._record(run, outcome.status, now, result=outcome.result, error=outcome.error, log_text=outcome.log)
+        if not common:
+            return
+        written = {
+            run.pk: self._outcome(run, outcome.status, now, result=outcome.result, error=outcome.error, log_text=outcome.log)
+            for run, outcome in common
+        }
+        columns = list(next(iter(written.values())))
+        # Only runs still running: one already timed out or swept stays as it is.
+        touched = update_from_values(
+            Run,
+            [(pk, Run.Status.RUNNING, *values.values()) for pk, values in written.items()],
+            match=["status"],
+            assign=columns,
+        )
+        update_from_values(
+            Job,
+            [
+                (run.job_id, outcome.status, outcome.error[:4000], written[run.pk]["duration_ms"], 0)
+                for run, outcome in common
+                if run.pk in touched and run.job_id is not None
+            ],
+            assign=["last_status", "last_error", "last_duration_ms", "consecutive_failures"],
+        )
+
     def _record(self, run: Run, status: str, now: datetime, *, result="", error="", log_text="") -> bool:
         """Write a run's outcome (only if it is still running: a run already
         timed out or swept is left as it is), queue its retry, and update its
         job, all in one transaction."""
-        started = run.started_at or now
-        duration_ms = max(0, int((now - started).total_seconds() * 1000))
+        outcome = self._outcome(run, status, now, result=result, error=error, log_text=log_text)
+        duration_ms = outcome["duration_ms"]
         # No savepoint: inside collect()'s batch a failure rolls the whole
         # batch back, and the batch is written again on the next pass.
         with transaction.atomic(savepoint=False):
-            touched = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
-                status=status,
-                finished_at=now,
-                heartbeat_at=now,
-                duration_ms=duration_ms,
-                result=cap_message(result, self.max_message_chars),
-                error=cap_message(error, self.max_message_chars),
-                log=cap_message(log_text or run.log, self.max_message_chars),
-            )
+            touched = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(**outcome)
             if not touched:
                 return False
             retry = status in (Run.Status.FAILED, Run.Status.INTERRUPTED) and run.attempt <= run.max_retries

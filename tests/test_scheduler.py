@@ -608,6 +608,83 @@ def test_soft_deleted_job_stops_firing_and_keeps_its_runs(make_job, scheduler):
     services.save_job(job=Job(name=job.name, handler="demo.echo", cron_expression="0 * * * * *"))
 
 
+# -- writing outcomes in batches ----------------------------------------------------------
+
+
+def start_gated(scheduler, jobs, now=T0):
+    """Plan and start one fire of each job (their handler waits on the gate)."""
+    scheduler.plan_due(now)
+    scheduler.claim_queued(now)
+    by_job = {f.job_id: f.run_id for f in scheduler.pool.flights.values()}
+    return [by_job[job.pk] for job in jobs]
+
+
+def test_a_batch_of_successes_costs_the_same_statements_however_many_runs_it_holds(
+    make_job, clock, gate_handler
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from jobs.workers import Outcome
+
+    statements = []
+    for size in (2, 6):
+        Job.objects.all().delete()
+        scheduler = Scheduler(worker_id="node-a", max_workers=size, clock=clock, misfire_threshold=60)
+        jobs = [make_job(next_fire_at=T0, handler="test.gate", consecutive_failures=2) for _ in range(size)]
+        run_ids = start_gated(scheduler, jobs)
+        outcomes = [Outcome(run_id, "succeeded", result=f"done {i}", log="a line") for i, run_id in enumerate(run_ids)]
+        with CaptureQueriesContext(connection) as queries:
+            assert scheduler.collect(outcomes, clock.advance(seconds=1))
+        statements.append(len(queries))
+        for i, (job, run_id) in enumerate(zip(jobs, run_ids)):
+            run = Run.objects.get(pk=run_id)
+            assert (run.status, run.result, run.log, run.duration_ms) == ("succeeded", f"done {i}", "a line", 1000)
+            job.refresh_from_db()
+            assert (job.last_status, job.consecutive_failures, job.last_duration_ms) == ("succeeded", 0, 1000)
+        for flight in list(scheduler.pool.flights.values()):
+            scheduler.pool.abandon(flight.run_id)
+    assert statements[0] == statements[1], f"statements per batch grew with its size: {statements}"
+
+
+@pytest.mark.parametrize("order, last_status, failures", [
+    (("succeeded", "failed"), "failed", 1),
+    (("failed", "succeeded"), "succeeded", 0),
+])  # fmt: skip
+def test_two_runs_of_one_job_in_a_batch_are_recorded_in_the_order_they_finished(
+    make_job, scheduler, clock, gate_handler, order, last_status, failures
+):
+    from jobs.workers import Outcome
+
+    job = make_job(next_fire_at=T0, handler="test.gate", alert_threshold=0)
+    (fired,) = start_gated(scheduler, [job])
+    manual, _ = services.run_now(job=job, now=T0)
+    scheduler.claim_queued(T0)
+    assert set(scheduler.pool.flights) == {fired, manual.pk}
+    outcomes = [Outcome(run_id, status, error="boom" if status == "failed" else "") for run_id, status in zip((fired, manual.pk), order)]
+    scheduler.collect(outcomes, clock.advance(seconds=1))
+    job.refresh_from_db()
+    assert (job.last_status, job.consecutive_failures) == (last_status, failures)
+    assert sorted(Run.objects.filter(job=job).values_list("status", flat=True)) == sorted(order)
+
+
+def test_a_batched_success_leaves_a_run_that_was_already_timed_out_and_its_job_alone(
+    make_job, scheduler, clock, gate_handler
+):
+    from jobs.workers import Outcome
+
+    job = make_job(next_fire_at=T0, handler="test.gate", consecutive_failures=1, last_status="timed_out")
+    other = make_job(next_fire_at=T0, handler="test.gate")
+    swept, fine = start_gated(scheduler, [job, other])
+    Run.objects.filter(pk=swept).update(status="timed_out", error="timed out after 5 s")
+    scheduler.collect([Outcome(swept, "succeeded"), Outcome(fine, "succeeded")], clock.advance(seconds=1))
+    run = Run.objects.get(pk=swept)
+    assert (run.status, run.error) == ("timed_out", "timed out after 5 s")
+    job.refresh_from_db()
+    assert (job.last_status, job.consecutive_failures) == ("timed_out", 1)
+    assert Run.objects.get(pk=fine).status == "succeeded"
+
+
 # -- retention --------------------------------------------------------------------------------
 
 
