@@ -3,7 +3,8 @@
 Built from steps that take `now` and return whether they did work:
 
 - `plan_due(now)`        claim due fires with a compare-and-set on the job row
-                         and write their runs (queued, or skipped with a reason);
+                         and write their runs (queued, or skipped with a reason;
+                         on one node, running at once while slots are free);
 - `claim_queued(now)`    start queued runs (fires, retries, manual runs, tasks)
                          in worker threads, up to JOBS_MAX_CONCURRENT_RUNS;
 - `collect(outcomes, now)` write finished runs back, queue retries, count
@@ -272,32 +273,57 @@ class Scheduler:
             job.busy = job.pk in busy
         self._backlog |= len(due) == PLAN_BATCH
         plans = [self.plan_fire(job, now) for job in due]
+        starting: list[Run] = []
         try:
             with transaction.atomic():
                 won = self._claim_batch(plans, now)
                 claimed = [plan for plan in plans if plan.job.pk in won]
                 if len(claimed) < len(plans):
                     self._still_leader(now)  # was it the lease? then say so, and stop leading
+                runs = [run for plan in claimed for run in self._stamped(plan.runs)]
+                starting = self._take_free_slots(runs, now)
                 # One INSERT for the batch's runs, inside the claims' transaction.
-                created = Run.objects.bulk_create([run for plan in claimed for run in self._stamped(plan.runs)])
+                created = Run.objects.bulk_create(runs)
             # claim_queued() starts these from memory: their rows and jobs
             # were just read and written, no need to load them back.
             self._just_queued = {run.pk: run for run in created if run.status == Run.Status.QUEUED and run.pk}
         except IntegrityError:
             # The unique (job, scheduled time, attempt) row stopped a duplicate:
-            # redo one by one so the others still go through.
+            # redo one by one so the others still go through, all queued.
             log.error("duplicate fire refused by the database; replanning one job at a time")
+            for run in starting:
+                run.status, run.worker_id, run.started_at, run.heartbeat_at = Run.Status.QUEUED, "", None, None
+            starting = []
             for plan in plans:
                 try:
                     with transaction.atomic():
                         self.claim_fire(plan=plan, now=now)
                 except IntegrityError:
                     log.error("fire of job %s at %s already exists; not planned twice", plan.job.pk, plan.expected_next)
+        for run in starting:
+            self._start(run, run.started_at)
         if self.clustered and self.leader_epoch is not None:
             from jobs.services import wake_schedulers
 
             wake_schedulers()  # the other nodes share the runs just queued
         return True
+
+    def _take_free_slots(self, runs: list[Run], now: datetime) -> list[Run]:
+        """One node (SQLite): no other process claims runs, so fires about to
+        be written can be written already running, as many as there are free
+        slots, and started once they commit, without a claim of their own.
+        Only while no older queued run waits for a slot: then every run goes
+        through claim_queued, which serves them in order. Several nodes
+        (PostgreSQL) share fires through the queue instead."""
+        if self.clustered or self._waiting_for_slots or self.draining or self.stopping:
+            return []
+        taken = [run for run in runs if run.status == Run.Status.QUEUED][: max(0, self.pool.free_slots)]
+        started = max(now, self.clock())
+        for run in taken:
+            run.status, run.worker_id, run.started_at, run.heartbeat_at = (
+                Run.Status.RUNNING, self.worker_id, started, started
+            )
+        return taken
 
     def _still_leader(self, now: datetime) -> bool:
         """After a refused claim: was it the lease? Then stop planning."""

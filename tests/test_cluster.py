@@ -37,6 +37,7 @@ def test_only_the_leader_plans(due_job):
 
     run = Run.objects.get()
     assert (run.scheduled_at, run.planned_epoch) == (T0, 1)
+    assert (run.status, run.worker_id) == ("queued", ""), "the fire waits in the queue for any node to claim"
 
 
 def test_leader_that_stalled_past_its_lease_claims_nothing(due_job, caplog):

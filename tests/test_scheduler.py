@@ -89,17 +89,19 @@ def flaky_handler():
 # -- planning ----------------------------------------------------------------------
 
 
-def test_due_fire_is_claimed_once_and_runs(make_job, scheduler, clock):
+def test_due_fire_is_claimed_once_and_starts_in_the_pass_that_plans_it(make_job, scheduler, clock):
     job = make_job(next_fire_at=T0)
     assert scheduler.plan_due(T0)
     assert not scheduler.plan_due(T0), "the claim moved next_fire_at: nothing is due twice"
     (run,) = runs_of(job)
-    assert (run.status, run.trigger, run.scheduled_at, run.attempt) == ("queued", "schedule", T0, 1)
+    assert (run.trigger, run.scheduled_at, run.attempt) == ("schedule", T0, 1)
+    assert run.status in ("running", "succeeded"), "one node: written running and started, no claim of its own"
+    assert run.started_at == T0
     job.refresh_from_db()
     assert job.next_fire_at == T0 + timedelta(minutes=1)
     assert job.last_fire_at == T0
 
-    assert scheduler.claim_queued(T0)
+    assert not scheduler.claim_queued(T0), "nothing was left queued"
     finish_all(scheduler, clock)
     run.refresh_from_db()
     assert run.status == "succeeded"
@@ -107,6 +109,33 @@ def test_due_fire_is_claimed_once_and_runs(make_job, scheduler, clock):
     assert run.result == "0 properties"
     job.refresh_from_db()
     assert job.last_status == "succeeded"
+
+
+def test_new_fires_queue_behind_a_run_that_waits_for_a_slot(make_job, clock, gate_handler):
+    """One node writes a due fire already running only while a slot is free
+    and no older queued run waits for one; otherwise the fire is queued and
+    claim_queued serves the queue in order."""
+    scheduler = Scheduler(worker_id="node-a", max_workers=1, clock=clock, misfire_threshold=60)
+    blocker = make_job(next_fire_at=T0, handler="test.gate")
+    scheduler.plan_due(T0)
+    assert Run.objects.get(job=blocker).status == "running"
+
+    waiting, _ = services.run_now(job=make_job(), now=T0)
+    assert not scheduler.claim_queued(T0), "no free slot"
+    gate_handler.set()
+    finish_all(scheduler, clock)
+    assert scheduler.pool.free_slots == 1
+
+    later = make_job(next_fire_at=T0 + timedelta(seconds=1))
+    scheduler.plan_due(clock.advance(seconds=1))
+    (fire,) = runs_of(later)
+    assert fire.status == "queued", "the free slot is the waiting run's"
+    assert scheduler.claim_queued(clock())
+    assert set(scheduler.pool.flights) == {waiting.pk}, "the older queued run goes first"
+    finish_all(scheduler, clock)
+    assert scheduler.claim_queued(clock())
+    assert set(scheduler.pool.flights) == {fire.pk}
+    finish_all(scheduler, clock)
 
 
 def test_claim_with_a_stale_next_fire_time_writes_nothing(make_job, scheduler):
@@ -138,7 +167,7 @@ def test_fire_a_little_late_still_runs_at_its_scheduled_time(make_job, scheduler
     late = T0 + timedelta(seconds=30)
     scheduler.plan_due(late)
     (run,) = runs_of(job)
-    assert (run.status, run.scheduled_at) == ("queued", T0)
+    assert (run.status, run.scheduled_at, run.started_at) == ("running", T0, late)
 
 
 def test_misfire_skip_records_one_skipped_run_and_moves_past_now(make_job, scheduler):
@@ -157,7 +186,7 @@ def test_misfire_fire_once_now_runs_once_as_catch_up(make_job, scheduler):
     now = T0 + timedelta(hours=5, minutes=30)
     scheduler.plan_due(now)
     (run,) = runs_of(job)
-    assert (run.status, run.trigger) == ("queued", "catch_up")
+    assert (run.status, run.trigger) == ("running", "catch_up")
     job.refresh_from_db()
     assert job.next_fire_at == T0 + timedelta(hours=6)
 
@@ -168,7 +197,7 @@ def test_several_due_fires_become_one_skip_record_and_the_latest_runs(make_job, 
     scheduler.plan_due(now)
     skipped, fired = runs_of(job)
     assert (skipped.status, skipped.skip_reason, skipped.scheduled_at) == ("skipped", "misfire", T0)
-    assert (fired.status, fired.scheduled_at) == ("queued", T0 + timedelta(minutes=10))
+    assert (fired.status, fired.scheduled_at) == ("running", T0 + timedelta(minutes=10))
     job.refresh_from_db()
     assert job.next_fire_at == T0 + timedelta(minutes=10, seconds=10)
 
@@ -595,14 +624,19 @@ def test_unknown_stored_time_zone_reads_as_utc(make_job):
     assert job.next_fire_after(T0) == datetime(2026, 3, 3, 9, tzinfo=dt_timezone.utc)
 
 
-def test_soft_deleted_job_stops_firing_and_keeps_its_runs(make_job, scheduler):
-    job = make_job(next_fire_at=T0)
+def test_soft_deleted_job_stops_firing_and_keeps_its_runs(make_job, scheduler, clock, gate_handler):
+    job = make_job(next_fire_at=T0, handler="test.gate")
     scheduler.plan_due(T0)
+    queued, _ = services.run_now(job=job, now=T0)  # waits: one manual run after the fire
     services.delete_job(job=job)
     job.refresh_from_db()
     assert job.deleted_at is not None and job.next_fire_at is None
-    (run,) = runs_of(job)
-    assert (run.status, run.error) == ("cancelled", "job deleted")
+    fired, manual = runs_of(job)
+    assert (manual.pk, manual.status, manual.error) == (queued.pk, "cancelled", "job deleted")
+    assert fired.cancel_requested, "the running fire is asked to stop"
+    scheduler.heartbeat(clock.advance(seconds=5))
+    fired.refresh_from_db()
+    assert (fired.status, fired.error) == ("cancelled", "cancelled by an admin")
     assert not Job.objects.live().filter(pk=job.pk).exists()
     # The name is free again for a new job.
     services.save_job(job=Job(name=job.name, handler="demo.echo", cron_expression="0 * * * * *"))
