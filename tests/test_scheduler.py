@@ -650,6 +650,70 @@ def test_retention_keeps_alerts_of_deleted_runs_without_their_run(make_job):
     assert not Run.objects.filter(pk=run.pk).exists()
 
 
+def _expired_runs(job, count, *, days=40):
+    from django.utils import timezone
+
+    now = timezone.now()
+    return Run.objects.bulk_create(
+        Run(job=job, scheduled_at=now - timedelta(days=days, minutes=i), trigger="schedule", status="succeeded")
+        for i in range(count)
+    )
+
+
+# Transactional: inside the test's transaction no checkpoint can run, so the
+# cleanup (rightly) does not try one.
+@pytest.mark.django_db(transaction=True)
+def test_retention_checkpoints_after_each_batch_outside_its_transaction(make_job):
+    # On a WAL database a checkpoint inside a transaction fails ("database
+    # table is locked"), and one inside the batch would hold the write lock
+    # while it copies: it comes after the batch's commit, before the next one.
+    from django.db import connection
+    from django.utils import timezone
+
+    from jobs.handlers.builtin import delete_runs_before
+
+    _expired_runs(make_job(next_fire_at=T0), 5)
+    seen = []
+
+    def record(execute, sql, params, many, context):
+        kind = "checkpoint" if "wal_checkpoint" in sql else "delete" if sql.startswith("DELETE") else None
+        if kind:
+            seen.append((kind, "in transaction" if connection.in_atomic_block else "outside"))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        delete_runs_before(timezone.now() - timedelta(days=30), batch=2, sleep=lambda seconds: None)
+
+    assert seen == [("delete", "in transaction"), ("checkpoint", "outside")] * 3
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_retention_commits_leave_checkpoints_to_it_and_the_setting_is_restored(make_job):
+    from django.db import connection
+    from django.utils import timezone
+
+    from jobs.handlers.builtin import delete_runs_before
+
+    def autocheckpoint():
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA wal_autocheckpoint")
+            return cursor.fetchone()[0]
+
+    _expired_runs(make_job(next_fire_at=T0), 3)
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_autocheckpoint = 500")
+    during = []
+    delete_runs_before(
+        timezone.now() - timedelta(days=30),
+        batch=2,
+        on_batch=lambda rows, seconds: during.append(autocheckpoint()),
+        sleep=lambda seconds: None,
+    )
+    assert during == [0, 0]
+    assert autocheckpoint() == 500
+
+
 def test_retention_job_is_builtin_visible_and_scheduled(db, clock):
     job = Job.objects.get(builtin=True, handler="cronboard.retention")
     assert job.cron_expression == "0 30 3 * * ?"
