@@ -110,7 +110,7 @@ def _checkpoint() -> None:
     and outside any transaction. Else the scheduler's next commit finds the
     log past wal_autocheckpoint, copies our pages and fsyncs them itself
     while its fires wait (measured during a 1,000,000-run cleanup: ten times
-    a second, a 16 ms fsync each time).
+    a second, with a median 16 ms fsync).
 
     A PASSIVE checkpoint never takes the write lock and never waits. One that
     a commit races leaves that commit's pages behind and the database file
