@@ -761,6 +761,126 @@ def test_retention_keeps_alerts_of_deleted_runs_without_their_run(make_job):
     assert not Run.objects.filter(pk=run.pk).exists()
 
 
+def _expired_runs(job, count, *, days=40):
+    from django.utils import timezone
+
+    now = timezone.now()
+    return Run.objects.bulk_create(
+        Run(job=job, scheduled_at=now - timedelta(days=days, minutes=i), trigger="schedule", status="succeeded")
+        for i in range(count)
+    )
+
+
+def test_retention_batch_shrinks_after_a_slow_transaction_and_grows_after_quick_ones(make_job, monkeypatch):
+    from django.utils import timezone
+
+    from jobs.handlers import builtin
+
+    job = make_job(next_fire_at=T0)
+    _expired_runs(job, 120)
+    recent = Run.objects.create(job=job, scheduled_at=timezone.now() - timedelta(days=1), trigger="manual", status="failed")
+    stuck = Run.objects.create(job=job, scheduled_at=timezone.now() - timedelta(days=90), trigger="schedule", status="running")
+    timings = iter([0.040] + [0.001] * 9)  # seconds each batch's transaction "took"
+
+    def delete_runs(ids):
+        count, _ = real_delete_runs(ids)
+        return count, next(timings)
+
+    real_delete_runs = builtin._delete_runs
+    monkeypatch.setattr(builtin, "_delete_runs", delete_runs)
+    sizes, pauses = [], []
+    deleted = builtin.delete_runs_before(
+        timezone.now() - timedelta(days=30),
+        batch=40,
+        budget=0.010,
+        on_batch=lambda rows, seconds: sizes.append(rows),
+        sleep=pauses.append,
+    )
+
+    # 40 runs took 40 ms, four times the budget: 10 fit; then a quarter more each time.
+    assert sizes == [40, 10, 13, 17, 22, 18]
+    assert deleted == 120
+    assert set(Run.objects.values_list("pk", flat=True)) == {recent.pk, stuck.pk}
+    # Twice the lock time, at least PAUSE, between batches.
+    assert pauses[:2] == [0.080, builtin.PAUSE]
+
+
+def test_next_batch_size_aims_at_the_budget_within_bounds():
+    from jobs.handlers.builtin import MAX_BATCH, MIN_BATCH, next_batch_size
+
+    assert next_batch_size(200, 0.024, budget=0.006) == 50  # what would have fitted
+    assert next_batch_size(100, 0.005, budget=0.006) == 100  # close enough: stays
+    assert next_batch_size(100, 0.002, budget=0.006) == 126  # well inside: a quarter more
+    assert next_batch_size(MIN_BATCH, 5.0, budget=0.006) == MIN_BATCH
+    assert next_batch_size(MAX_BATCH, 0.0, budget=0.006) == MAX_BATCH
+
+
+# Transactional: inside the test's transaction no checkpoint can run, so the
+# cleanup (rightly) does not try one.
+@pytest.mark.django_db(transaction=True)
+def test_retention_checkpoints_after_each_batch_outside_its_transaction(make_job):
+    # On a WAL database a checkpoint inside a transaction fails ("database
+    # table is locked"), and one inside the batch would hold the write lock
+    # while it copies: it comes after the batch's commit, before the next one.
+    from django.db import connection
+    from django.utils import timezone
+
+    from jobs.handlers.builtin import delete_runs_before
+
+    _expired_runs(make_job(next_fire_at=T0), 5)
+    seen = []
+
+    def record(execute, sql, params, many, context):
+        kind = "checkpoint" if "wal_checkpoint" in sql else "delete" if sql.startswith("DELETE") else None
+        if kind:
+            seen.append((kind, "in transaction" if connection.in_atomic_block else "outside"))
+        return execute(sql, params, many, context)
+
+    batches = []
+    with connection.execute_wrapper(record):
+        delete_runs_before(
+            timezone.now() - timedelta(days=30),
+            batch=2,
+            on_batch=lambda rows, seconds: batches.append(rows),
+            sleep=lambda seconds: None,
+        )
+
+    assert len(batches) > 1
+    assert seen == [("delete", "in transaction"), ("checkpoint", "outside")] * len(batches)
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_retention_commits_leave_checkpoints_to_it_and_the_setting_is_restored(make_job):
+    from django.db import connection
+    from django.utils import timezone
+
+    from jobs.handlers.builtin import delete_runs_before
+
+    def autocheckpoint():
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA wal_autocheckpoint")
+            return cursor.fetchone()[0]
+
+    _expired_runs(make_job(next_fire_at=T0), 3)
+    default = autocheckpoint()
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_autocheckpoint = 500")
+    during = []
+    delete_runs_before(
+        timezone.now() - timedelta(days=30),
+        batch=1,
+        on_batch=lambda rows, seconds: during.append(autocheckpoint()),
+        sleep=lambda seconds: None,
+    )
+    after = autocheckpoint()
+    with connection.cursor() as cursor:
+        cursor.execute(f"PRAGMA wal_autocheckpoint = {default}")
+
+    assert during and set(during) == {0}
+    assert after == 500
+
+
 def test_retention_job_is_builtin_visible_and_scheduled(db, clock):
     job = Job.objects.get(builtin=True, handler="cronboard.retention")
     assert job.cron_expression == "0 30 3 * * ?"
