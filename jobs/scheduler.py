@@ -318,12 +318,19 @@ class Scheduler:
         if self.clustered or self._waiting_for_slots or self.draining or self.stopping:
             return []
         taken = [run for run in runs if run.status == Run.Status.QUEUED][: max(0, self.pool.free_slots)]
+        self._mark_running(taken, now)
+        return taken
+
+    def _mark_running(self, runs: list[Run], now: datetime) -> datetime:
+        """Make the in-memory runs this node's, running from now. started_at
+        is when the run is handed to a worker, not when this pass began: the
+        pass's own writes are part of a fire's lateness."""
         started = max(now, self.clock())
-        for run in taken:
+        for run in runs:
             run.status, run.worker_id, run.started_at, run.heartbeat_at = (
                 Run.Status.RUNNING, self.worker_id, started, started
             )
-        return taken
+        return started
 
     def _still_leader(self, now: datetime) -> bool:
         """After a refused claim: was it the lease? Then stop planning."""
@@ -538,16 +545,11 @@ class Scheduler:
                 # Perhaps more queued: wait for slots, or go on if the batch limited us.
                 self._waiting_for_slots = free == self.pool.free_slots
                 self._backlog |= not self._waiting_for_slots
-            # started_at is when the run is handed to a worker, not when this
-            # pass began: the pass's own writes are part of a fire's lateness.
-            started = max(now, self.clock())
+            started = self._mark_running(runs, now)
             Run.objects.filter(pk__in=[r.pk for r in runs], status=Run.Status.QUEUED).update(
                 status=Run.Status.RUNNING, worker_id=self.worker_id, started_at=started, heartbeat_at=started
             )
         for run in runs:
-            run.status, run.worker_id, run.started_at, run.heartbeat_at = (
-                Run.Status.RUNNING, self.worker_id, started, started
-            )
             self._start(run, started)
         return True
 
