@@ -64,6 +64,7 @@ CLAIM_BATCH = 100
 # A finished run whose write can wait for a pass due within this long waits
 # for it, and is written in that pass's batch.
 COLLECT_WITHIN = timedelta(milliseconds=50)
+LAST_ERROR_CHARS = 4000  # a job keeps this much of its last run's error
 
 
 # A run is live (queued or running), written as literals: SQLite uses a
@@ -647,7 +648,7 @@ class Scheduler:
         common, others = [], []
         for run, outcome in items:
             plain = outcome.status == Run.Status.SUCCEEDED and (
-                run.job_id is None or (runs_of_job[run.job_id] == 1 and not (run.job and run.job.notify_recovered))
+                run.job_id is None or (runs_of_job[run.job_id] == 1 and not _wants_recovery_notice(run))
             )
             (common if plain else others).append((run, outcome))
         for run, outcome in others:
@@ -669,7 +670,7 @@ class Scheduler:
         update_from_values(
             Job,
             [
-                (run.job_id, outcome.status, outcome.error[:4000], written[run.pk]["duration_ms"], 0)
+                (run.job_id, outcome.status, outcome.error[:LAST_ERROR_CHARS], written[run.pk]["duration_ms"], 0)
                 for run, outcome in common
                 if run.pk in touched and run.job_id is not None
             ],
@@ -721,9 +722,8 @@ class Scheduler:
     def _record_on_job(self, run: Run, *, final: bool, now: datetime) -> None:
         """The job's last status, its consecutive failed fires, and the crash
         at the threshold. A fire counts once, after its last attempt."""
-        last = dict(last_status=run.status, last_error=run.error[:4000], last_duration_ms=run.duration_ms)
-        wants_notice = run.job is not None and run.job.notify_recovered
-        if not final or (run.status == Run.Status.SUCCEEDED and not wants_notice):
+        last = dict(last_status=run.status, last_error=run.error[:LAST_ERROR_CHARS], last_duration_ms=run.duration_ms)
+        if not final or (run.status == Run.Status.SUCCEEDED and not _wants_recovery_notice(run)):
             # The common case needs no read: one UPDATE, no row lock held. (A
             # job that asked for recovery notices takes the long way: the
             # notice depends on its state and its latest alert.)
@@ -733,7 +733,7 @@ class Scheduler:
             return
         job = Job.objects.select_for_update().get(pk=run.job_id)
         job.last_status = run.status
-        job.last_error = run.error[:4000]
+        job.last_error = run.error[:LAST_ERROR_CHARS]
         job.last_duration_ms = run.duration_ms
         fields = ["last_status", "last_error", "last_duration_ms"]
         crashed = succeeded = False
@@ -1055,3 +1055,9 @@ def _scheduler_process_alive(pid: int) -> bool:
 
 def _seconds(delta: timedelta) -> str:
     return f"{delta.total_seconds():g} s"
+
+
+def _wants_recovery_notice(run: Run) -> bool:
+    """A success of this run's job may owe a "recovered" notice, which depends
+    on the job's state and latest alert: its outcome is written the long way."""
+    return run.job is not None and run.job.notify_recovered

@@ -30,3 +30,16 @@ def test_bad_environment_value_names_the_variable_without_a_traceback(name, valu
     assert result.returncode == 2
     assert name in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_sqlite_file_database_uses_wal_with_a_bounded_log(tmp_path):
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}
+    code = (
+        "import django; django.setup(); from django.db import connection; c = connection.cursor();"
+        "print(*(c.execute(f'PRAGMA {p}').fetchone()[0] for p in ('journal_mode', 'synchronous', 'journal_size_limit')))"
+    )
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    # synchronous 1 = NORMAL; the log is cut back to 64 MB when it restarts.
+    assert result.stdout.split() == ["wal", "1", str(64 * 1024 * 1024)]
