@@ -19,20 +19,23 @@ CHECK_EVERY = 1.0
 
 
 class WakeListener(threading.Thread):
-    def __init__(self, connection_params: dict, on_wake: Callable[[], None]):
+    def __init__(self, connection_params: dict, on_wake: Callable[[], None], *, ignore_sender: str = ""):
         super().__init__(name="cronboard-listen", daemon=True)
         self.connection_params = connection_params
         self.on_wake = on_wake
+        # A scheduler's own notifications (it planned fires for the others)
+        # would only wake it for a pass with nothing new in it.
+        self.ignore_sender = ignore_sender
         self.listening = threading.Event()
         self._stopping = threading.Event()
 
     @classmethod
-    def for_django_connection(cls, connection, on_wake: Callable[[], None]) -> "WakeListener":
+    def for_django_connection(cls, connection, on_wake: Callable[[], None], **kwargs) -> "WakeListener":
         params = connection.get_connection_params()
         # Django's cursor and context settings are for its own connection.
         for key in ("cursor_factory", "context", "prepare_threshold"):
             params.pop(key, None)
-        return cls(params, on_wake)
+        return cls(params, on_wake, **kwargs)
 
     def stop(self, timeout: float = 2.0) -> None:
         self._stopping.set()
@@ -51,8 +54,9 @@ class WakeListener(threading.Thread):
                     backoff = 0.5
                     self.on_wake()
                     while not self._stopping.is_set():
-                        for _notify in conn.notifies(timeout=CHECK_EVERY):
-                            self.on_wake()
+                        for notify in conn.notifies(timeout=CHECK_EVERY):
+                            if not (self.ignore_sender and notify.payload == self.ignore_sender):
+                                self.on_wake()
             except Exception as exc:  # noqa: BLE001 - the thread must outlive any database trouble
                 self.listening.clear()
                 if self._stopping.is_set():

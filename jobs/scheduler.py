@@ -190,6 +190,7 @@ class Scheduler:
         self._node_info["started_at"] = now.isoformat()
         if self.clustered:
             self._limit_idle_transactions()
+        self._analyze_unanalyzed_tables()
         self.renew_node_lease(now)
         self.recover(now)
         self.schedule_unplanned(now)
@@ -229,6 +230,29 @@ class Scheduler:
         connection_created.connect(apply, weak=False, dispatch_uid=self._idle_limit_uid)
         if connection.connection is not None:
             apply(connection=connection)
+
+    def _analyze_unanalyzed_tables(self) -> None:
+        """PostgreSQL plans from table statistics, and a table that was never
+        analyzed (a new database, jobs just imported) looks nearly empty to
+        it: the batched fire claim then walked every enabled job once per
+        row of the batch (bench: 15 ms a statement at 2,000 jobs, fires
+        ~30 ms late at the median) instead of looking each up by its key
+        (0.2 ms). Autovacuum analyzes such a table, but only a minute or so
+        later; the scheduler's own tables are analyzed here, once, if they
+        never were (reltuples < 0, PostgreSQL 14+)."""
+        if connection.vendor != "postgresql":
+            return
+        tables = [Job._meta.db_table, Run._meta.db_table]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT relname FROM pg_class WHERE oid = ANY(%s::regclass[]) AND reltuples < 0",
+                [tables],
+            )
+            never = [name for (name,) in cursor.fetchall()]
+            for table in never:
+                cursor.execute(f"ANALYZE {connection.ops.quote_name(table)}")
+        if never:
+            log.info("analyzed %s: the planner had no statistics for them yet", ", ".join(never))
 
     @property
     def _idle_limit_uid(self) -> str:
@@ -306,7 +330,7 @@ class Scheduler:
         if self.clustered and self.leader_epoch is not None:
             from jobs.services import wake_schedulers
 
-            wake_schedulers()  # the other nodes share the runs just queued
+            wake_schedulers(sender=self.worker_id)  # the other nodes share the runs just queued
         return True
 
     def _take_free_slots(self, runs: list[Run], now: datetime) -> list[Run]:
@@ -937,7 +961,7 @@ class Scheduler:
         slot it frees: a finished run is not worth a pass of its own."""
         self.start(self.clock())
         if self.clustered and not once:
-            self.listener = WakeListener.for_django_connection(connection, self.pool.wake)
+            self.listener = WakeListener.for_django_connection(connection, self.pool.wake, ignore_sender=self.worker_id)
             self.listener.start()
         backoff = 0.5
         wake_at: datetime | None = None  # None: pass now

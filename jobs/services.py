@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from jobs import audit
 from jobs.handlers import registry
+from jobs.listener import CHANNEL
 from jobs.models import AuditEvent, Job, Run
 
 
@@ -37,15 +38,16 @@ def check_demo_mode(action: str) -> None:
         raise DemoModeError(f"Demo mode: {action} is turned off on this server.")
 
 
-def wake_schedulers() -> None:
+def wake_schedulers(sender: str = "") -> None:
     """Tell running schedulers that something changed, after commit. On
-    PostgreSQL this is a NOTIFY they LISTEN for; on SQLite they poll once a
-    second, which is the fallback everywhere."""
+    PostgreSQL this is a NOTIFY they LISTEN for, its payload the `sender`
+    (a scheduler's worker id: its own listener ignores it); on SQLite they
+    poll once a second, which is the fallback everywhere."""
     if connection.vendor == "postgresql":
 
         def _notify():
             with connection.cursor() as cursor:
-                cursor.execute("NOTIFY cronboard_jobs")
+                cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, sender])
 
         transaction.on_commit(_notify)
 

@@ -438,6 +438,46 @@ def test_the_wake_up_listener_hears_notify_and_reconnects_after_a_restart(postgr
         listener.stop()
 
 
+def test_the_wake_up_listener_ignores_its_own_schedulers_notifications(postgres_server):
+    import threading
+
+    from jobs.listener import CHANNEL, WakeListener
+
+    postgres_server.create_database("cluster_listen_self")
+    woken = threading.Event()
+    listener = WakeListener(
+        {"host": postgres_server.host, "port": postgres_server.port, "user": postgres_server.user, "dbname": "cluster_listen_self"},
+        woken.set,
+        ignore_sender="n1",
+    )
+    listener.start()
+    try:
+        assert listener.listening.wait(20)
+        woken.clear()  # the wake-up every (re)connect gives
+        with postgres_server.connect("cluster_listen_self") as conn:
+            conn.execute("SELECT pg_notify(%s, 'n1')", [CHANNEL])
+        assert not woken.wait(1), "woken by its own scheduler's notification"
+        with postgres_server.connect("cluster_listen_self") as conn:
+            conn.execute("SELECT pg_notify(%s, 'n2')", [CHANNEL])
+        assert woken.wait(2), "no wake-up for another scheduler's notification"
+    finally:
+        listener.stop()
+
+
+def test_a_scheduler_analyzes_its_tables_if_the_planner_has_no_statistics_yet(cluster_factory):
+    """A new database's tables have none until autovacuum comes round; the
+    batched fire claim then walks every job per row instead of using keys."""
+    cluster = cluster_factory("cluster_analyze")
+    cluster.create_jobs("idle", 50, interval=3600, enabled=False)
+    never = "SELECT relname FROM pg_class WHERE relname IN ('jobs_job', 'jobs_run') AND reltuples < 0 ORDER BY 1"
+    assert cluster.sql(never) == [("jobs_job",), ("jobs_run",)]
+    cluster.start("n1")
+    wait_for(lambda: not cluster.sql(never), 20, "n1 to analyze its tables")
+    jobs = cluster.sql("SELECT count(*) FROM jobs_job")[0][0]  # 50 and the built-in retention job
+    assert cluster.sql("SELECT reltuples FROM pg_class WHERE relname = 'jobs_job'") == [(float(jobs),)]
+    assert "analyzed jobs_" in cluster.log("n1")
+
+
 def test_schedulers_ride_out_a_database_restart_without_losing_or_repeating_a_fire(cluster_factory, postgres_server):
     cluster = cluster_factory("cluster_restart")
     for worker_id in ("n1", "n2", "n3"):
