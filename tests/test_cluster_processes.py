@@ -414,18 +414,24 @@ def test_a_thousand_jobs_due_at_once_fire_exactly_once_across_three_nodes(cluste
     assert workers >= 2, "runs are executed by every node, not only the leader"
 
 
+def start_listener(server, dbname: str, on_wake, **kwargs):
+    """A wake-up listener on a new database of the test server, started."""
+    from jobs.listener import WakeListener
+
+    server.create_database(dbname)
+    params = {"host": server.host, "port": server.port, "user": server.user, "dbname": dbname}
+    listener = WakeListener(params, on_wake, **kwargs)
+    listener.start()
+    return listener
+
+
 def test_the_wake_up_listener_hears_notify_and_reconnects_after_a_restart(postgres_server):
     import threading
 
-    from jobs.listener import CHANNEL, WakeListener
+    from jobs.listener import CHANNEL
 
-    postgres_server.create_database("cluster_listen")
     woken = threading.Event()
-    listener = WakeListener(
-        {"host": postgres_server.host, "port": postgres_server.port, "user": postgres_server.user, "dbname": "cluster_listen"},
-        woken.set,
-    )
-    listener.start()
+    listener = start_listener(postgres_server, "cluster_listen", woken.set)
     try:
         for _ in range(2):
             assert listener.listening.wait(20)
@@ -441,16 +447,10 @@ def test_the_wake_up_listener_hears_notify_and_reconnects_after_a_restart(postgr
 def test_the_wake_up_listener_ignores_its_own_schedulers_notifications(postgres_server):
     import threading
 
-    from jobs.listener import CHANNEL, WakeListener
+    from jobs.listener import CHANNEL
 
-    postgres_server.create_database("cluster_listen_self")
     woken = threading.Event()
-    listener = WakeListener(
-        {"host": postgres_server.host, "port": postgres_server.port, "user": postgres_server.user, "dbname": "cluster_listen_self"},
-        woken.set,
-        ignore_sender="n1",
-    )
-    listener.start()
+    listener = start_listener(postgres_server, "cluster_listen_self", woken.set, ignore_sender="n1")
     try:
         assert listener.listening.wait(20)
         woken.clear()  # the wake-up every (re)connect gives
