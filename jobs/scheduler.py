@@ -640,11 +640,8 @@ class Scheduler:
         """Record a run this process gives up on (timeout, cancel, shutdown)
         with the log it has so far, then free its slot; the handler is told
         to stop and its late outcome is ignored."""
-        self._finish(flight, status, now, error=error, log_text=flight.ctx.log_text())
+        self._record(flight.ctx.run, status, now, error=error, log_text=flight.ctx.log_text())
         self.pool.abandon(flight.run_id)
-
-    def _finish(self, flight: Flight, status: str, now: datetime, *, result="", error="", log_text="") -> None:
-        self._record(flight.ctx.run, status, now, result=result, error=error, log_text=log_text)
 
     # -- recording outcomes ----------------------------------------------------
 
