@@ -54,14 +54,18 @@ def send_test_email(request):
     typed = request.POST.get("to", "")
     result = {"to_value": typed}
     try:
-        to = parse_email_list(typed) or get_setting("sys.job.alertEmails") or parse_email_list(request.user.email)
+        to = (
+            parse_email_list(typed)
+            or get_setting("sys.job.alertEmails")
+            or parse_email_list(request.user.email)
+        )
         if not to:
             raise ValidationError("Enter an address to send the test email to.")
         alerts.send_test_email(to=to, user=request.user)
         result.update(ok=True, to=to)
     except ValidationError as exc:
         result.update(ok=False, error=" ".join(exc.messages))
-    except Exception as exc:  # noqa: BLE001 - whatever the backend raised is the answer to show
+    except Exception as exc:
         _permanent, reply = describe_failure(exc)
         result.update(ok=False, error=f"The mail server did not take it: {reply}")
     template = "jobs/_test_email.html" if request.htmx else "jobs/test_email.html"

@@ -53,7 +53,9 @@ def on_success(*, job: Job, run: Run, now: datetime) -> Alert | None:
     now succeeded gets one notice (its latest alert is then no longer a crash)."""
     if not job.notify_recovered or job.state != Job.State.ENABLED:
         return None
-    latest = Alert.objects.filter(job=job).order_by("-created_at", "-id").values_list("kind", flat=True).first()
+    latest = (
+        Alert.objects.filter(job=job).order_by("-created_at", "-id").values_list("kind", flat=True).first()
+    )
     if latest != Alert.Kind.CRASH:
         return None
     return record_alert(job=job, run=run, kind=Alert.Kind.RECOVERED, now=now)

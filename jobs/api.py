@@ -17,7 +17,7 @@ import base64
 import binascii
 import json
 import logging
-from datetime import datetime, time, timezone as dt_timezone
+from datetime import UTC, datetime, time
 from functools import wraps
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
@@ -57,7 +57,15 @@ def _api_field(field: str | None) -> str | None:
 class ApiError(Exception):
     """Stops a view with a JSON error answer."""
 
-    def __init__(self, status: int, code: str, message: str, field: str | None = None, *, errors: list[dict] | None = None):
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        field: str | None = None,
+        *,
+        errors: list[dict] | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.body = {"code": str(code), "message": message, "field": field}
@@ -113,7 +121,11 @@ def _authenticate(request) -> None:
     if request.method not in SAFE_METHODS:
         reason = _csrf_failure(request)
         if reason:
-            raise ApiError(403, "csrf_failed", f"CSRF check failed: {reason}. Send the X-CSRFToken header, or use a token.")
+            raise ApiError(
+                403,
+                "csrf_failed",
+                f"CSRF check failed: {reason}. Send the X-CSRFToken header, or use a token.",
+            )
 
 
 def api_view(*methods: str, public: bool = False):
@@ -127,7 +139,9 @@ def api_view(*methods: str, public: bool = False):
         def view(request, *args, **kwargs):
             try:
                 if request.method not in methods:
-                    response = ApiError(405, "method_not_allowed", f"Use {' or '.join(methods)} here.").response()
+                    response = ApiError(
+                        405, "method_not_allowed", f"Use {' or '.join(methods)} here."
+                    ).response()
                     response["Allow"] = ", ".join(methods)
                     return response
                 if not public:
@@ -149,7 +163,9 @@ def api_view(*methods: str, public: bool = False):
                 return ApiError(409, "conflict", str(exc)).response()
             except Exception:
                 log.exception("API %s %s failed", request.method, request.path)
-                return ApiError(500, "server_error", "Something went wrong on the server; it has been logged.").response()
+                return ApiError(
+                    500, "server_error", "Something went wrong on the server; it has been logged."
+                ).response()
 
         view.api_methods = methods
         return view
@@ -190,7 +206,7 @@ def _parse_time(value: str, field: str) -> datetime:
     if when is None:
         raise ApiError(400, "invalid", f"“{value[:50]}” is not an ISO-8601 date-time.", field)
     if timezone.is_naive(when):
-        when = when.replace(tzinfo=dt_timezone.utc)
+        when = when.replace(tzinfo=UTC)
     try:
         return check_instant(when)
     except ValidationError as exc:
@@ -223,7 +239,9 @@ def jobs_collection(request):
         wanted = request.GET.get(field)
         if wanted:
             if wanted not in choices.values:
-                raise ApiError(400, "invalid_choice", f"“{field}” must be one of {', '.join(choices.values)}.", field)
+                raise ApiError(
+                    400, "invalid_choice", f"“{field}” must be one of {', '.join(choices.values)}.", field
+                )
             jobs = jobs.filter(**{field: wanted})
     return JsonResponse({"results": [job_to_dict(job) for job in jobs.order_by("name", "id")]})
 
@@ -295,13 +313,17 @@ def job_runs(request, job_id):
     statuses = [s for s in params.get("status", "").split(",") if s]
     for status in statuses:
         if status not in Run.Status.values:
-            raise ApiError(400, "invalid_choice", f"“status” must be among {', '.join(Run.Status.values)}.", "status")
+            raise ApiError(
+                400, "invalid_choice", f"“status” must be among {', '.join(Run.Status.values)}.", "status"
+            )
     if statuses:
         runs = runs.filter(status__in=statuses)
     trigger = params.get("trigger")
     if trigger:
         if trigger not in Run.Trigger.values:
-            raise ApiError(400, "invalid_choice", f"“trigger” must be one of {', '.join(Run.Trigger.values)}.", "trigger")
+            raise ApiError(
+                400, "invalid_choice", f"“trigger” must be one of {', '.join(Run.Trigger.values)}.", "trigger"
+            )
         runs = runs.filter(trigger=trigger)
     if params.get("from"):
         runs = runs.filter(scheduled_at__gte=_parse_time(params["from"], "from"))
@@ -318,7 +340,7 @@ def job_runs(request, job_id):
 
 
 def _encode_cursor(run: Run) -> str:
-    raw = json.dumps([run.scheduled_at.astimezone(dt_timezone.utc).isoformat(), run.pk])
+    raw = json.dumps([run.scheduled_at.astimezone(UTC).isoformat(), run.pk])
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
@@ -327,7 +349,12 @@ def _decode_cursor(cursor: str) -> tuple[datetime, int]:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         stamp, run_id = json.loads(raw)
         when = datetime.fromisoformat(stamp)
-        if timezone.is_naive(when) or isinstance(run_id, bool) or not isinstance(run_id, int) or abs(run_id) > 2**62:
+        if (
+            timezone.is_naive(when)
+            or isinstance(run_id, bool)
+            or not isinstance(run_id, int)
+            or abs(run_id) > 2**62
+        ):
             raise ValueError
         return check_instant(when), run_id
     except (ValueError, TypeError, binascii.Error, RecursionError, ValidationError):
@@ -347,7 +374,9 @@ def run_cancel(request, run_id):
     _require_edit(request)
     run = access.get_run_for_user(request.user, run_id)
     if not run.is_live:
-        raise ApiError(409, "not_live", f"This run is {run.status}; only a queued or running run can be cancelled.")
+        raise ApiError(
+            409, "not_live", f"This run is {run.status}; only a queued or running run can be cancelled."
+        )
     services.cancel_run(run=run, user=request.user, via=VIA)
     return JsonResponse(run_to_dict(run))
 
@@ -366,7 +395,10 @@ def tasks(request):
     unknown = sorted(set(payload) - set(TaskForm.base_fields))
     if unknown:
         raise ApiError.invalid(
-            [{"code": "unknown_field", "message": f"Unknown field “{name}”.", "field": name} for name in unknown]
+            [
+                {"code": "unknown_field", "message": f"Unknown field “{name}”.", "field": name}
+                for name in unknown
+            ]
         )
     bad_types = [
         {"code": "invalid", "message": "Must be a string.", "field": name}
@@ -375,7 +407,8 @@ def tasks(request):
     ] + [
         {"code": "invalid", "message": "Must be a whole number.", "field": name}
         for name in ("max_retries", "retry_interval_seconds", "timeout_seconds")
-        if payload.get(name) is not None and (isinstance(payload[name], bool) or not isinstance(payload[name], int))
+        if payload.get(name) is not None
+        and (isinstance(payload[name], bool) or not isinstance(payload[name], int))
     ]
     if bad_types:
         raise ApiError.invalid(bad_types)
@@ -411,7 +444,9 @@ def cron_preview(request):
         raise ApiError(400, "invalid", "“after” must be an ISO-8601 date-time.", "after")
     count = payload.get("count", PREVIEW_DEFAULT_COUNT)
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= PREVIEW_MAX_COUNT:
-        raise ApiError(400, "invalid", f"“count” must be a whole number from 1 to {PREVIEW_MAX_COUNT}.", "count")
+        raise ApiError(
+            400, "invalid", f"“count” must be a whole number from 1 to {PREVIEW_MAX_COUNT}.", "count"
+        )
     try:
         cron.get_zone(zone)
     except cron.CronError as exc:

@@ -1,6 +1,5 @@
 """The audit trail: one row per change a person or program makes to a job."""
 
-
 from jobs.models import AuditEvent, Job
 
 AUDITED_FIELDS = Job.EDITABLE_FIELDS
@@ -16,7 +15,9 @@ def diff(before: dict | None, after: dict) -> dict:
     return {k: [before.get(k), v] for k, v in after.items() if before.get(k) != v}
 
 
-def record(*, job: Job, action: str, user=None, via: str = AuditEvent.Via.CONSOLE, changes: dict | None = None) -> AuditEvent:
+def record(
+    *, job: Job, action: str, user=None, via: str = AuditEvent.Via.CONSOLE, changes: dict | None = None
+) -> AuditEvent:
     real_user = user if getattr(user, "pk", None) else None
     return AuditEvent.objects.create(
         job=job,

@@ -62,7 +62,7 @@ def _update_chunk(model, rows, match, assign, where, where_params) -> set:
     for row in rows:
         if len(row) != len(fields):
             raise ValueError(f"a row has {len(row)} values for {len(fields)} columns")
-        params += [f.get_db_prep_value(value, connection) for f, value in zip(fields, row)]
+        params += [f.get_db_prep_value(value, connection) for f, value in zip(fields, row, strict=True)]
     sets = ", ".join(f"{qn(meta.get_field(n).column)} = v.{qn('a_' + n)}" for n in assign)
     conditions = [f"{table}.{qn(pk_field.column)} = v.pk"]
     conditions += [f"{table}.{qn(meta.get_field(n).column)} = v.{qn('m_' + n)}" for n in match]

@@ -2,8 +2,9 @@
 in the console. Each key is declared once here with its type, default and
 validation; read them with `get_setting(key)`."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email

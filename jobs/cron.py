@@ -47,7 +47,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -147,9 +147,11 @@ class _Field:
 
 _MONTH_NAMES = {
     n: i + 1
-    for i, n in enumerate("JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC".split())
+    for i, n in enumerate(
+        ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
+    )
 }
-_DOW_NAMES = {n: i for i, n in enumerate("SUN MON TUE WED THU FRI SAT".split())}
+_DOW_NAMES = {n: i for i, n in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])}
 
 SECOND = _Field("Second", 0, 59, can_define_interval=True)
 MINUTE = _Field("Minute", 0, 59, can_define_interval=True)
@@ -300,26 +302,26 @@ class CronSchedule:
     """A parsed, validated expression. Get one from `parse` (cached)."""
 
     __slots__ = (
-        "expression",
-        "is_interval_based",
-        "fields",
-        "seconds",
-        "minutes",
-        "hours",
-        "months",
-        "_sec_next",
-        "_min_next",
-        "_hour_next",
-        "_month_next",
-        "_dom_bits",
-        "_dow_bits",
-        "_dom_last",
-        "_last_offset",
-        "_nearest_weekday",
-        "_w_day",
-        "_dow_last",
-        "_nth",
         "_day_cache",
+        "_dom_bits",
+        "_dom_last",
+        "_dow_bits",
+        "_dow_last",
+        "_hour_next",
+        "_last_offset",
+        "_min_next",
+        "_month_next",
+        "_nearest_weekday",
+        "_nth",
+        "_sec_next",
+        "_w_day",
+        "expression",
+        "fields",
+        "hours",
+        "is_interval_based",
+        "minutes",
+        "months",
+        "seconds",
     )
 
     def __init__(self, expression: str):
@@ -338,8 +340,7 @@ class CronSchedule:
         if dom not in ("*", "?") and dow not in ("*", "?"):
             raise CronError(
                 BOTH_DAYS_RESTRICTED,
-                f"Day-of-month ({dom}) and day-of-week ({dow}) cannot both be set: "
-                f"use ? in one of them",
+                f"Day-of-month ({dom}) and day-of-week ({dow}) cannot both be set: use ? in one of them",
             )
 
         self.seconds = _mask_to_list(second_bits, 0, 59)
@@ -404,7 +405,9 @@ class CronSchedule:
             bits = 1 << _value(field, token, special[1])
             self._nth = _number(field, token, special[3], 1, 5, "the number after #")
         elif bits is None and ("#" in token or token.endswith("L")):
-            raise _bad(field, token, "L and # follow a single day, e.g. 5L (last Friday) or 5#3 (third Friday)")
+            raise _bad(
+                field, token, "L and # follow a single day, e.g. 5L (last Friday) or 5#3 (third Friday)"
+            )
         elif bits is None:
             bits = _list_bits(field, token)
         if bits & _SUNDAYS:
@@ -528,14 +531,14 @@ class CronSchedule:
         None, "skipped" (wall time fell in a gap) or "repeated" (fall-back)."""
         if after.tzinfo is None or after.utcoffset() is None:
             raise ValueError("after must be a timezone-aware datetime")
-        start_utc = after.astimezone(timezone.utc).replace(microsecond=0, tzinfo=None)
+        start_utc = after.astimezone(UTC).replace(microsecond=0, tzinfo=None)
         if start_utc.year >= MAX_YEAR:
             return None
-        if zone is timezone.utc:
+        if zone is UTC:
             found = self._find(start_utc, False)
-            return None if found is None else (found.replace(tzinfo=timezone.utc), None)
+            return None if found is None else (found.replace(tzinfo=UTC), None)
 
-        local = start_utc.replace(tzinfo=timezone.utc).astimezone(zone)
+        local = start_utc.replace(tzinfo=UTC).astimezone(zone)
         wall = local.replace(tzinfo=None, fold=0)
         inclusive = False
         first, second = _offsets(zone, wall)
@@ -589,7 +592,7 @@ _MONTH_LABELS = ("", *(n.title() for n in _MONTH_NAMES))
 
 
 def _aware(naive_utc: datetime) -> datetime:
-    return naive_utc.replace(tzinfo=timezone.utc)
+    return naive_utc.replace(tzinfo=UTC)
 
 
 def _offsets(zone: tzinfo, wall: datetime) -> tuple[timedelta, timedelta]:
@@ -641,14 +644,16 @@ def get_zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name.strip())
     except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise CronError(UNKNOWN_ZONE, f"Unknown time zone {name!r}: use an IANA name such as America/New_York") from None
+        raise CronError(
+            UNKNOWN_ZONE, f"Unknown time zone {name!r}: use an IANA name such as America/New_York"
+        ) from None
 
 
 def _zone(tz: ZoneInfo | tzinfo | str) -> tzinfo:
     if isinstance(tz, str):
         tz = get_zone(tz)
     if isinstance(tz, ZoneInfo) and tz.key in _UTC_NAMES:
-        return timezone.utc
+        return UTC
     return tz
 
 
@@ -699,8 +704,12 @@ def _fallback_description(schedule: CronSchedule) -> str:
         parts.append(phrase)
     elif schedule._dom_last:
         offset = schedule._last_offset
-        day = "the last day" if not offset else f"{offset} day{'s' if offset != 1 else ''} before the last day"
-        parts.append(("on the weekday nearest " if schedule._nearest_weekday else "on ") + day + " of the month")
+        day = (
+            "the last day" if not offset else f"{offset} day{'s' if offset != 1 else ''} before the last day"
+        )
+        parts.append(
+            ("on the weekday nearest " if schedule._nearest_weekday else "on ") + day + " of the month"
+        )
     elif schedule._nearest_weekday:
         parts.append(f"on the weekday nearest day {schedule._w_day} of the month")
     elif dom not in ("*", "?"):
@@ -735,7 +744,7 @@ def describe(expr: str) -> str:
             time_only = ExpressionDescriptor(" ".join(fields), options).get_description()
             text = f"{time_only}, {phrase}"
         return text
-    except Exception:  # noqa: BLE001 - any failure of the third-party text falls back
+    except Exception:
         return _fallback_description(schedule)
 
 

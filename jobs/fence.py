@@ -22,8 +22,8 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 from urllib.parse import quote, urljoin, urlsplit
 
 from django.conf import settings
@@ -78,7 +78,11 @@ class RequestFailed(Exception):
 def _range_label(network: IPNetwork) -> str:
     if str(network) in _RANGE_LABELS:
         return _RANGE_LABELS[str(network)]
-    for test, label in [("is_loopback", "loopback"), ("is_link_local", "link-local"), ("is_private", "private")]:
+    for test, label in [
+        ("is_loopback", "loopback"),
+        ("is_link_local", "link-local"),
+        ("is_private", "private"),
+    ]:
         if getattr(network, test):
             return label
     return "JOBS_HTTP_BLOCKED_CIDRS"
@@ -134,7 +138,7 @@ class Policy:
 
     def blocked_reason(self, ip: IPAddress, host: str | None = None) -> str | None:
         """Why `ip` (an address `host` resolved to) is blocked, or None."""
-        candidates = [(ip, "")] + embedded_ipv4(ip)
+        candidates = [(ip, ""), *embedded_ipv4(ip)]
         for address, how in candidates:
             for network, label in self.blocked:
                 if address.version == network.version and address in network:
@@ -220,7 +224,9 @@ def parse_url(url: str) -> ParsedURL:
         raise FenceError(f"{shown} is not allowed (only http and https)")
     netloc = parts.netloc
     if "@" in netloc:
-        raise FenceError("credentials in the URL (user@host) are not allowed; send an Authorization header instead")
+        raise FenceError(
+            "credentials in the URL (user@host) are not allowed; send an Authorization header instead"
+        )
     if not netloc:
         raise FenceError("the URL has no host")
 
@@ -496,9 +502,13 @@ def fenced_request(
             raise RequestFailed(f"too many redirects (more than {max_redirects})")
         current = urljoin(target.url, location.strip())
         redirects.append(current)
-        if response.status == 303 and method != "HEAD" or response.status in (301, 302) and method == "POST":
+        if (response.status == 303 and method != "HEAD") or (
+            response.status in (301, 302) and method == "POST"
+        ):
             method, body = "GET", None
-            header_list = [(n, v) for n, v in header_list if n.lower() not in ("content-type", "content-length")]
+            header_list = [
+                (n, v) for n, v in header_list if n.lower() not in ("content-type", "content-length")
+            ]
 
 
 def _exchange(target, method, headers, body, deadline, max_body, cancelled, ssl_context) -> FencedResponse:
@@ -545,7 +555,9 @@ def _exchange(target, method, headers, body, deadline, max_body, cancelled, ssl_
         if isinstance(exc, TimeoutError):
             raise RequestFailed(f"timed out talking to {where}") from None
         if isinstance(exc, ssl.SSLCertVerificationError):
-            raise RequestFailed(f"TLS certificate check failed for {target.parsed.host}: {exc.verify_message}") from None
+            raise RequestFailed(
+                f"TLS certificate check failed for {target.parsed.host}: {exc.verify_message}"
+            ) from None
         if isinstance(exc, http.client.HTTPException):
             raise RequestFailed(f"bad HTTP response from {where}: {exc!r}") from None
         raise RequestFailed(f"request to {where} failed: {exc}") from None
@@ -554,7 +566,9 @@ def _exchange(target, method, headers, body, deadline, max_body, cancelled, ssl_
         conn.close()
 
 
-def _abort_when_cancelled(conn: _PinnedHTTPConnection, cancelled: threading.Event, done: threading.Event) -> None:
+def _abort_when_cancelled(
+    conn: _PinnedHTTPConnection, cancelled: threading.Event, done: threading.Event
+) -> None:
     # Polls rather than blocks so the thread ends with the request; a socket
     # that is still connecting is shut down as soon as it exists.
     while not done.wait(0.05):

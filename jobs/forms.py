@@ -8,7 +8,7 @@ Errors carry the spec's codes where it has one (47003 both day fields,
 
 import json
 import re
-from datetime import datetime, timezone as dt_timezone
+from datetime import UTC, datetime
 
 from django import forms
 from django.conf import settings
@@ -29,14 +29,14 @@ MAX_ALERT_THRESHOLD = 1000
 # Instants a client may name (a task's start, a filter, a preview's start):
 # wide enough for any real use, far enough from datetime's limits that
 # converting zones or adding a schedule's step cannot overflow.
-EARLIEST_INSTANT = datetime(1900, 1, 1, tzinfo=dt_timezone.utc)
-LATEST_INSTANT = datetime(9000, 1, 1, tzinfo=dt_timezone.utc)
+EARLIEST_INSTANT = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST_INSTANT = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 def check_instant(value: datetime) -> datetime:
     """An aware datetime within the allowed range, in UTC; else ValidationError."""
     try:
-        value = value.astimezone(dt_timezone.utc)
+        value = value.astimezone(UTC)
     except (OverflowError, ValueError):
         value = None
     if value is None or not EARLIEST_INSTANT <= value <= LATEST_INSTANT:
@@ -51,7 +51,13 @@ class ErrorListMixin:
         for field, errors in self.errors.as_data().items():
             for error in errors:
                 for message in error.messages:
-                    out.append({"code": error.code or "invalid", "message": message, "field": None if field == "__all__" else field})
+                    out.append(
+                        {
+                            "code": error.code or "invalid",
+                            "message": message,
+                            "field": None if field == "__all__" else field,
+                        }
+                    )
         return out
 
 
@@ -64,7 +70,9 @@ def coerce_properties(value) -> dict[str, str]:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise ValidationError(f"Properties must be a JSON object: {exc.msg} at character {exc.pos}.", code="invalid") from None
+            raise ValidationError(
+                f"Properties must be a JSON object: {exc.msg} at character {exc.pos}.", code="invalid"
+            ) from None
     if not isinstance(value, dict):
         raise ValidationError("Properties must be an object of names to text values.", code="invalid")
     if len(value) > MAX_PROPERTIES:
@@ -79,9 +87,13 @@ def coerce_properties(value) -> dict[str, str]:
         text = "" if item is None else (str(item).lower() if isinstance(item, bool) else str(item))
         if "\x00" in key or "\x00" in text:
             # PostgreSQL cannot store NUL in text or jsonb.
-            raise ValidationError(f"Property “{key.replace(chr(0), '')}” contains a NUL character.", code="invalid")
+            raise ValidationError(
+                f"Property “{key.replace(chr(0), '')}” contains a NUL character.", code="invalid"
+            )
         if len(text) > MAX_PROPERTY_CHARS:
-            raise ValidationError(f"Property “{key}” is longer than {MAX_PROPERTY_CHARS} characters.", code="invalid")
+            raise ValidationError(
+                f"Property “{key}” is longer than {MAX_PROPERTY_CHARS} characters.", code="invalid"
+            )
         clean[key] = text
     return clean
 
@@ -157,7 +169,9 @@ class JobForm(ErrorListMixin, forms.ModelForm):
 
     @staticmethod
     def handler_choices():
-        return [("", "—")] + [(h.name, f"{h.label} ({h.name})" if h.label != h.name else h.name) for h in registry.available()]
+        return [("", "—")] + [
+            (h.name, f"{h.label} ({h.name})" if h.label != h.name else h.name) for h in registry.available()
+        ]
 
     # -- fields ------------------------------------------------------------------
 
@@ -174,7 +188,8 @@ class JobForm(ErrorListMixin, forms.ModelForm):
         namespace = (self.cleaned_data.get("namespace") or "").strip()
         if namespace and not NAMESPACE_RE.fullmatch(namespace):
             raise ValidationError(
-                "A namespace is lower-case letters, digits, “-” and “_”, starting with a letter or digit.", code="invalid"
+                "A namespace is lower-case letters, digits, “-” and “_”, starting with a letter or digit.",
+                code="invalid",
             )
         return namespace
 
@@ -207,7 +222,8 @@ class JobForm(ErrorListMixin, forms.ModelForm):
             return 600
         if not 1 <= value <= Job.MAX_TIMEOUT_SECONDS:
             raise ValidationError(
-                f"The timeout must be between 1 and {Job.MAX_TIMEOUT_SECONDS:,} seconds (24 hours).", code="invalid"
+                f"The timeout must be between 1 and {Job.MAX_TIMEOUT_SECONDS:,} seconds (24 hours).",
+                code="invalid",
             )
         return value
 
@@ -224,13 +240,17 @@ class JobForm(ErrorListMixin, forms.ModelForm):
         if value is None:
             return 60
         if value > Job.MAX_TIMEOUT_SECONDS:
-            raise ValidationError("The retry interval can be at most 86,400 seconds (24 hours).", code="invalid")
+            raise ValidationError(
+                "The retry interval can be at most 86,400 seconds (24 hours).", code="invalid"
+            )
         return value
 
     def clean_alert_threshold(self):
         value = self.cleaned_data.get("alert_threshold")
         if value is not None and value > MAX_ALERT_THRESHOLD:
-            raise ValidationError(f"The alert threshold can be at most {MAX_ALERT_THRESHOLD}.", code="invalid")
+            raise ValidationError(
+                f"The alert threshold can be at most {MAX_ALERT_THRESHOLD}.", code="invalid"
+            )
         return 3 if value is None else value
 
     # -- the whole job -------------------------------------------------------------
@@ -245,7 +265,9 @@ class JobForm(ErrorListMixin, forms.ModelForm):
         if data.get("schedule_type") == Job.ScheduleType.INTERVAL:
             seconds = data.get("interval_seconds")
             if seconds is None and "interval_seconds" not in self.errors:
-                self.add_error("interval_seconds", ValidationError("Enter the interval in seconds.", code="required"))
+                self.add_error(
+                    "interval_seconds", ValidationError("Enter the interval in seconds.", code="required")
+                )
             elif seconds is not None:
                 try:
                     data["interval_seconds"] = cron.validate_interval(seconds)
@@ -264,7 +286,9 @@ class JobForm(ErrorListMixin, forms.ModelForm):
         else:
             expression = (data.get("cron_expression") or "").strip()
             if not expression:
-                self.add_error("cron_expression", ValidationError("Enter a cron expression.", code="required"))
+                self.add_error(
+                    "cron_expression", ValidationError("Enter a cron expression.", code="required")
+                )
                 return
             try:
                 data["cron_expression"] = cron.normalize(expression)
@@ -282,7 +306,9 @@ class JobForm(ErrorListMixin, forms.ModelForm):
                 self.add_error("handler", ValidationError("Choose a handler.", code="required"))
             elif not registry.is_registered(handler) and handler != self.instance.handler:
                 # A job whose class disappeared stays editable under its old name.
-                self.add_error("handler", ValidationError(f"No handler named “{handler}” is registered.", code="invalid"))
+                self.add_error(
+                    "handler", ValidationError(f"No handler named “{handler}” is registered.", code="invalid")
+                )
         elif kind == Job.Kind.HTTP:
             data["handler"] = ""
             for name in HTTP_FIELDS:
@@ -290,12 +316,18 @@ class JobForm(ErrorListMixin, forms.ModelForm):
                     properties[name] = data[name]
             properties.setdefault("method", "GET")
             if getattr(settings, "DEMO_MODE", False):
-                self.add_error("kind", ValidationError("Demo mode: HTTP jobs cannot be created or edited.", code="demo_mode"))
+                self.add_error(
+                    "kind",
+                    ValidationError("Demo mode: HTTP jobs cannot be created or edited.", code="demo_mode"),
+                )
             else:
                 from jobs.handlers.http import validate_http_properties
 
                 for field, message in validate_http_properties(properties).items():
-                    self.add_error(field if field in self.fields else "properties", ValidationError(message, code="fence" if field == "url" else "invalid"))
+                    self.add_error(
+                        field if field in self.fields else "properties",
+                        ValidationError(message, code="fence" if field == "url" else "invalid"),
+                    )
         elif kind == Job.Kind.SQL:
             data["handler"] = ""
             if data.get("sql"):
@@ -303,14 +335,29 @@ class JobForm(ErrorListMixin, forms.ModelForm):
             from jobs.handlers.sql import sql_enabled, validate_sql_properties
 
             if getattr(settings, "DEMO_MODE", False):
-                self.add_error("kind", ValidationError("Demo mode: SQL jobs cannot be created or edited.", code="demo_mode"))
+                self.add_error(
+                    "kind",
+                    ValidationError("Demo mode: SQL jobs cannot be created or edited.", code="demo_mode"),
+                )
             elif not sql_enabled():
-                self.add_error("kind", ValidationError("SQL jobs are turned off on this server (JOBS_SQL_ENABLED).", code="sql_disabled"))
+                self.add_error(
+                    "kind",
+                    ValidationError(
+                        "SQL jobs are turned off on this server (JOBS_SQL_ENABLED).", code="sql_disabled"
+                    ),
+                )
             elif self.user is not None and not self.user.is_superuser:
-                self.add_error("kind", ValidationError("Only superusers can create or edit SQL jobs.", code="forbidden"))
+                self.add_error(
+                    "kind", ValidationError("Only superusers can create or edit SQL jobs.", code="forbidden")
+                )
             else:
-                for field, message in validate_sql_properties(properties, write=bool(data.get("sql_write"))).items():
-                    self.add_error(field if field in self.fields else "properties", ValidationError(message, code="invalid"))
+                for field, message in validate_sql_properties(
+                    properties, write=bool(data.get("sql_write"))
+                ).items():
+                    self.add_error(
+                        field if field in self.fields else "properties",
+                        ValidationError(message, code="invalid"),
+                    )
         data["properties"] = properties
 
     def save(self, commit=True):
@@ -329,7 +376,9 @@ class TaskForm(ErrorListMixin, forms.Form):
     properties = PropertiesField(required=False)
     run_after = forms.DateTimeField(required=False)
     max_retries = forms.IntegerField(required=False, min_value=0, max_value=100)
-    retry_interval_seconds = forms.IntegerField(required=False, min_value=0, max_value=Job.MAX_TIMEOUT_SECONDS)
+    retry_interval_seconds = forms.IntegerField(
+        required=False, min_value=0, max_value=Job.MAX_TIMEOUT_SECONDS
+    )
     timeout_seconds = forms.IntegerField(required=False, min_value=1, max_value=Job.MAX_TIMEOUT_SECONDS)
 
     def clean_run_after(self):
@@ -352,7 +401,9 @@ class TaskForm(ErrorListMixin, forms.Form):
             properties=data.get("properties") or {},
             run_after=data.get("run_after"),
             max_retries=0 if data.get("max_retries") is None else data["max_retries"],
-            retry_interval_seconds=60 if data.get("retry_interval_seconds") is None else data["retry_interval_seconds"],
+            retry_interval_seconds=60
+            if data.get("retry_interval_seconds") is None
+            else data["retry_interval_seconds"],
             timeout_seconds=600 if data.get("timeout_seconds") is None else data["timeout_seconds"],
         )
 

@@ -25,7 +25,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Exists
 from django.db.models.functions import Now
 
-from jobs.models import Lease, LeadershipChange, Run
+from jobs.models import LeadershipChange, Lease, Run
 
 NODE_PREFIX = "node:"
 LEADER = "leader"
@@ -77,7 +77,9 @@ def acquire(
             lease.info = info
             fields.append("info")
         lease.save(update_fields=fields)
-    return Grant(epoch=lease.epoch, expires_at=lease.expires_at, acquired_at=lease.acquired_at, taken=not renewing)
+    return Grant(
+        epoch=lease.epoch, expires_at=lease.expires_at, acquired_at=lease.acquired_at, taken=not renewing
+    )
 
 
 def release(name: str, holder: str, *, epoch: int | None = None) -> None:
@@ -110,9 +112,9 @@ def current(name: str, *, now: datetime) -> tuple[Lease | None, datetime]:
 
 def live_node_holders(*, now: datetime) -> set[str]:
     return set(
-        Lease.objects.filter(name__startswith=NODE_PREFIX, holder__gt="", expires_at__gte=_clock(now)).values_list(
-            "holder", flat=True
-        )
+        Lease.objects.filter(
+            name__startswith=NODE_PREFIX, holder__gt="", expires_at__gte=_clock(now)
+        ).values_list("holder", flat=True)
     )
 
 
@@ -121,7 +123,9 @@ def record_leadership(grant: Grant, worker_id: str, *, keep: int = 100) -> None:
     LeadershipChange.objects.create(
         epoch=grant.epoch, worker_id=worker_id, host=socket.gethostname(), acquired_at=grant.acquired_at
     )
-    old = LeadershipChange.objects.order_by("-acquired_at", "-id").values_list("id", flat=True)[keep : keep + 1000]
+    old = LeadershipChange.objects.order_by("-acquired_at", "-id").values_list("id", flat=True)[
+        keep : keep + 1000
+    ]
     if old:
         LeadershipChange.objects.filter(id__in=list(old)).delete()
 
@@ -210,13 +214,18 @@ class ClusterStatus:
         }
 
 
-def cluster_status(*, now: datetime, lost_for: timedelta = timedelta(hours=24), changes: int = 20) -> ClusterStatus:
+def cluster_status(
+    *, now: datetime, lost_for: timedelta = timedelta(hours=24), changes: int = 20
+) -> ClusterStatus:
     """Live nodes (and those that stopped heartbeating without shutting down in
     the last `lost_for`), the leader lease, and recent leadership changes."""
     leader, clock = current(LEADER, now=now)
     live = leader is not None and leader.is_live(clock)
     running = dict(
-        Run.objects.filter(status=Run.Status.RUNNING).values("worker_id").annotate(n=Count("id")).values_list("worker_id", "n")
+        Run.objects.filter(status=Run.Status.RUNNING)
+        .values("worker_id")
+        .annotate(n=Count("id"))
+        .values_list("worker_id", "n")
     )
     rows = Lease.objects.filter(name__startswith=NODE_PREFIX, holder__gt="", expires_at__gte=clock - lost_for)
     nodes = [

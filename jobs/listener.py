@@ -9,7 +9,7 @@ sent while it was deaf are lost. Polling stays as the fallback.
 
 import logging
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 log = logging.getLogger("cronboard.scheduler")
 
@@ -57,7 +57,7 @@ class WakeListener(threading.Thread):
                         for notify in conn.notifies(timeout=CHECK_EVERY):
                             if not (self.ignore_sender and notify.payload == self.ignore_sender):
                                 self.on_wake()
-            except Exception as exc:  # noqa: BLE001 - the thread must outlive any database trouble
+            except Exception as exc:
                 self.listening.clear()
                 if self._stopping.is_set():
                     break

@@ -17,9 +17,9 @@ class JobQuerySet(models.QuerySet):
 
     def due(self, now):
         """Enabled jobs whose next fire time has come (served by `job_due_idx`)."""
-        return self.filter(
-            state=Job.State.ENABLED, deleted_at__isnull=True, next_fire_at__lte=now
-        ).order_by("next_fire_at", "id")
+        return self.filter(state=Job.State.ENABLED, deleted_at__isnull=True, next_fire_at__lte=now).order_by(
+            "next_fire_at", "id"
+        )
 
 
 def cap_message(text: str | None, limit: int | None) -> str:
@@ -89,13 +89,9 @@ class Job(models.Model):
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.PYTHON)
     handler = models.CharField(max_length=200, blank=True)
     properties = models.JSONField(default=dict, blank=True)
-    sql_write = models.BooleanField(
-        default=False, help_text="SQL jobs only: allow the statement to write."
-    )
+    sql_write = models.BooleanField(default=False, help_text="SQL jobs only: allow the statement to write.")
 
-    schedule_type = models.CharField(
-        max_length=10, choices=ScheduleType.choices, default=ScheduleType.CRON
-    )
+    schedule_type = models.CharField(max_length=10, choices=ScheduleType.choices, default=ScheduleType.CRON)
     cron_expression = models.CharField(max_length=200, blank=True)
     interval_seconds = models.PositiveIntegerField(null=True, blank=True)
     timezone = models.CharField(max_length=64, default="UTC")
@@ -121,9 +117,7 @@ class Job(models.Model):
     last_error = models.TextField(blank=True)
     last_duration_ms = models.PositiveIntegerField(null=True, blank=True)
 
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     builtin = models.BooleanField(default=False)
     # Bumped on every edit through a form or the API so a stale save is refused.
     version = models.PositiveIntegerField(default=1)
@@ -232,10 +226,14 @@ class RunQuerySet(models.QuerySet):
     seek; the OR only sorts out runs scheduled at the same instant."""
 
     def older_than(self, scheduled_at: datetime, run_id: int):
-        return self.filter(scheduled_at__lte=scheduled_at).filter(Q(scheduled_at__lt=scheduled_at) | Q(id__lt=run_id))
+        return self.filter(scheduled_at__lte=scheduled_at).filter(
+            Q(scheduled_at__lt=scheduled_at) | Q(id__lt=run_id)
+        )
 
     def newer_than(self, scheduled_at: datetime, run_id: int):
-        return self.filter(scheduled_at__gte=scheduled_at).filter(Q(scheduled_at__gt=scheduled_at) | Q(id__gt=run_id))
+        return self.filter(scheduled_at__gte=scheduled_at).filter(
+            Q(scheduled_at__gt=scheduled_at) | Q(id__gt=run_id)
+        )
 
 
 class Run(models.Model):
@@ -432,7 +430,9 @@ class LeadershipChange(models.Model):
 class Message(models.Model):
     """An in-site notification for one user."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="cronboard_messages")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="cronboard_messages"
+    )
     job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     subject = models.CharField(max_length=300)
     body = models.TextField(blank=True)
@@ -498,7 +498,9 @@ class Alert(models.Model):
         ]
         indexes = [
             # outbox.AlertSender.claim_due(): pending alerts whose time has come.
-            models.Index(fields=["next_attempt_at", "id"], condition=Q(status="pending"), name="alert_due_idx"),
+            models.Index(
+                fields=["next_attempt_at", "id"], condition=Q(status="pending"), name="alert_due_idx"
+            ),
             # A job's alerts, newest first (the job page).
             models.Index(fields=["job", "-created_at", "-id"], name="alert_job_idx"),
         ]
@@ -527,9 +529,13 @@ class AuditEvent(models.Model):
         CLI = "cli", "Command line"
         SYSTEM = "system", "System"
 
-    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events")
+    job = models.ForeignKey(
+        Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
+    )
     job_name = models.CharField(max_length=200)
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     username = models.CharField(max_length=150, blank=True)
     action = models.CharField(max_length=30)
     via = models.CharField(max_length=10, choices=Via.choices, default=Via.CONSOLE)

@@ -47,7 +47,13 @@ def _body(schema: dict) -> dict:
 
 
 def _id_param(name: str, what: str) -> dict:
-    return {"name": name, "in": "path", "required": True, "description": f"The {what}'s id.", "schema": {"type": "integer"}}
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "description": f"The {what}'s id.",
+        "schema": {"type": "integer"},
+    }
 
 
 def _query(name: str, description: str, schema: dict) -> dict:
@@ -57,13 +63,29 @@ def _query(name: str, description: str, schema: dict) -> dict:
 JOB_INPUT_PROPERTIES = {
     "name": {"type": "string", "maxLength": 200, "description": "Unique among live jobs."},
     "description": {"type": "string"},
-    "namespace": {"type": "string", "maxLength": 100, "description": "Lower-case letters, digits, - and _; empty for none."},
+    "namespace": {
+        "type": "string",
+        "maxLength": 100,
+        "description": "Lower-case letters, digits, - and _; empty for none.",
+    },
     "kind": {"type": "string", "enum": list(Job.Kind.values)},
-    "handler": {"type": "string", "description": "For python jobs: a registered handler (GET /api/handlers)."},
-    "properties": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Parameters for the handler; url/method/headers/body for http, sql for sql."},
+    "handler": {
+        "type": "string",
+        "description": "For python jobs: a registered handler (GET /api/handlers).",
+    },
+    "properties": {
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "description": "Parameters for the handler; url/method/headers/body for http, sql for sql.",
+    },
     "schedule_type": {"type": "string", "enum": list(Job.ScheduleType.values)},
-    "cron_expression": {"type": "string", "description": "Six fields, seconds first (five get 0 seconds); for schedule_type cron."},
-    "interval_seconds": _nullable("integer", minimum=Job.MIN_INTERVAL_SECONDS, maximum=Job.MAX_INTERVAL_SECONDS),
+    "cron_expression": {
+        "type": "string",
+        "description": "Six fields, seconds first (five get 0 seconds); for schedule_type cron.",
+    },
+    "interval_seconds": _nullable(
+        "integer", minimum=Job.MIN_INTERVAL_SECONDS, maximum=Job.MAX_INTERVAL_SECONDS
+    ),
     "timezone": {"type": "string", "description": "IANA name; cron fields are read in it."},
     "misfire_policy": {"type": "string", "enum": list(Job.MisfirePolicy.values)},
     "run_once": {"type": "boolean"},
@@ -71,10 +93,21 @@ JOB_INPUT_PROPERTIES = {
     "max_retries": {"type": "integer", "minimum": 0, "maximum": 100},
     "retry_interval_seconds": {"type": "integer", "minimum": 0, "maximum": Job.MAX_TIMEOUT_SECONDS},
     "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": Job.MAX_TIMEOUT_SECONDS},
-    "alert_threshold": {"type": "integer", "minimum": 0, "description": "Consecutive failed fires that crash the job; 0 never."},
+    "alert_threshold": {
+        "type": "integer",
+        "minimum": 0,
+        "description": "Consecutive failed fires that crash the job; 0 never.",
+    },
     "alert_emails": {"type": "array", "items": {"type": "string", "format": "email"}},
-    "notify_recovered": {"type": "boolean", "description": "Also send a notice when the job next succeeds after a crash."},
-    "state": {"type": "string", "enum": list(Job.State.values), "description": "crashed can be kept but not set."},
+    "notify_recovered": {
+        "type": "boolean",
+        "description": "Also send a notice when the job next succeeds after a crash.",
+    },
+    "state": {
+        "type": "string",
+        "enum": list(Job.State.values),
+        "description": "crashed can be kept but not set.",
+    },
 }
 
 RUN_PROPERTIES = {
@@ -103,7 +136,10 @@ SCHEMAS = {
         "type": "object",
         "required": ["code", "message", "field"],
         "properties": {
-            "code": {"type": "string", "description": "e.g. required, invalid, unique, 47003, stale_version, forbidden."},
+            "code": {
+                "type": "string",
+                "description": "e.g. required, invalid, unique, 47003, stale_version, forbidden.",
+            },
             "message": {"type": "string"},
             "field": _nullable("string"),
             "errors": {
@@ -111,7 +147,11 @@ SCHEMAS = {
                 "items": {
                     "type": "object",
                     "required": ["code", "message", "field"],
-                    "properties": {"code": {"type": "string"}, "message": {"type": "string"}, "field": _nullable("string")},
+                    "properties": {
+                        "code": {"type": "string"},
+                        "message": {"type": "string"},
+                        "field": _nullable("string"),
+                    },
                 },
             },
         },
@@ -122,13 +162,26 @@ SCHEMAS = {
         "Read-only fields of Job are accepted and ignored; other unknown fields are an error.",
         "properties": {
             **JOB_INPUT_PROPERTIES,
-            "version": {"type": "integer", "description": "PUT/PATCH: the version you read; a stale one is refused with 409."},
+            "version": {
+                "type": "integer",
+                "description": "PUT/PATCH: the version you read; a stale one is refused with 409.",
+            },
         },
     },
     "Job": {
         "type": "object",
         "additionalProperties": False,
-        "required": [*JOB_FIELDS, "id", "version", "next_fire_at", "last_fire_at", "last_status", "consecutive_failures", "created_at", "updated_at"],
+        "required": [
+            *JOB_FIELDS,
+            "id",
+            "version",
+            "next_fire_at",
+            "last_fire_at",
+            "last_status",
+            "consecutive_failures",
+            "created_at",
+            "updated_at",
+        ],
         "properties": {
             "id": {"type": "integer"},
             **JOB_INPUT_PROPERTIES,
@@ -145,7 +198,11 @@ SCHEMAS = {
             "updated_at": {"type": "string", "format": "date-time"},
         },
     },
-    "JobList": {"type": "object", "required": ["results"], "properties": {"results": {"type": "array", "items": _ref("Job")}}},
+    "JobList": {
+        "type": "object",
+        "required": ["results"],
+        "properties": {"results": {"type": "array", "items": _ref("Job")}},
+    },
     "Run": {
         "type": "object",
         "required": list(RUN_PROPERTIES),
@@ -163,7 +220,9 @@ SCHEMAS = {
         "required": ["results", "next_cursor"],
         "properties": {
             "results": {"type": "array", "items": _ref("Run")},
-            "next_cursor": _nullable("string", description="Pass as `cursor` for the next page; null on the last."),
+            "next_cursor": _nullable(
+                "string", description="Pass as `cursor` for the next page; null on the last."
+            ),
         },
     },
     "Handler": {
@@ -176,14 +235,23 @@ SCHEMAS = {
             "properties_help": {"type": "object", "additionalProperties": {"type": "string"}},
         },
     },
-    "HandlerList": {"type": "object", "required": ["results"], "properties": {"results": {"type": "array", "items": _ref("Handler")}}},
+    "HandlerList": {
+        "type": "object",
+        "required": ["results"],
+        "properties": {"results": {"type": "array", "items": _ref("Handler")}},
+    },
     "TaskInput": {
         "type": "object",
         "required": ["handler", "key"],
         "additionalProperties": False,
         "properties": {
             "handler": {"type": "string", "description": "A registered handler."},
-            "key": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Dedupe key: one live task per (handler, key)."},
+            "key": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 200,
+                "description": "Dedupe key: one live task per (handler, key).",
+            },
             "properties": {"type": "object", "additionalProperties": {"type": "string"}},
             "run_after": {"type": "string", "format": "date-time"},
             "max_retries": {"type": "integer", "minimum": 0, "maximum": 100},
@@ -216,7 +284,11 @@ SCHEMAS = {
                     "properties": {
                         "utc": {"type": "string", "format": "date-time"},
                         "local": {"type": "string", "format": "date-time"},
-                        "dst": {"type": ["string", "null"], "enum": ["skipped", "repeated", None], "description": "skipped: the wall time fell in a spring-forward gap; repeated: a fall-back hour."},
+                        "dst": {
+                            "type": ["string", "null"],
+                            "enum": ["skipped", "repeated", None],
+                            "description": "skipped: the wall time fell in a spring-forward gap; repeated: a fall-back hour.",
+                        },
                     },
                 },
             },
@@ -248,18 +320,27 @@ PATHS = {
     },
     "/api/jobs/{job_id}": {
         "parameters": [JOB_ID],
-        "get": {"operationId": "getJob", "responses": {"200": _json(_ref("Job"), "The job."), **_errors("401", "404")}},
+        "get": {
+            "operationId": "getJob",
+            "responses": {"200": _json(_ref("Job"), "The job."), **_errors("401", "404")},
+        },
         "put": {
             "operationId": "replaceJob",
             "summary": "Replace a job (staff); fields left out take their defaults.",
             "requestBody": _body(_ref("JobInput")),
-            "responses": {"200": _json(_ref("Job"), "The saved job."), **_errors("400", "401", "403", "404", "409")},
+            "responses": {
+                "200": _json(_ref("Job"), "The saved job."),
+                **_errors("400", "401", "403", "404", "409"),
+            },
         },
         "patch": {
             "operationId": "updateJob",
             "summary": "Change some fields of a job (staff).",
             "requestBody": _body(_ref("JobInput")),
-            "responses": {"200": _json(_ref("Job"), "The saved job."), **_errors("400", "401", "403", "404", "409")},
+            "responses": {
+                "200": _json(_ref("Job"), "The saved job."),
+                **_errors("400", "401", "403", "404", "409"),
+            },
         },
         "delete": {
             "operationId": "deleteJob",
@@ -272,7 +353,10 @@ PATHS = {
         "post": {
             "operationId": "toggleJob",
             "summary": "Pause an enabled job; resume a paused one or re-enable a crashed one (staff).",
-            "responses": {"200": _json(_ref("Job"), "The job after the change."), **_errors("401", "403", "404", "409")},
+            "responses": {
+                "200": _json(_ref("Job"), "The job after the change."),
+                **_errors("401", "403", "404", "409"),
+            },
         },
     },
     "/api/jobs/{job_id}/run": {
@@ -297,7 +381,9 @@ PATHS = {
                 _query("trigger", "Only this trigger.", {"type": "string", "enum": list(Run.Trigger.values)}),
                 _query("from", "Scheduled at or after (ISO-8601; no zone means UTC).", {"type": "string"}),
                 _query("to", "Scheduled before (ISO-8601).", {"type": "string"}),
-                _query("limit", "Page size.", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}),
+                _query(
+                    "limit", "Page size.", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}
+                ),
                 _query("cursor", "next_cursor from the previous page.", {"type": "string"}),
             ],
             "responses": {"200": _json(_ref("RunPage"), "One page of runs."), **_errors("400", "401", "404")},
@@ -305,14 +391,20 @@ PATHS = {
     },
     "/api/runs/{run_id}": {
         "parameters": [RUN_ID],
-        "get": {"operationId": "getRun", "responses": {"200": _json(_ref("RunDetail"), "The run with its log."), **_errors("401", "404")}},
+        "get": {
+            "operationId": "getRun",
+            "responses": {"200": _json(_ref("RunDetail"), "The run with its log."), **_errors("401", "404")},
+        },
     },
     "/api/runs/{run_id}/cancel": {
         "parameters": [RUN_ID],
         "post": {
             "operationId": "cancelRun",
             "summary": "Cancel a queued run, or ask a running one to stop (staff).",
-            "responses": {"200": _json(_ref("Run"), "The run after the request."), **_errors("401", "403", "404", "409")},
+            "responses": {
+                "200": _json(_ref("Run"), "The run after the request."),
+                **_errors("401", "403", "404", "409"),
+            },
         },
     },
     "/api/handlers": {
@@ -367,7 +459,11 @@ def document(request=None) -> dict:
         "components": {
             "schemas": SCHEMAS,
             "securitySchemes": {
-                "bearerAuth": {"type": "http", "scheme": "bearer", "description": "A personal token from your profile page."},
+                "bearerAuth": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "A personal token from your profile page.",
+                },
                 "sessionAuth": {
                     "type": "apiKey",
                     "in": "cookie",

@@ -37,9 +37,9 @@ import smtplib
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Callable
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives, get_connection
@@ -147,7 +147,7 @@ class _SenderThread:
                 return
             try:
                 delivery.message.send(fail_silently=False)
-            except BaseException as exc:  # noqa: BLE001 - every failure is a result to record
+            except BaseException as exc:
                 delivery.error = exc
             self._results.put(delivery)
             if self._wake is not None:
@@ -170,7 +170,9 @@ class AlertSender:
         due alert and hand it over. Never waits on the network."""
         did = self.collect(now)
         if self.in_flight is not None and now >= self.in_flight.claimed_until:
-            log.error("alert %s: the send outlived its claim; abandoning the sender thread", self.in_flight.alert_id)
+            log.error(
+                "alert %s: the send outlived its claim; abandoning the sender thread", self.in_flight.alert_id
+            )
             self._abandon()
         if self.in_flight is None:
             did |= self.claim_and_send(now)
@@ -207,7 +209,7 @@ class AlertSender:
         try:
             connection = get_connection(timeout=settings.EMAIL_TIMEOUT)
             self.in_flight.message = build_email(alert, connection=connection)
-        except Exception as exc:  # noqa: BLE001 - a broken email setup is this alert's failure, not the loop's
+        except Exception as exc:
             self.in_flight.error = exc
             self._results.put(self.in_flight)
             return True
@@ -260,7 +262,13 @@ class AlertSender:
             log.error("alert %s: gave up after %s attempts: %s", delivery.alert_id, delivery.attempts, reply)
             return
         ours.update(next_attempt_at=retry_at, last_error=reply)
-        log.warning("alert %s: attempt %s failed, retrying at %s: %s", delivery.alert_id, delivery.attempts, retry_at, reply)
+        log.warning(
+            "alert %s: attempt %s failed, retrying at %s: %s",
+            delivery.alert_id,
+            delivery.attempts,
+            retry_at,
+            reply,
+        )
 
     # -- the loop's helpers ------------------------------------------------------
 

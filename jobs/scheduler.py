@@ -34,9 +34,9 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Callable
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
@@ -47,8 +47,8 @@ from django.utils import timezone
 
 from jobs import alerts, leases
 from jobs.bulk import update_from_values
-from jobs.listener import WakeListener
 from jobs.handlers.base import JobContext
+from jobs.listener import WakeListener
 from jobs.models import Job, Run, cap_message
 from jobs.outbox import AlertSender
 from jobs.workers import Flight, Outcome, WorkerPool, resolve_handler
@@ -163,16 +163,24 @@ class Scheduler:
             return False
         self._last_lead = now
         with transaction.atomic():
-            grant = leases.acquire(leases.LEADER, self.worker_id, epoch=self.leader_epoch, now=now, ttl=self.lease_ttl)
+            grant = leases.acquire(
+                leases.LEADER, self.worker_id, epoch=self.leader_epoch, now=now, ttl=self.lease_ttl
+            )
             if grant is not None and grant.taken:
                 leases.record_leadership(grant, self.worker_id)
         if grant is None:
             if self.leader_epoch is not None:
-                log.warning("lost the leader lease (epoch %d); planning stops on this node", self.leader_epoch)
+                log.warning(
+                    "lost the leader lease (epoch %d); planning stops on this node", self.leader_epoch
+                )
             self.leader_epoch = None
             return False
         if grant.taken:
-            log.info("leader now (epoch %d, lease until %s by the database clock)", grant.epoch, grant.expires_at.isoformat())
+            log.info(
+                "leader now (epoch %d, lease until %s by the database clock)",
+                grant.epoch,
+                grant.expires_at.isoformat(),
+            )
         self.leader_epoch = grant.epoch
         return grant.taken
 
@@ -205,7 +213,11 @@ class Scheduler:
             return
         host, pid = lease.info.get("host"), lease.info.get("pid")
         if host == self._node_info["host"] and isinstance(pid, int) and not _scheduler_process_alive(pid):
-            log.warning("worker id %s was held by pid %s on this host, which is gone; taking over", self.worker_id, pid)
+            log.warning(
+                "worker id %s was held by pid %s on this host, which is gone; taking over",
+                self.worker_id,
+                pid,
+            )
             return
         raise WorkerIdInUse(
             f"Another scheduler is running as JOBS_WORKER_ID={self.worker_id} (host {host or '?'}, pid {pid or '?'}, "
@@ -225,7 +237,9 @@ class Scheduler:
         def apply(sender=None, connection=connection, **kwargs):
             if connection.vendor == "postgresql" and threading.get_ident() == thread:
                 with connection.cursor() as cursor:
-                    cursor.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, false)", [f"{seconds}s"])
+                    cursor.execute(
+                        "SELECT set_config('idle_in_transaction_session_timeout', %s, false)", [f"{seconds}s"]
+                    )
 
         connection_created.connect(apply, weak=False, dispatch_uid=self._idle_limit_uid)
         if connection.connection is not None:
@@ -261,12 +275,19 @@ class Scheduler:
     def recover(self, now: datetime) -> int:
         """Runs this worker left `running` (it died or was killed) are interrupted."""
         stale = list(
-            Run.objects.filter(LIVE_RUN, status=Run.Status.RUNNING, worker_id=self.worker_id).select_related("job")
+            Run.objects.filter(LIVE_RUN, status=Run.Status.RUNNING, worker_id=self.worker_id).select_related(
+                "job"
+            )
         )
         for run in stale:
             if run.pk in self.pool.flights:
                 continue
-            self._record(run, Run.Status.INTERRUPTED, now, error="the scheduler stopped while this run was running (found at restart)")
+            self._record(
+                run,
+                Run.Status.INTERRUPTED,
+                now,
+                error="the scheduler stopped while this run was running (found at restart)",
+            )
         if stale:
             log.warning("recovered %d run(s) left running by %s", len(stale), self.worker_id)
         return len(stale)
@@ -275,7 +296,9 @@ class Scheduler:
         """Enabled jobs without a next fire time (seeded by a migration, written
         by hand) get one."""
         did = False
-        for job in Job.objects.live().filter(state=Job.State.ENABLED, next_fire_at__isnull=True, run_once=False):
+        for job in Job.objects.live().filter(
+            state=Job.State.ENABLED, next_fire_at__isnull=True, run_once=False
+        ):
             next_fire = job.next_fire_after(now)
             if next_fire is not None:
                 Job.objects.filter(pk=job.pk, next_fire_at__isnull=True, state=Job.State.ENABLED).update(
@@ -293,7 +316,9 @@ class Scheduler:
         due = list(Job.objects.due(now)[:PLAN_BATCH])
         if not due:
             return False
-        busy = set(Run.objects.filter(LIVE_RUN, job_id__in=[job.pk for job in due]).values_list("job_id", flat=True))
+        busy = set(
+            Run.objects.filter(LIVE_RUN, job_id__in=[job.pk for job in due]).values_list("job_id", flat=True)
+        )
         for job in due:
             job.busy = job.pk in busy
         self._backlog |= len(due) == PLAN_BATCH
@@ -317,14 +342,23 @@ class Scheduler:
             # redo one by one so the others still go through, all queued.
             log.error("duplicate fire refused by the database; replanning one job at a time")
             for run in starting:
-                run.status, run.worker_id, run.started_at, run.heartbeat_at = Run.Status.QUEUED, "", None, None
+                run.status, run.worker_id, run.started_at, run.heartbeat_at = (
+                    Run.Status.QUEUED,
+                    "",
+                    None,
+                    None,
+                )
             starting = []
             for plan in plans:
                 try:
                     with transaction.atomic():
                         self.claim_fire(plan=plan, now=now)
                 except IntegrityError:
-                    log.error("fire of job %s at %s already exists; not planned twice", plan.job.pk, plan.expected_next)
+                    log.error(
+                        "fire of job %s at %s already exists; not planned twice",
+                        plan.job.pk,
+                        plan.expected_next,
+                    )
         for run in starting:
             self._start(run, run.started_at)
         if self.clustered and self.leader_epoch is not None:
@@ -353,7 +387,10 @@ class Scheduler:
         started = max(now, self.clock())
         for run in runs:
             run.status, run.worker_id, run.started_at, run.heartbeat_at = (
-                Run.Status.RUNNING, self.worker_id, started, started
+                Run.Status.RUNNING,
+                self.worker_id,
+                started,
+                started,
             )
         return started
 
@@ -406,7 +443,9 @@ class Scheduler:
         if fire_at is not None:
             if getattr(job, "busy", False):
                 runs.append(
-                    self._skipped(job, fire_at, Run.SkipReason.OVERLAP, now, "the previous run was still running")
+                    self._skipped(
+                        job, fire_at, Run.SkipReason.OVERLAP, now, "the previous run was still running"
+                    )
                 )
             else:
                 runs.append(
@@ -507,10 +546,14 @@ class Scheduler:
             # The fence, in the claim's own statement: we still hold the leader
             # lease at our epoch by the database clock, however long we stalled
             # since is_leader() said yes.
-            claimable = claimable.filter(leases.held(leases.LEADER, self.worker_id, self.leader_epoch, now=now))
+            claimable = claimable.filter(
+                leases.held(leases.LEADER, self.worker_id, self.leader_epoch, now=now)
+            )
         return claimable
 
-    def _latest_fire_in_window(self, job: Job, due_at: datetime, now: datetime) -> tuple[datetime | None, bool]:
+    def _latest_fire_in_window(
+        self, job: Job, due_at: datetime, now: datetime
+    ) -> tuple[datetime | None, bool]:
         """The latest fire time in [max(due, now - threshold), now], and whether
         earlier due fire times were passed over. None when every due fire is
         older than the misfire threshold."""
@@ -563,7 +606,11 @@ class Scheduler:
             # manual runs, tasks, other nodes' fires) are loaded, with their job.
             known = self._just_queued
             missing = [pk for pk in ids if pk not in known]
-            loaded = {run.pk: run for run in Run.objects.filter(pk__in=missing).select_related("job")} if missing else {}
+            loaded = (
+                {run.pk: run for run in Run.objects.filter(pk__in=missing).select_related("job")}
+                if missing
+                else {}
+            )
             runs = [run for pk in ids if (run := known.get(pk) or loaded.get(pk)) is not None]
             self._just_queued = {pk: run for pk, run in known.items() if pk not in loaded and pk not in ids}
             if len(runs) == free:
@@ -632,7 +679,10 @@ class Scheduler:
         expired = [f for f in self.pool.flights.values() if f.deadline <= now]
         for flight in expired:
             self._stop_waiting(
-                flight, Run.Status.TIMED_OUT, now, f"timed out after {flight.timeout_seconds} s; the handler was asked to stop"
+                flight,
+                Run.Status.TIMED_OUT,
+                now,
+                f"timed out after {flight.timeout_seconds} s; the handler was asked to stop",
             )
         return bool(expired)
 
@@ -673,11 +723,15 @@ class Scheduler:
             )
             (common if plain else others).append((run, outcome))
         for run, outcome in others:
-            self._record(run, outcome.status, now, result=outcome.result, error=outcome.error, log_text=outcome.log)
+            self._record(
+                run, outcome.status, now, result=outcome.result, error=outcome.error, log_text=outcome.log
+            )
         if not common:
             return
         written = {
-            run.pk: self._outcome(run, outcome.status, now, result=outcome.result, error=outcome.error, log_text=outcome.log)
+            run.pk: self._outcome(
+                run, outcome.status, now, result=outcome.result, error=outcome.error, log_text=outcome.log
+            )
             for run, outcome in common
         }
         columns = list(next(iter(written.values())))
@@ -691,7 +745,13 @@ class Scheduler:
         update_from_values(
             Job,
             [
-                (run.job_id, outcome.status, outcome.error[:LAST_ERROR_CHARS], written[run.pk]["duration_ms"], 0)
+                (
+                    run.job_id,
+                    outcome.status,
+                    outcome.error[:LAST_ERROR_CHARS],
+                    written[run.pk]["duration_ms"],
+                    0,
+                )
                 for run, outcome in common
                 if run.pk in touched and run.job_id is not None
             ],
@@ -743,7 +803,9 @@ class Scheduler:
     def _record_on_job(self, run: Run, *, final: bool, now: datetime) -> None:
         """The job's last status, its consecutive failed fires, and the crash
         at the threshold. A fire counts once, after its last attempt."""
-        last = dict(last_status=run.status, last_error=run.error[:LAST_ERROR_CHARS], last_duration_ms=run.duration_ms)
+        last = dict(
+            last_status=run.status, last_error=run.error[:LAST_ERROR_CHARS], last_duration_ms=run.duration_ms
+        )
         if not final or (run.status == Run.Status.SUCCEEDED and not _wants_recovery_notice(run)):
             # The common case needs no read: one UPDATE, no row lock held. (A
             # job that asked for recovery notices takes the long way: the
@@ -811,7 +873,9 @@ class Scheduler:
     def renew_node_lease(self, now: datetime) -> None:
         info = {**self._node_info, "running": len(self.pool.flights)}
         name = leases.node_lease_name(self.worker_id)
-        grant = leases.acquire(name, self.worker_id, epoch=self.node_epoch, now=now, ttl=self.lease_ttl, info=info)
+        grant = leases.acquire(
+            name, self.worker_id, epoch=self.node_epoch, now=now, ttl=self.lease_ttl, info=info
+        )
         self._last_node_renew = now
         if grant is not None:
             self.node_epoch = grant.epoch
@@ -912,7 +976,9 @@ class Scheduler:
         )
         self._claims_uncertain = False
         if count:
-            log.warning("requeued %d run(s) whose claim was committed but never confirmed to this node", count)
+            log.warning(
+                "requeued %d run(s) whose claim was committed but never confirmed to this node", count
+            )
         return bool(count)
 
     def next_wakeup(self, now: datetime) -> datetime:
@@ -943,9 +1009,9 @@ class Scheduler:
         runs due now are claim_queued's business in every pass; this is for
         the ones waiting for their run_after."""
         if self._queued_read_at is None or not timedelta(0) <= now - self._queued_read_at < POLL:
-            self._queued_next = (
-                Run.objects.filter(status=Run.Status.QUEUED, run_after__gt=now).aggregate(m=Min("run_after"))["m"]
-            )
+            self._queued_next = Run.objects.filter(status=Run.Status.QUEUED, run_after__gt=now).aggregate(
+                m=Min("run_after")
+            )["m"]
             self._queued_read_at = now
         if self._queued_next is not None and self._queued_next <= now:
             self._queued_read_at = None  # due: the pass it wakes claims it; read again after
@@ -958,7 +1024,9 @@ class Scheduler:
         slot it frees: a finished run is not worth a pass of its own."""
         self.start(self.clock())
         if self.clustered and not once:
-            self.listener = WakeListener.for_django_connection(connection, self.pool.wake, ignore_sender=self.worker_id)
+            self.listener = WakeListener.for_django_connection(
+                connection, self.pool.wake, ignore_sender=self.worker_id
+            )
             self.listener.start()
         backoff = 0.5
         wake_at: datetime | None = None  # None: pass now

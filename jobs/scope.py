@@ -125,7 +125,13 @@ class JobScope:
         namespace = fields.pop("namespace", self.namespace)
         if namespace != self.namespace:
             raise JobValidationError(
-                [{"code": "forbidden", "message": f"This scope only manages namespace “{self.namespace}”.", "field": "namespace"}]
+                [
+                    {
+                        "code": "forbidden",
+                        "message": f"This scope only manages namespace “{self.namespace}”.",
+                        "field": "namespace",
+                    }
+                ]
             )
         errors = spec_errors(fields)
         if errors:
@@ -141,4 +147,6 @@ class JobScope:
         form = JobForm(data, instance=job, user=self.user)
         if not form.is_valid():
             raise JobValidationError(form.error_list())
-        return services.save_job(job=form.save(commit=False), user=self.user, via=self.via, expected_version=version)
+        return services.save_job(
+            job=form.save(commit=False), user=self.user, via=self.via, expected_version=version
+        )

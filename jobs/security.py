@@ -14,7 +14,9 @@ def client_ip(request) -> str | None:
     hops = getattr(settings, "CRONBOARD_PROXY_COUNT", 0)
     if hops <= 0:
         return remote
-    forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
+    forwarded = [
+        part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()
+    ]
     if len(forwarded) < hops:
         return remote
     return forwarded[-hops]

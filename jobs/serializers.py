@@ -1,7 +1,7 @@
 """Job and Run ⇄ plain dicts: the one shape shared by `manage.py jobs
 import/export/runs --json` and the JSON API."""
 
-from datetime import datetime, timezone as dt_timezone
+from datetime import UTC, datetime
 
 from django.db import models
 
@@ -46,7 +46,7 @@ def iso(value: datetime | None) -> str | None:
     """ISO-8601 in UTC with a Z, second precision kept to the microsecond only when present."""
     if value is None:
         return None
-    value = value.astimezone(dt_timezone.utc)
+    value = value.astimezone(UTC)
     text = value.replace(tzinfo=None).isoformat()
     return f"{text}Z"
 
@@ -175,6 +175,8 @@ def _type_problem(field: str, value) -> str | None:
         return "Must be true or false."
     if field == "properties" and not isinstance(value, dict):
         return "Must be an object of names to text values."
-    if field == "alert_emails" and not (isinstance(value, list) and all(isinstance(item, str) for item in value)):
+    if field == "alert_emails" and not (
+        isinstance(value, list) and all(isinstance(item, str) for item in value)
+    ):
         return "Must be a list of email addresses."
     return None

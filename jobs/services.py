@@ -91,7 +91,11 @@ def save_job(
         job.save()
         job.refresh_from_db(fields=["version"])
         audit.record(
-            job=job, action="create" if creating else "edit", user=user, via=via, changes=audit.diff(before, audit.snapshot(job))
+            job=job,
+            action="create" if creating else "edit",
+            user=user,
+            via=via,
+            changes=audit.diff(before, audit.snapshot(job)),
         )
         wake_schedulers()
     return job
@@ -104,7 +108,9 @@ def pause_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: da
         Job.objects.filter(pk=job.pk).update(
             state=Job.State.PAUSED, next_fire_at=None, updated_at=now, version=F("version") + 1
         )
-        audit.record(job=job, action="pause", user=user, via=via, changes={"state": [job.state, Job.State.PAUSED]})
+        audit.record(
+            job=job, action="pause", user=user, via=via, changes={"state": [job.state, Job.State.PAUSED]}
+        )
     job.refresh_from_db()
     wake_schedulers()
     return job
@@ -127,7 +133,9 @@ def resume_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: d
             version=F("version") + 1,
         )
         action = "re-enable" if previous == Job.State.CRASHED else "resume"
-        audit.record(job=job, action=action, user=user, via=via, changes={"state": [previous, Job.State.ENABLED]})
+        audit.record(
+            job=job, action=action, user=user, via=via, changes={"state": [previous, Job.State.ENABLED]}
+        )
     job.refresh_from_db()
     wake_schedulers()
     return job
@@ -190,7 +198,9 @@ def run_now(
     return run, True
 
 
-def cancel_run(*, run: Run, user=None, via: str = AuditEvent.Via.CONSOLE, now: datetime | None = None) -> bool:
+def cancel_run(
+    *, run: Run, user=None, via: str = AuditEvent.Via.CONSOLE, now: datetime | None = None
+) -> bool:
     """Cancel a queued run at once; ask the worker to stop a running one (it
     records the outcome). A cancelled one-off task is recorded `failed`."""
     now = now or timezone.now()
@@ -288,7 +298,10 @@ def enqueue_many(requests: Iterable[TaskRequest], *, now: datetime | None = None
             except IntegrityError:
                 # Another process queued it between our read and our insert.
                 by_key[ident] = Run.objects.get(
-                    trigger=Run.Trigger.TASK, status__in=Run.LIVE, handler=request.handler, task_key=request.key
+                    trigger=Run.Trigger.TASK,
+                    status__in=Run.LIVE,
+                    handler=request.handler,
+                    task_key=request.key,
                 )
     wake_schedulers()
     return [by_key[(r.handler, r.key)] for r in requests]

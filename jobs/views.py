@@ -125,7 +125,9 @@ def _job_list_context(request) -> dict:
 
     page = Paginator(jobs, JOBS_PER_PAGE).get_page(params.get("page"))
     rows = [{"job": job, "schedule": _describe_schedule(job)} for job in page.object_list]
-    filters = {k: v for k, v in (("q", query), ("state", state), ("kind", kind), ("namespace", namespace)) if v}
+    filters = {
+        k: v for k, v in (("q", query), ("state", state), ("kind", kind), ("namespace", namespace)) if v
+    }
     return {
         "page": page,
         "rows": rows,
@@ -231,9 +233,31 @@ FORM_LABELS = {
 
 
 PLACED_FIELDS = {
-    "version", "name", "namespace", "description", "kind", "handler", "url", "method", "headers", "body", "sql",
-    "sql_write", "properties", "schedule_type", "timezone", "cron_expression", "interval_seconds", "misfire_policy",
-    "state", "run_once", "max_retries", "retry_interval_seconds", "timeout_seconds", "alert_threshold", "alert_emails",
+    "version",
+    "name",
+    "namespace",
+    "description",
+    "kind",
+    "handler",
+    "url",
+    "method",
+    "headers",
+    "body",
+    "sql",
+    "sql_write",
+    "properties",
+    "schedule_type",
+    "timezone",
+    "cron_expression",
+    "interval_seconds",
+    "misfire_policy",
+    "state",
+    "run_once",
+    "max_retries",
+    "retry_interval_seconds",
+    "timeout_seconds",
+    "alert_threshold",
+    "alert_emails",
 }
 
 
@@ -275,7 +299,9 @@ def _save_job_form(request, job: Job | None):
     if form.is_valid():
         try:
             saved = services.save_job(
-                job=form.save(commit=False), user=request.user, expected_version=form.cleaned_data.get("version")
+                job=form.save(commit=False),
+                user=request.user,
+                expected_version=form.cleaned_data.get("version"),
             )
         except services.StaleJobError as exc:
             form.add_error(None, ValidationError(str(exc), code="stale"))
@@ -354,8 +380,19 @@ def _history_context(job: Job, params) -> dict:
     (run_history_idx serves both directions)."""
     runs = (
         Run.objects.filter(job=job)
-        .only("id", "job_id", "scheduled_at", "started_at", "finished_at", "duration_ms", "attempt",
-              "trigger", "status", "skip_reason", "worker_id")
+        .only(
+            "id",
+            "job_id",
+            "scheduled_at",
+            "started_at",
+            "finished_at",
+            "duration_ms",
+            "attempt",
+            "trigger",
+            "status",
+            "skip_reason",
+            "worker_id",
+        )
         .annotate(error_head=Substr("error", 1, 200))
     )
     status = params.get("status", "")
@@ -409,7 +446,9 @@ def _job_panels(job: Job) -> dict:
         "job": job,
         "schedule": _describe_schedule(job),
         "chart": _chart(job),
-        "live_manual_run": next(iter(_live_runs(job).filter(_MANUAL).only("id", "status").order_by()[:1]), None),
+        "live_manual_run": next(
+            iter(_live_runs(job).filter(_MANUAL).only("id", "status").order_by()[:1]), None
+        ),
     }
 
 
@@ -527,7 +566,12 @@ def run_cancel(request, run_id):
         messages.success(request, f"Cancelling run {run.pk}.")
     else:
         messages.info(request, f"Run {run.pk} had already finished.")
-    return _done(request, reverse("jobs:job_detail", args=[run.job_id]) if run.job_id else reverse("jobs:run_detail", args=[run.pk]))
+    return _done(
+        request,
+        reverse("jobs:job_detail", args=[run.job_id])
+        if run.job_id
+        else reverse("jobs:run_detail", args=[run.pk]),
+    )
 
 
 # -- settings and messages ---------------------------------------------------------------
@@ -573,7 +617,9 @@ def message_read(request, message_id=None):
         mine = mine.filter(pk=message_id)
     mine.update(read_at=timezone.now())
     if request.htmx:
-        return render(request, "jobs/messages.html#message-list", {**_message_context(request), "oob_count": True})
+        return render(
+            request, "jobs/messages.html#message-list", {**_message_context(request), "oob_count": True}
+        )
     return redirect("jobs:messages")
 
 

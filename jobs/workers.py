@@ -13,14 +13,14 @@ are still running.
 import queue
 import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable
 
 from django.db import connections
 
-from jobs.handlers.base import HandlerError, JobContext, JobHandler
 from jobs.handlers import registry
+from jobs.handlers.base import HandlerError, JobContext, JobHandler
 
 TRACEBACK_CHARS = 8000
 
@@ -115,7 +115,9 @@ class WorkerPool:
         that are ready. Outcomes of abandoned runs are dropped."""
         outcomes: list[Outcome] = []
         try:
-            item = self._outcomes.get(timeout=max(0.0, timeout)) if timeout > 0 else self._outcomes.get_nowait()
+            item = (
+                self._outcomes.get(timeout=max(0.0, timeout)) if timeout > 0 else self._outcomes.get_nowait()
+            )
         except queue.Empty:
             return outcomes
         while True:
@@ -158,13 +160,13 @@ class WorkerPool:
             outcome = Outcome(flight.run_id, "failed", error=str(exc) or type(exc).__name__)
         except registry.UnknownHandler as exc:
             outcome = Outcome(flight.run_id, "failed", error=str(exc))
-        except BaseException as exc:  # noqa: BLE001 - a handler must never take the worker down
+        except BaseException as exc:
             detail = traceback.format_exc()[-TRACEBACK_CHARS:]
             outcome = Outcome(flight.run_id, "failed", error=f"{type(exc).__name__}: {exc}\n\n{detail}")
         try:
             # Handlers that used the ORM opened connections in this thread.
             connections.close_all()
-        except Exception:  # noqa: BLE001 - the outcome matters more than a close error
+        except Exception:
             pass
         outcome.log = ctx.log_text()
         return outcome

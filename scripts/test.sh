@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: install what the tests need (virtualenv, Python packages,
-# Debian's chromium and PostgreSQL server), then run the whole suite.
+# Debian's chromium and PostgreSQL server), check lint and format with ruff,
+# then run the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,5 +18,9 @@ fi
 PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+
+# Lint and format first: a lint error fails the run before the suite starts.
+.venv/bin/ruff check --quiet .
+.venv/bin/ruff format --check --quiet .
 
 exec .venv/bin/python -m pytest "$@"

@@ -12,6 +12,18 @@ pytest_plugins = [
 ]
 
 
+def pytest_configure(config):
+    # A PBKDF2 hash costs about a second on a 2-core machine and hundreds of
+    # fixtures create users: tests hash with MD5. The real hashers stay listed
+    # so a password hashed by a server process under test still verifies.
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.MD5PasswordHasher",
+        *settings.PASSWORD_HASHERS,
+    ]
+
+
 @pytest.fixture(autouse=True)
 def _plain_static_storage(settings):
     # Tests never depend on a collectstatic manifest left by a local run.

@@ -60,7 +60,9 @@ def test_alert_arrives_with_its_recipients_both_parts_the_link_and_its_message_i
     message = received.message
     assert message["Message-ID"] == alert.message_id
     assert message["To"] == "ops@example.com, dev@example.com"
-    assert message["Subject"].strip() == "[Cronboard] Job “nightly-report” crashed after 0 consecutive failures"
+    assert (
+        message["Subject"].strip() == "[Cronboard] Job “nightly-report” crashed after 0 consecutive failures"
+    )
     assert message["Auto-Submitted"] == "auto-generated"
     text = message.get_body(("plain",)).get_content()
     html = message.get_body(("html",)).get_content()
@@ -177,7 +179,9 @@ def test_a_dead_senders_claim_expires_and_the_alert_goes_out_with_the_same_messa
     assert [r.message_id for r in smtp_server.received] == [crashed_alert.message_id]
 
 
-def test_a_send_that_outlives_its_claim_is_abandoned_and_retried(blackhole_smtp, smtp_server, settings, crashed_alert):
+def test_a_send_that_outlives_its_claim_is_abandoned_and_retried(
+    blackhole_smtp, smtp_server, settings, crashed_alert
+):
     use_smtp(settings, blackhole_smtp, timeout=5)
     sender = AlertSender()
     assert sender.step(T0)

@@ -50,12 +50,23 @@ class Site:
         }
 
     def manage(self, *args: str) -> None:
-        subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
 
     def start_scheduler(self, *args: str) -> subprocess.Popen:
         with self.log.open("a") as log:
             return subprocess.Popen(
-                [sys.executable, "manage.py", "runscheduler", *args], cwd=ROOT, env=self.env, stdout=log, stderr=log
+                [sys.executable, "manage.py", "runscheduler", *args],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=log,
             )
 
     def alert(self) -> dict | None:
@@ -104,13 +115,18 @@ def test_scheduler_killed_mid_send_sends_after_restart_once_more_with_the_same_m
     finally:
         stop(first)
     alert = site.alert()
-    assert (alert["status"], alert["attempts"]) == ("pending", 1)  # committed with the crash, claim unfinished
+    assert (alert["status"], alert["attempts"]) == (
+        "pending",
+        1,
+    )  # committed with the crash, claim unfinished
 
     smtp_server.handler.reply_delay = 0
     second = site.start_scheduler()
     try:
         # The dead claim's lease (5 × EMAIL_TIMEOUT + 5 s) runs out, then it goes again.
-        alert = site.wait_for(lambda: (a := site.alert())["status"] == "sent" and a, 40, "the alert to be sent")
+        alert = site.wait_for(
+            lambda: (a := site.alert())["status"] == "sent" and a, 40, "the alert to be sent"
+        )
     finally:
         stop(second)
     assert alert["attempts"] == 2
@@ -128,7 +144,9 @@ def test_alert_committed_by_a_scheduler_that_stopped_is_sent_by_the_next_one(sit
 
     process = site.start_scheduler()
     try:
-        alert = site.wait_for(lambda: (a := site.alert())["status"] == "sent" and a, 30, "the alert to be sent")
+        alert = site.wait_for(
+            lambda: (a := site.alert())["status"] == "sent" and a, 30, "the alert to be sent"
+        )
     finally:
         stop(process)
     assert alert["attempts"] == 1

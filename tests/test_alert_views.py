@@ -19,7 +19,10 @@ def two_alerts(make_job):
     job = make_job(name="nightly-report", alert_emails=["ops@example.com"])
     refused = alerts.on_crash(job=job, run=None, now=T0)
     Alert.objects.filter(pk=refused.pk).update(
-        status=Alert.Status.FAILED_PERMANENT, attempts=1, next_attempt_at=None, last_error="550 5.7.1 relaying denied"
+        status=Alert.Status.FAILED_PERMANENT,
+        attempts=1,
+        next_attempt_at=None,
+        last_error="550 5.7.1 relaying denied",
     )
     lonely = make_job(name="orphan", alert_emails=[])
     alerts.on_crash(job=lonely, run=None, now=T0)
@@ -68,7 +71,9 @@ def test_job_alerts_of_a_deleted_or_unknown_job_is_404(viewer_client, two_alerts
 
 def test_send_test_email_reaches_the_smtp_server(staff_client, smtp_server, settings):
     use_smtp(settings, smtp_server.port)
-    response = staff_client.post(reverse("jobs:send_test_email"), {"to": "ops@example.com"}, HTTP_HX_REQUEST="true")
+    response = staff_client.post(
+        reverse("jobs:send_test_email"), {"to": "ops@example.com"}, HTTP_HX_REQUEST="true"
+    )
     assert response.status_code == 200
     page = response.content.decode()
     assert page.lstrip().startswith('<div id="test-email">')

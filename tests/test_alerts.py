@@ -4,7 +4,6 @@ a real SMTP server is in test_alert_delivery.py."""
 
 import random
 import smtplib
-import socket
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -169,7 +168,9 @@ def test_no_recipients_anywhere_records_the_alert_undeliverable_and_visible(make
     assert mail.outbox == []
 
 
-def test_in_site_messages_go_to_owner_and_active_superusers_only(failing_job, staff_user, superuser, viewer_user):
+def test_in_site_messages_go_to_owner_and_active_superusers_only(
+    failing_job, staff_user, superuser, viewer_user
+):
     User = get_user_model()
     User.objects.create_superuser("gone", "gone@example.com", "pw", is_active=False)
     User.objects.create_user("other-staff", "o@example.com", "pw", is_staff=True)
@@ -191,7 +192,9 @@ def test_owner_who_is_a_superuser_gets_one_message(make_job, superuser):
 # -- recovered notice --------------------------------------------------------------
 
 
-def test_reenabled_job_that_succeeds_sends_one_recovered_notice_when_asked(scheduler, failing_job, staff_user):
+def test_reenabled_job_that_succeeds_sends_one_recovered_notice_when_asked(
+    scheduler, failing_job, staff_user
+):
     failing_job.notify_recovered = True
     failing_job.save(update_fields=["notify_recovered"])
     now = crash(scheduler, failing_job, T0)
@@ -243,7 +246,9 @@ def test_job_form_offers_the_recovered_notice(make_job):
 # -- content ----------------------------------------------------------------------
 
 
-def test_alert_email_has_both_parts_the_facts_the_link_and_the_stable_message_id(scheduler, failing_job, settings):
+def test_alert_email_has_both_parts_the_facts_the_link_and_the_stable_message_id(
+    scheduler, failing_job, settings
+):
     settings.CRONBOARD_BASE_URL = "https://cron.example.org"
     settings.DEFAULT_FROM_EMAIL = "cronboard@example.org"
     now = crash(scheduler, failing_job, T0)
@@ -304,7 +309,14 @@ def test_a_late_failure_from_an_expired_claim_changes_nothing(make_job):
     current = AlertSender().claim_due(stale.next_attempt_at)
     sender = AlertSender()
     sender.record(
-        Delivery(alert.pk, 1, alert.created_at, stale.next_attempt_at, message=None, error=smtplib.SMTPDataError(554, b"no")),
+        Delivery(
+            alert.pk,
+            1,
+            alert.created_at,
+            stale.next_attempt_at,
+            message=None,
+            error=smtplib.SMTPDataError(554, b"no"),
+        ),
         T0 + timedelta(minutes=5),
     )
     alert.refresh_from_db()
@@ -320,7 +332,9 @@ def test_temporary_failures_give_up_after_a_day(make_job):
     Alert.objects.filter(pk=alert.pk).update(next_attempt_at=late, attempts=20)
     claimed = sender.claim_due(late)
     error = smtplib.SMTPDataError(451, b"4.3.0 try later")
-    sender.record(Delivery(alert.pk, claimed.attempts, claimed.created_at, claimed.next_attempt_at, None, error), late)
+    sender.record(
+        Delivery(alert.pk, claimed.attempts, claimed.created_at, claimed.next_attempt_at, None, error), late
+    )
     alert.refresh_from_db()
     assert alert.status == Alert.Status.FAILED
     assert alert.next_attempt_at is None
@@ -336,7 +350,7 @@ def test_retry_delay_doubles_with_jitter_and_is_capped():
 
 
 @pytest.mark.parametrize(
-    "exc, permanent, shown",
+    ("exc", "permanent", "shown"),
     [
         (smtplib.SMTPDataError(550, b"5.7.1 rejected"), True, "550 5.7.1 rejected"),
         (smtplib.SMTPDataError(451, b"4.3.0 try later"), False, "451 4.3.0 try later"),
@@ -346,7 +360,7 @@ def test_retry_delay_doubles_with_jitter_and_is_capped():
         (smtplib.SMTPRecipientsRefused({"a@x": (550, b"no such user")}), True, "a@x: 550 no such user"),
         (smtplib.SMTPRecipientsRefused({"a@x": (550, b"no"), "b@x": (450, b"busy")}), False, "b@x: 450 busy"),
         (ConnectionRefusedError(111, "Connection refused"), False, "Connection refused"),
-        (socket.timeout("timed out"), False, "did not answer within"),
+        (TimeoutError("timed out"), False, "did not answer within"),
         (smtplib.SMTPServerDisconnected("Connection unexpectedly closed"), False, "unexpectedly closed"),
     ],
 )
@@ -375,7 +389,9 @@ def test_a_result_whose_write_fails_is_written_on_the_next_step(make_job, monkey
     sender.step(T0)
     assert sender.wait_idle(10)
     real_record = AlertSender.record
-    monkeypatch.setattr(AlertSender, "record", lambda *a: (_ for _ in ()).throw(DatabaseError("database is locked")))
+    monkeypatch.setattr(
+        AlertSender, "record", lambda *a: (_ for _ in ()).throw(DatabaseError("database is locked"))
+    )
     with pytest.raises(DatabaseError):
         sender.collect(T0)
     monkeypatch.setattr(AlertSender, "record", real_record)

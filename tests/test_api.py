@@ -1,6 +1,6 @@
 """The JSON API through HTTP: every endpoint's happy path and its errors."""
 
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -10,7 +10,7 @@ from jobs import services
 from jobs.models import AuditEvent, Job, Run
 from tests.fixtures.api import ApiClient
 
-UTC = dt_timezone.utc
+UTC = UTC
 
 JOB = {"name": "nightly report", "handler": "demo.echo", "cron_expression": "0 0 3 * * *"}
 
@@ -29,7 +29,9 @@ def assert_error(response, status, code=None, field=...):
 
 
 def make_run(job, *, at, status=Run.Status.SUCCEEDED, trigger=Run.Trigger.SCHEDULE, attempt=1, **fields):
-    return Run.objects.create(job=job, scheduled_at=at, status=status, trigger=trigger, attempt=attempt, **fields)
+    return Run.objects.create(
+        job=job, scheduled_at=at, status=status, trigger=trigger, attempt=attempt, **fields
+    )
 
 
 # -- authentication ------------------------------------------------------------------------
@@ -56,11 +58,13 @@ MUTATIONS = [(m, u) for m, u in ENDPOINTS if m != "get" and u != "/api/cron/prev
 @pytest.fixture
 def job_and_run(make_job):
     job = make_job(name="target")
-    run = make_run(job, at=datetime(2026, 1, 1, tzinfo=UTC), status=Run.Status.QUEUED, trigger=Run.Trigger.MANUAL)
+    run = make_run(
+        job, at=datetime(2026, 1, 1, tzinfo=UTC), status=Run.Status.QUEUED, trigger=Run.Trigger.MANUAL
+    )
     return job, run
 
 
-@pytest.mark.parametrize("method,url", ENDPOINTS)
+@pytest.mark.parametrize(("method", "url"), ENDPOINTS)
 def test_every_endpoint_needs_authentication(anon_api, job_and_run, method, url):
     job, run = job_and_run
     response = getattr(anon_api, method)(url.format(job=job.pk, run=run.pk), {} if method != "get" else None)
@@ -68,7 +72,9 @@ def test_every_endpoint_needs_authentication(anon_api, job_and_run, method, url)
     assert response["WWW-Authenticate"].startswith("Bearer")
 
 
-@pytest.mark.parametrize("header", ["Bearer", "Bearer ", "Basic dXNlcjpwdw==", "Token cb_abc", "Bearer cb_not-a-real-token"])
+@pytest.mark.parametrize(
+    "header", ["Bearer", "Bearer ", "Basic dXNlcjpwdw==", "Token cb_abc", "Bearer cb_not-a-real-token"]
+)
 def test_a_bad_authorization_header_is_401(db, header):
     response = Client().get("/api/jobs", headers={"Authorization": header})
     assert_error(response, 401)
@@ -99,16 +105,28 @@ def test_the_schema_is_public(anon_api):
 # -- permissions: a viewer reads, only staff change -------------------------------------------------
 
 
-@pytest.mark.parametrize("method,url", MUTATIONS)
+@pytest.mark.parametrize(("method", "url"), MUTATIONS)
 def test_a_non_staff_token_cannot_change_anything(viewer_api, job_and_run, method, url):
     job, run = job_and_run
-    before = (Job.objects.live().count(), Job.objects.get(pk=job.pk).version, Run.objects.count(), AuditEvent.objects.count())
+    before = (
+        Job.objects.live().count(),
+        Job.objects.get(pk=job.pk).version,
+        Run.objects.count(),
+        AuditEvent.objects.count(),
+    )
     body = {**JOB, "name": "sneaky"} if "jobs" in url else {"handler": "demo.echo", "key": "k"}
-    response = getattr(viewer_api, method)(url.format(job=job.pk, run=run.pk), body if method != "delete" else None)
+    response = getattr(viewer_api, method)(
+        url.format(job=job.pk, run=run.pk), body if method != "delete" else None
+    )
     assert_error(response, 403, "forbidden")
     run.refresh_from_db()
     assert run.status == Run.Status.QUEUED
-    assert before == (Job.objects.live().count(), Job.objects.get(pk=job.pk).version, Run.objects.count(), AuditEvent.objects.count())
+    assert before == (
+        Job.objects.live().count(),
+        Job.objects.get(pk=job.pk).version,
+        Run.objects.count(),
+        AuditEvent.objects.count(),
+    )
 
 
 def test_a_viewer_reads_jobs_runs_handlers_and_previews(viewer_api, job_and_run):
@@ -132,7 +150,7 @@ def csrf_session(staff_user):
     return client
 
 
-@pytest.mark.parametrize("method,url", MUTATIONS)
+@pytest.mark.parametrize(("method", "url"), MUTATIONS)
 def test_session_mutations_without_csrf_token_are_refused(csrf_session, job_and_run, method, url):
     job, run = job_and_run
     api = ApiClient(client=csrf_session)
@@ -167,7 +185,7 @@ def test_list_jobs_filters_by_namespace_state_and_kind(staff_api, make_job):
     make_job(name="a", namespace="billing")
     make_job(name="b", namespace="billing", state=Job.State.PAUSED)
     make_job(name="c")
-    names = lambda response: [job["name"] for job in response.json()["results"]]  # noqa: E731
+    names = lambda response: [job["name"] for job in response.json()["results"]]
     assert names(staff_api.get("/api/jobs", {"namespace": "billing"})) == ["a", "b"]
     assert names(staff_api.get("/api/jobs", {"namespace": "billing", "state": "paused"})) == ["b"]
     assert "c" in names(staff_api.get("/api/jobs", {"kind": "python"}))
@@ -188,7 +206,13 @@ def test_list_jobs_with_a_bad_filter_is_400(staff_api, param):
 def test_create_job(staff_api, staff_user):
     response = staff_api.post(
         "/api/jobs",
-        {**JOB, "properties": {"to": "ops", "n": 3}, "alert_emails": ["ops@example.com"], "namespace": "reports", "max_retries": 2},
+        {
+            **JOB,
+            "properties": {"to": "ops", "n": 3},
+            "alert_emails": ["ops@example.com"],
+            "namespace": "reports",
+            "max_retries": 2,
+        },
     )
     assert response.status_code == 201, response.content
     body = response.json()
@@ -201,13 +225,16 @@ def test_create_job(staff_api, staff_user):
 
 
 def test_create_interval_job(staff_api):
-    response = staff_api.post("/api/jobs", {"name": "tick", "handler": "demo.echo", "schedule_type": "interval", "interval_seconds": 30})
+    response = staff_api.post(
+        "/api/jobs",
+        {"name": "tick", "handler": "demo.echo", "schedule_type": "interval", "interval_seconds": 30},
+    )
     assert response.status_code == 201
     assert response.json()["cron_expression"] == "" and response.json()["interval_seconds"] == 30
 
 
 @pytest.mark.parametrize(
-    "body,code,field",
+    ("body", "code", "field"),
     [
         ({**JOB, "name": ""}, "required", "name"),
         ({"handler": "demo.echo", "cron_expression": "0 * * * * *"}, "required", "name"),
@@ -251,11 +278,16 @@ def test_create_job_with_a_duplicate_name_is_400(staff_api, make_job):
 
 
 def test_both_day_fields_restricted_is_47003(staff_api):
-    assert_error(staff_api.post("/api/jobs", {**JOB, "cron_expression": "0 0 0 15 * MON"}), 400, "47003", "cron_expression")
+    assert_error(
+        staff_api.post("/api/jobs", {**JOB, "cron_expression": "0 0 0 15 * MON"}),
+        400,
+        "47003",
+        "cron_expression",
+    )
 
 
 @pytest.mark.parametrize(
-    "raw,content",
+    ("raw", "content"),
     [
         ("", "empty"),
         ("{", "truncated"),
@@ -267,13 +299,19 @@ def test_both_day_fields_restricted_is_47003(staff_api):
     ],
 )
 def test_a_body_that_is_not_a_json_object_is_400(staff_api, raw, content):
-    assert_error(staff_api.post("/api/jobs", raw=raw.encode("latin-1") if raw.startswith("\xff") else raw), 400, "invalid_json")
+    assert_error(
+        staff_api.post("/api/jobs", raw=raw.encode("latin-1") if raw.startswith("\xff") else raw),
+        400,
+        "invalid_json",
+    )
 
 
 def test_read_only_fields_sent_back_are_ignored(staff_api, make_job):
     job = make_job(name="roundtrip")
     current = staff_api.get(f"/api/jobs/{job.pk}").json()
-    response = staff_api.put(f"/api/jobs/{job.pk}", {**current, "description": "changed", "id": 999, "consecutive_failures": 7})
+    response = staff_api.put(
+        f"/api/jobs/{job.pk}", {**current, "description": "changed", "id": 999, "consecutive_failures": 7}
+    )
     assert response.status_code == 200, response.content
     assert response.json()["id"] == job.pk and response.json()["consecutive_failures"] == 0
 
@@ -292,7 +330,11 @@ def test_missing_or_deleted_job_is_404(staff_api, make_job, method):
     gone = make_job(name="gone")
     services.delete_job(job=gone)
     for url in (f"/api/jobs/{gone.pk}", "/api/jobs/999999", f"/api/jobs/{2**70}"):
-        assert_error(getattr(staff_api, method)(url, {"description": "x"} if method in ("put", "patch") else None), 404, "not_found")
+        assert_error(
+            getattr(staff_api, method)(url, {"description": "x"} if method in ("put", "patch") else None),
+            404,
+            "not_found",
+        )
 
 
 def test_put_replaces_the_job(staff_api, make_job):
@@ -315,7 +357,12 @@ def test_patch_changes_only_the_given_fields(staff_api, make_job):
 
 def test_patch_validates_like_create(staff_api, make_job):
     job = make_job(name="v")
-    assert_error(staff_api.patch(f"/api/jobs/{job.pk}", {"schedule_type": "interval", "interval_seconds": 4}), 400, "47004", "interval_seconds")
+    assert_error(
+        staff_api.patch(f"/api/jobs/{job.pk}", {"schedule_type": "interval", "interval_seconds": 4}),
+        400,
+        "47004",
+        "interval_seconds",
+    )
     job.refresh_from_db()
     assert job.schedule_type == "cron" and job.version == 1
 
@@ -324,7 +371,9 @@ def test_patch_validates_like_create(staff_api, make_job):
 def test_a_stale_version_is_409(staff_api, make_job, method):
     job = make_job(name="contested")
     assert staff_api.patch(f"/api/jobs/{job.pk}", {"description": "first", "version": 1}).status_code == 200
-    response = getattr(staff_api, method)(f"/api/jobs/{job.pk}", {**JOB, "name": "contested", "description": "second", "version": 1})
+    response = getattr(staff_api, method)(
+        f"/api/jobs/{job.pk}", {**JOB, "name": "contested", "description": "second", "version": 1}
+    )
     assert_error(response, 409, "stale_version", "version")
     job.refresh_from_db()
     assert (job.description, job.version) == ("first", 2)
@@ -356,7 +405,10 @@ def test_toggle_pauses_then_resumes(staff_api, make_job):
     assert paused["state"] == "paused" and paused["next_fire_at"] is None
     resumed = staff_api.post(f"/api/jobs/{job.pk}/toggle").json()
     assert resumed["state"] == "enabled" and resumed["next_fire_at"] is not None
-    assert list(AuditEvent.objects.filter(job=job).values_list("action", "via").order_by("id")) == [("pause", "api"), ("resume", "api")]
+    assert list(AuditEvent.objects.filter(job=job).values_list("action", "via").order_by("id")) == [
+        ("pause", "api"),
+        ("resume", "api"),
+    ]
 
 
 def test_toggle_re_enables_a_crashed_job(staff_api, make_job):
@@ -373,7 +425,11 @@ def test_run_now_queues_one_manual_run(staff_api, make_job):
     job = make_job(name="now")
     first = staff_api.post(f"/api/jobs/{job.pk}/run")
     assert first.status_code == 201
-    assert first.json()["status"] == "queued" and first.json()["trigger"] == "api" and first.json()["job_id"] == job.pk
+    assert (
+        first.json()["status"] == "queued"
+        and first.json()["trigger"] == "api"
+        and first.json()["job_id"] == job.pk
+    )
     second = staff_api.post(f"/api/jobs/{job.pk}/run")
     assert second.status_code == 200 and second.json()["id"] == first.json()["id"]
     assert Run.objects.filter(job=job).count() == 1
@@ -428,7 +484,9 @@ def test_runs_filter_by_status_trigger_and_time(staff_api, make_job):
     ok = make_run(job, at=day)
     failed = make_run(job, at=day + timedelta(hours=1), status=Run.Status.FAILED)
     manual = make_run(job, at=day + timedelta(hours=2), trigger=Run.Trigger.MANUAL, status=Run.Status.FAILED)
-    ids = lambda params: [r["id"] for r in staff_api.get(f"/api/jobs/{job.pk}/runs", params).json()["results"]]  # noqa: E731
+    ids = lambda params: [
+        r["id"] for r in staff_api.get(f"/api/jobs/{job.pk}/runs", params).json()["results"]
+    ]
     assert ids({"status": "failed"}) == [manual.pk, failed.pk]
     assert ids({"status": "failed,succeeded"}) == [manual.pk, failed.pk, ok.pk]
     assert ids({"trigger": "manual"}) == [manual.pk]
@@ -438,7 +496,7 @@ def test_runs_filter_by_status_trigger_and_time(staff_api, make_job):
 
 
 @pytest.mark.parametrize(
-    "params,field",
+    ("params", "field"),
     [
         ({"limit": "0"}, "limit"),
         ({"limit": "101"}, "limit"),
@@ -461,9 +519,15 @@ def test_runs_of_a_missing_job_are_404(staff_api):
 
 
 def test_run_detail_includes_the_log(staff_api, make_job):
-    run = make_run(make_job(name="logged"), at=datetime(2026, 1, 1, tzinfo=UTC), log="line 1\nline 2", result="ok")
+    run = make_run(
+        make_job(name="logged"), at=datetime(2026, 1, 1, tzinfo=UTC), log="line 1\nline 2", result="ok"
+    )
     body = staff_api.get(f"/api/runs/{run.pk}").json()
-    assert body["log"] == "line 1\nline 2" and body["result"] == "ok" and body["scheduled_at"] == "2026-01-01T00:00:00Z"
+    assert (
+        body["log"] == "line 1\nline 2"
+        and body["result"] == "ok"
+        and body["scheduled_at"] == "2026-01-01T00:00:00Z"
+    )
 
 
 def test_run_detail_of_a_task(staff_api):
@@ -514,19 +578,26 @@ def test_enqueue_a_task_then_get_the_same_one_back(staff_api):
     first = staff_api.post("/api/tasks", body)
     assert first.status_code == 201, first.content
     run = Run.objects.get(pk=first.json()["id"])
-    assert (run.trigger, run.task_key, run.properties, run.max_retries) == ("task", "invoice:42", {"n": "1"}, 2)
+    assert (run.trigger, run.task_key, run.properties, run.max_retries) == (
+        "task",
+        "invoice:42",
+        {"n": "1"},
+        2,
+    )
     second = staff_api.post("/api/tasks", body)
     assert second.status_code == 200 and second.json()["id"] == run.pk
 
 
 def test_enqueue_a_delayed_task(staff_api):
-    response = staff_api.post("/api/tasks", {"handler": "demo.echo", "key": "later", "run_after": "2030-01-01T00:00:00Z"})
+    response = staff_api.post(
+        "/api/tasks", {"handler": "demo.echo", "key": "later", "run_after": "2030-01-01T00:00:00Z"}
+    )
     assert response.status_code == 201
     assert Run.objects.get(pk=response.json()["id"]).run_after == datetime(2030, 1, 1, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
-    "body,code,field",
+    ("body", "code", "field"),
     [
         ({"key": "k"}, "required", "handler"),
         ({"handler": "demo.echo"}, "required", "key"),
@@ -553,7 +624,10 @@ def test_enqueue_in_demo_mode_is_403(staff_api, settings):
 
 
 def test_preview_lists_the_next_five_times(staff_api):
-    response = staff_api.post("/api/cron/preview", {"expression": "0 30 9 * * *", "timezone": "Europe/Berlin", "after": "2026-06-01T00:00:00Z"})
+    response = staff_api.post(
+        "/api/cron/preview",
+        {"expression": "0 30 9 * * *", "timezone": "Europe/Berlin", "after": "2026-06-01T00:00:00Z"},
+    )
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["times"][0]["utc"] == "2026-06-01T07:30:00Z"
@@ -563,7 +637,12 @@ def test_preview_lists_the_next_five_times(staff_api):
 def test_preview_marks_the_dst_gap(staff_api):
     body = staff_api.post(
         "/api/cron/preview",
-        {"expression": "0 30 2 * * *", "timezone": "America/New_York", "after": "2026-03-07T12:00:00Z", "count": 2},
+        {
+            "expression": "0 30 2 * * *",
+            "timezone": "America/New_York",
+            "after": "2026-03-07T12:00:00Z",
+            "count": 2,
+        },
     ).json()
     # 2026-03-08 is the spring-forward day: 02:30 does not exist, it fires at 03:00 EDT.
     assert [t["dst"] for t in body["times"]] == ["skipped", None]
@@ -572,7 +651,7 @@ def test_preview_marks_the_dst_gap(staff_api):
 
 
 @pytest.mark.parametrize(
-    "body,code,field",
+    ("body", "code", "field"),
     [
         ({}, "required", "expression"),
         ({"expression": 5}, "required", "expression"),
@@ -589,7 +668,10 @@ def test_preview_errors_are_coded(staff_api, body, code, field):
     assert_error(staff_api.post("/api/cron/preview", body), 400, code, field)
 
 
-@pytest.mark.parametrize("expression,code", [("0 0 0 15 * MON", "47003"), ("0 0 0 30 2 ?", "47005"), ("0 61 * * * *", "47002")])
+@pytest.mark.parametrize(
+    ("expression", "code"),
+    [("0 0 0 15 * MON", "47003"), ("0 0 0 30 2 ?", "47005"), ("0 61 * * * *", "47002")],
+)
 def test_preview_gives_the_spec_codes(staff_api, expression, code):
     assert_error(staff_api.post("/api/cron/preview", {"expression": expression}), 400, code, "expression")
 
@@ -626,25 +708,38 @@ def test_deleting_a_user_keeps_their_audit_history(staff_api, staff_user):
     staff_api.post(f"/api/jobs/{job_id}/toggle")
     get_user_model().objects.filter(pk=staff_user.pk).delete()
     events = AuditEvent.objects.filter(job_id=job_id).order_by("id")
-    assert [(e.action, e.username, e.user_id, e.via) for e in events] == [("create", "staff", None, "api"), ("pause", "staff", None, "api")]
+    assert [(e.action, e.username, e.user_id, e.via) for e in events] == [
+        ("create", "staff", None, "api"),
+        ("pause", "staff", None, "api"),
+    ]
 
 
 def test_the_sql_text_of_a_sql_job_is_in_the_audit(superuser):
     # Saved through the service (the SQL handler's validation is another
     # branch's); what matters here is that the diff carries the statement.
-    job = Job(name="purge", kind=Job.Kind.SQL, properties={"sql": "DELETE FROM t WHERE old"}, cron_expression="0 0 * * * *")
+    job = Job(
+        name="purge",
+        kind=Job.Kind.SQL,
+        properties={"sql": "DELETE FROM t WHERE old"},
+        cron_expression="0 0 * * * *",
+    )
     services.save_job(job=job, user=superuser, via="api")
     job.properties = {"sql": "DELETE FROM t WHERE older"}
     services.save_job(job=job, user=superuser, via="api")
     create, edit = AuditEvent.objects.filter(job=job).order_by("id")
     assert create.changes["properties"] == [None, {"sql": "DELETE FROM t WHERE old"}]
-    assert edit.changes["properties"] == [{"sql": "DELETE FROM t WHERE old"}, {"sql": "DELETE FROM t WHERE older"}]
+    assert edit.changes["properties"] == [
+        {"sql": "DELETE FROM t WHERE old"},
+        {"sql": "DELETE FROM t WHERE older"},
+    ]
 
 
 def test_a_sql_job_created_over_the_api_is_audited_with_its_sql(superuser_api, settings):
     pytest.importorskip("jobs.handlers.sql", reason="the SQL handler lands from the fence branch")
     settings.JOBS_SQL_ENABLED = True
-    response = superuser_api.post("/api/jobs", {**JOB, "kind": "sql", "handler": "", "properties": {"sql": "SELECT 1"}})
+    response = superuser_api.post(
+        "/api/jobs", {**JOB, "kind": "sql", "handler": "", "properties": {"sql": "SELECT 1"}}
+    )
     assert response.status_code == 201, response.content
     event = AuditEvent.objects.get(job_id=response.json()["id"])
     assert event.via == "api" and event.changes["properties"][1]["sql"] == "SELECT 1"
@@ -660,14 +755,28 @@ def test_patch_leaves_a_crashed_job_crashed(staff_api, make_job):
 
 def test_http_job_errors_name_the_property(staff_api):
     response = staff_api.post(
-        "/api/jobs", {**JOB, "kind": "http", "handler": "", "properties": {"url": "http://127.0.0.1/admin", "method": "BREW"}}
+        "/api/jobs",
+        {
+            **JOB,
+            "kind": "http",
+            "handler": "",
+            "properties": {"url": "http://127.0.0.1/admin", "method": "BREW"},
+        },
     )
     body = assert_error(response, 400, "fence", "properties.url")
     assert ("invalid", "properties.method") in [(e["code"], e["field"]) for e in body["errors"]]
 
 
 def test_create_http_job(staff_api):
-    response = staff_api.post("/api/jobs", {**JOB, "kind": "http", "handler": "", "properties": {"url": "https://10.0.0.1/hook", "method": "POST"}})
+    response = staff_api.post(
+        "/api/jobs",
+        {
+            **JOB,
+            "kind": "http",
+            "handler": "",
+            "properties": {"url": "https://10.0.0.1/hook", "method": "POST"},
+        },
+    )
     assert response.status_code == 201, response.content
     assert response.json()["properties"] == {"url": "https://10.0.0.1/hook", "method": "POST"}
 
@@ -685,7 +794,13 @@ def test_sql_errors_name_the_property(superuser_api, settings):
     assert_error(superuser_api.post("/api/jobs", body), 400, "invalid", "properties.sql")
 
 
-EXTREME_INSTANTS = ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "0001-01-01", "9999-12-31", "1899-12-31T23:59:59Z"]
+EXTREME_INSTANTS = [
+    "0001-01-01T00:00:00+01:00",
+    "9999-12-31T23:59:59-01:00",
+    "0001-01-01",
+    "9999-12-31",
+    "1899-12-31T23:59:59Z",
+]
 
 
 @pytest.mark.parametrize("instant", EXTREME_INSTANTS)
@@ -693,5 +808,15 @@ def test_instants_near_the_calendars_ends_are_400_not_500(staff_api, make_job, i
     # Regression: 0001-01-01T00:00+01:00 overflowed converting to UTC (a 500).
     job = make_job(name="ends")
     assert_error(staff_api.get(f"/api/jobs/{job.pk}/runs", {"from": instant}), 400, "out_of_range", "from")
-    assert_error(staff_api.post("/api/cron/preview", {"expression": "0 0 0 1 1 *", "after": instant}), 400, "out_of_range", "after")
-    assert_error(staff_api.post("/api/tasks", {"handler": "demo.echo", "key": "k", "run_after": instant}), 400, "out_of_range", "run_after")
+    assert_error(
+        staff_api.post("/api/cron/preview", {"expression": "0 0 0 1 1 *", "after": instant}),
+        400,
+        "out_of_range",
+        "after",
+    )
+    assert_error(
+        staff_api.post("/api/tasks", {"handler": "demo.echo", "key": "k", "run_after": instant}),
+        400,
+        "out_of_range",
+        "run_after",
+    )

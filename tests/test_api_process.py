@@ -47,7 +47,13 @@ class Server:
 
     def manage(self, *args):
         return subprocess.run(
-            [sys.executable, "manage.py", *args], cwd=REPO, env=self.env, capture_output=True, text=True, timeout=120, check=True
+            [sys.executable, "manage.py", *args],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
         ).stdout
 
     def token(self, name: str, *, staff: bool) -> str:
@@ -55,10 +61,22 @@ class Server:
 
     def start(self, *command, name):
         log = open(self.tmp_path / f"{name}.log", "w")
-        self.procs.append(subprocess.Popen(command, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT))
+        self.procs.append(
+            subprocess.Popen(command, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        )
 
     def start_all(self):
-        self.start(sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{self.port}", "--workers", "2", name="web")
+        self.start(
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "config.wsgi",
+            "--bind",
+            f"127.0.0.1:{self.port}",
+            "--workers",
+            "2",
+            name="web",
+        )
         self.start(sys.executable, "manage.py", "runscheduler", name="scheduler")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -118,13 +136,20 @@ def test_a_program_drives_a_job_from_creation_to_deletion(server):
     assert Client(server.base, None).call("GET", "/api/jobs")[0] == 401
     status, handlers = api.call("GET", "/api/handlers")
     assert status == 200 and "demo.echo" in [h["name"] for h in handlers["results"]]
-    status, preview = api.call("POST", "/api/cron/preview", {"expression": "0 0 3 * * *", "timezone": "Europe/Berlin"})
+    status, preview = api.call(
+        "POST", "/api/cron/preview", {"expression": "0 0 3 * * *", "timezone": "Europe/Berlin"}
+    )
     assert status == 200 and len(preview["times"]) == 5
 
     status, job = api.call(
         "POST",
         "/api/jobs",
-        {"name": "e2e echo", "handler": "demo.echo", "cron_expression": "0 0 3 * * *", "properties": {"greeting": "hello"}},
+        {
+            "name": "e2e echo",
+            "handler": "demo.echo",
+            "cron_expression": "0 0 3 * * *",
+            "properties": {"greeting": "hello"},
+        },
     )
     assert status == 201, job
     job_url = f"/api/jobs/{job['id']}"
@@ -142,7 +167,9 @@ def test_a_program_drives_a_job_from_creation_to_deletion(server):
     status, page = viewer.call("GET", f"{job_url}/runs?status=succeeded&limit=5")
     assert status == 200 and [r["id"] for r in page["results"]] == [run["id"]]
 
-    status, changed = api.call("PATCH", job_url, {"description": "edited by a script", "version": job["version"]})
+    status, changed = api.call(
+        "PATCH", job_url, {"description": "edited by a script", "version": job["version"]}
+    )
     assert status == 200 and changed["version"] == job["version"] + 1
     status, error = api.call("PATCH", job_url, {"description": "stale", "version": job["version"]})
     assert status == 409 and error["code"] == "stale_version"

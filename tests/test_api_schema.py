@@ -2,7 +2,7 @@
 as the URLconf, a valid OpenAPI document, and answers that fit it."""
 
 import re
-from datetime import datetime, timezone as dt_timezone
+from datetime import UTC, datetime
 
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
@@ -40,7 +40,9 @@ def document(anon_api):
 
 def schema_routes(document) -> set[tuple[str, str]]:
     methods = {"get", "post", "put", "patch", "delete"}
-    return {(path, method) for path, item in document["paths"].items() for method in item if method in methods}
+    return {
+        (path, method) for path, item in document["paths"].items() for method in item if method in methods
+    }
 
 
 def test_schema_lists_exactly_the_routes_in_the_urlconf(document):
@@ -84,7 +86,15 @@ def documented_statuses(document, path, method):
 
 
 def test_real_answers_fit_the_schema(document, staff_api, make_job):
-    created = staff_api.post("/api/jobs", {"name": "s", "handler": "demo.echo", "cron_expression": "0 0 * * * *", "alert_emails": ["a@example.com"]})
+    created = staff_api.post(
+        "/api/jobs",
+        {
+            "name": "s",
+            "handler": "demo.echo",
+            "cron_expression": "0 0 * * * *",
+            "alert_emails": ["a@example.com"],
+        },
+    )
     assert "201" in documented_statuses(document, "/api/jobs", "post")
     check(document, created, "Job")
     job_id = created.json()["id"]
@@ -93,7 +103,13 @@ def test_real_answers_fit_the_schema(document, staff_api, make_job):
     check(document, staff_api.post(f"/api/jobs/{job_id}/toggle"), "Job")
     staff_api.post(f"/api/jobs/{job_id}/toggle")
     check(document, staff_api.post(f"/api/jobs/{job_id}/run"), "Run")
-    Run.objects.create(job_id=job_id, scheduled_at=datetime(2026, 1, 1, tzinfo=dt_timezone.utc), trigger="schedule", status="skipped", skip_reason="overlap")
+    Run.objects.create(
+        job_id=job_id,
+        scheduled_at=datetime(2026, 1, 1, tzinfo=UTC),
+        trigger="schedule",
+        status="skipped",
+        skip_reason="overlap",
+    )
     runs = staff_api.get(f"/api/jobs/{job_id}/runs", {"limit": 1})
     check(document, runs, "RunPage")
     assert runs.json()["next_cursor"]
@@ -102,18 +118,28 @@ def test_real_answers_fit_the_schema(document, staff_api, make_job):
     check(document, staff_api.post(f"/api/runs/{run_id}/cancel"), "Run")
     check(document, staff_api.get("/api/handlers"), "HandlerList")
     check(document, staff_api.post("/api/tasks", {"handler": "demo.echo", "key": "k"}), "Run")
-    check(document, staff_api.post("/api/cron/preview", {"expression": "0 0 * * * *", "timezone": "Europe/Berlin"}), "Preview")
+    check(
+        document,
+        staff_api.post("/api/cron/preview", {"expression": "0 0 * * * *", "timezone": "Europe/Berlin"}),
+        "Preview",
+    )
 
 
 @pytest.mark.parametrize(
-    "method,url,body,status,path",
+    ("method", "url", "body", "status", "path"),
     [
         ("post", "/api/jobs", {"name": ""}, "400", "/api/jobs"),
         ("get", "/api/jobs/999999", None, "404", "/api/jobs/{job_id}"),
         ("patch", "/api/jobs/{job}", {"version": 99}, "409", "/api/jobs/{job_id}"),
         ("delete", "/api/jobs/{builtin}", None, "409", "/api/jobs/{job_id}"),
         ("get", "/api/jobs/{job}/runs", {"limit": "0"}, "400", "/api/jobs/{job_id}/runs"),
-        ("post", "/api/cron/preview", {"expression": "x", "timezone": "No/Where"}, "400", "/api/cron/preview"),
+        (
+            "post",
+            "/api/cron/preview",
+            {"expression": "x", "timezone": "No/Where"},
+            "400",
+            "/api/cron/preview",
+        ),
         ("post", "/api/tasks", {"handler": "demo.echo"}, "400", "/api/tasks"),
     ],
 )

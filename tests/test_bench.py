@@ -31,9 +31,25 @@ def test_bench_scheduler_json_has_the_promised_keys_and_no_duplicates(tmp_path):
     # does not exist and check it still does not afterwards.
     configured = tmp_path / "configured.sqlite3"
     figures = json.loads(
-        bench("scheduler", "--jobs", "5", "--duration", "3", "--json", env={"DATABASE_URL": f"sqlite:///{configured}"})
+        bench(
+            "scheduler",
+            "--jobs",
+            "5",
+            "--duration",
+            "3",
+            "--json",
+            env={"DATABASE_URL": f"sqlite:///{configured}"},
+        )
     )
-    assert set(figures) == {"fires_expected", "fires_run", "duplicates", "missed", "lateness_ms", "fires_per_s", "rss_mb"}
+    assert set(figures) == {
+        "fires_expected",
+        "fires_run",
+        "duplicates",
+        "missed",
+        "lateness_ms",
+        "fires_per_s",
+        "rss_mb",
+    }
     assert set(figures["lateness_ms"]) == {"p50", "p95", "p99", "max"}
     assert figures["fires_expected"] == 3, "5 jobs × 5 s, first fires spread over 5 s, 3 s measured"
     assert figures["duplicates"] == 0

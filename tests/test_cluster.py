@@ -81,13 +81,16 @@ def test_a_standby_takes_over_within_forty_seconds_of_the_leaders_last_renewal(d
     a, b = node("a"), node("b")
     a.lead(T0)  # then a dies: it never renews again
     took_over_at = None
-    for second in range(0, 61):
+    for second in range(61):
         now = T0 + timedelta(seconds=second)
         if b.lead(now):
             took_over_at = second
             break
     assert took_over_at is not None and took_over_at <= 40
-    assert [(c.epoch, c.worker_id) for c in LeadershipChange.objects.order_by("epoch")] == [(1, "a"), (2, "b")]
+    assert [(c.epoch, c.worker_id) for c in LeadershipChange.objects.order_by("epoch")] == [
+        (1, "a"),
+        (2, "b"),
+    ]
 
 
 def test_renewals_keep_the_epoch_and_are_not_leadership_changes(db):

@@ -18,12 +18,21 @@ def two_nodes(db):
     now = timezone.now()
     for worker, pid in (("sched-1", 101), ("sched-2", 202)):
         leases.acquire(
-            leases.node_lease_name(worker), worker, now=now, info={"host": f"host-{pid}", "pid": pid, "version": "1.2"}
+            leases.node_lease_name(worker),
+            worker,
+            now=now,
+            info={"host": f"host-{pid}", "pid": pid, "version": "1.2"},
         )
     grant = leases.acquire(leases.LEADER, "sched-2", now=now)
     leases.record_leadership(grant, "sched-2")
     job = make_job()
-    Run.objects.create(job=job, scheduled_at=now, trigger=Run.Trigger.SCHEDULE, status=Run.Status.RUNNING, worker_id="sched-1")
+    Run.objects.create(
+        job=job,
+        scheduled_at=now,
+        trigger=Run.Trigger.SCHEDULE,
+        status=Run.Status.RUNNING,
+        worker_id="sched-1",
+    )
     return now
 
 
@@ -61,18 +70,29 @@ def test_cluster_status_json_for_scripts(two_nodes):
     assert data["leader"] == "sched-2" and data["epoch"] == 1
     assert data["lease_expires_at"] == (two_nodes + leases.TTL).isoformat()
     assert [set(n) for n in data["nodes"]] == [{"worker_id", "host", "pid", "last_heartbeat", "running"}] * 2
-    assert [(n["worker_id"], n["pid"], n["running"]) for n in data["nodes"]] == [("sched-1", 101, 1), ("sched-2", 202, 0)]
+    assert [(n["worker_id"], n["pid"], n["running"]) for n in data["nodes"]] == [
+        ("sched-1", 101, 1),
+        ("sched-2", 202, 0),
+    ]
 
 
 def test_cluster_status_json_without_any_scheduler(db):
     out = StringIO()
     call_command("cluster", "status", "--json", stdout=out)
-    assert json.loads(out.getvalue()) == {"leader": None, "lease_expires_at": None, "epoch": None, "nodes": []}
+    assert json.loads(out.getvalue()) == {
+        "leader": None,
+        "lease_expires_at": None,
+        "epoch": None,
+        "nodes": [],
+    }
 
 
 def test_cluster_status_text_says_who_leads_and_which_node_was_lost(two_nodes):
     leases.acquire(
-        leases.node_lease_name("sched-3"), "sched-3", now=two_nodes - timedelta(minutes=10), info={"host": "h3", "pid": 3}
+        leases.node_lease_name("sched-3"),
+        "sched-3",
+        now=two_nodes - timedelta(minutes=10),
+        info={"host": "h3", "pid": 3},
     )
     out = StringIO()
     call_command("cluster", "status", stdout=out)
@@ -92,4 +112,6 @@ def test_on_sqlite_the_one_running_scheduler_is_reported_as_leader(viewer_client
 
     data = json.loads(out.getvalue())
     assert (data["leader"], data["epoch"], data["lease_expires_at"]) == ("solo", None, None)
-    assert "<strong>solo</strong> plans and runs everything" in viewer_client.get("/cluster/").content.decode()
+    assert (
+        "<strong>solo</strong> plans and runs everything" in viewer_client.get("/cluster/").content.decode()
+    )

@@ -5,6 +5,7 @@ Each test gets its own database on the session's server; the database restart
 comes last in the file since it disconnects everyone.
 """
 
+import itertools
 import os
 import signal
 import subprocess
@@ -83,7 +84,9 @@ class Cluster:
             os.kill(process.pid, signal.SIGSTOP)
             wait_for(lambda: process_state(process.pid) == "T", 5, f"{worker_id} to stop")
             time.sleep(0.1)  # a COMMIT it sent just before stopping lands
-            if not self.sql("SELECT 1 FROM jobs_run WHERE status = 'running' AND worker_id = %s", [worker_id]):
+            if not self.sql(
+                "SELECT 1 FROM jobs_run WHERE status = 'running' AND worker_id = %s", [worker_id]
+            ):
                 self.kill(worker_id)
                 return
             os.kill(process.pid, signal.SIGCONT)
@@ -121,7 +124,9 @@ class Cluster:
         )
         return rows[0] if rows else None
 
-    def create_jobs(self, prefix: str, count: int, *, interval: int, enabled: bool, handler="demo.echo", **props) -> None:
+    def create_jobs(
+        self, prefix: str, count: int, *, interval: int, enabled: bool, handler="demo.echo", **props
+    ) -> None:
         """`count` interval jobs; enabled ones are due now, the others wait
         (paused, no next fire time) for `fire_all_now`."""
         self.django(
@@ -180,9 +185,11 @@ def assert_one_row_per_slot(runs: list[tuple], *, gaps_allowed: bool = False) ->
     and runs the latest, and the slots in between have no row at all.)"""
     times = [r[0] for r in runs]
     assert len(times) == len(set(times)), f"a fire was planned twice: {times}"
-    gaps = {b - a for a, b in zip(times, times[1:])}
+    gaps = {b - a for a, b in itertools.pairwise(times)}
     if gaps_allowed:
-        assert all(gap % timedelta(seconds=TICK) == timedelta(0) for gap in gaps), f"off the grid: {sorted(gaps)}"
+        assert all(gap % timedelta(seconds=TICK) == timedelta(0) for gap in gaps), (
+            f"off the grid: {sorted(gaps)}"
+        )
     else:
         assert gaps <= {timedelta(seconds=TICK)}, f"fires are not every {TICK} s: {sorted(gaps)}"
 
@@ -214,7 +221,10 @@ def test_worker_identity_on_postgresql(cluster_factory):
     wait_for(lambda: cluster.leader(), 20, "n1 to start and lead")
     twin = cluster.manage("runscheduler", timeout=30, JOBS_WORKER_ID="n1")
     assert twin.returncode != 0
-    assert f"Another scheduler is running as JOBS_WORKER_ID=n1 (host {os.uname().nodename}, pid {first.pid}" in twin.stderr
+    assert (
+        f"Another scheduler is running as JOBS_WORKER_ID=n1 (host {os.uname().nodename}, pid {first.pid}"
+        in twin.stderr
+    )
 
     disabled = cluster.manage("runscheduler", timeout=30, JOBS_WORKER_ID="n2", JOBS_SCHEDULER_ENABLED="false")
     assert disabled.returncode != 0 and "serves pages only" in disabled.stderr
@@ -225,7 +235,9 @@ def test_worker_identity_on_postgresql(cluster_factory):
     started = time.monotonic()
     second = cluster.start("n1")
     wait_for(
-        lambda: cluster.sql("SELECT 1 FROM jobs_lease WHERE name = 'node:n1' AND (info->>'pid')::int = %s", [second.pid]),
+        lambda: cluster.sql(
+            "SELECT 1 FROM jobs_lease WHERE name = 'node:n1' AND (info->>'pid')::int = %s", [second.pid]
+        ),
         15,
         "the restarted n1 to hold its node lease",
     )
@@ -297,7 +309,9 @@ def test_three_schedulers_plan_each_fire_once_and_a_standby_replaces_a_killed_le
 
     try:
         wait_for(
-            lambda: sum(1 for r in cluster.runs_of("tick-0") if r[3] == new_epoch and r[1] == "succeeded") >= 3,
+            lambda: (
+                sum(1 for r in cluster.runs_of("tick-0") if r[3] == new_epoch and r[1] == "succeeded") >= 3
+            ),
             5 * TICK,
             "the job to keep firing under the new leader",
         )
@@ -361,7 +375,9 @@ def test_a_leader_stalled_past_its_lease_claims_nothing_when_it_wakes(cluster_fa
             "WHERE j.name LIKE 'burst-%%' GROUP BY r.planned_epoch"
         )
     )
-    assert old_epoch not in by_epoch, f"the stalled leader planned {by_epoch.get(old_epoch)} fires after waking"
+    assert old_epoch not in by_epoch, (
+        f"the stalled leader planned {by_epoch.get(old_epoch)} fires after waking"
+    )
     assert sum(by_epoch.values()) == 300
     assert wait_for(lambda: "fire claims refused" in cluster.log(stalled), 5, "the woken node to try")
     assert cluster.nodes[stalled].poll() is None, "the woken node keeps running, as a standby"
@@ -372,17 +388,22 @@ def test_a_leader_stalled_past_its_lease_claims_nothing_when_it_wakes(cluster_fa
     _, next_epoch = wait_for(
         lambda: (held := cluster.leader()) and held[0] != stopped and held, ttl + renew + 5, "a successor"
     )
-    (took_over,) = cluster.sql("SELECT acquired_at FROM jobs_leadershipchange WHERE epoch = %s", [next_epoch])[0]
+    (took_over,) = cluster.sql(
+        "SELECT acquired_at FROM jobs_leadershipchange WHERE epoch = %s", [next_epoch]
+    )[0]
     time.sleep(1)
     os.kill(cluster.nodes[stopped].pid, signal.SIGCONT)
     wait_for(
-        lambda: cluster.sql("SELECT 1 FROM jobs_run WHERE planned_epoch = %s AND scheduled_at > %s", [next_epoch, took_over]),
+        lambda: cluster.sql(
+            "SELECT 1 FROM jobs_run WHERE planned_epoch = %s AND scheduled_at > %s", [next_epoch, took_over]
+        ),
         2 * TICK + 2,
         "the job to fire under the successor",
     )
     time.sleep(TICK)
     late = cluster.sql(
-        "SELECT scheduled_at FROM jobs_run WHERE planned_epoch = %s AND scheduled_at > %s", [stopped_epoch, took_over]
+        "SELECT scheduled_at FROM jobs_run WHERE planned_epoch = %s AND scheduled_at > %s",
+        [stopped_epoch, took_over],
     )
     assert late == [], "the leader stopped from outside planned fires after its successor took over"
     assert cluster.duplicate_fires() == []
@@ -469,7 +490,9 @@ def test_a_scheduler_analyzes_its_tables_if_the_planner_has_no_statistics_yet(cl
     batched fire claim then walks every job per row instead of using keys."""
     cluster = cluster_factory("cluster_analyze")
     cluster.create_jobs("idle", 50, interval=3600, enabled=False)
-    never = "SELECT relname FROM pg_class WHERE relname IN ('jobs_job', 'jobs_run') AND reltuples < 0 ORDER BY 1"
+    never = (
+        "SELECT relname FROM pg_class WHERE relname IN ('jobs_job', 'jobs_run') AND reltuples < 0 ORDER BY 1"
+    )
     assert cluster.sql(never) == [("jobs_job",), ("jobs_run",)]
     cluster.start("n1")
     wait_for(lambda: not cluster.sql(never), 20, "n1 to analyze its tables")
@@ -478,7 +501,9 @@ def test_a_scheduler_analyzes_its_tables_if_the_planner_has_no_statistics_yet(cl
     assert "analyzed jobs_" in cluster.log("n1")
 
 
-def test_schedulers_ride_out_a_database_restart_without_losing_or_repeating_a_fire(cluster_factory, postgres_server):
+def test_schedulers_ride_out_a_database_restart_without_losing_or_repeating_a_fire(
+    cluster_factory, postgres_server
+):
     cluster = cluster_factory("cluster_restart")
     for worker_id in ("n1", "n2", "n3"):
         cluster.start(worker_id)
@@ -501,7 +526,9 @@ def test_schedulers_ride_out_a_database_restart_without_losing_or_repeating_a_fi
 
     try:
         wait_for(
-            lambda: sum(1 for r in cluster.runs_of("tick-0") if r[0] > restarted_at and r[1] == "succeeded") >= 3,
+            lambda: (
+                sum(1 for r in cluster.runs_of("tick-0") if r[0] > restarted_at and r[1] == "succeeded") >= 3
+            ),
             6 * TICK,
             "three fires after the restart",
             every=0.5,
@@ -509,7 +536,9 @@ def test_schedulers_ride_out_a_database_restart_without_losing_or_repeating_a_fi
     except AssertionError as exc:
         logs = "\n".join(f"--- {w}\n{cluster.log(w)[-3000:]}" for w in cluster.nodes)
         raise AssertionError(f"{exc}; runs: {cluster.runs_of('tick-0')}\n{logs}") from None
-    assert all(process.poll() is None for process in cluster.nodes.values()), "a scheduler died with the database"
+    assert all(process.poll() is None for process in cluster.nodes.values()), (
+        "a scheduler died with the database"
+    )
     assert cluster.stop_all() == {"n1": 0, "n2": 0, "n3": 0}
 
     runs = cluster.runs_of("tick-0")

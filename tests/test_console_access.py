@@ -38,8 +38,20 @@ def mutation_urls(job, run):
     """Every POST that changes a job, a run or the config centre."""
     return [
         (reverse("jobs:job_bulk"), {"action": "pause", "ids": [job.pk]}),
-        (reverse("jobs:job_create"), {"name": "x", "kind": "python", "handler": "demo.echo", "cron_expression": "0 * * * * *"}),
-        (reverse("jobs:job_edit", args=[job.pk]), {"name": "renamed", "kind": "python", "handler": "demo.echo", "cron_expression": "0 * * * * *", "version": job.version}),
+        (
+            reverse("jobs:job_create"),
+            {"name": "x", "kind": "python", "handler": "demo.echo", "cron_expression": "0 * * * * *"},
+        ),
+        (
+            reverse("jobs:job_edit", args=[job.pk]),
+            {
+                "name": "renamed",
+                "kind": "python",
+                "handler": "demo.echo",
+                "cron_expression": "0 * * * * *",
+                "version": job.version,
+            },
+        ),
         (reverse("jobs:job_pause", args=[job.pk]), {}),
         (reverse("jobs:job_resume", args=[job.pk]), {}),
         (reverse("jobs:job_run_now", args=[job.pk]), {}),
@@ -51,7 +63,12 @@ def mutation_urls(job, run):
 
 def assert_unchanged(job, run):
     fresh = Job.objects.get(pk=job.pk)
-    assert (fresh.name, fresh.state, fresh.deleted_at, fresh.version) == ("nightly", Job.State.ENABLED, None, job.version)
+    assert (fresh.name, fresh.state, fresh.deleted_at, fresh.version) == (
+        "nightly",
+        Job.State.ENABLED,
+        None,
+        job.version,
+    )
     assert Run.objects.get(pk=run.pk).status == Run.Status.QUEUED
     assert Run.objects.count() == 1
     assert Job.objects.filter(builtin=False).count() == 1
@@ -104,7 +121,11 @@ def test_viewer_gets_403_on_every_mutation(viewer_client, job, run):
 
 
 def test_viewer_cannot_open_the_edit_pages(viewer_client, job):
-    for url in (reverse("jobs:job_create"), reverse("jobs:job_edit", args=[job.pk]), reverse("jobs:job_delete", args=[job.pk])):
+    for url in (
+        reverse("jobs:job_create"),
+        reverse("jobs:job_edit", args=[job.pk]),
+        reverse("jobs:job_delete", args=[job.pk]),
+    ):
         assert viewer_client.get(url).status_code == 403, url
 
 
@@ -123,7 +144,9 @@ def test_posts_without_csrf_token_are_refused(staff_user, job, run):
     client.force_login(staff_user)
     for url, data in mutation_urls(job, run):
         assert client.post(url, data).status_code == 403, url
-        assert client.post(url, data, headers={"HX-Request": "true", "X-CSRFToken": "forged"}).status_code == 403, url
+        assert (
+            client.post(url, data, headers={"HX-Request": "true", "X-CSRFToken": "forged"}).status_code == 403
+        ), url
     assert_unchanged(job, run)
 
 
@@ -132,8 +155,10 @@ def test_htmx_csrf_header_from_the_page_is_accepted(staff_user, job, run):
     client.force_login(staff_user)
     page = client.get(reverse("jobs:job_detail", args=[job.pk])).content.decode()
     token = client.cookies["csrftoken"].value
-    assert "hx-headers='{\"x-csrftoken\": \"" in page
-    response = client.post(reverse("jobs:job_pause", args=[job.pk]), headers={"HX-Request": "true", "X-CSRFToken": token})
+    assert 'hx-headers=\'{"x-csrftoken": "' in page
+    response = client.post(
+        reverse("jobs:job_pause", args=[job.pk]), headers={"HX-Request": "true", "X-CSRFToken": token}
+    )
     assert response.status_code == 200
     assert response["HX-Redirect"] == reverse("jobs:job_detail", args=[job.pk])
     assert Job.objects.get(pk=job.pk).state == Job.State.PAUSED

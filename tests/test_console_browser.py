@@ -41,24 +41,59 @@ def assert_not_reloaded(page):
 
 def test_sign_in_and_see_the_job_list(page, login, staff, screenshot):
     now = timezone.now()
-    make_job(name="billing-sync", description="Pushes invoices to the ledger", namespace="finance",
-             cron_expression="0 */15 * * * *", timezone="Europe/Berlin", next_fire_at=now + timedelta(minutes=7),
-             last_status="succeeded", last_duration_ms=1840, last_fire_at=now - timedelta(minutes=8))
-    make_job(name="nightly-report", description="Daily KPI mail", namespace="reports", cron_expression="0 30 2 * * *",
-             timezone="America/New_York", next_fire_at=now + timedelta(hours=9), last_status="failed",
-             last_duration_ms=12_400, last_fire_at=now - timedelta(hours=15))
-    make_job(name="cache-warmer", kind=Job.Kind.HTTP, handler="", properties={"url": "https://example.com/warm"},
-             schedule_type=Job.ScheduleType.INTERVAL, cron_expression="", interval_seconds=300, state=Job.State.PAUSED,
-             last_status="succeeded", last_duration_ms=230, last_fire_at=now - timedelta(days=2))
-    make_job(name="import-orders", description="Pulls orders from the shop", cron_expression="0 0 */2 * * *",
-             state=Job.State.CRASHED, consecutive_failures=3, last_status="timed_out", last_duration_ms=600_000,
-             last_fire_at=now - timedelta(hours=3))
+    make_job(
+        name="billing-sync",
+        description="Pushes invoices to the ledger",
+        namespace="finance",
+        cron_expression="0 */15 * * * *",
+        timezone="Europe/Berlin",
+        next_fire_at=now + timedelta(minutes=7),
+        last_status="succeeded",
+        last_duration_ms=1840,
+        last_fire_at=now - timedelta(minutes=8),
+    )
+    make_job(
+        name="nightly-report",
+        description="Daily KPI mail",
+        namespace="reports",
+        cron_expression="0 30 2 * * *",
+        timezone="America/New_York",
+        next_fire_at=now + timedelta(hours=9),
+        last_status="failed",
+        last_duration_ms=12_400,
+        last_fire_at=now - timedelta(hours=15),
+    )
+    make_job(
+        name="cache-warmer",
+        kind=Job.Kind.HTTP,
+        handler="",
+        properties={"url": "https://example.com/warm"},
+        schedule_type=Job.ScheduleType.INTERVAL,
+        cron_expression="",
+        interval_seconds=300,
+        state=Job.State.PAUSED,
+        last_status="succeeded",
+        last_duration_ms=230,
+        last_fire_at=now - timedelta(days=2),
+    )
+    make_job(
+        name="import-orders",
+        description="Pulls orders from the shop",
+        cron_expression="0 0 */2 * * *",
+        state=Job.State.CRASHED,
+        consecutive_failures=3,
+        last_status="timed_out",
+        last_duration_ms=600_000,
+        last_fire_at=now - timedelta(hours=3),
+    )
 
     page.goto("/")
     expect(page).to_have_url(re.compile(r"/login/\?next=/$"))
     login("ada", "pw-ada-123")
     expect(page.locator("#job-table")).to_contain_text("billing-sync")
-    expect(page.locator("#job-row-" + str(Job.objects.get(name="import-orders").pk))).to_contain_text("Crashed")
+    expect(page.locator("#job-row-" + str(Job.objects.get(name="import-orders").pk))).to_contain_text(
+        "Crashed"
+    )
 
     remember_page(page)
     page.fill("input[name=q]", "report")
@@ -208,8 +243,13 @@ def test_bulk_pause_from_the_list(page, login, staff):
 
 
 def test_crashed_job_is_re_enabled(page, login, staff):
-    job = make_job(name="flaky", state=Job.State.CRASHED, consecutive_failures=3, last_status="failed",
-                   last_error="connection refused")
+    job = make_job(
+        name="flaky",
+        state=Job.State.CRASHED,
+        consecutive_failures=3,
+        last_status="failed",
+        last_error="connection refused",
+    )
     login("ada", "pw-ada-123")
     expect(page.locator(f"#job-row-{job.pk}")).to_contain_text("Crashed")
     page.click("text=flaky")
@@ -224,17 +264,40 @@ def test_crashed_job_is_re_enabled(page, login, staff):
 def test_run_now_and_watch_it_finish(page, login, staff, screenshot):
     from jobs.scheduler import Scheduler
 
-    job = make_job(name="echo", description="Logs its properties", properties={"greeting": "hello", "target": "world"},
-                   cron_expression="0 0 * * * *", timezone="Europe/Paris",
-                   next_fire_at=timezone.now().replace(minute=0, second=0, microsecond=0) + timedelta(hours=1))
+    job = make_job(
+        name="echo",
+        description="Logs its properties",
+        properties={"greeting": "hello", "target": "world"},
+        cron_expression="0 0 * * * *",
+        timezone="Europe/Paris",
+        next_fire_at=timezone.now().replace(minute=0, second=0, microsecond=0) + timedelta(hours=1),
+    )
     # Some history for the chart and the table.
     start = timezone.now() - timedelta(hours=40)
-    statuses = ["succeeded"] * 7 + ["failed"] + ["succeeded"] * 5 + ["timed_out"] + ["succeeded"] * 6 + ["skipped"] + ["succeeded"] * 4
+    statuses = (
+        ["succeeded"] * 7
+        + ["failed"]
+        + ["succeeded"] * 5
+        + ["timed_out"]
+        + ["succeeded"] * 6
+        + ["skipped"]
+        + ["succeeded"] * 4
+    )
     Run.objects.bulk_create(
-        Run(job=job, scheduled_at=start + timedelta(hours=i), started_at=start + timedelta(hours=i, seconds=1),
-            finished_at=start + timedelta(hours=i, seconds=3), trigger="schedule", status=status, worker_id="node-1",
-            skip_reason="overlap" if status == "skipped" else "", error="boom" if status == "failed" else "",
-            duration_ms=None if status == "skipped" else 800 + (i * 137) % 1900 + (4000 if status == "timed_out" else 0))
+        Run(
+            job=job,
+            scheduled_at=start + timedelta(hours=i),
+            started_at=start + timedelta(hours=i, seconds=1),
+            finished_at=start + timedelta(hours=i, seconds=3),
+            trigger="schedule",
+            status=status,
+            worker_id="node-1",
+            skip_reason="overlap" if status == "skipped" else "",
+            error="boom" if status == "failed" else "",
+            duration_ms=None
+            if status == "skipped"
+            else 800 + (i * 137) % 1900 + (4000 if status == "timed_out" else 0),
+        )
         for i, status in enumerate(statuses)
     )
 
@@ -276,7 +339,10 @@ def test_run_now_and_watch_it_finish(page, login, staff, screenshot):
 def test_log_markup_is_inert_in_the_browser(page, login, staff):
     job = make_job(name="evil-output")
     run = Run.objects.create(
-        job=job, scheduled_at=timezone.now(), trigger="manual", status="failed",
+        job=job,
+        scheduled_at=timezone.now(),
+        trigger="manual",
+        status="failed",
         log='<div id="pwned" hx-get="/jobs/new/" hx-trigger="load">x</div><img src=x onerror="window.__pwned=1">',
     )
     login("ada", "pw-ada-123")

@@ -4,7 +4,6 @@ the run viewer, the chart and the audit trail."""
 import re
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -18,8 +17,15 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 def add_runs(job, count, *, status=Run.Status.SUCCEEDED, trigger=Run.Trigger.SCHEDULE, start=T0, **fields):
     return Run.objects.bulk_create(
-        Run(job=job, scheduled_at=start + timedelta(minutes=i), trigger=trigger, status=status,
-            duration_ms=100 + i, worker_id="w1", **fields)
+        Run(
+            job=job,
+            scheduled_at=start + timedelta(minutes=i),
+            trigger=trigger,
+            status=status,
+            duration_ms=100 + i,
+            worker_id="w1",
+            **fields,
+        )
         for i in range(count)
     )
 
@@ -39,12 +45,29 @@ def history(client, job, query=""):
 
 def test_detail_shows_summary_actions_chart_and_audit(staff_client, make_job, staff_user):
     job = make_job(name="report", description="daily", properties={"region": "eu"}, timezone="Europe/Berlin")
-    AuditEvent.objects.create(job=job, job_name=job.name, user=staff_user, username="staff", action="edit",
-                              changes={"description": ["", "daily"]})
+    AuditEvent.objects.create(
+        job=job,
+        job_name=job.name,
+        user=staff_user,
+        username="staff",
+        action="edit",
+        changes={"description": ["", "daily"]},
+    )
     add_runs(job, 3)
     html = staff_client.get(reverse("jobs:job_detail", args=[job.pk])).content.decode()
-    for text in ("daily", "region", "Europe/Berlin", "Run now", "Pause", "Edit", "Delete…", 'id="run-history"',
-                 'id="audit-trail"', "<svg", "<strong>description</strong>"):
+    for text in (
+        "daily",
+        "region",
+        "Europe/Berlin",
+        "Run now",
+        "Pause",
+        "Edit",
+        "Delete…",
+        'id="run-history"',
+        'id="audit-trail"',
+        "<svg",
+        "<strong>description</strong>",
+    ):
         assert text in html, text
     assert html.count('<rect class="bar status-succeeded"') == 3
 
@@ -64,8 +87,14 @@ def test_pause_resume_and_run_now(staff_client, make_job, staff_user):
     staff_client.post(reverse("jobs:job_run_now", args=[job.pk]))
     staff_client.post(reverse("jobs:job_run_now", args=[job.pk]))  # a second click queues nothing more
     run = Run.objects.get(job=job)
-    assert run.trigger == Run.Trigger.MANUAL and run.status == Run.Status.QUEUED and run.created_by == staff_user
-    assert [e.action for e in AuditEvent.objects.filter(job=job).order_by("id")] == ["pause", "resume", "run-now"]
+    assert (
+        run.trigger == Run.Trigger.MANUAL and run.status == Run.Status.QUEUED and run.created_by == staff_user
+    )
+    assert [e.action for e in AuditEvent.objects.filter(job=job).order_by("id")] == [
+        "pause",
+        "resume",
+        "run-now",
+    ]
 
 
 def test_crashed_job_is_shown_and_re_enabled_with_a_fresh_count(staff_client, make_job):
@@ -136,7 +165,10 @@ def test_history_pages_newest_first_with_keyset_cursors(staff_client, make_job):
 
 def test_history_breaks_ties_on_id(staff_client, make_job):
     job = make_job()
-    same_time = [Run.objects.create(job=job, scheduled_at=T0, trigger=Run.Trigger.MANUAL, status="succeeded") for _ in range(30)]
+    same_time = [
+        Run.objects.create(job=job, scheduled_at=T0, trigger=Run.Trigger.MANUAL, status="succeeded")
+        for _ in range(30)
+    ]
     first = history(staff_client, job)
     older = re.search(r'(\?before=[^"]+)"', first).group(1).replace("&amp;", "&")
     seen = run_ids(first) + run_ids(history(staff_client, job, older))
@@ -150,15 +182,23 @@ def test_history_filters_by_status_and_trigger(staff_client, make_job):
     manual = add_runs(job, 1, trigger=Run.Trigger.MANUAL, start=T0 + timedelta(days=2))
     assert set(run_ids(history(staff_client, job, "?status=failed"))) == {r.pk for r in bad}
     assert set(run_ids(history(staff_client, job, "?trigger=manual"))) == {r.pk for r in manual}
-    assert set(run_ids(history(staff_client, job, "?status=succeeded&trigger=schedule"))) == {r.pk for r in ok}
+    assert set(run_ids(history(staff_client, job, "?status=succeeded&trigger=schedule"))) == {
+        r.pk for r in ok
+    }
     assert "boom" in history(staff_client, job, "?status=failed")
 
 
 def test_history_tolerates_bad_cursors_and_filters(staff_client, make_job):
     job = make_job()
     add_runs(job, 3)
-    for query in ("?before=abc", "?after=1.2.3", "?before=99999999999999999999999.1", "?status=<x>", "?trigger=%00",
-                  "?before=-5.-5"):
+    for query in (
+        "?before=abc",
+        "?after=1.2.3",
+        "?before=99999999999999999999999.1",
+        "?status=<x>",
+        "?trigger=%00",
+        "?before=-5.-5",
+    ):
         assert len(run_ids(history(staff_client, job, query))) in (0, 3), query
 
 
@@ -181,7 +221,9 @@ def test_deep_history_page_costs_what_the_first_does(staff_client, make_job):
         deep_page = history(staff_client, job, f"?before={_cursor(cursor_run)}")
     assert len(run_ids(page_one)) == 25 and len(run_ids(deep_page)) == 25
     assert len(deep) == len(first)
-    history_sql = [q["sql"] for q in deep.captured_queries if '"jobs_run"' in q["sql"] and "LIMIT 26" in q["sql"]]
+    history_sql = [
+        q["sql"] for q in deep.captured_queries if '"jobs_run"' in q["sql"] and "LIMIT 26" in q["sql"]
+    ]
     assert history_sql and all("OFFSET" not in sql for sql in history_sql)
     # The database seeks the history index to the cursor: no walk from the
     # newest run, no sort. (SQLite: the captured SQL has its values inlined.)
@@ -197,7 +239,9 @@ def test_history_polls_only_while_something_runs(staff_client, make_job):
     job = make_job()
     add_runs(job, 2)
     assert 'hx-trigger="every 2s"' not in history(staff_client, job)
-    running = Run.objects.create(job=job, scheduled_at=timezone.now(), trigger=Run.Trigger.MANUAL, status=Run.Status.RUNNING)
+    running = Run.objects.create(
+        job=job, scheduled_at=timezone.now(), trigger=Run.Trigger.MANUAL, status=Run.Status.RUNNING
+    )
     polling = history(staff_client, job)
     assert 'hx-trigger="every 2s"' in polling and "live" in polling
     Run.objects.filter(pk=running.pk).update(status=Run.Status.SUCCEEDED)
@@ -206,7 +250,9 @@ def test_history_polls_only_while_something_runs(staff_client, make_job):
 
 def test_detail_page_answers_htmx_history_target_with_the_partial(staff_client, make_job):
     job = make_job()
-    response = staff_client.get(reverse("jobs:job_detail", args=[job.pk]), headers={**HTMX, "HX-Target": "run-history"})
+    response = staff_client.get(
+        reverse("jobs:job_detail", args=[job.pk]), headers={**HTMX, "HX-Target": "run-history"}
+    )
     html = response.content.decode()
     assert "<html" not in html and html.strip().startswith('<section class="card" id="run-history"')
 
@@ -217,8 +263,15 @@ def test_detail_page_answers_htmx_history_target_with_the_partial(staff_client, 
 def test_run_log_is_escaped_and_inert(staff_client, make_job):
     job = make_job()
     evil = '<div hx-get="/jobs/new/" hx-trigger="load">x</div><script>alert(1)</script>'
-    run = Run.objects.create(job=job, scheduled_at=T0, trigger=Run.Trigger.MANUAL, status=Run.Status.FAILED,
-                             log=evil, result=evil, error=evil)
+    run = Run.objects.create(
+        job=job,
+        scheduled_at=T0,
+        trigger=Run.Trigger.MANUAL,
+        status=Run.Status.FAILED,
+        log=evil,
+        result=evil,
+        error=evil,
+    )
     for headers in ({}, {**HTMX, "HX-Target": "run-viewer"}):
         html = staff_client.get(reverse("jobs:run_detail", args=[run.pk]), headers=headers).content.decode()
         assert '<div hx-get="/jobs/new/"' not in html and "<script>alert" not in html
@@ -230,10 +283,17 @@ def test_run_log_is_escaped_and_inert(staff_client, make_job):
 def test_run_viewer_shows_the_truncation_marker(staff_client, make_job):
     job = make_job()
     log = cap_message("head-" + "x" * 5000 + "-tail", 1000)
-    run = Run.objects.create(job=job, scheduled_at=T0, trigger=Run.Trigger.MANUAL, status=Run.Status.SUCCEEDED, log=log)
-    html = staff_client.get(reverse("jobs:run_detail", args=[run.pk]), headers={**HTMX, "HX-Target": "run-viewer"}).content.decode()
+    run = Run.objects.create(
+        job=job, scheduled_at=T0, trigger=Run.Trigger.MANUAL, status=Run.Status.SUCCEEDED, log=log
+    )
+    html = staff_client.get(
+        reverse("jobs:run_detail", args=[run.pk]), headers={**HTMX, "HX-Target": "run-viewer"}
+    ).content.decode()
     assert "<html" not in html and 'id="run-viewer"' in html
-    assert re.search(r'<mark class="truncated">\[… \d+ characters omitted; original length 5010 characters …\]</mark>', html)
+    assert re.search(
+        r'<mark class="truncated">\[… \d+ characters omitted; original length 5010 characters …\]</mark>',
+        html,
+    )
     assert "head-" in html and "-tail" in html
 
 
@@ -247,11 +307,20 @@ def test_chart_colours_runs_by_status(staff_client, make_job):
     job = make_job()
     add_runs(job, 2)
     add_runs(job, 1, status=Run.Status.FAILED, start=T0 + timedelta(hours=1))
-    Run.objects.create(job=job, scheduled_at=T0 + timedelta(hours=3), trigger=Run.Trigger.SCHEDULE, status=Run.Status.SKIPPED,
-                       skip_reason=Run.SkipReason.MISFIRE)
+    Run.objects.create(
+        job=job,
+        scheduled_at=T0 + timedelta(hours=3),
+        trigger=Run.Trigger.SCHEDULE,
+        status=Run.Status.SKIPPED,
+        skip_reason=Run.SkipReason.MISFIRE,
+    )
     html = staff_client.get(reverse("jobs:job_detail", args=[job.pk])).content.decode()
-    svg = html[html.index("<svg"): html.index("</svg>")]
-    assert svg.count("status-succeeded") == 2 and svg.count("status-failed") == 1 and svg.count("status-skipped") == 1
+    svg = html[html.index("<svg") : html.index("</svg>")]
+    assert (
+        svg.count("status-succeeded") == 2
+        and svg.count("status-failed") == 1
+        and svg.count("status-skipped") == 1
+    )
     assert "<script" not in svg
 
 

@@ -2,7 +2,6 @@
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
 import time_machine
 from django.urls import reverse
 from django.utils import timezone
@@ -40,15 +39,22 @@ def job_data(**overrides):
 
 
 def test_list_shows_the_columns(staff_client, make_job):
-    job = make_job(name="billing-sync", description="pushes invoices", namespace="finance", timezone="Europe/Berlin",
-                   next_fire_at=timezone.now() + timedelta(minutes=5), last_status="failed", last_duration_ms=1500,
-                   last_fire_at=timezone.now() - timedelta(hours=1))
+    job = make_job(
+        name="billing-sync",
+        description="pushes invoices",
+        namespace="finance",
+        timezone="Europe/Berlin",
+        next_fire_at=timezone.now() + timedelta(minutes=5),
+        last_status="failed",
+        last_duration_ms=1500,
+        last_fire_at=timezone.now() - timedelta(hours=1),
+    )
     html = staff_client.get(reverse("jobs:job_list")).content.decode()
     assert "billing-sync" in html and "pushes invoices" in html and "finance" in html
     assert job.cron_expression in html
     assert cron.describe(job.cron_expression) in html
     assert "Europe/Berlin" in html
-    assert 'state-enabled' in html
+    assert "state-enabled" in html
     assert "in 4 min" in html or "in 5 min" in html
     assert "CET" in html or "CEST" in html
     assert "status-failed" in html and "1.5 s" in html
@@ -60,7 +66,9 @@ def test_list_search_filter_and_sort(staff_client, make_job):
     make_job(name="gamma", kind=Job.Kind.HTTP, handler="", namespace="web")
 
     def names(**params):
-        response = staff_client.get(reverse("jobs:job_list"), params, headers={**HTMX, "HX-Target": "job-table"})
+        response = staff_client.get(
+            reverse("jobs:job_list"), params, headers={**HTMX, "HX-Target": "job-table"}
+        )
         assert response.status_code == 200
         html = response.content.decode()
         assert "<html" not in html and 'id="job-table"' in html
@@ -77,19 +85,37 @@ def test_list_search_filter_and_sort(staff_client, make_job):
 
 def test_list_tolerates_nonsense_parameters(staff_client, make_job):
     make_job()
-    for params in ({"page": "abc"}, {"page": "-4"}, {"page": "99999"}, {"sort": "password"}, {"state": "<x>"},
-                   {"kind": "'; drop"}, {"q": "x" * 5000}):
+    for params in (
+        {"page": "abc"},
+        {"page": "-4"},
+        {"page": "99999"},
+        {"sort": "password"},
+        {"state": "<x>"},
+        {"kind": "'; drop"},
+        {"q": "x" * 5000},
+    ):
         assert staff_client.get(reverse("jobs:job_list"), params).status_code == 200, params
 
 
 def test_list_with_10000_jobs_makes_a_fixed_number_of_queries(staff_client, django_assert_max_num_queries):
     now = timezone.now()
     Job.objects.bulk_create(
-        Job(name=f"job-{i:05}", handler="demo.echo", cron_expression="0 */5 * * * *", namespace=f"ns{i % 7}",
-            next_fire_at=now + timedelta(seconds=i), last_status="succeeded", last_duration_ms=i)
+        Job(
+            name=f"job-{i:05}",
+            handler="demo.echo",
+            cron_expression="0 */5 * * * *",
+            namespace=f"ns{i % 7}",
+            next_fire_at=now + timedelta(seconds=i),
+            last_status="succeeded",
+            last_duration_ms=i,
+        )
         for i in range(10_000)
     )
-    for params in ({}, {"sort": "-next", "page": "150"}, {"q": "job-09", "state": "enabled", "kind": "python"}):
+    for params in (
+        {},
+        {"sort": "-next", "page": "150"},
+        {"q": "job-09", "state": "enabled", "kind": "python"},
+    ):
         # session, user, count, page, namespaces, unread messages
         with django_assert_max_num_queries(7):
             response = staff_client.get(reverse("jobs:job_list"), params)
@@ -99,10 +125,18 @@ def test_list_with_10000_jobs_makes_a_fixed_number_of_queries(staff_client, djan
 
 def test_bulk_pause_and_resume(staff_client, make_job):
     a, b, c = make_job(name="a"), make_job(name="b"), make_job(name="c")
-    response = staff_client.post(reverse("jobs:job_bulk") + "?q=", {"action": "pause", "ids": [a.pk, b.pk]}, headers={**HTMX, "HX-Target": "job-table"})
+    response = staff_client.post(
+        reverse("jobs:job_bulk") + "?q=",
+        {"action": "pause", "ids": [a.pk, b.pk]},
+        headers={**HTMX, "HX-Target": "job-table"},
+    )
     assert response.status_code == 200 and 'id="job-table"' in response.content.decode()
     assert "Paused 2 jobs." in response.content.decode()
-    assert [j.state for j in Job.objects.filter(pk__in=[a.pk, b.pk, c.pk]).order_by("name")] == ["paused", "paused", "enabled"]
+    assert [j.state for j in Job.objects.filter(pk__in=[a.pk, b.pk, c.pk]).order_by("name")] == [
+        "paused",
+        "paused",
+        "enabled",
+    ]
     staff_client.post(reverse("jobs:job_bulk"), {"action": "resume", "ids": [a.pk, "junk"]})
     assert Job.objects.get(pk=a.pk).state == "enabled"
     assert Job.objects.get(pk=a.pk).next_fire_at is not None
@@ -147,7 +181,9 @@ def test_create_saves_and_redirects_to_the_job(staff_client, staff_user):
 
 
 def test_create_through_htmx_redirects_the_page(staff_client):
-    response = staff_client.post(reverse("jobs:job_create"), job_data(), headers={**HTMX, "HX-Target": "job-form"})
+    response = staff_client.post(
+        reverse("jobs:job_create"), job_data(), headers={**HTMX, "HX-Target": "job-form"}
+    )
     assert response.status_code == 200
     assert response["HX-Redirect"] == reverse("jobs:job_detail", args=[Job.objects.get(name="report").pk])
 
@@ -156,8 +192,14 @@ def test_invalid_form_rerenders_with_200_and_saves_nothing(staff_client):
     before = Job.objects.count()
     response = staff_client.post(
         reverse("jobs:job_create"),
-        job_data(name="", timeout_seconds="0", timezone="Mars/Olympus", handler="", alert_emails="not-an-email",
-                 max_retries="lots"),
+        job_data(
+            name="",
+            timeout_seconds="0",
+            timezone="Mars/Olympus",
+            handler="",
+            alert_emails="not-an-email",
+            max_retries="lots",
+        ),
         headers={**HTMX, "HX-Target": "job-form"},
     )
     html = response.content.decode()
@@ -173,7 +215,9 @@ def test_invalid_form_rerenders_with_200_and_saves_nothing(staff_client):
 
 
 def test_interval_below_five_seconds_shows_47004(staff_client):
-    response = staff_client.post(reverse("jobs:job_create"), job_data(schedule_type="interval", interval_seconds="4"))
+    response = staff_client.post(
+        reverse("jobs:job_create"), job_data(schedule_type="interval", interval_seconds="4")
+    )
     assert response.status_code == 200
     assert '<code class="code">47004</code>' in response.content.decode()
     assert not Job.objects.filter(name="report").exists()
@@ -189,7 +233,9 @@ def test_edit_saves_and_bumps_the_version(staff_client, make_job):
     job = make_job(name="report")
     page = staff_client.get(reverse("jobs:job_edit", args=[job.pk])).content.decode()
     assert f'name="version" value="{job.version}"' in page
-    response = staff_client.post(reverse("jobs:job_edit", args=[job.pk]), job_data(description="new", version=job.version))
+    response = staff_client.post(
+        reverse("jobs:job_edit", args=[job.pk]), job_data(description="new", version=job.version)
+    )
     assert response.status_code == 302
     job.refresh_from_db()
     assert job.description == "new" and job.version == 2
@@ -204,7 +250,10 @@ def test_second_editor_is_told_the_job_changed(staff_client, make_job, superuser
     other.description = "theirs"
     services.save_job(job=other, user=superuser, expected_version=loaded_version)
 
-    response = staff_client.post(reverse("jobs:job_edit", args=[job.pk]), job_data(description="mine", cron_expression="0 0 5 * * *", version=loaded_version))
+    response = staff_client.post(
+        reverse("jobs:job_edit", args=[job.pk]),
+        job_data(description="mine", cron_expression="0 0 5 * * *", version=loaded_version),
+    )
     html = response.content.decode()
     assert response.status_code == 200
     assert "changed by someone else after you opened it" in html
@@ -213,7 +262,12 @@ def test_second_editor_is_told_the_job_changed(staff_client, make_job, superuser
 
 
 def test_edit_keeps_http_fields_out_of_the_property_bag(staff_client, make_job):
-    job = make_job(name="hook", kind=Job.Kind.HTTP, handler="", properties={"url": "https://example.com/x", "method": "POST", "token": "t"})
+    job = make_job(
+        name="hook",
+        kind=Job.Kind.HTTP,
+        handler="",
+        properties={"url": "https://example.com/x", "method": "POST", "token": "t"},
+    )
     html = staff_client.get(reverse("jobs:job_edit", args=[job.pk])).content.decode()
     assert 'value="https://example.com/x"' in html
     assert "&quot;token&quot;: &quot;t&quot;" in html
@@ -224,8 +278,20 @@ def test_form_pages_tolerate_garbage(staff_client, make_job):
     job = make_job()
     for data in (
         {},
-        {"name": "x" * 500, "kind": "cobol", "schedule_type": "sometimes", "interval_seconds": "1e99", "properties": "[1,2]"},
-        {"name": "y", "properties": "{not json", "version": "abc", "state": "exploded", "misfire_policy": "<b>"},
+        {
+            "name": "x" * 500,
+            "kind": "cobol",
+            "schedule_type": "sometimes",
+            "interval_seconds": "1e99",
+            "properties": "[1,2]",
+        },
+        {
+            "name": "y",
+            "properties": "{not json",
+            "version": "abc",
+            "state": "exploded",
+            "misfire_policy": "<b>",
+        },
         job_data(cron_expression="* * * * * * * *"),
         job_data(cron_expression="\x00"),
     ):
@@ -235,7 +301,9 @@ def test_form_pages_tolerate_garbage(staff_client, make_job):
 
 def test_demo_mode_blocks_http_jobs_and_run_now_but_not_python_jobs(staff_client, settings):
     settings.DEMO_MODE = True
-    response = staff_client.post(reverse("jobs:job_create"), job_data(name="hook", kind="http", url="https://10.0.0.1/x"))
+    response = staff_client.post(
+        reverse("jobs:job_create"), job_data(name="hook", kind="http", url="https://10.0.0.1/x")
+    )
     assert response.status_code == 200
     assert "Demo mode: HTTP jobs cannot be created or edited." in response.content.decode()
     assert not Job.objects.filter(name="hook").exists()
@@ -251,7 +319,9 @@ def test_demo_mode_blocks_http_jobs_and_run_now_but_not_python_jobs(staff_client
 
 
 def preview(client, expression, zone="UTC"):
-    response = client.get(reverse("jobs:cron_preview"), {"cron_expression": expression, "timezone": zone}, headers=HTMX)
+    response = client.get(
+        reverse("jobs:cron_preview"), {"cron_expression": expression, "timezone": zone}, headers=HTMX
+    )
     assert response.status_code == 200
     return response.content.decode()
 
@@ -303,17 +373,35 @@ def test_preview_shows_47003(viewer_client):
 
 
 def test_create_http_job_merges_its_fields_into_properties(staff_client):
-    response = staff_client.post(reverse("jobs:job_create"), job_data(
-        name="hook", kind="http", handler="", url="https://10.1.2.3/ping", method="POST",
-        headers="X-Token: abc", body='{"a": 1}', properties='{"expect_status": "200"}'))
+    response = staff_client.post(
+        reverse("jobs:job_create"),
+        job_data(
+            name="hook",
+            kind="http",
+            handler="",
+            url="https://10.1.2.3/ping",
+            method="POST",
+            headers="X-Token: abc",
+            body='{"a": 1}',
+            properties='{"expect_status": "200"}',
+        ),
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     job = Job.objects.get(name="hook")
-    assert job.properties == {"url": "https://10.1.2.3/ping", "method": "POST", "headers": "X-Token: abc",
-                              "body": '{"a": 1}', "expect_status": "200"}
+    assert job.properties == {
+        "url": "https://10.1.2.3/ping",
+        "method": "POST",
+        "headers": "X-Token: abc",
+        "body": '{"a": 1}',
+        "expect_status": "200",
+    }
 
 
 def test_http_job_to_a_blocked_address_is_refused_by_the_fence(staff_client):
-    response = staff_client.post(reverse("jobs:job_create"), job_data(name="evil", kind="http", handler="", url="http://127.0.0.1:8000/admin/"))
+    response = staff_client.post(
+        reverse("jobs:job_create"),
+        job_data(name="evil", kind="http", handler="", url="http://127.0.0.1:8000/admin/"),
+    )
     html = response.content.decode()
     assert response.status_code == 200 and "Blocked by the fence" in html
     assert not Job.objects.filter(name="evil").exists()
@@ -321,14 +409,21 @@ def test_http_job_to_a_blocked_address_is_refused_by_the_fence(staff_client):
 
 def test_sql_jobs_need_a_superuser(staff_client, settings):
     settings.JOBS_SQL_ENABLED = True
-    response = staff_client.post(reverse("jobs:job_create"), job_data(name="q", kind="sql", handler="", sql="select 1"))
-    assert response.status_code == 200 and "Only superusers can create or edit SQL jobs." in response.content.decode()
+    response = staff_client.post(
+        reverse("jobs:job_create"), job_data(name="q", kind="sql", handler="", sql="select 1")
+    )
+    assert (
+        response.status_code == 200
+        and "Only superusers can create or edit SQL jobs." in response.content.decode()
+    )
     assert not Job.objects.filter(name="q").exists()
 
 
 def test_sql_job_is_refused_when_sql_is_off(staff_client, settings):
     settings.JOBS_SQL_ENABLED = False
-    response = staff_client.post(reverse("jobs:job_create"), job_data(name="q", kind="sql", handler="", sql="select 1"))
+    response = staff_client.post(
+        reverse("jobs:job_create"), job_data(name="q", kind="sql", handler="", sql="select 1")
+    )
     assert response.status_code == 200 and not Job.objects.filter(name="q").exists()
 
 

@@ -25,7 +25,10 @@ def test_viewer_sees_settings_read_only(viewer_client):
 
 
 def test_staff_saves_valid_settings(staff_client, staff_user):
-    response = staff_client.post(reverse("jobs:settings"), {"sys.job.logRetentionDays": "7", "sys.job.alertEmails": "a@example.com; b@example.com"})
+    response = staff_client.post(
+        reverse("jobs:settings"),
+        {"sys.job.logRetentionDays": "7", "sys.job.alertEmails": "a@example.com; b@example.com"},
+    )
     assert response.status_code == 302
     assert get_setting("sys.job.logRetentionDays") == 7
     assert get_setting("sys.job.alertEmails") == ["a@example.com", "b@example.com"]
@@ -33,7 +36,7 @@ def test_staff_saves_valid_settings(staff_client, staff_user):
 
 
 @pytest.mark.parametrize(
-    "days, emails, message",
+    ("days", "emails", "message"),
     [
         ("0", "", "Keep run history between 1 and 3650 days."),
         ("lots", "", "Enter a whole number of days."),
@@ -44,7 +47,8 @@ def test_staff_saves_valid_settings(staff_client, staff_user):
 def test_invalid_settings_rerender_and_save_nothing(staff_client, days, emails, message):
     before = list(Setting.objects.order_by("key").values_list("key", "value", "updated_at"))
     response = staff_client.post(
-        reverse("jobs:settings"), {"sys.job.logRetentionDays": days, "sys.job.alertEmails": emails},
+        reverse("jobs:settings"),
+        {"sys.job.logRetentionDays": days, "sys.job.alertEmails": emails},
         headers={**HTMX, "HX-Target": "settings-form"},
     )
     html = response.content.decode()
@@ -72,7 +76,9 @@ def test_messages_page_lists_only_mine_escaped(viewer_client, viewer_user, super
 def test_mark_read_updates_list_and_count(viewer_client, viewer_user):
     first = Message.objects.create(user=viewer_user, subject="one")
     Message.objects.create(user=viewer_user, subject="two")
-    response = viewer_client.post(reverse("jobs:message_read", args=[first.pk]), headers={**HTMX, "HX-Target": "message-list"})
+    response = viewer_client.post(
+        reverse("jobs:message_read", args=[first.pk]), headers={**HTMX, "HX-Target": "message-list"}
+    )
     html = response.content.decode()
     assert response.status_code == 200 and 'id="message-list"' in html
     assert 'id="unread-count" href="/messages/" hx-swap-oob="true"' in html and 'title="1 unread"' in html

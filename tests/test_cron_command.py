@@ -86,12 +86,23 @@ def test_jsonl_answers_every_line_in_order_even_bad_ones():
     assert len(results) == len(lines)
     assert results[0] == {
         "next": [
-            "2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z", "2026-03-10T06:30:00Z",
-            "2026-03-11T06:30:00Z", "2026-03-12T06:30:00Z",
+            "2026-03-08T07:00:00Z",
+            "2026-03-09T06:30:00Z",
+            "2026-03-10T06:30:00Z",
+            "2026-03-11T06:30:00Z",
+            "2026-03-12T06:30:00Z",
         ]
     }
     assert [r.get("error", {}).get("code") for r in results] == [
-        None, 47001, 47001, 47003, 47001, None, 47006, 47001, None
+        None,
+        47001,
+        47001,
+        47003,
+        47001,
+        None,
+        47006,
+        47001,
+        None,
     ]
     assert results[5]["next"][0] == "2026-01-01T00:00:00Z"  # 02:00+02:00 is 00:00Z, strictly after 22:00Z
     assert results[8]["next"][0] == "2026-01-02T00:00:00Z"  # naive start means UTC
@@ -108,7 +119,10 @@ def test_jsonl_results_are_strictly_after_start():
 def test_real_process_exits_1_without_a_traceback():
     result = subprocess.run(
         [sys.executable, "manage.py", "cron", "next", "0 0 0 30 2 ?", "--count", "x"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 1
     assert result.stderr.strip().startswith("error 4700")
@@ -117,11 +131,17 @@ def test_real_process_exits_1_without_a_traceback():
 
 @pytest.mark.slow
 def test_real_process_streams_thousands_of_jsonl_lines():
-    request = json.dumps({"expr": "0 */15 9-17 * * MON-FRI", "tz": "Europe/Berlin", "start": "2026-03-28T00:00:00Z"})
+    request = json.dumps(
+        {"expr": "0 */15 9-17 * * MON-FRI", "tz": "Europe/Berlin", "start": "2026-03-28T00:00:00Z"}
+    )
     lines = [request] * 2000 + ["oops"] + [request] * 999
     result = subprocess.run(
         [sys.executable, "manage.py", "cron", "next", "--jsonl"],
-        cwd=ROOT, input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout.splitlines()

@@ -40,7 +40,10 @@ def test_htmx_runs_under_the_policy(csp_page):
     assert page.evaluate("typeof htmx") == "object"
     assert page.evaluate("htmx.config.includeIndicatorStyles") is False
     # The status section polls itself with hx-get every few seconds.
-    with page.expect_request(lambda request: "/cluster/" in request.url and request.headers.get("hx-request") == "true", timeout=15_000):
+    with page.expect_request(
+        lambda request: "/cluster/" in request.url and request.headers.get("hx-request") == "true",
+        timeout=15_000,
+    ):
         pass
     page.wait_for_timeout(500)
     assert violations(page) == []
@@ -66,14 +69,27 @@ def test_every_console_page_runs_without_a_policy_violation(csp_page, make_job):
 
     get_user_model().objects.create_user("cat", password="pw-cat-12345", is_staff=True)
     job = make_job(name="toured")
-    run = Run.objects.create(job=job, scheduled_at=job.created_at, trigger="schedule", status="succeeded", log="ok")
+    run = Run.objects.create(
+        job=job, scheduled_at=job.created_at, trigger="schedule", status="succeeded", log="ok"
+    )
     page = csp_page
     page.goto("/login/")
     page.fill("input[name=username]", "cat")
     page.fill("input[name=password]", "pw-cat-12345")
     page.click("button[type=submit]")
     page.wait_for_load_state()
-    for url in ["/", "/jobs/new/", f"/jobs/{job.pk}/", f"/jobs/{job.pk}/edit/", f"/runs/{run.pk}/", "/settings/", "/messages/", "/alerts/", "/cluster/", "/profile/"]:
+    for url in [
+        "/",
+        "/jobs/new/",
+        f"/jobs/{job.pk}/",
+        f"/jobs/{job.pk}/edit/",
+        f"/runs/{run.pk}/",
+        "/settings/",
+        "/messages/",
+        "/alerts/",
+        "/cluster/",
+        "/profile/",
+    ]:
         response = page.goto(url)
         assert response.status == 200, url
         page.wait_for_load_state("networkidle")

@@ -42,7 +42,9 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         server = self.server
-        server.requests.append({"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body})
+        server.requests.append(
+            {"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body}
+        )
         url = urlsplit(self.path)
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         if url.path == "/redirect":
@@ -51,7 +53,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._respond(302, headers=[("Location", "/loop")])
         elif url.path.startswith("/status/"):
             status = int(url.path.rsplit("/", 1)[1])
-            self._respond(status, f"body of a {status}".encode(), [("Content-Type", "text/plain; charset=utf-8")])
+            self._respond(
+                status, f"body of a {status}".encode(), [("Content-Type", "text/plain; charset=utf-8")]
+            )
         elif url.path == "/echo":
             echoed = {"method": self.command, "headers": dict(self.headers), "body": body.decode()}
             self._respond(200, json.dumps(echoed).encode(), [("Content-Type", "application/json")])
@@ -61,7 +65,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif url.path == "/big":
             self._respond(200, b"x" * int(query.get("n", 100_000)))
         else:
-            self._respond(200, f"hello from {server.name}".encode(), [("Content-Type", "text/plain; charset=utf-8")])
+            self._respond(
+                200, f"hello from {server.name}".encode(), [("Content-Type", "text/plain; charset=utf-8")]
+            )
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
 
@@ -73,7 +79,9 @@ class TestServer:
 
     def __init__(self, host="127.0.0.1", port=0, *, name="server", tls=None):
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        server_class = type("Server", (ThreadingHTTPServer,), {"address_family": family, "daemon_threads": True})
+        server_class = type(
+            "Server", (ThreadingHTTPServer,), {"address_family": family, "daemon_threads": True}
+        )
         self.httpd = server_class((host, port), _Handler)
         if tls is not None:
             self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
@@ -300,7 +308,9 @@ def test_hostile_url_is_blocked_at_save_time(url, fragment, victim):
 @pytest.mark.parametrize(("url", "fragment"), HOSTILE, ids=_hostile_ids())
 def test_hostile_url_is_blocked_at_run_time(url, fragment, victim):
     with pytest.raises(FenceError) as info:
-        fenced_request("GET", url.format(p=victim.port), headers={}, body=None, timeout=5, resolver=stub_resolver)
+        fenced_request(
+            "GET", url.format(p=victim.port), headers={}, body=None, timeout=5, resolver=stub_resolver
+        )
     assert fragment in info.value.reason
 
 
@@ -368,7 +378,9 @@ def test_policy_labels_the_default_ranges():
 
 
 def test_allowed_server_is_reached(allowed_server, allow_test_server, victim):
-    response = fenced_request("GET", allowed_server.url("/hi?x=1"), headers={"X-Test": "1"}, body=None, timeout=5)
+    response = fenced_request(
+        "GET", allowed_server.url("/hi?x=1"), headers={"X-Test": "1"}, body=None, timeout=5
+    )
     assert (response.status, response.body) == (200, b"hello from allowed")
     assert response.final_url == allowed_server.url("/hi?x=1")
     assert allowed_server.requests[0]["path"] == "/hi?x=1"
@@ -397,7 +409,9 @@ def test_redirect_to_a_blocked_address_is_not_followed(location, allowed_server,
 
 def test_redirects_within_the_fence_are_followed(allowed_server, allow_test_server):
     final = allowed_server.url("/status/201")
-    response = fenced_request("GET", allowed_server.url(f"/redirect?to={final}"), headers={}, body=None, timeout=5)
+    response = fenced_request(
+        "GET", allowed_server.url(f"/redirect?to={final}"), headers={}, body=None, timeout=5
+    )
     assert response.status == 201
     assert response.final_url == final
     assert response.redirects == [final]
@@ -421,7 +435,9 @@ def test_credentials_are_not_sent_to_another_host_after_a_redirect(allowed_serve
     other = TestServer("127.0.0.3", name="other")
     try:
         url = allowed_server.url(f"/redirect?to={other.url('/echo')}")
-        fenced_request("GET", url, headers={"Authorization": "Bearer s3cret", "X-Keep": "1"}, body=None, timeout=5)
+        fenced_request(
+            "GET", url, headers={"Authorization": "Bearer s3cret", "X-Keep": "1"}, body=None, timeout=5
+        )
         assert allowed_server.requests[0]["headers"]["Authorization"] == "Bearer s3cret"
         assert "Authorization" not in other.requests[0]["headers"]
         assert other.requests[0]["headers"]["X-Keep"] == "1"
@@ -469,7 +485,9 @@ def test_dns_rebinding_cannot_reach_loopback(allowed_server, allow_test_server, 
         fenced_request("GET", url, headers={}, body=None, timeout=5, resolver=rebinding)
 
 
-@pytest.mark.parametrize("variable", ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"])
+@pytest.mark.parametrize(
+    "variable", ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"]
+)
 def test_proxy_variables_are_ignored(variable, allowed_server, allow_test_server, monkeypatch):
     proxy = TestServer("127.0.0.3", name="proxy")
     try:
@@ -484,7 +502,9 @@ def test_proxy_variables_are_ignored(variable, allowed_server, allow_test_server
 
 
 def test_body_is_capped(allowed_server, allow_test_server):
-    response = fenced_request("GET", allowed_server.url("/big?n=50000"), headers={}, body=None, timeout=5, max_body=1000)
+    response = fenced_request(
+        "GET", allowed_server.url("/big?n=50000"), headers={}, body=None, timeout=5, max_body=1000
+    )
     assert len(response.body) == 1000
     assert response.truncated
 
@@ -501,7 +521,9 @@ def test_cancel_aborts_a_request_in_flight(allowed_server, allow_test_server):
     threading.Timer(0.3, cancelled.set).start()
     started = time.monotonic()
     with pytest.raises(RequestFailed, match="cancelled"):
-        fenced_request("GET", allowed_server.url("/slow?s=3"), headers={}, body=None, timeout=10, cancelled=cancelled)
+        fenced_request(
+            "GET", allowed_server.url("/slow?s=3"), headers={}, body=None, timeout=10, cancelled=cancelled
+        )
     assert time.monotonic() - started < 1.5
 
 
@@ -541,7 +563,9 @@ def tls_server(tls_files):
     server.stop()
 
 
-def test_https_connects_to_the_checked_address_and_verifies_the_name(tls_server, tls_files, allow_test_server):
+def test_https_connects_to_the_checked_address_and_verifies_the_name(
+    tls_server, tls_files, allow_test_server
+):
     client_context = ssl.create_default_context(cafile=str(tls_files[0]))
     resolver = {"secure.test": ["127.0.0.2"], "wrong.test": ["127.0.0.2"]}.__getitem__
 
@@ -549,7 +573,9 @@ def test_https_connects_to_the_checked_address_and_verifies_the_name(tls_server,
         return resolver(host)
 
     url = tls_server.url("/", host="secure.test")
-    response = fenced_request("GET", url, headers={}, body=None, timeout=5, resolver=resolve, ssl_context=client_context)
+    response = fenced_request(
+        "GET", url, headers={}, body=None, timeout=5, resolver=resolve, ssl_context=client_context
+    )
     assert response.body == b"hello from secure"
     with pytest.raises(RequestFailed, match="TLS certificate check failed for wrong.test"):
         fenced_request(
@@ -564,7 +590,9 @@ def test_https_connects_to_the_checked_address_and_verifies_the_name(tls_server,
 def test_fence_command_reports_each_url_and_exits_1_if_any_is_blocked(victim):
     out = io.StringIO()
     with pytest.raises(CommandError) as info:
-        call_command("fence", "http://10.0.0.1/", f"http://0x7f.1:{victim.port}/", "file:///etc/passwd", stdout=out)
+        call_command(
+            "fence", "http://10.0.0.1/", f"http://0x7f.1:{victim.port}/", "file:///etc/passwd", stdout=out
+        )
     assert info.value.returncode == 1
     assert out.getvalue().splitlines() == [
         "allowed",

@@ -20,14 +20,23 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 
 def manage(*args, env_overrides: dict, tmp_path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "CRONBOARD_", "SECURE_", "DEBUG", "SECRET_KEY", "DEMO_MODE"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "CRONBOARD_", "SECURE_", "DEBUG", "SECRET_KEY", "DEMO_MODE"))
+    }
     env.update(
         DATABASE_URL=f"sqlite:///{tmp_path / 'deploy.sqlite3'}",
         DJANGO_SETTINGS_MODULE="config.settings",
         **env_overrides,
     )
     return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "manage.py", *args],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -41,7 +50,9 @@ PRODUCTION = {
 
 
 def test_check_deploy_passes_with_production_settings(tmp_path):
-    result = manage("check", "--deploy", "--fail-level", "WARNING", env_overrides=PRODUCTION, tmp_path=tmp_path)
+    result = manage(
+        "check", "--deploy", "--fail-level", "WARNING", env_overrides=PRODUCTION, tmp_path=tmp_path
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
 
@@ -54,7 +65,9 @@ def test_check_deploy_fails_without_https(tmp_path):
     assert "security.W012" in result.stderr + result.stdout  # SESSION_COOKIE_SECURE
 
 
-@pytest.mark.parametrize("name", ["CRONBOARD_HTTPS", "DEMO_MODE", "DEBUG", "SECURE_HSTS_SECONDS", "LOGIN_FAILURE_LIMIT"])
+@pytest.mark.parametrize(
+    "name", ["CRONBOARD_HTTPS", "DEMO_MODE", "DEBUG", "SECURE_HSTS_SECONDS", "LOGIN_FAILURE_LIMIT"]
+)
 def test_a_bad_setting_value_names_the_variable(tmp_path, name):
     result = manage("check", env_overrides={name: "sometimes"}, tmp_path=tmp_path)
     assert result.returncode != 0
@@ -156,14 +169,25 @@ def test_demo_mode_blocks_run_now_in_the_service(make_job, settings, staff_user)
 
 def test_demo_mode_blocks_http_jobs_in_the_form(settings, staff_user):
     settings.DEMO_MODE = True
-    form = JobForm({"name": "h", "kind": "http", "cron_expression": "0 * * * * *", "url": "https://example.com"}, user=staff_user)
+    form = JobForm(
+        {"name": "h", "kind": "http", "cron_expression": "0 * * * * *", "url": "https://example.com"},
+        user=staff_user,
+    )
     assert not form.is_valid()
     assert ("demo_mode", "kind") in [(error["code"], error["field"]) for error in form.error_list()]
 
 
 def test_demo_mode_blocks_http_jobs_over_the_api(staff_api, settings):
     settings.DEMO_MODE = True
-    response = staff_api.post("/api/jobs", {"name": "h", "kind": "http", "cron_expression": "0 * * * * *", "properties": {"url": "https://example.com"}})
+    response = staff_api.post(
+        "/api/jobs",
+        {
+            "name": "h",
+            "kind": "http",
+            "cron_expression": "0 * * * * *",
+            "properties": {"url": "https://example.com"},
+        },
+    )
     assert response.status_code == 403 and response.json()["code"] == "demo_mode"
 
 

@@ -4,7 +4,7 @@ properties, validation for the form/API layer, and the fence at run time."""
 import json
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
 from django.utils import timezone
@@ -115,13 +115,17 @@ def test_long_bodies_are_cut_in_the_result(server):
 
 
 def test_blocked_url_fails_without_a_request(victim):
-    with pytest.raises(HandlerError, match=r"^blocked by the fence: 127\.0\.0\.1 is not in JOBS_HTTP_ALLOWED_HOSTS$"):
+    with pytest.raises(
+        HandlerError, match=r"^blocked by the fence: 127\.0\.0\.1 is not in JOBS_HTTP_ALLOWED_HOSTS$"
+    ):
         run({"url": f"http://0x7f.1:{victim.port}/"})
 
 
 def test_blocked_url_with_the_default_policy(settings, victim):
     settings.JOBS_HTTP_ALLOWED_HOSTS = []
-    with pytest.raises(HandlerError, match=r"^blocked by the fence: 127\.0\.0\.1 is in blocked range 127\.0\.0\.0/8"):
+    with pytest.raises(
+        HandlerError, match=r"^blocked by the fence: 127\.0\.0\.1 is in blocked range 127\.0\.0\.0/8"
+    ):
         run({"url": f"http://127.1:{victim.port}/"})
 
 
@@ -161,7 +165,13 @@ def test_bad_properties_fail_the_run():
 
 def test_valid_properties_have_no_errors(settings):
     settings.JOBS_HTTP_ALLOWED_HOSTS = []
-    props = {"url": "http://10.0.0.1/hook", "method": "PUT", "headers": "X-A: 1", "expect_status": "2xx, 304", "timeout": "30"}
+    props = {
+        "url": "http://10.0.0.1/hook",
+        "method": "PUT",
+        "headers": "X-A: 1",
+        "expect_status": "2xx, 304",
+        "timeout": "30",
+    }
     assert validate_http_properties(props) == {}
 
 
@@ -219,12 +229,14 @@ def test_expect_status_parsing():
 
 @pytest.mark.django_db
 def test_http_job_runs_through_the_scheduler(make_job, server):
-    from datetime import datetime, timezone as dt_timezone
+    from datetime import datetime
 
     from jobs.scheduler import Scheduler
 
-    t0 = datetime(2026, 3, 2, 12, 0, tzinfo=dt_timezone.utc)
-    scheduler = Scheduler(worker_id="node-a", max_workers=2, clock=lambda: t0, misfire_threshold=60, max_message_chars=262144)
+    t0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+    scheduler = Scheduler(
+        worker_id="node-a", max_workers=2, clock=lambda: t0, misfire_threshold=60, max_message_chars=262144
+    )
     ok = make_job(kind="http", handler="", properties={"url": server.url("/hello")}, next_fire_at=t0)
     bad = make_job(kind="http", handler="", properties={"url": server.url("/status/500")}, next_fire_at=t0)
     scheduler.plan_due(t0)

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from datetime import UTC
 from io import StringIO
 from pathlib import Path
 
@@ -71,7 +72,9 @@ def test_import_creates_a_job_with_every_field(tmp_path):
 
 
 def test_export_then_import_round_trips(tmp_path):
-    import_specs(tmp_path, [GOOD, {**GOOD, "name": "every-10s", "schedule_type": "interval", "interval_seconds": 10}])
+    import_specs(
+        tmp_path, [GOOD, {**GOOD, "name": "every-10s", "schedule_type": "interval", "interval_seconds": 10}]
+    )
     exported, _ = run_cmd("export")
     before = json.loads(exported)
     path = tmp_path / "exported.json"
@@ -125,7 +128,7 @@ def test_import_updates_by_name(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "content, message",
+    ("content", "message"),
     [
         ("{not json", "is not valid JSON"),
         ('"a string"', "must hold a JSON list of job objects"),
@@ -168,13 +171,13 @@ def test_resume_re_enables_a_crashed_job(tmp_path):
 
 
 def test_runs_json_lists_newest_scheduled_first_with_the_documented_keys(tmp_path):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     import_specs(tmp_path, [GOOD])
     job = Job.objects.get(name="nightly")
     for day in (1, 3, 2):
         Run.objects.create(
-            job=job, scheduled_at=datetime(2026, 5, day, tzinfo=timezone.utc), trigger="schedule", status="succeeded"
+            job=job, scheduled_at=datetime(2026, 5, day, tzinfo=UTC), trigger="schedule", status="succeeded"
         )
     out, _ = run_cmd("runs", "nightly", "--json", "--limit", "2")
     rows = [json.loads(line) for line in out.splitlines()]
@@ -214,6 +217,8 @@ def test_unknown_job_name_is_a_clear_error(action):
 def test_bad_command_lines_never_print_a_traceback(args, tmp_path):
     env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "PATH": "/usr/bin:/bin"}
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=REPO, env=env, check=True)
-    result = subprocess.run([sys.executable, "manage.py", *args], cwd=REPO, env=env, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=REPO, env=env, capture_output=True, text=True
+    )
     assert result.returncode != 0
     assert "Traceback" not in result.stderr

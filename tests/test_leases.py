@@ -78,8 +78,12 @@ def test_live_node_holders_leave_out_expired_and_released_nodes():
 
 
 def test_cluster_status_names_leader_and_live_nodes_with_the_documented_json_keys():
-    leases.acquire(leases.node_lease_name("n1"), "n1", now=T0, info={"host": "h1", "pid": 11, "version": "1.0"})
-    leases.acquire(leases.node_lease_name("n2"), "n2", now=T0 - timedelta(minutes=5), info={"host": "h2", "pid": 22})
+    leases.acquire(
+        leases.node_lease_name("n1"), "n1", now=T0, info={"host": "h1", "pid": 11, "version": "1.0"}
+    )
+    leases.acquire(
+        leases.node_lease_name("n2"), "n2", now=T0 - timedelta(minutes=5), info={"host": "h2", "pid": 22}
+    )
     grant = leases.acquire("leader", "n1", now=T0)
     leases.record_leadership(grant, "n1")
 
@@ -98,4 +102,9 @@ def test_cluster_status_names_leader_and_live_nodes_with_the_documented_json_key
 def test_cluster_status_has_no_leader_once_the_lease_lapsed():
     leases.acquire("leader", "n1", now=T0)
     status = leases.cluster_status(now=T0 + TTL + timedelta(seconds=1))
-    assert (status.leader, status.epoch, status.lease_expires_at, status.lapsed_holder) == (None, None, None, "n1")
+    assert (status.leader, status.epoch, status.lease_expires_at, status.lapsed_holder) == (
+        None,
+        None,
+        None,
+        "n1",
+    )

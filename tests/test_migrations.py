@@ -16,10 +16,16 @@ def test_runs_of_a_job_are_found_through_the_history_index_not_an_index_of_their
 
     with connection.cursor() as cursor:
         indexes = connection.introspection.get_constraints(cursor, Run._meta.db_table)
-    job_first = {name: spec["columns"] for name, spec in indexes.items() if spec["index"] and spec["columns"][:1] == ["job_id"]}
+    job_first = {
+        name: spec["columns"]
+        for name, spec in indexes.items()
+        if spec["index"] and spec["columns"][:1] == ["job_id"]
+    }
     # No index on job_id alone: it would be a fifth index entry to write on
     # every insert and delete of a run, for lookups the history index serves.
-    own = [name for name, columns in job_first.items() if columns == ["job_id"] and not indexes[name]["unique"]]
+    own = [
+        name for name, columns in job_first.items() if columns == ["job_id"] and not indexes[name]["unique"]
+    ]
     assert not own, job_first
     assert "run_history_idx" in job_first
     if connection.vendor == "sqlite":

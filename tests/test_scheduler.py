@@ -2,7 +2,7 @@
 
 import threading
 import time
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import IntegrityError, transaction
@@ -13,7 +13,7 @@ from jobs.handlers.registry import unregister
 from jobs.models import Job, Lease, Run, cap_message
 from jobs.scheduler import STALE_AFTER, Scheduler
 
-T0 = datetime(2026, 3, 2, 12, 0, 0, tzinfo=dt_timezone.utc)
+T0 = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)
 pytestmark = pytest.mark.django_db
 
 
@@ -36,7 +36,9 @@ def clock():
 
 @pytest.fixture
 def scheduler(clock):
-    s = Scheduler(worker_id="node-a", max_workers=4, clock=clock, misfire_threshold=60, max_message_chars=262144)
+    s = Scheduler(
+        worker_id="node-a", max_workers=4, clock=clock, misfire_threshold=60, max_message_chars=262144
+    )
     yield s
     for flight in list(s.pool.flights.values()):
         s.pool.abandon(flight.run_id)
@@ -95,7 +97,9 @@ def test_due_fire_is_claimed_once_and_starts_in_the_pass_that_plans_it(make_job,
     assert not scheduler.plan_due(T0), "the claim moved next_fire_at: nothing is due twice"
     (run,) = runs_of(job)
     assert (run.trigger, run.scheduled_at, run.attempt) == ("schedule", T0, 1)
-    assert run.status in ("running", "succeeded"), "one node: written running and started, no claim of its own"
+    assert run.status in ("running", "succeeded"), (
+        "one node: written running and started, no claim of its own"
+    )
     assert run.started_at == T0
     job.refresh_from_db()
     assert job.next_fire_at == T0 + timedelta(minutes=1)
@@ -268,7 +272,12 @@ def test_failed_attempt_is_retried_inside_the_same_fire(make_job, scheduler, clo
     finish_all(scheduler, clock)
     first, retry = runs_of(job)
     assert (first.status, first.error) == ("failed", "first attempt fails")
-    assert (retry.status, retry.attempt, retry.fire_id, retry.scheduled_at) == ("queued", 2, first.fire_id, T0)
+    assert (retry.status, retry.attempt, retry.fire_id, retry.scheduled_at) == (
+        "queued",
+        2,
+        first.fire_id,
+        T0,
+    )
     assert retry.run_after == T0 + timedelta(seconds=30)
     assert not scheduler.claim_queued(clock.advance(seconds=29)), "not before the retry interval"
     assert scheduler.claim_queued(clock.advance(seconds=1))
@@ -280,7 +289,9 @@ def test_failed_attempt_is_retried_inside_the_same_fire(make_job, scheduler, clo
     assert job.consecutive_failures == 0
 
 
-def test_timeout_records_timed_out_frees_the_slot_and_is_not_retried(make_job, scheduler, clock, gate_handler):
+def test_timeout_records_timed_out_frees_the_slot_and_is_not_retried(
+    make_job, scheduler, clock, gate_handler
+):
     job = make_job(next_fire_at=T0, handler="test.gate", timeout_seconds=5, max_retries=3)
     scheduler.plan_due(T0)
     scheduler.claim_queued(T0)
@@ -388,9 +399,16 @@ def test_run_log_is_capped_when_written(make_job, clock):
 
 def test_restart_marks_own_running_runs_interrupted(make_job, clock):
     job = make_job(next_fire_at=T0 + timedelta(minutes=1))
-    left = Run.objects.create(job=job, scheduled_at=T0, trigger="schedule", status="running", worker_id="node-a", started_at=T0)
+    left = Run.objects.create(
+        job=job, scheduled_at=T0, trigger="schedule", status="running", worker_id="node-a", started_at=T0
+    )
     other = Run.objects.create(
-        job=job, scheduled_at=T0 - timedelta(minutes=1), trigger="schedule", status="running", worker_id="node-b", started_at=T0
+        job=job,
+        scheduled_at=T0 - timedelta(minutes=1),
+        trigger="schedule",
+        status="running",
+        worker_id="node-b",
+        started_at=T0,
     )
     Scheduler(worker_id="node-a", clock=clock).recover(T0 + timedelta(seconds=5))
     left.refresh_from_db()
@@ -403,20 +421,39 @@ def test_restart_marks_own_running_runs_interrupted(make_job, clock):
 def test_interrupted_run_is_retried_only_if_the_job_allows(make_job, clock):
     job = make_job(next_fire_at=T0 + timedelta(minutes=1), max_retries=1)
     Run.objects.create(
-        job=job, scheduled_at=T0, trigger="schedule", status="running", worker_id="node-a", started_at=T0, max_retries=1
+        job=job,
+        scheduled_at=T0,
+        trigger="schedule",
+        status="running",
+        worker_id="node-a",
+        started_at=T0,
+        max_retries=1,
     )
     Scheduler(worker_id="node-a", clock=clock).recover(T0)
-    assert list(job.runs.order_by("attempt").values_list("status", "attempt")) == [("interrupted", 1), ("queued", 2)]
+    assert list(job.runs.order_by("attempt").values_list("status", "attempt")) == [
+        ("interrupted", 1),
+        ("queued", 2),
+    ]
 
 
 def test_sweep_interrupts_stale_runs_of_workers_without_a_lease(make_job, scheduler, clock):
     job = make_job(next_fire_at=T0 + timedelta(hours=1))
     stale_at = T0 - STALE_AFTER - timedelta(seconds=1)
     dead = Run.objects.create(
-        job=job, scheduled_at=T0, trigger="schedule", status="running", worker_id="dead", heartbeat_at=stale_at
+        job=job,
+        scheduled_at=T0,
+        trigger="schedule",
+        status="running",
+        worker_id="dead",
+        heartbeat_at=stale_at,
     )
     alive = Run.objects.create(
-        job=job, scheduled_at=T0 - timedelta(minutes=1), trigger="schedule", status="running", worker_id="alive", heartbeat_at=stale_at
+        job=job,
+        scheduled_at=T0 - timedelta(minutes=1),
+        trigger="schedule",
+        status="running",
+        worker_id="alive",
+        heartbeat_at=stale_at,
     )
     Lease.objects.create(name="node:alive", holder="alive", expires_at=T0 + timedelta(seconds=20))
     assert scheduler.sweep(T0)
@@ -427,7 +464,9 @@ def test_sweep_interrupts_stale_runs_of_workers_without_a_lease(make_job, schedu
     assert not scheduler.sweep(T0 + timedelta(seconds=30)), "the sweep runs every 2 minutes"
 
 
-def test_sweep_interrupts_an_orphaned_run_of_this_node_but_not_its_live_flights(make_job, scheduler, clock, gate_handler):
+def test_sweep_interrupts_an_orphaned_run_of_this_node_but_not_its_live_flights(
+    make_job, scheduler, clock, gate_handler
+):
     job = make_job(next_fire_at=T0, handler="test.gate")
     scheduler.plan_due(T0)
     scheduler.claim_queued(T0)
@@ -453,7 +492,13 @@ def test_claim_whose_commit_answer_was_lost_is_requeued_and_runs(make_job, sched
     job was skipped as an overlap until the sweep."""
     job = make_job(next_fire_at=T0 + timedelta(hours=1))
     lost = Run.objects.create(
-        job=job, scheduled_at=T0, trigger="schedule", status="running", worker_id="node-a", started_at=T0, heartbeat_at=T0
+        job=job,
+        scheduled_at=T0,
+        trigger="schedule",
+        status="running",
+        worker_id="node-a",
+        started_at=T0,
+        heartbeat_at=T0,
     )
     assert not scheduler.requeue_unstarted_claims(T0), "only after a database error"
     scheduler._claims_uncertain = True
@@ -621,7 +666,7 @@ def test_unknown_stored_time_zone_reads_as_utc(make_job):
     Job.objects.filter(pk=job.pk).update(timezone="Atlantis/Capital")
     job.refresh_from_db()
     assert job.zone_is_unknown
-    assert job.next_fire_after(T0) == datetime(2026, 3, 3, 9, tzinfo=dt_timezone.utc)
+    assert job.next_fire_after(T0) == datetime(2026, 3, 3, 9, tzinfo=UTC)
 
 
 def test_soft_deleted_job_stops_firing_and_keeps_its_runs(make_job, scheduler, clock, gate_handler):
@@ -667,13 +712,20 @@ def test_a_batch_of_successes_costs_the_same_statements_however_many_runs_it_hol
         scheduler = Scheduler(worker_id="node-a", max_workers=size, clock=clock, misfire_threshold=60)
         jobs = [make_job(next_fire_at=T0, handler="test.gate", consecutive_failures=2) for _ in range(size)]
         run_ids = start_gated(scheduler, jobs)
-        outcomes = [Outcome(run_id, "succeeded", result=f"done {i}", log="a line") for i, run_id in enumerate(run_ids)]
+        outcomes = [
+            Outcome(run_id, "succeeded", result=f"done {i}", log="a line") for i, run_id in enumerate(run_ids)
+        ]
         with CaptureQueriesContext(connection) as queries:
             assert scheduler.collect(outcomes, clock.advance(seconds=1))
         statements.append(len(queries))
-        for i, (job, run_id) in enumerate(zip(jobs, run_ids)):
+        for i, (job, run_id) in enumerate(zip(jobs, run_ids, strict=True)):
             run = Run.objects.get(pk=run_id)
-            assert (run.status, run.result, run.log, run.duration_ms) == ("succeeded", f"done {i}", "a line", 1000)
+            assert (run.status, run.result, run.log, run.duration_ms) == (
+                "succeeded",
+                f"done {i}",
+                "a line",
+                1000,
+            )
             job.refresh_from_db()
             assert (job.last_status, job.consecutive_failures, job.last_duration_ms) == ("succeeded", 0, 1000)
         for flight in list(scheduler.pool.flights.values()):
@@ -681,7 +733,7 @@ def test_a_batch_of_successes_costs_the_same_statements_however_many_runs_it_hol
     assert statements[0] == statements[1], f"statements per batch grew with its size: {statements}"
 
 
-@pytest.mark.parametrize("order, last_status, failures", [
+@pytest.mark.parametrize(("order", "last_status", "failures"), [
     (("succeeded", "failed"), "failed", 1),
     (("failed", "succeeded"), "succeeded", 0),
 ])  # fmt: skip
@@ -695,7 +747,10 @@ def test_two_runs_of_one_job_in_a_batch_are_recorded_in_the_order_they_finished(
     manual, _ = services.run_now(job=job, now=T0)
     scheduler.claim_queued(T0)
     assert set(scheduler.pool.flights) == {fired, manual.pk}
-    outcomes = [Outcome(run_id, status, error="boom" if status == "failed" else "") for run_id, status in zip((fired, manual.pk), order)]
+    outcomes = [
+        Outcome(run_id, status, error="boom" if status == "failed" else "")
+        for run_id, status in zip((fired, manual.pk), order, strict=True)
+    ]
     scheduler.collect(outcomes, clock.advance(seconds=1))
     job.refresh_from_db()
     assert (job.last_status, job.consecutive_failures) == (last_status, failures)
@@ -731,10 +786,17 @@ def test_retention_deletes_old_finished_runs_and_keeps_the_rest(make_job, settin
     set_setting("sys.job.logRetentionDays", 7)
     job = make_job(next_fire_at=T0)
     now = timezone.now()
-    old = [Run(job=job, scheduled_at=now - timedelta(days=8, minutes=i), trigger="manual", status="succeeded") for i in range(1200)]
+    old = [
+        Run(job=job, scheduled_at=now - timedelta(days=8, minutes=i), trigger="manual", status="succeeded")
+        for i in range(1200)
+    ]
     Run.objects.bulk_create(old)
-    recent = Run.objects.create(job=job, scheduled_at=now - timedelta(days=6), trigger="manual", status="failed")
-    stuck = Run.objects.create(job=job, scheduled_at=now - timedelta(days=30), trigger="schedule", status="running")
+    recent = Run.objects.create(
+        job=job, scheduled_at=now - timedelta(days=6), trigger="manual", status="failed"
+    )
+    stuck = Run.objects.create(
+        job=job, scheduled_at=now - timedelta(days=30), trigger="schedule", status="running"
+    )
     deleted = delete_runs_before(now - timedelta(days=7), batch=500)
     assert deleted == 1200
     assert set(Run.objects.values_list("pk", flat=True)) == {recent.pk, stuck.pk}
@@ -750,9 +812,17 @@ def test_retention_keeps_alerts_of_deleted_runs_without_their_run(make_job):
 
     job = make_job(next_fire_at=T0)
     now = timezone.now()
-    run = Run.objects.create(job=job, scheduled_at=now - timedelta(days=40), trigger="schedule", status="failed")
+    run = Run.objects.create(
+        job=job, scheduled_at=now - timedelta(days=40), trigger="schedule", status="failed"
+    )
     alert = Alert.objects.create(
-        job=job, run=run, kind=Alert.Kind.CRASH, status=Alert.Status.SENT, subject="s", body_text="t", body_html="h",
+        job=job,
+        run=run,
+        kind=Alert.Kind.CRASH,
+        status=Alert.Status.SENT,
+        subject="s",
+        body_text="t",
+        body_html="h",
         message_id="<m@x>",
     )
     assert delete_runs_before(now - timedelta(days=30)) == 1
@@ -766,7 +836,12 @@ def _expired_runs(job, count, *, days=40):
 
     now = timezone.now()
     return Run.objects.bulk_create(
-        Run(job=job, scheduled_at=now - timedelta(days=days, minutes=i), trigger="schedule", status="succeeded")
+        Run(
+            job=job,
+            scheduled_at=now - timedelta(days=days, minutes=i),
+            trigger="schedule",
+            status="succeeded",
+        )
         for i in range(count)
     )
 
@@ -778,8 +853,12 @@ def test_retention_batch_shrinks_after_a_slow_transaction_and_grows_after_quick_
 
     job = make_job(next_fire_at=T0)
     _expired_runs(job, 120)
-    recent = Run.objects.create(job=job, scheduled_at=timezone.now() - timedelta(days=1), trigger="manual", status="failed")
-    stuck = Run.objects.create(job=job, scheduled_at=timezone.now() - timedelta(days=90), trigger="schedule", status="running")
+    recent = Run.objects.create(
+        job=job, scheduled_at=timezone.now() - timedelta(days=1), trigger="manual", status="failed"
+    )
+    stuck = Run.objects.create(
+        job=job, scheduled_at=timezone.now() - timedelta(days=90), trigger="schedule", status="running"
+    )
     timings = iter([0.040] + [0.001] * 9)  # seconds each batch's transaction "took"
 
     def delete_runs(ids):
@@ -886,7 +965,7 @@ def test_retention_job_is_builtin_visible_and_scheduled(db, clock):
     assert job.cron_expression == "0 30 3 * * ?"
     Scheduler(worker_id="a", clock=clock).schedule_unplanned(T0)
     job.refresh_from_db()
-    assert job.next_fire_at == datetime(2026, 3, 3, 3, 30, tzinfo=dt_timezone.utc)
+    assert job.next_fire_at == datetime(2026, 3, 3, 3, 30, tzinfo=UTC)
     with pytest.raises(services.ServiceError):
         services.delete_job(job=job)
 

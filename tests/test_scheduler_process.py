@@ -50,7 +50,11 @@ class Site:
     def start_scheduler(self, name="scheduler"):
         log = open(self.logs / f"{name}-{len(self.procs)}.log", "w")
         proc = subprocess.Popen(
-            [sys.executable, "manage.py", "runscheduler"], cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, "manage.py", "runscheduler"],
+            cwd=REPO,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         self.procs.append(proc)
         return proc
@@ -104,10 +108,15 @@ def test_kill_9_mid_run_is_recovered_as_interrupted_and_the_job_fires_again(site
     (running,) = site.query("SELECT id, scheduled_at FROM jobs_run WHERE status='running'")
 
     site.start_scheduler()
-    site.wait_for("SELECT status FROM jobs_run WHERE id=?", lambda rows: rows == [("interrupted",)], 30, running[0])
+    site.wait_for(
+        "SELECT status FROM jobs_run WHERE id=?", lambda rows: rows == [("interrupted",)], 30, running[0]
+    )
     # The job keeps firing after the restart: a new fire, later than the killed one.
     site.wait_for(
-        "SELECT id FROM jobs_run WHERE status='running' AND scheduled_at > ?", lambda rows: len(rows) == 1, 30, running[1]
+        "SELECT id FROM jobs_run WHERE status='running' AND scheduled_at > ?",
+        lambda rows: len(rows) == 1,
+        30,
+        running[1],
     )
     duplicates = site.query(
         "SELECT job_id, scheduled_at, attempt, COUNT(*) FROM jobs_run WHERE trigger IN ('schedule','catch_up') "
@@ -142,7 +151,9 @@ def test_sigterm_lets_a_short_run_finish(site):
 
 def test_second_scheduler_on_the_same_sqlite_database_refuses_to_start(site):
     site.start_scheduler()
-    site.wait_for("SELECT holder FROM jobs_lease WHERE name='node:proc-test'", lambda rows: rows == [("proc-test",)])
+    site.wait_for(
+        "SELECT holder FROM jobs_lease WHERE name='node:proc-test'", lambda rows: rows == [("proc-test",)]
+    )
     second = site.manage("runscheduler", check=False)
     assert second.returncode == 1
     assert "already running on this SQLite database" in second.stderr
@@ -151,7 +162,9 @@ def test_second_scheduler_on_the_same_sqlite_database_refuses_to_start(site):
 
 def test_restart_after_kill_9_is_not_blocked_by_the_dead_process(site):
     first = site.start_scheduler()
-    site.wait_for("SELECT holder FROM jobs_lease WHERE name='node:proc-test'", lambda rows: rows == [("proc-test",)])
+    site.wait_for(
+        "SELECT holder FROM jobs_lease WHERE name='node:proc-test'", lambda rows: rows == [("proc-test",)]
+    )
     first.send_signal(signal.SIGKILL)
     first.wait(10)
     second = site.start_scheduler()

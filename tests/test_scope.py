@@ -1,7 +1,7 @@
 """JobScope: code bound to a namespace sees and changes only its own jobs,
 runs and handlers."""
 
-from datetime import datetime, timezone as dt_timezone
+from datetime import UTC, datetime
 
 import pytest
 from django.http import Http404
@@ -11,7 +11,7 @@ from jobs.handlers import JobHandler, registry
 from jobs.models import AuditEvent, Job, Run
 from jobs.scope import JobScope, JobValidationError
 
-UTC = dt_timezone.utc
+UTC = UTC
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize(
-    "name, value",
+    ("name", "value"),
     [
         ("JOBS_MAX_CONCURRENT_RUNS", "abc"),
         ("JOBS_MAX_CONCURRENT_RUNS", "0"),
@@ -39,7 +39,9 @@ def test_sqlite_file_database_uses_wal_with_a_bounded_log(tmp_path):
         "print(*(c.execute(f'PRAGMA {p}').fetchone()[0] for p in ('journal_mode', 'synchronous', 'journal_size_limit')))"
     )
     env["DJANGO_SETTINGS_MODULE"] = "config.settings"
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     # synchronous 1 = NORMAL; the log is cut back to 64 MB when it restarts.
     assert result.stdout.split() == ["wal", "1", str(64 * 1024 * 1024)]

@@ -6,7 +6,7 @@ was."""
 import sqlite3
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
 from django.utils import timezone
@@ -223,7 +223,10 @@ def test_sqlite_jobs_cannot_create_other_files(sqlite_db, tmp_path):
 
 
 def test_sqlite_read_only_opens_the_file_read_only(sqlite_db, settings, tmp_path):
-    settings.JOBS_SQL_DATABASE = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "missing.sqlite3")}
+    settings.JOBS_SQL_DATABASE = {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(tmp_path / "missing.sqlite3"),
+    }
     with pytest.raises(HandlerError, match="could not open|unable to open"):
         run_sql("SELECT 1")
     assert not (tmp_path / "missing.sqlite3").exists(), "a mistyped path must not create an empty database"
@@ -278,7 +281,9 @@ def test_postgres_lifting_read_only_alone_achieves_nothing(postgres_db):
 
 @pytest.mark.postgres
 def test_postgres_session_is_read_only(postgres_db):
-    _, ctx = run_sql("SELECT current_setting('transaction_read_only') AS ro, current_setting('application_name') AS app")
+    _, ctx = run_sql(
+        "SELECT current_setting('transaction_read_only') AS ro, current_setting('application_name') AS app"
+    )
     assert ctx.log_text().splitlines()[-1].split(" ", 1)[1] == "on | cronboard-sql-job"
 
 
@@ -331,13 +336,21 @@ def test_postgres_server_fixture_creates_databases_and_survives_a_restart(postgr
 
 @pytest.mark.django_db
 def test_sql_jobs_run_through_the_scheduler(make_job, sqlite_db):
-    from datetime import datetime, timezone as dt_timezone
+    from datetime import datetime
 
     from jobs.scheduler import Scheduler
 
-    t0 = datetime(2026, 3, 2, 12, 0, tzinfo=dt_timezone.utc)
-    scheduler = Scheduler(worker_id="node-a", max_workers=2, clock=lambda: t0, misfire_threshold=60, max_message_chars=262144)
-    writer = make_job(kind="sql", handler="", properties={"sql": "DELETE FROM t WHERE x = 1"}, sql_write=True, next_fire_at=t0)
+    t0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+    scheduler = Scheduler(
+        worker_id="node-a", max_workers=2, clock=lambda: t0, misfire_threshold=60, max_message_chars=262144
+    )
+    writer = make_job(
+        kind="sql",
+        handler="",
+        properties={"sql": "DELETE FROM t WHERE x = 1"},
+        sql_write=True,
+        next_fire_at=t0,
+    )
     reader = make_job(kind="sql", handler="", properties={"sql": "DELETE FROM t"}, next_fire_at=t0)
     scheduler.plan_due(t0)
     scheduler.claim_queued(t0)

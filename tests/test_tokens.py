@@ -34,7 +34,10 @@ def test_a_token_is_stored_only_as_its_hash(staff_client):
     secret, _html = create_on_profile(staff_client)
     token = APIToken.objects.get()
     assert token.token_hash == hashlib.sha256(secret.encode()).hexdigest()
-    stored = [str(value) for value in APIToken.objects.values_list(*[f.attname for f in APIToken._meta.fields]).get()]
+    stored = [
+        str(value)
+        for value in APIToken.objects.values_list(*[f.attname for f in APIToken._meta.fields]).get()
+    ]
     assert secret not in stored
 
 

@@ -81,7 +81,9 @@ def seed(jobs: int, runs: int) -> dict:
         status=Run.Status.SUCCEEDED,
         started_at=now,
         finished_at=now,
-        log="\n".join(f"{i:06d} a line of handler output, as long as lines usually are" for i in range(4700))[:BIG_LOG],
+        log="\n".join(f"{i:06d} a line of handler output, as long as lines usually are" for i in range(4700))[
+            :BIG_LOG
+        ],
     )
     light = Job.objects.filter(name__startswith="job-").order_by("-id").values_list("id", flat=True)[0]
     if connection.vendor == "sqlite":
@@ -100,7 +102,9 @@ def _page_500_cursor(job_id: int) -> str | None:
     from jobs import views
 
     per_page = getattr(views, "RUNS_PER_PAGE", 25)
-    rows = Run.objects.filter(job_id=job_id).order_by("-scheduled_at", "-id").values_list("scheduled_at", "id")
+    rows = (
+        Run.objects.filter(job_id=job_id).order_by("-scheduled_at", "-id").values_list("scheduled_at", "id")
+    )
     try:
         at, run_id = rows[499 * per_page - 1]
     except IndexError:
@@ -113,17 +117,25 @@ def pages(ids: dict) -> list[tuple[str, str]]:
     try:
         out = [
             ("job list", reverse("jobs:job_list")),
-            ("job list, filtered + searched", reverse("jobs:job_list") + "?state=enabled&kind=python&q=billing"),
+            (
+                "job list, filtered + searched",
+                reverse("jobs:job_list") + "?state=enabled&kind=python&q=billing",
+            ),
             (f"job detail ({ids['heavy_runs']:,} runs)", reverse("jobs:job_detail", args=[ids["heavy"]])),
             ("job detail (small job)", reverse("jobs:job_detail", args=[ids["light"]])),
             ("history page 1", reverse("jobs:job_runs", args=[ids["heavy"]])),
         ]
         cursor = _page_500_cursor(ids["heavy"])
         if cursor:
-            out.append(("history page 500", reverse("jobs:job_runs", args=[ids["heavy"]]) + f"?before={cursor}"))
+            out.append(
+                ("history page 500", reverse("jobs:job_runs", args=[ids["heavy"]]) + f"?before={cursor}")
+            )
         out += [
             ("run log viewer (256 KB log)", reverse("jobs:run_detail", args=[ids["big_run"]])),
-            ("cron preview", reverse("jobs:cron_preview") + "?cron_expression=0+0+9+%3F+*+5%233&timezone=Europe%2FBerlin"),
+            (
+                "cron preview",
+                reverse("jobs:cron_preview") + "?cron_expression=0+0+9+%3F+*+5%233&timezone=Europe%2FBerlin",
+            ),
         ]
     except NoReverseMatch as exc:
         raise SystemExit(f"bench pages needs the console's pages: {exc}") from None
@@ -135,7 +147,9 @@ def run(options: dict) -> dict:
 
     ids = seed(options["jobs"], options["runs"])
     user = get_user_model().objects.create_superuser("bench", "bench@example.com", "bench-pw-123")
-    host = next((h for h in settings.ALLOWED_HOSTS if h not in ("*", "") and not h.startswith(".")), "localhost")
+    host = next(
+        (h for h in settings.ALLOWED_HOSTS if h not in ("*", "") and not h.startswith(".")), "localhost"
+    )
     client = Client(HTTP_HOST=host)
     # The login's lockout bookkeeping logs at INFO; the figures are the output.
     logging.getLogger("axes").setLevel(logging.WARNING)
@@ -156,8 +170,21 @@ def run(options: dict) -> dict:
             client.get(url)
             timings.append((time.perf_counter() - started) * 1000)
         figures = summary(timings)
-        results.append({"page": label, "url": url, "p50_ms": figures["p50"], "p95_ms": figures["p95"], "queries": query_count})
-    return {"jobs": options["jobs"], "runs": options["runs"], "seed_seconds": ids["seconds"], "pages": results}
+        results.append(
+            {
+                "page": label,
+                "url": url,
+                "p50_ms": figures["p50"],
+                "p95_ms": figures["p95"],
+                "queries": query_count,
+            }
+        )
+    return {
+        "jobs": options["jobs"],
+        "runs": options["runs"],
+        "seed_seconds": ids["seconds"],
+        "pages": results,
+    }
 
 
 def render(figures: dict) -> str:
@@ -165,6 +192,5 @@ def render(figures: dict) -> str:
     seeded = ", ".join(f"{k} {v:.1f} s" for k, v in figures["seed_seconds"].items())
     return (
         f"bench pages: {figures['jobs']:,} jobs, {figures['runs']:,} runs ({connection.vendor}; seeded in {seeded}); "
-        "server time through the test client\n"
-        + table(rows, ["page", "p50 ms", "p95 ms", "queries"])
+        "server time through the test client\n" + table(rows, ["page", "p50 ms", "p95 ms", "queries"])
     )

@@ -8,12 +8,12 @@ figure is what the cron editor pays for an expression it has not seen.
 """
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from jobs import cron
 from jobs.bench.report import fmt, summary, table
 
-AFTER = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+AFTER = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 # (expression, zone, what it exercises)
 CORPUS = [
@@ -60,7 +60,7 @@ def _theirs(expr: str, zone: str) -> list[datetime]:
         it = croniter(expr, start)
     else:
         it = croniter(expr, start, second_at_beginning=True)
-    return [it.get_next(datetime).astimezone(timezone.utc) for _ in range(5)]
+    return [it.get_next(datetime).astimezone(UTC) for _ in range(5)]
 
 
 def _clear_caches() -> None:
@@ -84,14 +84,17 @@ def run(options: dict) -> list[dict]:
         try:
             theirs = _theirs(expr, zone)
             croniter_ok = True
-        except Exception:  # noqa: BLE001 - croniter refusing an expression is the finding
+        except Exception:
             theirs, croniter_ok = None, False
         for _ in range(repeat):
             _clear_caches()
             ours_times.append(_time(_ours, expr, zone))
             if croniter_ok:
                 theirs_times.append(_time(_theirs, expr, zone))
-        ours, croniter_s = summary(ours_times, digits=1), summary(theirs_times, digits=1) if croniter_ok else None
+        ours, croniter_s = (
+            summary(ours_times, digits=1),
+            summary(theirs_times, digits=1) if croniter_ok else None,
+        )
         rows.append(
             {
                 "expression": expr,
@@ -124,7 +127,9 @@ def render(rows: list[dict]) -> str:
     ratios = [r["ratio_p50"] for r in rows if r["ratio_p50"] is not None]
     return (
         "bench preview: parse + next 5 fire times, cold caches, µs per expression\n"
-        + table(body, ["expression", "zone", "p50", "p99", "croniter p50", "croniter p99", "×croniter", "times"])
+        + table(
+            body, ["expression", "zone", "p50", "p99", "croniter p50", "croniter p99", "×croniter", "times"]
+        )
         + f"\nworst p99: {fmt(worst)} µs; ours / croniter (p50) from {fmt(min(ratios))} to {fmt(max(ratios))}"
         + f"; croniter parses {len(ratios)} of {len(rows)}"
     )

@@ -40,7 +40,7 @@ def table(rows: Sequence[Sequence], headers: Sequence[str] | None = None) -> str
     widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
     lines = []
     for n, row in enumerate(cells):
-        parts = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+        parts = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
         lines.append("  ".join(parts).rstrip())
         if headers and n == 0:
             lines.append("  ".join("-" * w for w in widths))

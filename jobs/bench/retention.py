@@ -88,7 +88,9 @@ def run(options: dict, workdir: Path) -> dict:
     before = fires.Window(start, cleanup.started_at or start)
     during = fires.Window(cleanup.started_at or start, cleanup.finished_at or timezone.now())
     deleted = int(m.group(1)) if (m := re.search(r"deleted (\d+) runs", cleanup.result)) else 0
-    longest = float(m.group(1)) if (m := re.search(r"longest batch transaction ([\d.]+) ms", cleanup.log)) else None
+    longest = (
+        float(m.group(1)) if (m := re.search(r"longest batch transaction ([\d.]+) ms", cleanup.log)) else None
+    )
     seconds = (during.end - during.start).total_seconds()
     return {
         "runs_seeded": options["runs"],
@@ -121,7 +123,10 @@ def render(options: dict, figures: dict) -> str:
     b, d = figures["lateness_ms_before"], figures["lateness_ms_during"]
     rows = [
         ("expired runs seeded", f"{fmt(figures['runs_seeded'])} (in {fmt(figures['seed_seconds'])} s)"),
-        ("cleanup run", figures["cleanup_status"] + (f": {figures['cleanup_error']}" if figures["cleanup_error"] else "")),
+        (
+            "cleanup run",
+            figures["cleanup_status"] + (f": {figures['cleanup_error']}" if figures["cleanup_error"] else ""),
+        ),
         ("rows deleted", fmt(figures["rows_deleted"])),
         ("cleanup took", fmt(figures["cleanup_seconds"], "s")),
         ("rows deleted per second", fmt(figures["rows_deleted_per_s"])),

@@ -56,7 +56,7 @@ class Schedulers:
                 "PYTHONUNBUFFERED": "1",
                 **self.env,
             }
-            log = open(self.workdir / f"{worker_id}.log", "w")
+            log = open(self.workdir / f"{worker_id}.log", "w")  # noqa: SIM115 (the child writes to it until stop())
             self.procs.append(
                 subprocess.Popen(
                     [sys.executable, str(settings.BASE_DIR / "manage.py"), "runscheduler"],
@@ -69,7 +69,7 @@ class Schedulers:
         names = [f"node:{w}" for w in self.worker_ids]
         deadline = time.monotonic() + timeout
         while Lease.objects.filter(name__in=names, expires_at__isnull=False).count() < self.count:
-            for proc, worker_id in zip(self.procs, self.worker_ids):
+            for proc, worker_id in zip(self.procs, self.worker_ids, strict=True):
                 if proc.poll() is not None:
                     raise RuntimeError(f"scheduler {worker_id} exited at start:\n{self.log(worker_id)}")
             if time.monotonic() > deadline:
@@ -191,7 +191,9 @@ def measure(window: Window) -> dict:
         scheduled_at__gte=window.start,
         scheduled_at__lt=window.end,
     )
-    started = list(runs.filter(started_at__isnull=False).values_list("job_id", "scheduled_at", "started_at", "result"))
+    started = list(
+        runs.filter(started_at__isnull=False).values_list("job_id", "scheduled_at", "started_at", "result")
+    )
     ran = {(job_id, at) for job_id, at, _, _ in started}
     expected = expected_fires(window)
     duplicates = sum(
@@ -234,7 +236,7 @@ def run(options: dict, workdir: Path) -> dict:
         time.sleep(max(0.0, (window.start - timezone.now()).total_seconds()))
         cpu_before = schedulers.cpu_seconds()
         time.sleep(max(0.0, (window.end - timezone.now()).total_seconds()))
-        cpu = [b - a for a, b in zip(cpu_before, schedulers.cpu_seconds())]
+        cpu = [b - a for a, b in zip(cpu_before, schedulers.cpu_seconds(), strict=True)]
         wait_settled(window.end, timeout=options.get("settle", 10))
         rss = schedulers.peak_rss_mb()
     finally:

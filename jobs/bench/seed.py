@@ -36,7 +36,9 @@ def uuid_sql() -> str:
     return "lower(hex(randomblob(16)))"  # how Django stores a UUIDField on SQLite
 
 
-def insert_select(model, count: int, expressions: dict[str, str], params: dict[str, object] | None = None) -> float:
+def insert_select(
+    model, count: int, expressions: dict[str, str], params: dict[str, object] | None = None
+) -> float:
     """INSERT `count` rows of `model`; `expressions` maps field names to SQL
     over `n` (1 … count) and %(name)s params. Returns the seconds taken."""
     params = dict(params or {})

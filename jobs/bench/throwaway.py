@@ -53,7 +53,9 @@ def create(database_url: str | None) -> Throwaway:
     except (ValueError, KeyError) as exc:
         raise CommandError(f"--database-url: {exc}") from exc
     if config["ENGINE"] != "django.db.backends.postgresql":
-        raise CommandError("--database-url must be a postgres:// URL (SQLite needs none: a temporary file is used)")
+        raise CommandError(
+            "--database-url must be a postgres:// URL (SQLite needs none: a temporary file is used)"
+        )
     name = f"cronboard_bench_{secrets.token_hex(4)}"
     with _admin_connection(config) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -108,5 +110,7 @@ def ensure_inside() -> tuple[dict, Path]:
     expected = os.environ[MARK]
     actual = str(settings.DATABASES["default"]["NAME"])
     if actual != expected:
-        raise CommandError(f"refusing to benchmark: the database is {actual!r}, not the throw-away {expected!r}")
+        raise CommandError(
+            f"refusing to benchmark: the database is {actual!r}, not the throw-away {expected!r}"
+        )
     return json.loads(os.environ[OPTIONS]), Path(os.environ[WORKDIR])

@@ -164,7 +164,8 @@ def _delete_runs(ids: list[int]) -> tuple[int, float]:
             placeholders = ", ".join(["%s"] * len(ids))
             with connection.cursor() as cursor:
                 cursor.execute(
-                    f"DELETE FROM {connection.ops.quote_name(Run._meta.db_table)} WHERE id IN ({placeholders})", ids
+                    f"DELETE FROM {connection.ops.quote_name(Run._meta.db_table)} WHERE id IN ({placeholders})",
+                    ids,
                 )
                 count = cursor.rowcount
     return count, time.perf_counter() - held_from
@@ -185,7 +186,9 @@ class Retention(JobHandler):
         ctx.log(f"deleting runs scheduled before {cutoff.isoformat()} ({days} days)")
         batches = []
         deleted = delete_runs_before(
-            cutoff, should_stop=ctx.cancelled.is_set, on_batch=lambda rows, seconds: batches.append((rows, seconds))
+            cutoff,
+            should_stop=ctx.cancelled.is_set,
+            on_batch=lambda rows, seconds: batches.append((rows, seconds)),
         )
         if batches:
             sizes = [rows for rows, _ in batches]

@@ -25,7 +25,9 @@ class Sleep(JobHandler):
         try:
             seconds = float(ctx.properties.get("seconds", "1"))
         except ValueError:
-            raise HandlerError(f"property 'seconds' must be a number, got {ctx.properties.get('seconds')!r}") from None
+            raise HandlerError(
+                f"property 'seconds' must be a number, got {ctx.properties.get('seconds')!r}"
+            ) from None
         ctx.log(f"sleeping {seconds:g} s")
         if ctx.cancelled.wait(seconds):
             raise HandlerError("cancelled while sleeping")

@@ -103,7 +103,11 @@ def validate_http_properties(props: dict) -> dict[str, str]:
     method = str(props.get("method") or "GET").strip().upper()
     if method not in METHODS:
         errors["method"] = f"Method must be one of {', '.join(METHODS)}."
-    for name, parse in [("headers", parse_headers), ("expect_status", parse_expect_status), ("timeout", parse_timeout)]:
+    for name, parse in [
+        ("headers", parse_headers),
+        ("expect_status", parse_expect_status),
+        ("timeout", parse_timeout),
+    ]:
         try:
             parse(props.get(name))
         except ValueError as exc:
@@ -173,10 +177,14 @@ class HttpJobHandler(JobHandler):
             ctx.log(f"redirected to {hop}")
         elapsed_ms = round(response.elapsed * 1000)
         status = f"HTTP {response.status} {response.reason}".rstrip()
-        ctx.log(f"{status} in {elapsed_ms} ms, {len(response.body)} bytes{' (truncated)' if response.truncated else ''}")
+        ctx.log(
+            f"{status} in {elapsed_ms} ms, {len(response.body)} bytes{' (truncated)' if response.truncated else ''}"
+        )
         excerpt = body_excerpt(response.body, response.headers.get_content_charset())
         matched = response.status in codes or response.status // 100 in classes
         if not matched:
             expected = _describe_expected(codes, classes)
-            raise HandlerError(f"{status} in {elapsed_ms} ms (expected {expected})" + (f": {excerpt}" if excerpt else ""))
+            raise HandlerError(
+                f"{status} in {elapsed_ms} ms (expected {expected})" + (f": {excerpt}" if excerpt else "")
+            )
         return f"{status} in {elapsed_ms} ms" + (f"\n{excerpt}" if excerpt else "")

@@ -35,7 +35,9 @@ def register(name: str):
     def decorator(cls):
         existing = _REGISTRY.get(name)
         if existing is not None and existing.__qualname__ != cls.__qualname__:
-            raise ValueError(f"handler {name!r} is already registered by {existing.__module__}.{existing.__qualname__}")
+            raise ValueError(
+                f"handler {name!r} is already registered by {existing.__module__}.{existing.__qualname__}"
+            )
         _REGISTRY[name] = cls
         cls.handler_name = name
         return cls

@@ -245,7 +245,9 @@ def _sqlite_connect(db: dict, *, write: bool, timeout: float) -> sqlite3.Connect
         uri = name  # already a URI (the test suite's shared in-memory database)
     else:
         uri = f"file:{quote(str(Path(name).resolve()))}?mode={'rw' if write else 'ro'}"
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=max(0.1, min(timeout, 30)))
+    conn = sqlite3.connect(
+        uri, uri=True, isolation_level=None, check_same_thread=False, timeout=max(0.1, min(timeout, 30))
+    )
     if not write:
         conn.execute("PRAGMA query_only = ON")
     conn.set_authorizer(_sqlite_authorizer)

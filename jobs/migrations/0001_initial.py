@@ -8,7 +8,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -17,162 +16,340 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Lease',
+            name="Lease",
             fields=[
-                ('name', models.CharField(max_length=200, primary_key=True, serialize=False)),
-                ('holder', models.CharField(blank=True, max_length=200)),
-                ('expires_at', models.DateTimeField(blank=True, null=True)),
-                ('epoch', models.PositiveBigIntegerField(default=0)),
-                ('acquired_at', models.DateTimeField(blank=True, null=True)),
-                ('renewed_at', models.DateTimeField(blank=True, null=True)),
-                ('info', models.JSONField(blank=True, default=dict)),
+                ("name", models.CharField(max_length=200, primary_key=True, serialize=False)),
+                ("holder", models.CharField(blank=True, max_length=200)),
+                ("expires_at", models.DateTimeField(blank=True, null=True)),
+                ("epoch", models.PositiveBigIntegerField(default=0)),
+                ("acquired_at", models.DateTimeField(blank=True, null=True)),
+                ("renewed_at", models.DateTimeField(blank=True, null=True)),
+                ("info", models.JSONField(blank=True, default=dict)),
             ],
         ),
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('description', models.TextField(blank=True)),
-                ('namespace', models.CharField(blank=True, db_index=True, default='', max_length=100)),
-                ('kind', models.CharField(choices=[('python', 'Python handler'), ('http', 'HTTP request'), ('sql', 'SQL statement')], default='python', max_length=10)),
-                ('handler', models.CharField(blank=True, max_length=200)),
-                ('properties', models.JSONField(blank=True, default=dict)),
-                ('sql_write', models.BooleanField(default=False, help_text='SQL jobs only: allow the statement to write.')),
-                ('schedule_type', models.CharField(choices=[('cron', 'Cron'), ('interval', 'Interval')], default='cron', max_length=10)),
-                ('cron_expression', models.CharField(blank=True, max_length=200)),
-                ('interval_seconds', models.PositiveIntegerField(blank=True, null=True)),
-                ('timezone', models.CharField(default='UTC', max_length=64)),
-                ('misfire_policy', models.CharField(choices=[('skip', 'Skip missed fires'), ('fire_once_now', 'Fire once now')], default='skip', max_length=20)),
-                ('run_once', models.BooleanField(default=False)),
-                ('max_retries', models.PositiveSmallIntegerField(default=0)),
-                ('retry_interval_seconds', models.PositiveIntegerField(default=60)),
-                ('timeout_seconds', models.PositiveIntegerField(default=600)),
-                ('alert_threshold', models.PositiveSmallIntegerField(default=3)),
-                ('alert_emails', models.JSONField(blank=True, default=list)),
-                ('state', models.CharField(choices=[('enabled', 'Enabled'), ('paused', 'Paused'), ('crashed', 'Crashed')], default='enabled', max_length=10)),
-                ('consecutive_failures', models.PositiveIntegerField(default=0)),
-                ('next_fire_at', models.DateTimeField(blank=True, null=True)),
-                ('last_fire_at', models.DateTimeField(blank=True, null=True)),
-                ('last_status', models.CharField(blank=True, max_length=20)),
-                ('last_error', models.TextField(blank=True)),
-                ('last_duration_ms', models.PositiveIntegerField(blank=True, null=True)),
-                ('builtin', models.BooleanField(default=False)),
-                ('version', models.PositiveIntegerField(default=1)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('deleted_at', models.DateTimeField(blank=True, null=True)),
-                ('owner', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200)),
+                ("description", models.TextField(blank=True)),
+                ("namespace", models.CharField(blank=True, db_index=True, default="", max_length=100)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("python", "Python handler"),
+                            ("http", "HTTP request"),
+                            ("sql", "SQL statement"),
+                        ],
+                        default="python",
+                        max_length=10,
+                    ),
+                ),
+                ("handler", models.CharField(blank=True, max_length=200)),
+                ("properties", models.JSONField(blank=True, default=dict)),
+                (
+                    "sql_write",
+                    models.BooleanField(
+                        default=False, help_text="SQL jobs only: allow the statement to write."
+                    ),
+                ),
+                (
+                    "schedule_type",
+                    models.CharField(
+                        choices=[("cron", "Cron"), ("interval", "Interval")], default="cron", max_length=10
+                    ),
+                ),
+                ("cron_expression", models.CharField(blank=True, max_length=200)),
+                ("interval_seconds", models.PositiveIntegerField(blank=True, null=True)),
+                ("timezone", models.CharField(default="UTC", max_length=64)),
+                (
+                    "misfire_policy",
+                    models.CharField(
+                        choices=[("skip", "Skip missed fires"), ("fire_once_now", "Fire once now")],
+                        default="skip",
+                        max_length=20,
+                    ),
+                ),
+                ("run_once", models.BooleanField(default=False)),
+                ("max_retries", models.PositiveSmallIntegerField(default=0)),
+                ("retry_interval_seconds", models.PositiveIntegerField(default=60)),
+                ("timeout_seconds", models.PositiveIntegerField(default=600)),
+                ("alert_threshold", models.PositiveSmallIntegerField(default=3)),
+                ("alert_emails", models.JSONField(blank=True, default=list)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("enabled", "Enabled"), ("paused", "Paused"), ("crashed", "Crashed")],
+                        default="enabled",
+                        max_length=10,
+                    ),
+                ),
+                ("consecutive_failures", models.PositiveIntegerField(default=0)),
+                ("next_fire_at", models.DateTimeField(blank=True, null=True)),
+                ("last_fire_at", models.DateTimeField(blank=True, null=True)),
+                ("last_status", models.CharField(blank=True, max_length=20)),
+                ("last_error", models.TextField(blank=True)),
+                ("last_duration_ms", models.PositiveIntegerField(blank=True, null=True)),
+                ("builtin", models.BooleanField(default=False)),
+                ("version", models.PositiveIntegerField(default=1)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("deleted_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Message',
+            name="Message",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('subject', models.CharField(max_length=300)),
-                ('body', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('read_at', models.DateTimeField(blank=True, null=True)),
-                ('job', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='jobs.job')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='cronboard_messages', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("subject", models.CharField(max_length=300)),
+                ("body", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("read_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "job",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="jobs.job",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="cronboard_messages",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Run',
+            name="Run",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('fire_id', models.UUIDField(db_index=True, default=uuid.uuid4)),
-                ('scheduled_at', models.DateTimeField()),
-                ('attempt', models.PositiveSmallIntegerField(default=1)),
-                ('trigger', models.CharField(choices=[('schedule', 'Schedule'), ('manual', 'Manual'), ('catch_up', 'Catch-up'), ('api', 'API'), ('task', 'One-off task')], max_length=10)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('timed_out', 'Timed out'), ('skipped', 'Skipped'), ('cancelled', 'Cancelled'), ('interrupted', 'Interrupted')], default='queued', max_length=12)),
-                ('skip_reason', models.CharField(blank=True, choices=[('misfire', 'Misfire'), ('overlap', 'Overlap')], max_length=10)),
-                ('run_after', models.DateTimeField(default=django.utils.timezone.now)),
-                ('worker_id', models.CharField(blank=True, max_length=200)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('duration_ms', models.PositiveIntegerField(blank=True, null=True)),
-                ('result', models.TextField(blank=True)),
-                ('error', models.TextField(blank=True)),
-                ('log', models.TextField(blank=True)),
-                ('cancel_requested', models.BooleanField(default=False)),
-                ('max_retries', models.PositiveSmallIntegerField(default=0)),
-                ('retry_interval_seconds', models.PositiveIntegerField(default=60)),
-                ('timeout_seconds', models.PositiveIntegerField(default=600)),
-                ('handler', models.CharField(blank=True, max_length=200)),
-                ('task_key', models.CharField(blank=True, max_length=200)),
-                ('properties', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('job', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='jobs.job')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("fire_id", models.UUIDField(db_index=True, default=uuid.uuid4)),
+                ("scheduled_at", models.DateTimeField()),
+                ("attempt", models.PositiveSmallIntegerField(default=1)),
+                (
+                    "trigger",
+                    models.CharField(
+                        choices=[
+                            ("schedule", "Schedule"),
+                            ("manual", "Manual"),
+                            ("catch_up", "Catch-up"),
+                            ("api", "API"),
+                            ("task", "One-off task"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("timed_out", "Timed out"),
+                            ("skipped", "Skipped"),
+                            ("cancelled", "Cancelled"),
+                            ("interrupted", "Interrupted"),
+                        ],
+                        default="queued",
+                        max_length=12,
+                    ),
+                ),
+                (
+                    "skip_reason",
+                    models.CharField(
+                        blank=True, choices=[("misfire", "Misfire"), ("overlap", "Overlap")], max_length=10
+                    ),
+                ),
+                ("run_after", models.DateTimeField(default=django.utils.timezone.now)),
+                ("worker_id", models.CharField(blank=True, max_length=200)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                ("duration_ms", models.PositiveIntegerField(blank=True, null=True)),
+                ("result", models.TextField(blank=True)),
+                ("error", models.TextField(blank=True)),
+                ("log", models.TextField(blank=True)),
+                ("cancel_requested", models.BooleanField(default=False)),
+                ("max_retries", models.PositiveSmallIntegerField(default=0)),
+                ("retry_interval_seconds", models.PositiveIntegerField(default=60)),
+                ("timeout_seconds", models.PositiveIntegerField(default=600)),
+                ("handler", models.CharField(blank=True, max_length=200)),
+                ("task_key", models.CharField(blank=True, max_length=200)),
+                ("properties", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "job",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="runs",
+                        to="jobs.job",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Setting',
+            name="Setting",
             fields=[
-                ('key', models.CharField(max_length=100, primary_key=True, serialize=False)),
-                ('value', models.JSONField()),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("key", models.CharField(max_length=100, primary_key=True, serialize=False)),
+                ("value", models.JSONField()),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "updated_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(condition=models.Q(('deleted_at__isnull', True), ('state', 'enabled')), fields=['next_fire_at'], name='job_due_idx'),
+            model_name="job",
+            index=models.Index(
+                condition=models.Q(("deleted_at__isnull", True), ("state", "enabled")),
+                fields=["next_fire_at"],
+                name="job_due_idx",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='job',
-            constraint=models.UniqueConstraint(models.F('name'), condition=models.Q(('deleted_at__isnull', True)), name='job_unique_live_name'),
+            model_name="job",
+            constraint=models.UniqueConstraint(
+                models.F("name"),
+                condition=models.Q(("deleted_at__isnull", True)),
+                name="job_unique_live_name",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='job',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('schedule_type', 'cron'), models.Q(('cron_expression', ''), _negated=True)), models.Q(('interval_seconds__gte', 5), ('schedule_type', 'interval')), _connector='OR'), name='job_schedule_field_set'),
+            model_name="job",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("schedule_type", "cron"), models.Q(("cron_expression", ""), _negated=True)),
+                    models.Q(("interval_seconds__gte", 5), ("schedule_type", "interval")),
+                    _connector="OR",
+                ),
+                name="job_schedule_field_set",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='job',
-            constraint=models.CheckConstraint(condition=models.Q(('timeout_seconds__gte', 1), ('timeout_seconds__lte', 86400)), name='job_timeout_range'),
+            model_name="job",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("timeout_seconds__gte", 1), ("timeout_seconds__lte", 86400)),
+                name="job_timeout_range",
+            ),
         ),
         migrations.AddIndex(
-            model_name='message',
-            index=models.Index(condition=models.Q(('read_at__isnull', True)), fields=['user'], name='message_unread_idx'),
+            model_name="message",
+            index=models.Index(
+                condition=models.Q(("read_at__isnull", True)), fields=["user"], name="message_unread_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(condition=models.Q(('status', 'queued')), fields=['run_after', 'id'], name='run_queued_idx'),
+            model_name="run",
+            index=models.Index(
+                condition=models.Q(("status", "queued")), fields=["run_after", "id"], name="run_queued_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(condition=models.Q(('status__in', ['queued', 'running'])), fields=['job', 'status'], name='run_live_idx'),
+            model_name="run",
+            index=models.Index(
+                condition=models.Q(("status__in", ["queued", "running"])),
+                fields=["job", "status"],
+                name="run_live_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['job', '-scheduled_at', '-id'], name='run_history_idx'),
+            model_name="run",
+            index=models.Index(fields=["job", "-scheduled_at", "-id"], name="run_history_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['scheduled_at'], name='run_scheduled_idx'),
+            model_name="run",
+            index=models.Index(fields=["scheduled_at"], name="run_scheduled_idx"),
         ),
         migrations.AddConstraint(
-            model_name='run',
-            constraint=models.UniqueConstraint(models.F('job'), models.F('scheduled_at'), models.F('attempt'), condition=models.Q(('trigger__in', ['schedule', 'catch_up'])), name='run_unique_scheduled_attempt'),
+            model_name="run",
+            constraint=models.UniqueConstraint(
+                models.F("job"),
+                models.F("scheduled_at"),
+                models.F("attempt"),
+                condition=models.Q(("trigger__in", ["schedule", "catch_up"])),
+                name="run_unique_scheduled_attempt",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='run',
-            constraint=models.UniqueConstraint(models.F('job'), condition=models.Q(('status__in', ['queued', 'running']), ('trigger__in', ['manual', 'api'])), name='run_one_live_manual_per_job'),
+            model_name="run",
+            constraint=models.UniqueConstraint(
+                models.F("job"),
+                condition=models.Q(("status__in", ["queued", "running"]), ("trigger__in", ["manual", "api"])),
+                name="run_one_live_manual_per_job",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='run',
-            constraint=models.UniqueConstraint(models.F('handler'), models.F('task_key'), condition=models.Q(('status__in', ['queued', 'running']), ('trigger', 'task')), name='run_one_live_task_per_key'),
+            model_name="run",
+            constraint=models.UniqueConstraint(
+                models.F("handler"),
+                models.F("task_key"),
+                condition=models.Q(("status__in", ["queued", "running"]), ("trigger", "task")),
+                name="run_one_live_task_per_key",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='run',
-            constraint=models.CheckConstraint(condition=models.Q(('trigger', 'task'), ('job__isnull', False), _connector='OR'), name='run_job_unless_task'),
+            model_name="run",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("trigger", "task"), ("job__isnull", False), _connector="OR"),
+                name="run_job_unless_task",
+            ),
         ),
     ]

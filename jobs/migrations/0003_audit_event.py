@@ -7,29 +7,63 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0002_builtin_rows'),
+        ("jobs", "0002_builtin_rows"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AuditEvent',
+            name="AuditEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('job_name', models.CharField(max_length=200)),
-                ('username', models.CharField(blank=True, max_length=150)),
-                ('action', models.CharField(max_length=30)),
-                ('via', models.CharField(choices=[('console', 'Console'), ('api', 'API'), ('cli', 'Command line'), ('system', 'System')], default='console', max_length=10)),
-                ('changes', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('job', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='audit_events', to='jobs.job')),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("job_name", models.CharField(max_length=200)),
+                ("username", models.CharField(blank=True, max_length=150)),
+                ("action", models.CharField(max_length=30)),
+                (
+                    "via",
+                    models.CharField(
+                        choices=[
+                            ("console", "Console"),
+                            ("api", "API"),
+                            ("cli", "Command line"),
+                            ("system", "System"),
+                        ],
+                        default="console",
+                        max_length=10,
+                    ),
+                ),
+                ("changes", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "job",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="audit_events",
+                        to="jobs.job",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
-                'indexes': [models.Index(fields=['job', '-created_at'], name='audit_job_idx')],
+                "ordering": ["-created_at", "-id"],
+                "indexes": [models.Index(fields=["job", "-created_at"], name="audit_job_idx")],
             },
         ),
     ]

@@ -6,41 +6,98 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0003_audit_event'),
+        ("jobs", "0003_audit_event"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='notify_recovered',
-            field=models.BooleanField(default=False, help_text='Also send a notice when the job next succeeds after a crash.'),
+            model_name="job",
+            name="notify_recovered",
+            field=models.BooleanField(
+                default=False, help_text="Also send a notice when the job next succeeds after a crash."
+            ),
         ),
         migrations.CreateModel(
-            name='Alert',
+            name="Alert",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('crash', 'Crashed'), ('recovered', 'Recovered')], max_length=10)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('sent', 'Sent'), ('failed', 'Gave up'), ('failed_permanent', 'Refused'), ('undeliverable', 'No recipients')], default='pending', max_length=16)),
-                ('recipients', models.JSONField(blank=True, default=list)),
-                ('subject', models.CharField(max_length=300)),
-                ('body_text', models.TextField()),
-                ('body_html', models.TextField()),
-                ('message_id', models.CharField(max_length=250, unique=True)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('next_attempt_at', models.DateTimeField(blank=True, null=True)),
-                ('last_attempt_at', models.DateTimeField(blank=True, null=True)),
-                ('last_error', models.TextField(blank=True)),
-                ('sent_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='alerts', to='jobs.job')),
-                ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='jobs.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("crash", "Crashed"), ("recovered", "Recovered")], max_length=10
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("sent", "Sent"),
+                            ("failed", "Gave up"),
+                            ("failed_permanent", "Refused"),
+                            ("undeliverable", "No recipients"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("recipients", models.JSONField(blank=True, default=list)),
+                ("subject", models.CharField(max_length=300)),
+                ("body_text", models.TextField()),
+                ("body_html", models.TextField()),
+                ("message_id", models.CharField(max_length=250, unique=True)),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("next_attempt_at", models.DateTimeField(blank=True, null=True)),
+                ("last_attempt_at", models.DateTimeField(blank=True, null=True)),
+                ("last_error", models.TextField(blank=True)),
+                ("sent_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="alerts", to="jobs.job"
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="jobs.run",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
-                'indexes': [models.Index(condition=models.Q(('status', 'pending')), fields=['next_attempt_at', 'id'], name='alert_due_idx'), models.Index(fields=['job', '-created_at', '-id'], name='alert_job_idx')],
-                'constraints': [models.CheckConstraint(condition=models.Q(models.Q(('status', 'pending'), _negated=True), ('next_attempt_at__isnull', False), _connector='OR'), name='alert_pending_has_next_attempt'), models.UniqueConstraint(models.F('run'), condition=models.Q(('kind', 'crash')), name='alert_one_crash_per_run')],
+                "ordering": ["-created_at", "-id"],
+                "indexes": [
+                    models.Index(
+                        condition=models.Q(("status", "pending")),
+                        fields=["next_attempt_at", "id"],
+                        name="alert_due_idx",
+                    ),
+                    models.Index(fields=["job", "-created_at", "-id"], name="alert_job_idx"),
+                ],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(("status", "pending"), _negated=True),
+                            ("next_attempt_at__isnull", False),
+                            _connector="OR",
+                        ),
+                        name="alert_pending_has_next_attempt",
+                    ),
+                    models.UniqueConstraint(
+                        models.F("run"), condition=models.Q(("kind", "crash")), name="alert_one_crash_per_run"
+                    ),
+                ],
             },
         ),
     ]

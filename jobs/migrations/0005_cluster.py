@@ -4,28 +4,32 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0004_alerts'),
+        ("jobs", "0004_alerts"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='LeadershipChange',
+            name="LeadershipChange",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('epoch', models.PositiveBigIntegerField()),
-                ('worker_id', models.CharField(max_length=200)),
-                ('host', models.CharField(blank=True, max_length=255)),
-                ('acquired_at', models.DateTimeField()),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("epoch", models.PositiveBigIntegerField()),
+                ("worker_id", models.CharField(max_length=200)),
+                ("host", models.CharField(blank=True, max_length=255)),
+                ("acquired_at", models.DateTimeField()),
             ],
             options={
-                'ordering': ['-acquired_at', '-id'],
+                "ordering": ["-acquired_at", "-id"],
             },
         ),
         migrations.AddField(
-            model_name='run',
-            name='planned_epoch',
+            model_name="run",
+            name="planned_epoch",
             field=models.PositiveBigIntegerField(blank=True, null=True),
         ),
     ]

@@ -5,15 +5,16 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0005_cluster'),
+        ("jobs", "0005_cluster"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['job', 'status', '-scheduled_at', '-id'], name='run_status_history_idx'),
+            model_name="run",
+            index=models.Index(
+                fields=["job", "status", "-scheduled_at", "-id"], name="run_status_history_idx"
+            ),
         ),
     ]

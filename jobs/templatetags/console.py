@@ -84,7 +84,9 @@ def log_with_marker(text: str | None) -> str:
     """Escape a log (it is job output: never trusted) and highlight the
     truncation marker so a reader sees where the middle was cut."""
     escaped = str(escape(text or ""))
-    return mark_safe(_TRUNCATION_MARKER.sub(lambda m: f'<mark class="truncated">{m.group(0)}</mark>', escaped))
+    return mark_safe(
+        _TRUNCATION_MARKER.sub(lambda m: f'<mark class="truncated">{m.group(0)}</mark>', escaped)
+    )
 
 
 @register.filter

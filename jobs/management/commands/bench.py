@@ -20,11 +20,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="what", required=True)
 
-        p = sub.add_parser("scheduler", help="N interval jobs with a no-op handler, fired by real runscheduler processes")
+        p = sub.add_parser(
+            "scheduler", help="N interval jobs with a no-op handler, fired by real runscheduler processes"
+        )
         p.add_argument("--jobs", type=int, default=1000)
         p.add_argument("--interval", type=int, default=5, help="seconds between fires of one job (≥ 5)")
         p.add_argument("--duration", type=float, default=60, help="seconds of fires measured")
-        p.add_argument("--schedulers", type=int, default=1, help="scheduler processes (PostgreSQL only for > 1)")
+        p.add_argument(
+            "--schedulers", type=int, default=1, help="scheduler processes (PostgreSQL only for > 1)"
+        )
         p.add_argument(
             "--find-max",
             action="store_true",
@@ -43,10 +47,14 @@ class Command(BaseCommand):
         p.add_argument("--repeat", type=int, default=30, help="timed requests per page")
         self._common(p)
 
-        p = sub.add_parser("retention", help="the retention job deleting expired runs while the scheduler fires")
+        p = sub.add_parser(
+            "retention", help="the retention job deleting expired runs while the scheduler fires"
+        )
         p.add_argument("--runs", type=int, default=1_000_000)
         p.add_argument("--jobs", type=int, default=1000, help="jobs firing meanwhile (every 5 s)")
-        p.add_argument("--before", type=float, default=20, help="seconds of fires measured before the cleanup")
+        p.add_argument(
+            "--before", type=float, default=20, help="seconds of fires measured before the cleanup"
+        )
         self._common(p)
 
     @staticmethod
@@ -59,7 +67,9 @@ class Command(BaseCommand):
                 help="a PostgreSQL server (postgres://user@host:port/any): a fresh database is created on it "
                 "and dropped afterwards. Default: a temporary SQLite file.",
             )
-            p.add_argument("--keep", action="store_true", help="keep the throw-away database and logs (for debugging)")
+            p.add_argument(
+                "--keep", action="store_true", help="keep the throw-away database and logs (for debugging)"
+            )
 
     def handle(self, *args, what, **options):
         if throwaway.inside():
@@ -71,7 +81,20 @@ class Command(BaseCommand):
             rows = preview.run(options)
             self.stdout.write(json.dumps({"expressions": rows}) if options["json"] else preview.render(rows))
             return
-        options = {k: v for k, v in options.items() if k not in ("verbosity", "settings", "pythonpath", "traceback", "no_color", "force_color", "skip_checks")}
+        options = {
+            k: v
+            for k, v in options.items()
+            if k
+            not in (
+                "verbosity",
+                "settings",
+                "pythonpath",
+                "traceback",
+                "no_color",
+                "force_color",
+                "skip_checks",
+            )
+        }
         if what == "scheduler":
             self._check_scheduler_options(options)
             if options["find_max"]:
@@ -126,15 +149,23 @@ class Command(BaseCommand):
     def find_max(self, options: dict):
         """Raise the load until lateness p99 passes 1 s or fires go missing;
         each step on a fresh database."""
-        from jobs.bench import scheduler as bench
         from jobs.bench.report import fmt, table
 
         rate, best, steps = options["start_rate"], None, []
         good, bad = None, None
         while len(steps) < 12:
-            step = {**options, "find_max": False, "json": True, "jobs": max(1, round(rate * options["interval"]))}
+            step = {
+                **options,
+                "find_max": False,
+                "json": True,
+                "jobs": max(1, round(rate * options["interval"])),
+            }
             figures = json.loads(self.in_child("scheduler", step, capture=True))
-            ok = figures["missed"] == 0 and figures["duplicates"] == 0 and (figures["lateness_ms"]["p99"] or 0) <= 1000
+            ok = (
+                figures["missed"] == 0
+                and figures["duplicates"] == 0
+                and (figures["lateness_ms"]["p99"] or 0) <= 1000
+            )
             steps.append({"target_fires_per_s": rate, "jobs": step["jobs"], "ok": ok, **figures})
             if not options["json"]:
                 self.stderr.write(

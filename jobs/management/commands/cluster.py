@@ -32,11 +32,15 @@ class Command(BaseCommand):
 def _text(status: ClusterStatus) -> str:
     lines = []
     if status.leader and status.epoch:
-        lines.append(f"leader: {status.leader} (epoch {status.epoch}, lease until {status.lease_expires_at.isoformat()})")
+        lines.append(
+            f"leader: {status.leader} (epoch {status.epoch}, lease until {status.lease_expires_at.isoformat()})"
+        )
     elif status.leader:
         lines.append(f"leader: {status.leader} (SQLite is single-node: no lease)")
     elif status.lapsed_holder:
-        lines.append(f"leader: none (the lease of {status.lapsed_holder} lapsed; a standby takes it at its next try)")
+        lines.append(
+            f"leader: none (the lease of {status.lapsed_holder} lapsed; a standby takes it at its next try)"
+        )
     else:
         lines.append("leader: none")
     live = status.live_nodes
@@ -51,5 +55,7 @@ def _text(status: ClusterStatus) -> str:
     if status.changes:
         lines.append("recent leadership changes:")
         for change in status.changes:
-            lines.append(f"  epoch {change.epoch}: {change.worker_id} on {change.host or '?'} at {change.acquired_at.isoformat()}")
+            lines.append(
+                f"  epoch {change.epoch}: {change.worker_id} on {change.host or '?'} at {change.acquired_at.isoformat()}"
+            )
     return "\n".join(lines)

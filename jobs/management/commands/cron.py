@@ -11,7 +11,7 @@ on stderr and exit with status 1.
 
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from django.core.management.base import BaseCommand
 from django.utils import timezone as django_timezone
@@ -22,7 +22,7 @@ JSONL_COUNT = 5
 
 
 def format_utc(when: datetime) -> str:
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_instant(text, what: str) -> datetime:
@@ -36,7 +36,7 @@ def parse_instant(text, what: str) -> datetime:
             MALFORMED, f"{what} {text!r} is not an ISO 8601 date-time, e.g. 2026-03-08T07:00:00Z"
         ) from None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     return when
 
 

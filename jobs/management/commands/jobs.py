@@ -1,16 +1,17 @@
 """Jobs as code, from the command line.
 
-    manage.py jobs import FILE          upsert by name, all-or-nothing
-    manage.py jobs export [NAME ...]    the same JSON format
-    manage.py jobs list
-    manage.py jobs runs NAME [--limit N] [--json]
-    manage.py jobs run NAME             queue a manual run
-    manage.py jobs pause NAME
-    manage.py jobs resume NAME          also re-enables a crashed job
+manage.py jobs import FILE          upsert by name, all-or-nothing
+manage.py jobs export [NAME ...]    the same JSON format
+manage.py jobs list
+manage.py jobs runs NAME [--limit N] [--json]
+manage.py jobs run NAME             queue a manual run
+manage.py jobs pause NAME
+manage.py jobs resume NAME          also re-enables a crashed job
 """
 
 import json
 import sys
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
@@ -69,13 +70,15 @@ class Command(BaseCommand):
 
     def _read_specs(self, file):
         try:
-            text = sys.stdin.read() if file == "-" else open(file, encoding="utf-8").read()
+            text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
         except OSError as exc:
             raise CommandError(f"cannot read {file}: {exc.strerror}") from None
         try:
             specs = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise CommandError(f"{file} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+            raise CommandError(
+                f"{file} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+            ) from None
         if isinstance(specs, dict):
             specs = [specs]
         if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
@@ -83,7 +86,9 @@ class Command(BaseCommand):
         names = [s.get("name") for s in specs]
         dupes = sorted({str(n) for n in names if names.count(n) > 1})
         if dupes:
-            raise CommandError(f"{file} names these jobs more than once: {', '.join(dupes)}; nothing was saved.")
+            raise CommandError(
+                f"{file} names these jobs more than once: {', '.join(dupes)}; nothing was saved."
+            )
         return specs
 
     def _upsert(self, specs):
@@ -93,7 +98,11 @@ class Command(BaseCommand):
             # The JSON's own problems (unknown keys, wrong types), as the API reports them.
             shape = spec_errors(spec)
             errors.extend({"job": label, **e} for e in shape)
-            instance = Job.objects.live().filter(name=spec.get("name")).first() if isinstance(spec.get("name"), str) else None
+            instance = (
+                Job.objects.live().filter(name=spec.get("name")).first()
+                if isinstance(spec.get("name"), str)
+                else None
+            )
             form = JobForm(data=spec_to_form_data(spec, instance=instance), instance=instance, user=None)
             if not form.is_valid():
                 errors.extend({"job": label, **e} for e in form.error_list())
@@ -120,7 +129,11 @@ class Command(BaseCommand):
     def do_list(self, **_):
         rows = Job.objects.live().order_by("name")
         for job in rows:
-            schedule = job.cron_expression if job.schedule_type == Job.ScheduleType.CRON else f"every {job.interval_seconds}s"
+            schedule = (
+                job.cron_expression
+                if job.schedule_type == Job.ScheduleType.CRON
+                else f"every {job.interval_seconds}s"
+            )
             next_fire = job.next_fire_at.isoformat() if job.next_fire_at else "-"
             self.stdout.write(
                 f"{job.name}\t{job.kind}\t{schedule}\t{job.timezone}\t{job.state}\tnext {next_fire}\tlast {job.last_status or '-'}"
@@ -157,11 +170,12 @@ class Command(BaseCommand):
 
     def do_resume(self, name, **_):
         job = services.resume_job(job=self._job(name), via=CLI)
-        self.stdout.write(f"{name} enabled; next fire {job.next_fire_at.isoformat() if job.next_fire_at else '-'}")
+        self.stdout.write(
+            f"{name} enabled; next fire {job.next_fire_at.isoformat() if job.next_fire_at else '-'}"
+        )
 
     def _job(self, name) -> Job:
         job = Job.objects.live().filter(name=name).first()
         if job is None:
             raise CommandError(f"no such job: {name!r}")
         return job
-

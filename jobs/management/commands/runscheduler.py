@@ -50,7 +50,9 @@ class Command(BaseCommand):
     help = "Run the Cronboard scheduler: plan due fires and execute runs until SIGTERM."
 
     def add_arguments(self, parser):
-        parser.add_argument("--once", action="store_true", help="Run one pass, wait for the runs it started, and exit.")
+        parser.add_argument(
+            "--once", action="store_true", help="Run one pass, wait for the runs it started, and exit."
+        )
 
     def handle(self, *args, once=False, **options):
         if not settings.JOBS_SCHEDULER_ENABLED:
