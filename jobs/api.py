@@ -159,6 +159,8 @@ def api_view(*methods: str, public: bool = False):
                 return ApiError(409, "stale_version", str(exc), "version").response()
             except services.DemoModeError as exc:
                 return ApiError(403, "demo_mode", str(exc)).response()
+            except services.ForbiddenError as exc:
+                return ApiError(403, "forbidden", str(exc)).response()
             except services.ServiceError as exc:
                 return ApiError(409, "conflict", str(exc)).response()
             except Exception:
@@ -432,8 +434,8 @@ def cron_preview(request):
     expression = payload.get("expression")
     if not isinstance(expression, str) or not expression.strip():
         raise ApiError(400, "required", "Send the cron expression as “expression”.", "expression")
-    zone = payload.get("timezone", "UTC")
-    if not isinstance(zone, str):
+    zone = payload.get("timezone")
+    if zone is not None and not isinstance(zone, str):
         raise ApiError(400, "invalid", "“timezone” must be an IANA zone name.", "timezone")
     after = payload.get("after")
     if after is None:
@@ -448,7 +450,8 @@ def cron_preview(request):
             400, "invalid", f"“count” must be a whole number from 1 to {PREVIEW_MAX_COUNT}.", "count"
         )
     try:
-        cron.get_zone(zone)
+        # Bounded (MAX_ZONE_CHARS) and canonical before any cache sees it.
+        zone = cron.zone_name(zone)
     except cron.CronError as exc:
         raise ApiError(400, exc.code, exc.message, "timezone") from None
     try:

@@ -209,12 +209,11 @@ class JobForm(ErrorListMixin, forms.ModelForm):
         return state or Job.State.ENABLED
 
     def clean_timezone(self):
-        name = (self.cleaned_data.get("timezone") or "UTC").strip()
+        # Stored in the canonical spelling (europe/berlin → Europe/Berlin).
         try:
-            cron.get_zone(name)
+            return cron.zone_name(self.cleaned_data.get("timezone"))
         except cron.CronError as exc:
             raise ValidationError(exc.message, code=str(exc.code)) from None
-        return name
 
     def clean_timeout_seconds(self):
         value = self.cleaned_data.get("timeout_seconds")
@@ -297,9 +296,40 @@ class JobForm(ErrorListMixin, forms.ModelForm):
                 self.add_error("cron_expression", ValidationError(exc.message, code=str(exc.code)))
             data["interval_seconds"] = None
 
+    def _job_change_refusal(self, kind) -> bool:
+        """Ask services.check_job_change (the one place for demo mode and
+        superuser-only SQL jobs) and add its answer to `kind`; True if refused."""
+        from jobs import services
+
+        before = self.instance.kind if self.instance.pk else None
+        try:
+            services.check_job_change(kinds=[kind, before], user=self.user, action="create or edit")
+        except services.DemoModeError as exc:
+            self.add_error("kind", ValidationError(str(exc), code="demo_mode"))
+        except services.ForbiddenError as exc:
+            self.add_error("kind", ValidationError(str(exc), code="forbidden"))
+        else:
+            return False
+        return True
+
     def _clean_handler(self, data):
         kind = data.get("kind")
         properties = dict(data.get("properties") or {})
+        if kind == Job.Kind.SQL:
+            from jobs.handlers.sql import sql_enabled
+
+            if not getattr(settings, "DEMO_MODE", False) and not sql_enabled():
+                self.add_error(
+                    "kind",
+                    ValidationError(
+                        "SQL jobs are turned off on this server (JOBS_SQL_ENABLED).", code="sql_disabled"
+                    ),
+                )
+                data["properties"] = properties
+                return
+        if self._job_change_refusal(kind):
+            data["properties"] = properties
+            return
         if kind == Job.Kind.PYTHON:
             handler = (data.get("handler") or "").strip()
             if not handler:
@@ -315,49 +345,26 @@ class JobForm(ErrorListMixin, forms.ModelForm):
                 if data.get(name):
                     properties[name] = data[name]
             properties.setdefault("method", "GET")
-            if getattr(settings, "DEMO_MODE", False):
-                self.add_error(
-                    "kind",
-                    ValidationError("Demo mode: HTTP jobs cannot be created or edited.", code="demo_mode"),
-                )
-            else:
-                from jobs.handlers.http import validate_http_properties
+            from jobs.handlers.http import validate_http_properties
 
-                for field, message in validate_http_properties(properties).items():
-                    self.add_error(
-                        field if field in self.fields else "properties",
-                        ValidationError(message, code="fence" if field == "url" else "invalid"),
-                    )
+            for field, message in validate_http_properties(properties).items():
+                self.add_error(
+                    field if field in self.fields else "properties",
+                    ValidationError(message, code="fence" if field == "url" else "invalid"),
+                )
         elif kind == Job.Kind.SQL:
             data["handler"] = ""
             if data.get("sql"):
                 properties["sql"] = data["sql"]
-            from jobs.handlers.sql import sql_enabled, validate_sql_properties
+            from jobs.handlers.sql import validate_sql_properties
 
-            if getattr(settings, "DEMO_MODE", False):
+            for field, message in validate_sql_properties(
+                properties, write=bool(data.get("sql_write"))
+            ).items():
                 self.add_error(
-                    "kind",
-                    ValidationError("Demo mode: SQL jobs cannot be created or edited.", code="demo_mode"),
+                    field if field in self.fields else "properties",
+                    ValidationError(message, code="invalid"),
                 )
-            elif not sql_enabled():
-                self.add_error(
-                    "kind",
-                    ValidationError(
-                        "SQL jobs are turned off on this server (JOBS_SQL_ENABLED).", code="sql_disabled"
-                    ),
-                )
-            elif self.user is not None and not self.user.is_superuser:
-                self.add_error(
-                    "kind", ValidationError("Only superusers can create or edit SQL jobs.", code="forbidden")
-                )
-            else:
-                for field, message in validate_sql_properties(
-                    properties, write=bool(data.get("sql_write"))
-                ).items():
-                    self.add_error(
-                        field if field in self.fields else "properties",
-                        ValidationError(message, code="invalid"),
-                    )
         data["properties"] = properties
 
     def save(self, commit=True):
