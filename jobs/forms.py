@@ -8,13 +8,14 @@ Errors carry the spec's codes where it has one (47003 both day fields,
 
 import json
 import re
+import unicodedata
 from datetime import UTC, datetime
 
 from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from jobs import cron
+from jobs import cron, jsontext
 from jobs.config import parse_email_list
 from jobs.handlers import registry
 from jobs.models import Job
@@ -24,6 +25,12 @@ MAX_PROPERTY_CHARS = 65_536
 HTTP_FIELDS = ("url", "method", "headers", "body")
 NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 MAX_ALERT_THRESHOLD = 1000
+MAX_DESCRIPTION_CHARS = 2000
+# Characters that make one name look like another or hide part of it:
+# controls (Cc), format characters such as bidi overrides and zero-width
+# spaces/joiners (Cf), line/paragraph separators, private-use, surrogate and
+# unassigned code points.
+HIDDEN_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
 
 
 # Instants a client may name (a task's start, a filter, a preview's start):
@@ -68,11 +75,10 @@ def coerce_properties(value) -> dict[str, str]:
         return {}
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(
-                f"Properties must be a JSON object: {exc.msg} at character {exc.pos}.", code="invalid"
-            ) from None
+            value = jsontext.loads(value)
+        except jsontext.JsonTextError as exc:
+            code = "duplicate_key" if exc.code == "duplicate_key" else "invalid"
+            raise ValidationError(f"Properties must be a JSON object: {exc.message}", code=code) from None
     if not isinstance(value, dict):
         raise ValidationError("Properties must be an object of names to text values.", code="invalid")
     if len(value) > MAX_PROPERTIES:
@@ -82,6 +88,11 @@ def coerce_properties(value) -> dict[str, str]:
         key = str(key).strip()
         if not key:
             raise ValidationError("A property needs a name.", code="invalid")
+        if key in clean:
+            raise ValidationError(
+                f"Two properties are named “{key[:100]}” (names are compared without surrounding spaces).",
+                code="duplicate_key",
+            )
         if isinstance(item, (dict, list)):
             raise ValidationError(f"Property “{key}” must be text, not a list or object.", code="invalid")
         text = "" if item is None else (str(item).lower() if isinstance(item, bool) else str(item))
@@ -179,10 +190,26 @@ class JobForm(ErrorListMixin, forms.ModelForm):
         name = (self.cleaned_data.get("name") or "").strip()
         if not name:
             raise ValidationError("Give the job a name.", code="required")
+        hidden = sorted({f"U+{ord(c):04X}" for c in name if unicodedata.category(c) in HIDDEN_CATEGORIES})
+        if hidden:
+            raise ValidationError(
+                "A job name cannot contain control, bidi-override, zero-width or other invisible "
+                f"characters (found {', '.join(hidden[:5])}).",
+                code="invalid_characters",
+            )
         clash = Job.objects.live().filter(name=name).exclude(pk=self.instance.pk)
         if clash.exists():
             raise ValidationError(f"A job named “{name}” already exists.", code="unique")
         return name
+
+    def clean_description(self):
+        description = self.cleaned_data.get("description") or ""
+        if len(description) > MAX_DESCRIPTION_CHARS:
+            raise ValidationError(
+                f"The description can be at most {MAX_DESCRIPTION_CHARS:,} characters (it has {len(description):,}).",
+                code="max_length",
+            )
+        return description
 
     def clean_namespace(self):
         namespace = (self.cleaned_data.get("namespace") or "").strip()

@@ -20,7 +20,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from jobs import services
+from jobs import jsontext, services
 from jobs.forms import JobForm
 from jobs.models import AuditEvent, Job
 from jobs.serializers import RUN_FIELDS, job_to_spec, run_to_dict, spec_errors, spec_to_form_data
@@ -80,10 +80,15 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"cannot read {file}: {exc.strerror}") from None
         try:
-            specs = json.loads(text)
+            json.loads(text)  # for the line and column of a syntax error
+            specs = jsontext.loads(text)  # duplicate keys, NaN, nesting beyond the stack
         except json.JSONDecodeError as exc:
             raise CommandError(
                 f"{file} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+            ) from None
+        except (jsontext.JsonTextError, RecursionError) as exc:
+            raise CommandError(
+                f"{file} is not valid JSON: {getattr(exc, 'message', 'nested too deeply')}"
             ) from None
         if isinstance(specs, dict):
             specs = [specs]
