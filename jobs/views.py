@@ -604,7 +604,10 @@ def settings_page(request):
     if not access.can_edit(request.user):
         for field in form.fields.values():
             field.disabled = True
-    return _partial_or_page(request, "jobs/settings.html", "settings-form", {"form": form})
+    from jobs.handlers.sql import role_warnings
+
+    context = {"form": form, "sql_role_warnings": role_warnings()}
+    return _partial_or_page(request, "jobs/settings.html", "settings-form", context)
 
 
 def _message_context(request) -> dict:
