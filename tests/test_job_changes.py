@@ -224,3 +224,14 @@ def test_an_api_patch_of_the_description_keeps_the_next_fire(staff_api, make_job
     assert response.status_code == 200
     job.refresh_from_db()
     assert job.next_fire_at == planned
+
+
+def test_demo_mode_refuses_resuming_an_http_job_from_the_command_line(demo_http_job):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="Demo mode"):
+        call_command("jobs", "resume", "hook", stdout=StringIO(), stderr=StringIO())
+    demo_http_job.refresh_from_db()
+    assert demo_http_job.state == Job.State.PAUSED

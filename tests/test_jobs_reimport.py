@@ -92,3 +92,40 @@ def test_an_identical_save_through_the_service_is_a_no_op(make_job):
     stored, changed = services.save_job_if_changed(job=Job.objects.get(pk=job.pk))
     assert changed is False and stored.version == 1 and stored.next_fire_at == T0
     assert not AuditEvent.objects.filter(job=job).exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_reimporting_an_unchanged_export_changes_nothing_on_postgresql(postgres_server, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("JOBS_", "DATABASE_URL"))},
+        "DATABASE_URL": postgres_server.create_database("reimport"),
+    }
+
+    def manage(*args):
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=Path(__file__).resolve().parent.parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    manage("migrate", "--noinput", "-v0")
+    source = tmp_path / "jobs.json"
+    source.write_text(json.dumps([*SPECS, {**SPECS[2], "name": "mailed", "alert_emails": ["a@example.com"]}]))
+    assert "4 created" in manage("jobs", "import", str(source))
+    exported = tmp_path / "export.json"
+    exported.write_text(manage("jobs", "export"))
+    listed = manage("jobs", "list")
+    assert manage("jobs", "import", str(exported)).strip().endswith("0 created, 0 updated, 5 unchanged")
+    assert manage("jobs", "list") == listed
+    assert manage("jobs", "export") == exported.read_text()

@@ -190,11 +190,17 @@ class Command(BaseCommand):
         self.stdout.write(f"{'queued' if created else 'already queued'}: run {run.pk} of {name}")
 
     def do_pause(self, name, **_):
-        services.pause_job(job=self._job(name), via=CLI)
+        try:
+            services.pause_job(job=self._job(name), via=CLI)
+        except services.ServiceError as exc:
+            raise CommandError(str(exc)) from None
         self.stdout.write(f"paused {name}")
 
     def do_resume(self, name, **_):
-        job = services.resume_job(job=self._job(name), via=CLI)
+        try:
+            job = services.resume_job(job=self._job(name), via=CLI)
+        except services.ServiceError as exc:  # e.g. an HTTP job in demo mode
+            raise CommandError(str(exc)) from None
         self.stdout.write(
             f"{name} enabled; next fire {job.next_fire_at.isoformat() if job.next_fire_at else '-'}"
         )
