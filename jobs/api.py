@@ -21,7 +21,7 @@ from datetime import UTC, datetime, time
 from functools import wraps
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation, ValidationError
 from django.http import Http404, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.urls import path, re_path
@@ -166,6 +166,9 @@ def api_view(*methods: str, public: bool = False):
                 return ApiError(403, "forbidden", str(exc) or "You may not do this.").response()
             except RequestDataTooBig:
                 return ApiError(413, "too_large", "The request body is too large.").response()
+            except SuspiciousOperation as exc:
+                # Django's own refusals of a malformed request (too many fields, …).
+                return ApiError(400, "bad_request", str(exc)[:200] or "Malformed request.").response()
             except RecursionError:
                 # Nothing here recurses on purpose; input nested beyond the
                 # stack is the client's mistake, not a server error.
@@ -470,8 +473,8 @@ def cron_preview(request):
     expression = payload.get("expression")
     if not isinstance(expression, str) or not expression.strip():
         raise ApiError(400, "required", "Send the cron expression as “expression”.", "expression")
-    zone = payload.get("timezone")
-    if zone is not None and not isinstance(zone, str):
+    zone = payload.get("timezone", "UTC")
+    if not isinstance(zone, str):
         raise ApiError(400, "invalid", "“timezone” must be an IANA zone name.", "timezone")
     after = payload.get("after")
     if after is None:

@@ -187,7 +187,9 @@ class JobForm(ErrorListMixin, forms.ModelForm):
     # -- fields ------------------------------------------------------------------
 
     def clean_name(self):
-        name = (self.cleaned_data.get("name") or "").strip()
+        # NFC: a name typed with a combining accent is the same name as its
+        # precomposed spelling (they look identical), so uniqueness holds.
+        name = unicodedata.normalize("NFC", (self.cleaned_data.get("name") or "").strip())
         if not name:
             raise ValidationError("Give the job a name.", code="required")
         hidden = sorted({f"U+{ord(c):04X}" for c in name if unicodedata.category(c) in HIDDEN_CATEGORIES})

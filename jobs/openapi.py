@@ -33,8 +33,8 @@ ERROR_RESPONSES = {
     "413": "The body is larger than the server accepts (code too_large).",
     "414": f"The URL (path and query) is longer than {MAX_URL_CHARS:,} characters (code uri_too_long).",
 }
-# Every operation may meet these; a body-taking one also 411 and 413.
-ANY_ERRORS = ("414",)
+# Every operation may meet these (400: e.g. more query fields than Django reads); a body-taking one also 411 and 413.
+ANY_ERRORS = ("400", "414")
 BODY_ERRORS = ("411", "413")
 
 

@@ -171,6 +171,18 @@ def test_names_with_invisible_characters_are_refused(staff_api, name):
     assert not Job.objects.filter(name=name).exists()
 
 
+def test_a_name_is_the_same_name_however_its_accents_are_typed(staff_api):
+    assert staff_api.post("/api/jobs", {**JOB, "name": "Caf\u00e9"}).status_code == 201
+    assert_error(staff_api.post("/api/jobs", {**JOB, "name": "Cafe\u0301"}), 400, "unique", "name")
+
+
+def test_too_many_query_fields_is_a_400_not_a_500(staff_api, make_job, settings):
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 10
+    job = make_job(name="many")
+    query = "&".join(f"f{i}=1" for i in range(20))
+    assert_error(staff_api.get(f"/api/jobs/{job.pk}/runs?{query}"), 400, "bad_request")
+
+
 def test_names_in_other_scripts_are_fine(staff_api):
     response = staff_api.post("/api/jobs", {**JOB, "name": "Nächtlicher Bericht — 夜間"})
     assert response.status_code == 201
