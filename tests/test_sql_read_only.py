@@ -53,6 +53,7 @@ def run_sql(sql: str, *, write: bool = False) -> str:
         "SELECT lo_export(1, '/tmp/x')",
         "SELECT lo_import('/etc/passwd')",
         "SELECT pg_rotate_logfile()",
+        "SELECT pg_notify('cronboard_jobs', '')",
         "SELECT query_to_xml('select pg_' || 'terminate_backend(1)', true, false, '')",
         "SELECT ts_stat('select 1')",
         "DO $$ BEGIN PERFORM 1; END $$",

@@ -306,7 +306,7 @@ def _cancelled_error(watchdog: Watchdog) -> HandlerError:
 # large-object file transfer, backups, WAL and replication; and the ones that
 # run SQL given as text, which would let a statement build any of these names.
 _SIDE_EFFECT_FUNCTIONS = (
-    r"pg_terminate_backend|pg_cancel_backend|pg_signal_backend|pg_reload_conf|pg_rotate_logfile"
+    r"pg_terminate_backend|pg_cancel_backend|pg_signal_backend|pg_notify|pg_reload_conf|pg_rotate_logfile"
     r"|pg_log_backend_memory_contexts|pg_promote|pg_switch_wal|pg_create_restore_point"
     r"|pg_(?:start|stop)_backup|pg_backup_(?:start|stop)|pg_wal_replay_(?:pause|resume)"
     r"|pg_read_file|pg_read_binary_file|pg_stat_file|pg_ls_\w+|pg_file_\w+|pg_logdir_ls"
