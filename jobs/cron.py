@@ -678,6 +678,11 @@ def _zone_names() -> dict[str, str]:
     return {name.casefold(): name for name in available_timezones() if name.casefold() not in REFUSED_ZONES}
 
 
+def known_zones() -> list[str]:
+    """Every zone name a job may use, canonical spelling, sorted (the job form's list)."""
+    return sorted(_zone_names().values())
+
+
 def zone_name(name: str | None) -> str:
     """The canonical spelling of a zone name (`europe/berlin` → `Europe/Berlin`);
     empty or left out means UTC, everywhere (form, API, command line). Unknown

@@ -8,7 +8,6 @@ mutations need `can_edit` and POST (a GET never changes anything)."""
 from datetime import UTC, datetime, timedelta
 from functools import wraps
 from urllib.parse import urlencode
-from zoneinfo import available_timezones
 
 from django.conf import settings
 from django.contrib import messages
@@ -285,7 +284,7 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
         "form": form,
         "job": job,
         "http_methods": HTTP_METHODS,
-        "timezones": sorted(available_timezones()),
+        "timezones": cron.known_zones(),
         "sql_enabled": sql_enabled(),
         # Fields the template does not place by name (added by another area
         # of the app later) still show up, at the end.

@@ -159,3 +159,9 @@ def test_the_api_stores_the_canonical_zone(staff_api):
     assert response.json()["timezone"] == "Europe/Berlin"
     preview = staff_api.post("/api/cron/preview", {"expression": "@daily", "timezone": "asia/tokyo"}).json()
     assert preview["times"][0]["local"].endswith("+09:00")
+
+
+def test_the_job_form_offers_only_zones_it_accepts(staff_client):
+    html = staff_client.get("/jobs/new/").content.decode()
+    assert 'value="Europe/Berlin"' in html
+    assert 'value="Factory"' not in html and 'value="localtime"' not in html
