@@ -29,7 +29,8 @@ MAX_DESCRIPTION_CHARS = 2000
 # Characters that make one name look like another or hide part of it:
 # controls (Cc), format characters such as bidi overrides and zero-width
 # spaces/joiners (Cf), line/paragraph separators, private-use, surrogate and
-# unassigned code points.
+# unassigned code points. Spaces other than U+0020 (no-break, ideographic,
+# …) are refused as well: they look like a plain space.
 HIDDEN_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
 
 
@@ -192,10 +193,17 @@ class JobForm(ErrorListMixin, forms.ModelForm):
         name = unicodedata.normalize("NFC", (self.cleaned_data.get("name") or "").strip())
         if not name:
             raise ValidationError("Give the job a name.", code="required")
-        hidden = sorted({f"U+{ord(c):04X}" for c in name if unicodedata.category(c) in HIDDEN_CATEGORIES})
+        hidden = sorted(
+            {
+                f"U+{ord(c):04X}"
+                for c in name
+                if unicodedata.category(c) in HIDDEN_CATEGORIES or (c.isspace() and c != " ")
+            }
+        )
         if hidden:
             raise ValidationError(
-                "A job name cannot contain control, bidi-override, zero-width or other invisible "
+                "A job name cannot contain control, bidi-override, zero-width, other invisible characters "
+                "or spaces other than the plain space "
                 f"characters (found {', '.join(hidden[:5])}).",
                 code="invalid_characters",
             )

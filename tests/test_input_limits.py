@@ -164,6 +164,8 @@ def test_a_huge_description_is_refused(staff_api):
         "night\x07ly",  # a control character
         "night\nly",
         "night\u2028ly",  # line separator
+        "night\u00a0ly",  # no-break space, looks like a plain one
+        "night\tly",
     ],
 )
 def test_names_with_invisible_characters_are_refused(staff_api, name):
