@@ -661,6 +661,9 @@ def parse(expr: str) -> CronSchedule:
     text = expr.strip()
     if len(text) > MAX_EXPRESSION_CHARS:
         raise CronError(MALFORMED, f"The cron expression is longer than {MAX_EXPRESSION_CHARS} characters")
+    if text.isascii():
+        # The cache key: spacing and case do not make a new entry.
+        text = " ".join(_FIELD_SPLIT.split(text)).upper()
     normalized = _normalize_text(text)
     if len(normalized) > MAX_EXPRESSION_CHARS:
         raise CronError(

@@ -165,3 +165,14 @@ def test_the_job_form_offers_only_zones_it_accepts(staff_client):
     html = staff_client.get("/jobs/new/").content.decode()
     assert 'value="Europe/Berlin"' in html
     assert 'value="Factory"' not in html and 'value="localtime"' not in html
+
+
+def test_spacing_and_case_do_not_grow_the_parse_cache():
+    cron._normalize_text.cache_clear()
+    for spaces in range(1, 40):
+        for text in ("0" + " " * spaces + "30 2 * * mon-fri", "0\t30 2 * *" + " " * spaces + "MON-FRI"):
+            assert (
+                parse(text).expression == "0 0 30 2 * MON-FRI"
+                or parse(text).expression == "0 30 2 * * MON-FRI"
+            )
+    assert cron._normalize_text.cache_info().currsize <= 2
