@@ -22,6 +22,7 @@ from jobs.models import Job
 
 MAX_PROPERTIES = 100
 MAX_PROPERTY_CHARS = 65_536
+MAX_PROPERTY_NAME_CHARS = 200
 HTTP_FIELDS = ("url", "method", "headers", "body")
 NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 MAX_ALERT_THRESHOLD = 1000
@@ -89,6 +90,10 @@ def coerce_properties(value) -> dict[str, str]:
         key = str(key).strip()
         if not key:
             raise ValidationError("A property needs a name.", code="invalid")
+        if len(key) > MAX_PROPERTY_NAME_CHARS:
+            raise ValidationError(
+                f"A property name can be at most {MAX_PROPERTY_NAME_CHARS} characters.", code="max_length"
+            )
         if key in clean:
             raise ValidationError(
                 f"Two properties are named “{key[:100]}” (names are compared without surrounding spaces).",

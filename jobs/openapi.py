@@ -93,6 +93,7 @@ JOB_INPUT_PROPERTIES = {
         "type": "object",
         "additionalProperties": {"type": "string"},
         "maxProperties": 100,
+        "propertyNames": {"maxLength": 200},
         "description": "Parameters for the handler; url/method/headers/body for http, sql for sql. "
         "Names are trimmed; two equal names are refused (code duplicate_key).",
     },

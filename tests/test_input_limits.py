@@ -129,6 +129,12 @@ def test_the_jobs_import_refuses_duplicate_keys(tmp_path, db):
 # -- finding 7: sizes and characters ------------------------------------------------------
 
 
+def test_a_huge_property_name_is_refused(staff_api):
+    body = {**JOB, "properties": {"k" * 1_000_000: "v"}}
+    assert_error(staff_api.post("/api/jobs", body), 400, "max_length", "properties")
+    assert staff_api.post("/api/jobs", {**JOB, "properties": {"k" * 200: "v"}}).status_code == 201
+
+
 def test_ten_thousand_alert_emails_are_refused(staff_api):
     emails = [f"user{i}@example.com" for i in range(10_000)]
     assert_error(
