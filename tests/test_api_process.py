@@ -13,13 +13,6 @@ from tests.fixtures import processes
 
 pytestmark = pytest.mark.slow
 
-MAKE_TOKEN = """
-from django.contrib.auth import get_user_model
-from jobs import tokens
-user = get_user_model().objects.create_user("{name}", password="pw-{name}-123", is_staff={staff})
-print(tokens.create_token(user=user, name="e2e")[1])
-"""
-
 
 class Server(processes.Site):
     def __init__(self, tmp_path: Path, migrated: Path):
@@ -32,7 +25,7 @@ class Server(processes.Site):
         self.base = None
 
     def token(self, name: str, *, staff: bool) -> str:
-        return self.django(MAKE_TOKEN.format(name=name, staff=staff)).strip().splitlines()[-1]
+        return self.create_token(name, staff=staff)
 
     def start_all(self):
         self.base = self.start_web()
