@@ -23,18 +23,20 @@ from django.core.validators import validate_email
 from django.db.models import Q
 from django.template.loader import render_to_string
 
-from jobs import links
+from jobs import channels, links
 from jobs.config import get_setting
-from jobs.models import Alert, Job, Message, Run
+from jobs.models import Alert, AlertDelivery, Job, Message, Run
 
 log = logging.getLogger("cronboard.alerts")
 
 RECENT_RUNS = 5
 ERROR_CHARS = 1500
 NO_RECIPIENTS = (
-    "No recipients: the job lists no alert emails and the sys.job.alertEmails setting is empty. "
-    "No email was sent; add recipients to the job or to the setting."
+    "No recipients: the job lists no alert emails or channels, and the sys.job.alertEmails and "
+    "sys.job.alertChannels settings are empty. Nothing was sent; add recipients to the job or to "
+    "the settings."
 )
+NO_EMAIL = "No email recipients: the alert went to its channels only."
 
 
 def on_crash(*, job: Job, run: Run | None, now: datetime) -> Alert:
@@ -62,9 +64,11 @@ def on_success(*, job: Job, run: Run, now: datetime) -> Alert | None:
 
 
 def record_alert(*, job: Job, run: Run | None, kind: str, now: datetime) -> Alert:
-    """Write the alert (pending, or undeliverable when nobody is to get it)
-    and the in-site messages. Call inside the outcome's transaction."""
+    """Write the alert (pending, or undeliverable when nobody is to get it),
+    one delivery row per channel, and the in-site messages. Call inside the
+    outcome's transaction."""
     recipients = email_recipients(job)
+    channel_tokens = alert_channels(job)
     facts = _facts(job=job, run=run, kind=kind, now=now)
     alert = Alert(
         job=job,
@@ -79,10 +83,23 @@ def record_alert(*, job: Job, run: Run | None, kind: str, now: datetime) -> Aler
     )
     if recipients:
         alert.status, alert.next_attempt_at = Alert.Status.PENDING, now
+    elif channel_tokens:
+        alert.status, alert.last_error = Alert.Status.UNDELIVERABLE, NO_EMAIL
     else:
         alert.status, alert.last_error = Alert.Status.UNDELIVERABLE, NO_RECIPIENTS
         log.error("alert for job %s (%s) is undeliverable: no recipients", job.pk, job.name)
     alert.save()
+    AlertDelivery.objects.bulk_create(
+        AlertDelivery(
+            alert=alert,
+            channel=token,
+            channel_key=channels.channel_key(url),
+            channel_masked=channels.mask(url)[:300],
+            status=Alert.Status.PENDING,
+            next_attempt_at=now,
+        )
+        for token, url in channel_tokens.items()
+    )
     body = render_to_string("jobs/email/alert_message.txt", {**facts, "alert": alert})
     Message.objects.bulk_create(
         Message(user=user, job=job, subject=alert.subject, body=body, created_at=now)
@@ -94,6 +111,20 @@ def record_alert(*, job: Job, run: Run | None, kind: str, now: datetime) -> Aler
 def email_recipients(job: Job) -> list[str]:
     """The job's own alert emails; when it names none, sys.job.alertEmails."""
     return _valid_emails(job.alert_emails) or _valid_emails(get_setting("sys.job.alertEmails"))
+
+
+def alert_channels(job: Job) -> dict[str, str]:
+    """{stored token: URL} of the job's own channels; when it names none,
+    sys.job.alertChannels. One per distinct URL."""
+    tokens = job.alert_channels or get_setting("sys.job.alertChannels")
+    found: dict[str, str] = {}
+    for token in tokens if isinstance(tokens, list) else []:
+        url = channels.decrypt(token)
+        if url is not None and url not in found.values():
+            found[token] = url
+    if tokens and not found:
+        log.error("job %s: no alert channel could be decrypted (was SECRET_KEY changed?)", job.pk)
+    return found
 
 
 def message_recipients(job: Job) -> list:

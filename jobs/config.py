@@ -49,6 +49,22 @@ def parse_email_list(value: Any) -> list[str]:
     return emails
 
 
+def _clean_channels(value: Any) -> list[str]:
+    """Channel URLs as typed, or the stored tokens, → the stored tokens. A
+    masked URL saved back unchanged keeps the stored channel (jobs.channels)."""
+    from jobs import channels
+    from jobs.models import Setting
+
+    stored = Setting.objects.filter(key="sys.job.alertChannels").values_list("value", flat=True).first()
+    return channels.clean_channels(value, stored or [])
+
+
+def _show_channels(value: Any) -> str:
+    from jobs import channels
+
+    return "\n".join(channels.masked_list(value))
+
+
 @dataclass(frozen=True)
 class SettingSpec:
     key: str
@@ -56,6 +72,9 @@ class SettingSpec:
     default: Any
     clean: Callable[[Any], Any]
     help_text: str = ""
+    # How the console shows the stored value (None: list items joined by commas).
+    show: Callable[[Any], str] | None = None
+    multiline: bool = False
 
 
 SPECS: dict[str, SettingSpec] = {
@@ -74,6 +93,19 @@ SPECS: dict[str, SettingSpec] = {
             default=[],
             clean=parse_email_list,
             help_text="Who gets a crash alert when the job itself names no recipients.",
+        ),
+        SettingSpec(
+            key="sys.job.alertChannels",
+            label="Alert channels",
+            default=[],
+            clean=_clean_channels,
+            help_text=(
+                "Apprise URLs, one per line (slack://…, json://host/path …), for jobs that name no "
+                "channels of their own. Secrets are masked once saved; leave a masked line as it is "
+                "to keep it."
+            ),
+            show=_show_channels,
+            multiline=True,
         ),
     ]
 }

@@ -14,7 +14,7 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from jobs import cron
+from jobs import channels, cron
 from jobs.config import parse_email_list
 from jobs.handlers import registry
 from jobs.models import Job
@@ -120,12 +120,28 @@ class EmailListField(forms.Field):
         return value
 
 
+class ChannelListField(forms.Field):
+    """Apprise URLs, one per line (or a list from the API). Cleaned into
+    stored tokens by JobForm.clean_alert_channels, which knows the stored ones."""
+
+    widget = forms.Textarea
+
+    def to_python(self, value):
+        return channels._as_items(value)
+
+    def prepare_value(self, value):
+        if isinstance(value, (list, tuple)):
+            return "\n".join(channels.mask(channels.decrypt(item) or item) for item in value)
+        return value
+
+
 class JobForm(ErrorListMixin, forms.ModelForm):
     """Create or edit a job. Pass `user` (None = a trusted caller such as the
     shell) so SQL jobs can be limited to superusers."""
 
     properties = PropertiesField(required=False)
     alert_emails = EmailListField(required=False)
+    alert_channels = ChannelListField(required=False)
     version = forms.IntegerField(required=False, widget=forms.HiddenInput)
     # Convenience fields for HTTP and SQL jobs; merged into properties.
     url = forms.CharField(required=False, max_length=2000)
@@ -244,6 +260,10 @@ class JobForm(ErrorListMixin, forms.ModelForm):
                 "The retry interval can be at most 86,400 seconds (24 hours).", code="invalid"
             )
         return value
+
+    def clean_alert_channels(self):
+        stored = self.instance.alert_channels if self.instance.pk else []
+        return channels.clean_channels(self.cleaned_data.get("alert_channels"), stored)
 
     def clean_alert_threshold(self):
         value = self.cleaned_data.get("alert_threshold")
@@ -413,12 +433,16 @@ class SettingField(forms.Field):
 
     def __init__(self, spec, **kwargs):
         self.spec = spec
+        if spec.multiline:
+            kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 3}))
         super().__init__(label=spec.label, help_text=spec.help_text, **kwargs)
 
     def to_python(self, value):
         return self.spec.clean(value)
 
     def prepare_value(self, value):
+        if self.spec.show is not None and isinstance(value, (list, tuple)):
+            return self.spec.show(value)
         if isinstance(value, (list, tuple)):
             return ", ".join(str(item) for item in value)
         return value

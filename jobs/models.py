@@ -79,6 +79,7 @@ class Job(models.Model):
         "timeout_seconds",
         "alert_threshold",
         "alert_emails",
+        "alert_channels",
         "notify_recovered",
         "state",
     ]
@@ -105,6 +106,8 @@ class Job(models.Model):
     timeout_seconds = models.PositiveIntegerField(default=600)
     alert_threshold = models.PositiveSmallIntegerField(default=3)
     alert_emails = models.JSONField(default=list, blank=True)
+    # Apprise URLs, each stored encrypted (jobs.channels); never shown in full.
+    alert_channels = models.JSONField(default=list, blank=True)
     notify_recovered = models.BooleanField(
         default=False, help_text="Also send a notice when the job next succeeds after a crash."
     )
@@ -473,6 +476,9 @@ class Alert(models.Model):
     kind = models.CharField(max_length=10, choices=Kind.choices)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     recipients = models.JSONField(default=list, blank=True)
+    # Recipients the mail server already accepted: a partial refusal is
+    # retried for the others alone.
+    delivered_to = models.JSONField(default=list, blank=True)
     subject = models.CharField(max_length=300)
     body_text = models.TextField()
     body_html = models.TextField()
@@ -517,6 +523,49 @@ class Alert(models.Model):
         from jobs import links
 
         return links.job_path(self.job_id)
+
+
+class AlertDelivery(models.Model):
+    """The outbox for one alert on one channel (an Apprise URL): written with
+    the alert, delivered by the scheduler's send_alerts step with the same
+    guarantees as the email (claim lease, backoff, a permanent refusal shown).
+    Alerts for the same channel that are due together go out as one message
+    (a storm), and each of their rows records the result."""
+
+    Status = Alert.Status
+
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="deliveries")
+    # HMAC of the URL: one row per alert and channel, and the storm grouping.
+    channel_key = models.CharField(max_length=64)
+    channel = models.TextField()  # the URL, encrypted (jobs.channels)
+    channel_masked = models.CharField(max_length=300)
+    status = models.CharField(max_length=16, choices=Alert.Status.choices, default=Alert.Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    # Set by the claim that holds the row; the result is written by it only.
+    claim_token = models.CharField(max_length=32, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint("alert", "channel_key", name="alert_delivery_one_per_channel"),
+            models.CheckConstraint(
+                condition=~Q(status="pending") | Q(next_attempt_at__isnull=False),
+                name="alert_delivery_pending_has_next_attempt",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at", "id"], condition=Q(status="pending"), name="alert_delivery_due_idx"
+            ),
+            models.Index(fields=["channel_key", "-last_attempt_at"], name="alert_delivery_channel_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.channel_masked} ({self.status})"
 
 
 class AuditEvent(models.Model):

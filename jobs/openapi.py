@@ -99,6 +99,14 @@ JOB_INPUT_PROPERTIES = {
         "description": "Consecutive failed fires that crash the job; 0 never.",
     },
     "alert_emails": {"type": "array", "items": {"type": "string", "format": "email"}},
+    "alert_channels": {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": (
+            "Apprise URLs (slack://…, json://host/path …). Read back masked; "
+            "sending a masked URL back unchanged keeps the stored one."
+        ),
+    },
     "notify_recovered": {
         "type": "boolean",
         "description": "Also send a notice when the job next succeeds after a crash.",

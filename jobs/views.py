@@ -27,6 +27,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from jobs import access, cron, services, tokens
+from jobs.alert_views import channel_rows
 from jobs.charts import duration_chart
 from jobs.forms import HTTP_FIELDS, JobForm, SettingsForm
 from jobs.handlers.http import METHODS as HTTP_METHODS
@@ -229,6 +230,7 @@ FORM_LABELS = {
     "timeout_seconds": "Timeout (seconds)",
     "alert_threshold": "Alert after this many failed fires in a row",
     "alert_emails": "Alert emails",
+    "alert_channels": "Alert channels",
 }
 
 
@@ -258,6 +260,7 @@ PLACED_FIELDS = {
     "timeout_seconds",
     "alert_threshold",
     "alert_emails",
+    "alert_channels",
 }
 
 
@@ -275,6 +278,13 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
     form.fields["body"].widget.attrs.update({"rows": 3})
     form.fields["sql"].widget.attrs.update({"rows": 4})
     form.fields["alert_emails"].help_text = "Comma separated. Empty: the global alert emails (Settings)."
+    form.fields["alert_channels"].widget.attrs.update(
+        {"rows": 2, "placeholder": "json://hooks.example.com/path"}
+    )
+    form.fields["alert_channels"].help_text = (
+        "Apprise URLs, one per line. Empty: the global alert channels (Settings). "
+        "Secrets are masked once saved; leave a masked line as it is to keep it."
+    )
     return {
         "form": form,
         "job": job,
@@ -593,7 +603,9 @@ def settings_page(request):
     if not access.can_edit(request.user):
         for field in form.fields.values():
             field.disabled = True
-    return _partial_or_page(request, "jobs/settings.html", "settings-form", {"form": form})
+    return _partial_or_page(
+        request, "jobs/settings.html", "settings-form", {"form": form, "channels": channel_rows()}
+    )
 
 
 def _message_context(request) -> dict:
