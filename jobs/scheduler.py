@@ -48,6 +48,7 @@ from django.utils import timezone
 from jobs import alerts, leases
 from jobs.bulk import update_from_values
 from jobs.handlers.base import JobContext
+from jobs.heartbeat import HeartbeatPinger
 from jobs.listener import WakeListener
 from jobs.models import Job, Run, cap_message
 from jobs.outbox import AlertSender
@@ -115,6 +116,7 @@ class Scheduler:
         self.clock = clock
         self.pool = WorkerPool(max_workers or settings.JOBS_MAX_CONCURRENT_RUNS)
         self.alert_sender = AlertSender(wake=self.pool.wake)
+        self.heartbeat_pinger = HeartbeatPinger()  # CRONBOARD_HEARTBEAT_URL, if set
         self.misfire_threshold = timedelta(
             seconds=settings.JOBS_MISFIRE_THRESHOLD if misfire_threshold is None else misfire_threshold
         )
@@ -953,6 +955,7 @@ class Scheduler:
         self.heartbeat(now)
         did |= self.sweep(now)
         did |= self.send_alerts(now)
+        self.heartbeat_pinger.step(now)
         if not self.draining:
             did |= self.lead(now)
             did |= self.plan_due(now)
