@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from jobs import channels, cron
-from jobs.config import parse_email_list
+from jobs.config import ALERT_KINDS, alert_seconds, parse_alert_kinds, parse_email_list
 from jobs.handlers import registry
 from jobs.models import Job
 
@@ -135,6 +135,16 @@ class ChannelListField(forms.Field):
         return value
 
 
+class AlertKindsField(forms.Field):
+    """The kinds of alert a job asks for (checkboxes in the console, a list in
+    the API and the jobs-as-code file). Empty: the sys.job.alertOn setting."""
+
+    widget = forms.CheckboxSelectMultiple(choices=[(kind, kind.replace("_", " ")) for kind in ALERT_KINDS])
+
+    def to_python(self, value):
+        return parse_alert_kinds(value)
+
+
 class JobForm(ErrorListMixin, forms.ModelForm):
     """Create or edit a job. Pass `user` (None = a trusted caller such as the
     shell) so SQL jobs can be limited to superusers."""
@@ -142,6 +152,7 @@ class JobForm(ErrorListMixin, forms.ModelForm):
     properties = PropertiesField(required=False)
     alert_emails = EmailListField(required=False)
     alert_channels = ChannelListField(required=False)
+    alert_on = AlertKindsField(required=False)
     version = forms.IntegerField(required=False, widget=forms.HiddenInput)
     # Convenience fields for HTTP and SQL jobs; merged into properties.
     url = forms.CharField(required=False, max_length=2000)
@@ -265,6 +276,14 @@ class JobForm(ErrorListMixin, forms.ModelForm):
         stored = self.instance.alert_channels if self.instance.pk else []
         return channels.clean_channels(self.cleaned_data.get("alert_channels"), stored)
 
+    def clean_late_after_seconds(self):
+        value = self.cleaned_data.get("late_after_seconds")
+        return None if value is None else alert_seconds(value)
+
+    def clean_long_running_seconds(self):
+        value = self.cleaned_data.get("long_running_seconds")
+        return None if value is None else alert_seconds(value)
+
     def clean_alert_threshold(self):
         value = self.cleaned_data.get("alert_threshold")
         if value is not None and value > MAX_ALERT_THRESHOLD:
@@ -279,6 +298,14 @@ class JobForm(ErrorListMixin, forms.ModelForm):
         data = super().clean()
         self._clean_schedule(data)
         self._clean_handler(data)
+        long_running, timeout = data.get("long_running_seconds"), data.get("timeout_seconds")
+        if long_running is not None and timeout is not None and long_running >= timeout:
+            self.add_error(
+                "long_running_seconds",
+                ValidationError(
+                    f"A long-running alert must come before the timeout ({timeout} s).", code="invalid"
+                ),
+            )
         return data
 
     def _clean_schedule(self, data):

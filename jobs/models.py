@@ -80,6 +80,9 @@ class Job(models.Model):
         "alert_threshold",
         "alert_emails",
         "alert_channels",
+        "alert_on",
+        "late_after_seconds",
+        "long_running_seconds",
         "notify_recovered",
         "state",
     ]
@@ -111,6 +114,12 @@ class Job(models.Model):
     notify_recovered = models.BooleanField(
         default=False, help_text="Also send a notice when the job next succeeds after a crash."
     )
+    # Which kinds of alert (jobs.alerts.KINDS); empty: the sys.job.alertOn setting.
+    alert_on = models.JSONField(default=list, blank=True)
+    # `late`: a fire not started this long after its time; `long_running`: a
+    # run still going after this long. Null: the config centre's default.
+    late_after_seconds = models.PositiveIntegerField(null=True, blank=True)
+    long_running_seconds = models.PositiveIntegerField(null=True, blank=True)
 
     state = models.CharField(max_length=10, choices=State.choices, default=State.ENABLED)
     consecutive_failures = models.PositiveIntegerField(default=0)
@@ -462,6 +471,9 @@ class Alert(models.Model):
     class Kind(models.TextChoices):
         CRASH = "crash", "Crashed"
         RECOVERED = "recovered", "Recovered"
+        FAILED = "failed", "Failed"
+        LATE = "late", "Late"
+        LONG_RUNNING = "long_running", "Long running"
 
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -473,8 +485,11 @@ class Alert(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="alerts")
     # The run whose outcome crossed the threshold (or recovered the job).
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    kind = models.CharField(max_length=10, choices=Kind.choices)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    # What happened, once: "late:<job>:<fire time>", "failed:<run>", "long_running:<run>".
+    # Unique, so a second scheduler noticing the same event writes nothing.
+    event = models.CharField(max_length=200, blank=True, default="")
     recipients = models.JSONField(default=list, blank=True)
     # Recipients the mail server already accepted: a partial refusal is
     # retried for the others alone.
@@ -501,6 +516,7 @@ class Alert(models.Model):
             ),
             # One crossing, one alert, even if the hook were called twice.
             models.UniqueConstraint("run", condition=Q(kind="crash"), name="alert_one_crash_per_run"),
+            models.UniqueConstraint("event", condition=~Q(event=""), name="alert_one_per_event"),
         ]
         indexes = [
             # outbox.AlertSender.claim_due(): pending alerts whose time has come.

@@ -107,6 +107,21 @@ JOB_INPUT_PROPERTIES = {
             "sending a masked URL back unchanged keeps the stored one."
         ),
     },
+    "alert_on": {
+        "type": "array",
+        "items": {"type": "string", "enum": ["crashed", "recovered", "failed", "late", "long_running"]},
+        "description": "Kinds of alert for this job; empty: the sys.job.alertOn setting.",
+    },
+    "late_after_seconds": {
+        "type": ["integer", "null"],
+        "minimum": 10,
+        "description": "late: a fire not started this long after its time; null: sys.job.lateAfterSeconds.",
+    },
+    "long_running_seconds": {
+        "type": ["integer", "null"],
+        "minimum": 10,
+        "description": "long_running: a run still going after this long (below the timeout); null: the setting.",
+    },
     "notify_recovered": {
         "type": "boolean",
         "description": "Also send a notice when the job next succeeds after a crash.",

@@ -117,6 +117,7 @@ class Scheduler:
         self.pool = WorkerPool(max_workers or settings.JOBS_MAX_CONCURRENT_RUNS)
         self.alert_sender = AlertSender(wake=self.pool.wake)
         self.heartbeat_pinger = HeartbeatPinger()  # CRONBOARD_HEARTBEAT_URL, if set
+        self.alert_watch = alerts.AlertWatch()  # late and long-running alerts
         self.misfire_threshold = timedelta(
             seconds=settings.JOBS_MISFIRE_THRESHOLD if misfire_threshold is None else misfire_threshold
         )
@@ -840,6 +841,8 @@ class Scheduler:
             self._alerts_written = True
         elif succeeded:
             self._alerts_written |= alerts.on_success(job=job, run=run, now=now) is not None
+        elif final:
+            self._alerts_written |= alerts.on_failed(job=job, run=run, now=now) is not None
 
     # -- liveness ----------------------------------------------------------------
 
@@ -954,6 +957,7 @@ class Scheduler:
         did |= self.enforce_deadlines(now)
         self.heartbeat(now)
         did |= self.sweep(now)
+        self._alerts_written |= self.alert_watch.step(now)
         did |= self.send_alerts(now)
         self.heartbeat_pinger.step(now)
         if not self.draining:
@@ -1152,4 +1156,4 @@ def _seconds(delta: timedelta) -> str:
 def _wants_recovery_notice(run: Run) -> bool:
     """A success of this run's job may owe a "recovered" notice, which depends
     on the job's state and latest alert: its outcome is written the long way."""
-    return run.job is not None and run.job.notify_recovered
+    return run.job is not None and alerts.wants_recovered(run.job)

@@ -60,6 +60,7 @@ def job_to_spec(job: Job, *, with_secrets: bool = False) -> dict:
     if spec["state"] == Job.State.CRASHED:
         spec["state"] = Job.State.ENABLED
     spec["alert_emails"] = list(spec["alert_emails"] or [])
+    spec["alert_on"] = list(spec["alert_on"] or [])
     plain = channels.plain_list(job.alert_channels)
     spec["alert_channels"] = plain if with_secrets else [channels.mask(url) for url in plain]
     spec["properties"] = dict(spec["properties"] or {})
@@ -189,4 +190,6 @@ def _type_problem(field: str, value) -> str | None:
         isinstance(value, list) and all(isinstance(item, str) for item in value)
     ):
         return "Must be a list of channel URLs."
+    if field == "alert_on" and not (isinstance(value, list) and all(isinstance(item, str) for item in value)):
+        return "Must be a list of kinds of alert."
     return None

@@ -231,6 +231,9 @@ FORM_LABELS = {
     "alert_threshold": "Alert after this many failed fires in a row",
     "alert_emails": "Alert emails",
     "alert_channels": "Alert channels",
+    "alert_on": "Alert on",
+    "late_after_seconds": "Late after (seconds)",
+    "long_running_seconds": "Long running after (seconds)",
 }
 
 
@@ -261,6 +264,9 @@ PLACED_FIELDS = {
     "alert_threshold",
     "alert_emails",
     "alert_channels",
+    "alert_on",
+    "late_after_seconds",
+    "long_running_seconds",
 }
 
 
@@ -281,6 +287,9 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
     form.fields["alert_channels"].widget.attrs.update(
         {"rows": 2, "placeholder": "json://hooks.example.com/path"}
     )
+    form.fields["alert_on"].help_text = "None ticked: the kinds of alert in Settings."
+    form.fields["late_after_seconds"].help_text = "Empty: the default in Settings."
+    form.fields["long_running_seconds"].help_text = "Below the timeout. Empty: the default in Settings."
     form.fields["alert_channels"].help_text = (
         "Apprise URLs, one per line. Empty: the global alert channels (Settings). "
         "Secrets are masked once saved; leave a masked line as it is to keep it."
