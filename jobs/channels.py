@@ -41,8 +41,22 @@ log = logging.getLogger("cronboard.alerts")
 MAX_CHANNELS = 20
 MAX_URL_CHARS = 2000
 MASK = "****"
-# Schemas whose "host" is whatever server the operator names: always fenced.
+# Generic webhooks: the host is whatever server the operator names.
 WEBHOOK_SCHEMAS = {"json", "jsons", "form", "forms", "xml", "xmls"}
+# Services Apprise reaches at their own fixed address: the URL's "host" is a
+# token (slack://T…/B…/…), not where it connects. Every other schema is
+# fenced on its host; one whose host does not resolve is refused (closed).
+FIXED_ENDPOINT_SCHEMAS = {
+    "slack",
+    "tgram",
+    "discord",
+    "dingtalk",
+    "feishu",
+    "lark",
+    "wecombot",
+    "msteams",
+    "pover",
+}
 # Options that say how to send, not where or with which secret: shown as is.
 PLAIN_OPTIONS = {"method", "format", "mode", "priority", "image", "footer", "blocks", "redirect", "verify"}
 REFUSED_SCHEMAS = {"mailto", "mailtos"}
@@ -185,8 +199,10 @@ def fence_url(url: str, plugin=None) -> str | None:
     plugin = plugin or instantiate(url)
     schema = urlsplit(url).scheme.lower()
     host = str(getattr(plugin, "host", "") or "")
-    if not host or (schema not in WEBHOOK_SCHEMAS and not _looks_like_host(host)):
+    if not host or schema in FIXED_ENDPOINT_SCHEMAS:
         return None
+    if schema in ("ntfy", "ntfys") and getattr(plugin, "mode", "") == "cloud":
+        return None  # ntfy://topic: the public ntfy.sh
     scheme = "https" if getattr(plugin, "secure", False) else "http"
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"

@@ -367,6 +367,9 @@ BAD_CHANNELS = [
     ("jsons://[::1]/hook", "fenced_channel"),
     ("json://2130706433/hook", "fenced_channel"),
     ("json://localhost/hook", "fenced_channel"),
+    ("ntfy://127.0.0.1/topic", "fenced_channel"),
+    ("gotify://internal-name-that-does-not-resolve.invalid/token", "fenced_channel"),
+    ("workflow://169.254.169.254:443/abcdef0123456789/signature", "fenced_channel"),
     ("json://example.com/\x00", "invalid_channel"),
     ("json://example.com/" + "a" * 3000, "invalid_channel"),
 ]
@@ -382,6 +385,26 @@ def test_bad_channel_urls_are_refused_with_a_clear_error_and_nothing_saved(db, s
     errors = response.json()["errors"]
     assert any(e["field"] == "alert_channels" and e["code"] == code for e in errors), errors
     assert not Job.objects.filter(name="x").exists()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ",
+        "tgram://123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/987654321",
+        "dingtalk://SECRETTOKEN/",
+        "wecombot://BOTKEY",
+        "ntfy://my-topic",
+    ],
+)
+def test_services_at_a_fixed_address_save_without_a_lookup_and_are_masked(db, staff_api, url):
+    response = staff_api.post(
+        "/api/jobs",
+        {"name": "x", "handler": "demo.echo", "cron_expression": "0 * * * * *", "alert_channels": [url]},
+    )
+    assert response.status_code == 201, response.content
+    (shown,) = response.json()["alert_channels"]
+    assert shown == channels.mask(url) and shown != url
 
 
 @pytest.mark.parametrize("value", ["json://example.com", {"a": 1}, [1], [None], [["json://example.com"]]])
