@@ -263,7 +263,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # Alert channels read why a send failed from Apprise's warnings (jobs.channels).
+        "apprise": {"level": "WARNING"},
+    },
 }
 
 # --- Cronboard ---------------------------------------------------------------

@@ -152,7 +152,9 @@ def record_alert(*, job: Job, run: Run | None, kind: str, now: datetime, event: 
         )
         for token, url in channel_tokens.items()
     )
-    body = render_to_string("jobs/email/alert_message.txt", {**facts, "alert": alert})
+    body = render_to_string(
+        "jobs/email/alert_message.txt", {**facts, "alert": alert, "channel_count": len(channel_tokens)}
+    )
     Message.objects.bulk_create(
         Message(user=user, job=job, subject=alert.subject, body=body, created_at=now)
         for user in message_recipients(job)

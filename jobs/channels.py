@@ -61,6 +61,22 @@ FIXED_ENDPOINT_SCHEMAS = {
 PLAIN_OPTIONS = {"method", "format", "mode", "priority", "image", "footer", "blocks", "redirect", "verify"}
 REFUSED_SCHEMAS = {"mailto", "mailtos"}
 _HTTP_CODE_RE = re.compile(r"error=(\d{3})\b")
+_URL_RE = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+
+
+class _MaskURLs(logging.Filter):
+    """Apprise logs URLs it cannot parse, in full: mask every URL in its
+    records, so a secret typed into a bad channel URL never reaches a log."""
+
+    def filter(self, record):
+        text = record.getMessage()
+        masked = _URL_RE.sub(lambda m: mask(m.group(0)), text)
+        if masked != text:
+            record.msg, record.args = masked, ()
+        return True
+
+
+logging.getLogger("apprise").addFilter(_MaskURLs())
 
 
 # -- encryption ------------------------------------------------------------------
@@ -340,10 +356,8 @@ def send(url: str, *, title: str, body: str) -> SendResult:
         transient = exc.reason.startswith("could not resolve")
         return SendResult(False, not transient, f"blocked by the fence: {exc.reason}")
     handler = _ThreadLogs()
-    apprise_log = logging.getLogger("apprise")
+    apprise_log = logging.getLogger("apprise")  # its level: settings.LOGGING (WARNING)
     apprise_log.addHandler(handler)
-    if apprise_log.level == logging.NOTSET or apprise_log.level > logging.WARNING:
-        apprise_log.setLevel(logging.WARNING)
     try:
         ok = bool(plugin.notify(body=body, title=title))
     except Exception as exc:  # a plugin bug must not kill the sender thread

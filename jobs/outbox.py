@@ -369,7 +369,8 @@ class AlertSender:
         re-checks the row is still due, and marks it with its claim token."""
         clock = leases.database_time(now)
         due = AlertDelivery.objects.filter(status=Alert.Status.PENDING, next_attempt_at__lte=clock)
-        for key in due.order_by("next_attempt_at", "id").values_list("channel_key", flat=True)[:CLAIM_BATCH]:
+        keys = due.order_by("next_attempt_at", "id").values_list("channel_key", flat=True)[:CLAIM_BATCH]
+        for key in dict.fromkeys(keys):
             mine = due.filter(channel_key=key)
             last = AlertDelivery.objects.filter(channel_key=key).aggregate(m=Max("last_attempt_at"))["m"]
             if last is not None and clock - last < GROUP_WINDOW:

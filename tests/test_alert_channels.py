@@ -407,6 +407,18 @@ def test_services_at_a_fixed_address_save_without_a_lookup_and_are_masked(db, st
     assert shown == channels.mask(url) and shown != url
 
 
+def test_a_secret_in_a_bad_url_never_reaches_the_log(db, staff_api, caplog):
+    url = f"bogus://user:{SECRET}@host/{SECRET}"
+    with caplog.at_level("DEBUG"):
+        response = staff_api.post(
+            "/api/jobs",
+            {"name": "x", "handler": "demo.echo", "cron_expression": "0 * * * * *", "alert_channels": [url]},
+        )
+    assert response.status_code == 400
+    assert SECRET not in response.content.decode()
+    assert "Unparseable URL" in caplog.text and SECRET not in caplog.text
+
+
 @pytest.mark.parametrize("value", ["json://example.com", {"a": 1}, [1], [None], [["json://example.com"]]])
 def test_channels_must_be_a_list_of_strings(db, staff_api, value):
     response = staff_api.post(
