@@ -577,7 +577,7 @@ class AlertDelivery(models.Model):
             models.Index(
                 fields=["next_attempt_at", "id"], condition=Q(status="pending"), name="alert_delivery_due_idx"
             ),
-            models.Index(fields=["channel_key", "-last_attempt_at"], name="alert_delivery_channel_idx"),
+            models.Index(fields=["channel_key", "-sent_at"], name="alert_delivery_channel_idx"),
         ]
 
     def __str__(self):

@@ -32,7 +32,8 @@ The scheduler calls `AlertSender.step(now)` on every pass (its
 - Channels (jobs.channels, Apprise) have their own rows (AlertDelivery), one
   per alert and channel, claimed, retried and given up on the same way. The
   rows of one channel that are due together go out as one message listing
-  the jobs, and a channel gets at most one message a minute (GROUP_WINDOW):
+  the jobs, and a channel gets at most one message a minute after the last
+  one it took (GROUP_WINDOW):
   a storm of crashes is one message per channel per minute.
 - Results: accepted → `sent`. A 5xx reply → `failed_permanent`, keeping the
   server's reply. Anything else — a 4xx reply, a refused or dropped
@@ -372,7 +373,9 @@ class AlertSender:
         keys = due.order_by("next_attempt_at", "id").values_list("channel_key", flat=True)[:CLAIM_BATCH]
         for key in dict.fromkeys(keys):
             mine = due.filter(channel_key=key)
-            last = AlertDelivery.objects.filter(channel_key=key).aggregate(m=Max("last_attempt_at"))["m"]
+            # The last message the channel took (a failed attempt is no message:
+            # retries keep their own backoff).
+            last = AlertDelivery.objects.filter(channel_key=key).aggregate(m=Max("sent_at"))["m"]
             if last is not None and clock - last < GROUP_WINDOW:
                 mine.update(next_attempt_at=last + GROUP_WINDOW)
                 continue
@@ -454,7 +457,10 @@ class AlertSender:
             result = channels.SendResult(False, False, f"{type(exc).__name__}: {exc}"[:REPLY_CHARS])
         if result.ok:
             AlertDelivery.objects.filter(pk__in=delivery.ids, status=Alert.Status.PENDING).update(
-                status=Alert.Status.SENT, sent_at=now, next_attempt_at=None, last_error=""
+                status=Alert.Status.SENT,
+                sent_at=leases.database_time(now),
+                next_attempt_at=None,
+                last_error="",
             )
             log.info("%s sent (attempt %s)", delivery.label, delivery.attempts)
             return
