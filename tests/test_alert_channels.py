@@ -327,6 +327,21 @@ def test_saving_the_masked_url_back_keeps_the_secret(
     assert not AuditEvent.objects.filter(job=job, action="update", changes__has_key="alert_channels").exists()
 
 
+def test_an_export_with_secrets_restores_the_channel_where_it_was_unknown(
+    db, webhook_server, loopback_fence_open, tmp_path
+):
+    job = save_job([secret_url(webhook_server)])
+    out = StringIO()
+    call_command("jobs", "export", "nightly-report", "--with-secrets", stdout=out)
+    job.delete()  # another installation: the channel is not stored here
+    path = tmp_path / "jobs.json"
+    path.write_text(out.getvalue())
+    call_command("jobs", "import", str(path), stdout=StringIO())
+    restored = Job.objects.get(name="nightly-report")
+    assert channels.plain_list(restored.alert_channels) == [secret_url(webhook_server)]
+    assert restored.alert_channels != [secret_url(webhook_server)], "stored encrypted"
+
+
 def test_a_masked_url_that_matches_nothing_is_refused(db, webhook_server, loopback_fence_open, staff_api):
     masked = channels.mask(secret_url(webhook_server))
     response = staff_api.post(

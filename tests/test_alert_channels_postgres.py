@@ -36,6 +36,10 @@ SCRIPT = textwrap.dedent(
     for url in bad:
         r = client.post("/api/jobs", data=json.dumps({**job, "alert_channels": [url]}), content_type="application/json")
         answers.append([r.status_code, [e["code"] for e in r.json()["errors"]]])
+    for extra in ({"alert_on": ["nope"]}, {"late_after_seconds": 10**12}, {"alert_on": "late"},
+                  {"long_running_seconds": 600}, {"alert_channels": [None]}):
+        r = client.post("/api/jobs", data=json.dumps({**job, **extra}), content_type="application/json")
+        answers.append([r.status_code, sorted({e["field"] for e in r.json()["errors"]})])
     saved_after_bad = Job.objects.filter(name="pg").exists()
 
     secret = "json://u:S3CRETpw@203.0.113.9/x/S3CRETpath"
@@ -79,8 +83,15 @@ def test_channels_on_postgresql(postgres_server):
         )
         assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert [status for status, _ in result["answers"]] == [400] * 6
-    assert [codes for _, codes in result["answers"]] == [
+    assert [status for status, _ in result["answers"]] == [400] * 11
+    assert [codes for _, codes in result["answers"]][6:] == [
+        ["alert_on"],
+        ["late_after_seconds"],
+        ["alert_on"],
+        ["long_running_seconds"],
+        ["alert_channels"],
+    ]
+    assert [codes for _, codes in result["answers"]][:6] == [
         ["invalid_channel"],
         ["fenced_channel"],
         ["invalid_channel"],
