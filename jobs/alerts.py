@@ -325,8 +325,11 @@ class AlertWatch:
         if self._last is not None and timedelta(0) <= now - self._last < WATCH_EVERY:
             return False
         self._last = now
-        wrote = check_late(now)
-        wrote += check_long_running(now)
+        from jobs.leases import database_time
+
+        clock = database_time(now)  # PostgreSQL: every node judges by the same clock
+        wrote = check_late(clock)
+        wrote += check_long_running(clock)
         return wrote > 0
 
 

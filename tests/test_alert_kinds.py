@@ -265,11 +265,11 @@ def test_kinds_and_thresholds_round_trip_through_the_api(db, staff_api):
 # -- real scheduler processes --------------------------------------------------------------
 
 
-def _site(tmp_path) -> dict:
+def _site(tmp_path, database_url: str) -> dict:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("JOBS_", "DATABASE_URL"))}
     env = {
         **base,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'kinds.sqlite3'}",
+        "DATABASE_URL": database_url,
         "JOBS_WORKER_ID": "kinds",
         "JOBS_SHUTDOWN_GRACE": "2",
         "PYTHONUNBUFFERED": "1",
@@ -294,8 +294,13 @@ def _shell(env, code: str) -> str:
 
 
 @pytest.mark.slow
-def test_late_and_long_running_alerts_from_a_real_scheduler_process(tmp_path):
-    env = _site(tmp_path)
+@pytest.mark.parametrize("database", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_late_and_long_running_alerts_from_a_real_scheduler_process(tmp_path, request, database):
+    if database == "postgresql":
+        url = request.getfixturevalue("postgres_server").create_database("alert_kinds")
+    else:
+        url = f"sqlite:///{tmp_path / 'kinds.sqlite3'}"
+    env = _site(tmp_path, url)
     # A fire due five minutes ago (as if the scheduler had been down), and a run that takes 60 s.
     _shell(
         env,
