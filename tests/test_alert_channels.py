@@ -481,3 +481,15 @@ def test_send_test_is_for_staff_only(db, webhook_server, loopback_fence_open, vi
     response = viewer_client.post("/alerts/test-channel/", {"job": job.pk, "index": 0})
     assert response.status_code == 403
     assert webhook_server.received == []
+
+
+def test_send_test_for_a_global_channel_from_the_settings_page(
+    db, webhook_server, loopback_fence_open, staff_client
+):
+    set_setting("sys.job.alertChannels", [webhook_server.url("/global")])
+    page = staff_client.get("/settings/").content.decode()
+    assert "Send test" in page and channels.mask(webhook_server.url("/global")) in page
+    response = staff_client.post("/alerts/test-channel/", {"index": 0})
+    assert "Sent to" in response.content.decode()
+    (hook,) = webhook_server.received
+    assert hook.path == "/global"
