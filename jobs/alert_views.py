@@ -5,13 +5,14 @@ job's alerts (a fragment the job page loads), and the settings page's
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Q
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from jobs import alerts, channels, links
 from jobs.access import can_edit, can_view, get_job_for_user
 from jobs.config import get_setting, parse_email_list
-from jobs.models import Alert
+from jobs.models import Alert, AlertDelivery
 from jobs.outbox import describe_failure
 
 RECENT_ALERTS = 100
@@ -26,7 +27,9 @@ def alert_list(request):
     status = request.GET.get("status", "")
     shown = Alert.objects.select_related("job").prefetch_related("deliveries").order_by("-created_at", "-id")
     if status in Alert.Status.values:
-        shown = shown.filter(status=status)
+        # The email's state or any channel's: "Refused" finds a refused webhook too.
+        matching = AlertDelivery.objects.filter(status=status).values("alert_id")
+        shown = shown.filter(Q(status=status) | Q(pk__in=matching))
     return render(
         request,
         "jobs/alert_list.html",

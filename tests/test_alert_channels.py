@@ -149,6 +149,9 @@ def test_a_4xx_answer_stops_the_channel_and_shows_why(
 
     page = staff_client.get("/alerts/").content.decode()
     assert f'id="delivery-{delivery.pk}"' in page and "Refused" in page and "404" in page
+    refused = staff_client.get("/alerts/?status=failed_permanent").content.decode()
+    assert f'id="delivery-{delivery.pk}"' in refused, "the filter finds a refused channel"
+    assert f'id="delivery-{delivery.pk}"' not in staff_client.get("/alerts/?status=sent").content.decode()
 
 
 def test_a_5xx_answer_is_retried(db, webhook_server, loopback_fence_open, scheduler, clock):
