@@ -144,13 +144,13 @@ def record_alert(*, job: Job, run: Run | None, kind: str, now: datetime, event: 
     AlertDelivery.objects.bulk_create(
         AlertDelivery(
             alert=alert,
-            channel=token,
+            channel=channels.encrypt(url),  # encrypted even if the job's entry was written by hand
             channel_key=channels.channel_key(url),
             channel_masked=channels.mask(url)[:300],
             status=Alert.Status.PENDING,
             next_attempt_at=now,
         )
-        for token, url in channel_tokens.items()
+        for url in channel_tokens.values()
     )
     body = render_to_string(
         "jobs/email/alert_message.txt", {**facts, "alert": alert, "channel_count": len(channel_tokens)}
@@ -173,7 +173,7 @@ def alert_channels(job: Job) -> dict[str, str]:
     tokens = job.alert_channels or get_setting("sys.job.alertChannels")
     found: dict[str, str] = {}
     for token in tokens if isinstance(tokens, list) else []:
-        url = channels.decrypt(token)
+        url = channels.reveal(token)
         if url is not None and url not in found.values():
             found[token] = url
     if tokens and not found:

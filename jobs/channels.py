@@ -110,6 +110,20 @@ def decrypt(token: str) -> str | None:
         return None
 
 
+def reveal(stored: str) -> str | None:
+    """The URL a stored entry stands for: a token decrypted; a plain URL
+    written to the database by hand (not through a form, the API or an
+    import, which always encrypt) is taken as it is, and encrypted the next
+    time the job is saved. None for a token this SECRET_KEY cannot read."""
+    url = decrypt(stored)
+    if url is not None:
+        return url
+    text = str(stored)
+    if "://" in text and not text.startswith("gAAAAA"):  # every Fernet token starts so
+        return text
+    return None
+
+
 def channel_key(url: str) -> str:
     """Identifies a channel without revealing it (the storm grouping and the
     one-delivery-per-alert-and-channel constraint use it)."""
@@ -174,7 +188,7 @@ def plain_list(tokens) -> list[str]:
     (and logged) rather than allowed to break an alert."""
     urls = []
     for token in tokens if isinstance(tokens, (list, tuple)) else []:
-        url = decrypt(token)
+        url = reveal(token)
         if url is None:
             log.error("an alert channel could not be decrypted (was SECRET_KEY changed?); skipped")
             continue
@@ -290,7 +304,11 @@ def clean_channels(value, stored=()) -> list[str]:
     items = _as_items(value)
     if len(items) > MAX_CHANNELS:
         raise ValidationError(f"A job can have at most {MAX_CHANNELS} channels.", code="invalid_channel")
-    stored_pairs = [(token, url) for token in (stored or []) if (url := decrypt(token)) is not None]
+    stored_pairs = [
+        (token if decrypt(token) is not None else encrypt(url), url)
+        for token in (stored or [])
+        if (url := reveal(token)) is not None
+    ]
     used: set[int] = set()
     tokens, seen = [], set()
     for position, item in enumerate(items):
@@ -298,8 +316,8 @@ def clean_channels(value, stored=()) -> list[str]:
         if not item:
             continue
         match = None
-        if decrypt(item) is not None:
-            match = (item, decrypt(item))
+        if (known := decrypt(item)) is not None:
+            match = (item, known)
         else:
             candidates = [
                 i for i, (_t, url) in enumerate(stored_pairs) if i not in used and mask(url) == item

@@ -131,7 +131,7 @@ class ChannelListField(forms.Field):
 
     def prepare_value(self, value):
         if isinstance(value, (list, tuple)):
-            return "\n".join(channels.mask(channels.decrypt(item) or item) for item in value)
+            return "\n".join(channels.mask(channels.reveal(item) or item) for item in value)
         return value
 
 

@@ -401,7 +401,7 @@ class AlertSender:
                 attempts=max(row.attempts for row in rows),
                 created_at=min(row.alert.created_at for row in rows),
                 claimed_until=until,
-                url=channels.decrypt(rows[0].channel),
+                url=channels.reveal(rows[0].channel),
                 title=title,
                 body=body,
                 masked=rows[0].channel_masked,

@@ -496,3 +496,27 @@ def test_send_test_for_a_global_channel_from_the_settings_page(
     assert "Sent to" in response.content.decode()
     (hook,) = webhook_server.received
     assert hook.path == "/global"
+
+
+def test_a_plain_url_written_to_the_database_by_hand_still_alerts_and_is_encrypted_when_saved(
+    db, webhook_server, loopback_fence_open, scheduler, clock, staff_api
+):
+    url = webhook_server.url("/by-hand")
+    job = Job.objects.create(
+        name="by-hand",
+        handler="demo.fail",
+        cron_expression="*/10 * * * * *",
+        alert_threshold=1,
+        alert_channels=[url],
+    )
+    assert staff_api.get(f"/api/jobs/{job.pk}").json()["alert_channels"] == [channels.mask(url)]
+    crash(job, scheduler, clock)
+    send_pass(scheduler, clock())
+    (hook,) = webhook_server.received
+    assert hook.path == "/by-hand"
+    assert AlertDelivery.objects.get().channel != url, "the delivery row is encrypted"
+
+    response = staff_api.patch(f"/api/jobs/{job.pk}", {"description": "saved", "state": "enabled"})
+    assert response.status_code == 200, response.content
+    job.refresh_from_db()
+    assert job.alert_channels != [url] and channels.plain_list(job.alert_channels) == [url]
