@@ -148,8 +148,9 @@ def _looks_like_host(host: str) -> bool:
 
 
 def mask(url: str) -> str:
-    """The URL with its secrets replaced: the password, and all but the first
-    characters of tokens in the host, path and query."""
+    """The URL with its secrets replaced: the password and query values, and
+    all but the first characters of the user name, path segments and (for a
+    service whose "host" is a token) the host."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -163,7 +164,7 @@ def mask(url: str) -> str:
     netloc = shown_host + (f":{port}" if port else "")
     if parts.username is not None:
         netloc = (
-            f"{quote(unquote(parts.username), safe='')}"
+            f"{quote(_hint(unquote(parts.username)), safe='*')}"
             + (":" + MASK if parts.password else "")
             + "@"
             + netloc
