@@ -34,7 +34,7 @@ from django.db.models import Q
 from django.template.loader import render_to_string
 
 from jobs import channels, links
-from jobs.config import MIN_ALERT_SECONDS, get_setting, get_setting_cached
+from jobs.config import MIN_ALERT_SECONDS, get_setting, get_setting_cached, get_stored
 from jobs.models import Alert, AlertDelivery, Job, Message, Run
 
 log = logging.getLogger("cronboard.alerts")
@@ -170,7 +170,7 @@ def email_recipients(job: Job) -> list[str]:
 def alert_channels(job: Job) -> dict[str, str]:
     """{stored token: URL} of the job's own channels; when it names none,
     sys.job.alertChannels. One per distinct URL."""
-    tokens = job.alert_channels or get_setting("sys.job.alertChannels")
+    tokens = job.alert_channels or get_stored("sys.job.alertChannels")
     found: dict[str, str] = {}
     for token in tokens if isinstance(tokens, list) else []:
         url = channels.reveal(token)

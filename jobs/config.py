@@ -197,6 +197,16 @@ def get_setting(key: str) -> Any:
         return spec.default
 
 
+def get_stored(key: str) -> Any:
+    """The value as stored, not cleaned again (the alert channels: read in the
+    scheduler's transactions, where cleaning a hand-written URL would mean a
+    DNS lookup)."""
+    from jobs.models import Setting
+
+    row = Setting.objects.filter(key=key).values_list("value", flat=True).first()
+    return SPECS[key].default if row is None else row
+
+
 _CACHE: dict[str, tuple[float, Any]] = {}
 
 
