@@ -525,6 +525,8 @@ class Alert(models.Model):
             ),
             # A job's alerts, newest first (the job page).
             models.Index(fields=["job", "-created_at", "-id"], name="alert_job_idx"),
+            # outbox: who was emailed within the last minute (the storm window).
+            models.Index(fields=["sent_at"], name="alert_sent_idx"),
         ]
 
     def __str__(self):

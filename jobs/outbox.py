@@ -34,7 +34,8 @@ The scheduler calls `AlertSender.step(now)` on every pass (its
   rows of one channel that are due together go out as one message listing
   the jobs, and a channel gets at most one message a minute after the last
   one it took (GROUP_WINDOW):
-  a storm of crashes is one message per channel per minute.
+  a storm of crashes is one message per channel per minute. Email does the
+  same per set of recipients (claim_companions, build_storm_email).
 - Results: accepted → `sent`. A 5xx reply → `failed_permanent`, keeping the
   server's reply. Anything else — a 4xx reply, a refused or dropped
   connection, a timeout — is temporary: retried after an exponential backoff
@@ -42,6 +43,7 @@ The scheduler calls `AlertSender.step(now)` on every pass (its
   next attempt would fall more than 24 h after the alert was written.
 """
 
+import hashlib
 import logging
 import queue
 import random
@@ -59,6 +61,7 @@ from django.core.mail import EmailMultiAlternatives, get_connection
 from django.core.mail.backends.smtp import EmailBackend as SMTPBackend
 from django.core.mail.message import sanitize_address
 from django.db.models import F, Max, Min
+from django.utils.html import escape
 
 from jobs import channels, leases, links
 from jobs.models import Alert, AlertDelivery
@@ -110,6 +113,36 @@ def build_email(alert: Alert, *, connection=None) -> EmailMultiAlternatives:
         },
     )
     message.attach_alternative(alert.body_html, "text/html")
+    return message
+
+
+def build_storm_email(alerts: list[Alert], *, connection=None) -> EmailMultiAlternatives:
+    """One email for several alerts to the same recipients: each alert's
+    subject and its job's link. Its Message-ID is made from the alerts' ids,
+    so a retry of the same storm is recognisably the same email."""
+    jobs = {alert.job_id for alert in alerts}
+    subject = f"[Cronboard] {len(alerts)} alerts for {len(jobs)} job{'s' if len(jobs) != 1 else ''}"
+    lines = [f"{len(alerts)} alerts:", ""]
+    items = []
+    for alert in alerts:
+        url = links.job_url(alert.job_id)
+        lines += [f"- {alert.subject}", f"  {url}"]
+        items.append(f'<li>{escape(alert.subject)}<br><a href="{escape(url)}">{escape(url)}</a></li>')
+    digest = hashlib.sha256(",".join(str(a.pk) for a in alerts).encode()).hexdigest()[:16]
+    domain = alerts[0].message_id.rsplit("@", 1)[-1].rstrip(">") or "cronboard"
+    message = EmailMultiAlternatives(
+        subject=subject,
+        body="\n".join(lines) + "\n",
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        to=list(alerts[0].recipients),
+        connection=connection,
+        headers={
+            "Message-ID": f"<cronboard.storm.{digest}@{domain}>",
+            "Auto-Submitted": "auto-generated",
+            "X-Cronboard-Alert": "storm " + ",".join(str(a.pk) for a in alerts),
+        },
+    )
+    message.attach_alternative(f"<p>{escape(subject)}</p><ul>{''.join(items)}</ul>", "text/html")
     return message
 
 
@@ -178,10 +211,17 @@ class Delivery:
     error: BaseException | None = None
     refused: dict = field(default_factory=dict)  # a partial refusal: {address: (code, reply)}
     give_up_at: datetime | None = None  # this process's clock: abandon the send after this
+    others: list[int] = field(default_factory=list)  # a storm: the alerts sent in the same email
+
+    @property
+    def ids(self) -> list[int]:
+        return [self.alert_id, *self.others]
 
     @property
     def label(self) -> str:
-        return f"alert {self.alert_id}"
+        return f"alert {self.alert_id}" + (
+            f" (with {', '.join(map(str, self.others))})" if self.others else ""
+        )
 
     def send(self) -> None:
         self.refused = send_email(self.message)
@@ -230,6 +270,22 @@ def storm_message(rows: list[AlertDelivery]) -> tuple[str, str]:
     return f"[Cronboard] {len(rows)} alerts for {len(jobs)} job{'s' if len(jobs) != 1 else ''}", "\n".join(
         lines
     )
+
+
+def _recipient_key(recipients) -> tuple[str, ...]:
+    return tuple(sorted(str(r).lower() for r in recipients or []))
+
+
+def _recently_emailed(clock: datetime) -> dict[tuple[str, ...], datetime]:
+    """{recipients: when they were last sent an alert email}, within GROUP_WINDOW."""
+    last: dict[tuple[str, ...], datetime] = {}
+    for recipients, sent_at in Alert.objects.filter(sent_at__gt=clock - GROUP_WINDOW).values_list(
+        "recipients", "sent_at"
+    ):
+        key = _recipient_key(recipients)
+        if key not in last or sent_at > last[key]:
+            last[key] = sent_at
+    return last
 
 
 class _SenderThread:
@@ -310,17 +366,23 @@ class AlertSender:
         alert = self.claim_due(now)
         if alert is None:
             return False
+        companions = self.claim_companions(alert)
         self.in_flight = Delivery(
             alert_id=alert.pk,
             attempts=alert.attempts,
-            created_at=alert.created_at,
+            created_at=min(a.created_at for a in [alert, *companions]),
             claimed_until=alert.next_attempt_at,
             message=None,
             give_up_at=now + claim_lease(),
+            others=[a.pk for a in companions],
         )
         try:
             connection = get_connection(timeout=settings.EMAIL_TIMEOUT)
-            self.in_flight.message = build_email(alert, connection=connection)
+            self.in_flight.message = (
+                build_storm_email([alert, *companions], connection=connection)
+                if companions
+                else build_email(alert, connection=connection)
+            )
         except Exception as exc:
             self.in_flight.error = exc
             self._results.put(self.in_flight)
@@ -351,16 +413,51 @@ class AlertSender:
         due = (
             Alert.objects.filter(status=Alert.Status.PENDING, next_attempt_at__lte=clock)
             .order_by("next_attempt_at", "id")
-            .values_list("id", "next_attempt_at")[:CLAIM_BATCH]
+            .values_list("id", "next_attempt_at", "recipients")[:CLAIM_BATCH]
         )
         until = clock + claim_lease()
-        for alert_id, expected in due:
+        recent = _recently_emailed(clock)
+        for alert_id, expected, recipients in due:
+            last = recent.get(_recipient_key(recipients))
+            if last is not None:
+                # One email a minute to the same recipients: it waits, and goes
+                # out with the others that came meanwhile (a storm).
+                Alert.objects.filter(
+                    id=alert_id, status=Alert.Status.PENDING, next_attempt_at=expected
+                ).update(next_attempt_at=last + GROUP_WINDOW)
+                continue
             claimed = Alert.objects.filter(
                 id=alert_id, status=Alert.Status.PENDING, next_attempt_at=expected
             ).update(next_attempt_at=until, attempts=F("attempts") + 1, last_attempt_at=clock)
             if claimed:
                 return Alert.objects.get(pk=alert_id)
         return None
+
+    def claim_companions(self, alert: Alert) -> list[Alert]:
+        """The other due alerts for the same recipients, none of them partly
+        delivered, claimed with the same compare-and-set and the same lease
+        end: they go out in one email with `alert` (a storm)."""
+        if alert.delivered_to:
+            return []
+        clock = alert.last_attempt_at
+        key = _recipient_key(alert.recipients)
+        candidates = (
+            Alert.objects.filter(status=Alert.Status.PENDING, next_attempt_at__lte=clock)
+            .exclude(pk=alert.pk)
+            .order_by("next_attempt_at", "id")
+            .values_list("id", "next_attempt_at", "recipients", "delivered_to")[: GROUP_MAX * 4]
+        )
+        claimed_ids = []
+        for other_id, expected, recipients, delivered in candidates:
+            if delivered or _recipient_key(recipients) != key or len(claimed_ids) >= GROUP_MAX - 1:
+                continue
+            if Alert.objects.filter(
+                id=other_id, status=Alert.Status.PENDING, next_attempt_at=expected
+            ).update(
+                next_attempt_at=alert.next_attempt_at, attempts=F("attempts") + 1, last_attempt_at=clock
+            ):
+                claimed_ids.append(other_id)
+        return list(Alert.objects.filter(pk__in=claimed_ids).order_by("created_at", "id"))
 
     def claim_channel(self, now: datetime) -> ChannelDelivery | None:
         """Claim the due rows of the channel whose turn is first, all at once
@@ -418,14 +515,14 @@ class AlertSender:
             self.record_partial(delivery, now)
             return
         if delivery.error is None:
-            Alert.objects.filter(pk=delivery.alert_id, status=Alert.Status.PENDING).update(
-                status=Alert.Status.SENT, sent_at=now, next_attempt_at=None
+            Alert.objects.filter(pk__in=delivery.ids, status=Alert.Status.PENDING).update(
+                status=Alert.Status.SENT, sent_at=leases.database_time(now), next_attempt_at=None
             )
-            log.info("alert %s sent (attempt %s)", delivery.alert_id, delivery.attempts)
+            log.info("%s sent (attempt %s)", delivery.label, delivery.attempts)
             return
         permanent, reply = describe_failure(delivery.error)
         ours = Alert.objects.filter(
-            pk=delivery.alert_id, status=Alert.Status.PENDING, next_attempt_at=delivery.claimed_until
+            pk__in=delivery.ids, status=Alert.Status.PENDING, next_attempt_at=delivery.claimed_until
         )
         self._failed(ours, delivery, permanent, reply, now)
 
@@ -441,12 +538,13 @@ class AlertSender:
         attempted = [r for r in alert.recipients if r not in (alert.delivered_to or [])]
         accepted = [r for r in attempted if r.lower() not in refused]
         delivered = list(alert.delivered_to or []) + accepted
-        Alert.objects.filter(pk=alert.pk).update(delivered_to=delivered)
+        # A storm's alerts share their recipients (and none was partly delivered).
+        Alert.objects.filter(pk__in=delivery.ids).update(delivered_to=delivered)
         text = "; ".join(f"{rcpt}: {code} {reply}" for rcpt, (code, reply) in delivery.refused.items())
         reply = f"delivered to {', '.join(delivered) or '—'}; refused: {text}"[:REPLY_CHARS]
         permanent = all(500 <= code < 600 for code, _ in delivery.refused.values())
         ours = Alert.objects.filter(
-            pk=delivery.alert_id, status=Alert.Status.PENDING, next_attempt_at=delivery.claimed_until
+            pk__in=delivery.ids, status=Alert.Status.PENDING, next_attempt_at=delivery.claimed_until
         )
         self._failed(ours, delivery, permanent, reply, now)
 
