@@ -304,7 +304,7 @@ def clean_channels(value, stored=()) -> list[str]:
     ValidationError naming the bad URL; duplicates are dropped."""
     items = _as_items(value)
     if len(items) > MAX_CHANNELS:
-        raise ValidationError(f"A job can have at most {MAX_CHANNELS} channels.", code="invalid_channel")
+        raise ValidationError(f"A job can have at most {MAX_CHANNELS} channels.", code="too_many")
     stored_pairs = [
         (token if decrypt(token) is not None else encrypt(url), url)
         for token in (stored or [])
