@@ -6,7 +6,9 @@ else), and validates real answers against these schemas."""
 
 from jobs import cron
 from jobs.api import MAX_URL_CHARS
-from jobs.config import MAX_EMAILS
+from jobs.channels import MAX_CHANNELS
+from jobs.channels import MAX_URL_CHARS as MAX_CHANNEL_URL_CHARS
+from jobs.config import ALERT_KINDS, MAX_ALERT_SECONDS, MAX_EMAILS, MIN_ALERT_SECONDS
 from jobs.forms import MAX_ALERT_THRESHOLD, MAX_DESCRIPTION_CHARS
 from jobs.models import Job, Run
 from jobs.serializers import JOB_FIELDS
@@ -129,6 +131,32 @@ JOB_INPUT_PROPERTIES = {
         "maxItems": MAX_EMAILS,
         "items": {"type": "string", "format": "email"},
         "description": f"At most {MAX_EMAILS} distinct addresses (code too_many).",
+    },
+    "alert_channels": {
+        "type": "array",
+        "maxItems": MAX_CHANNELS,
+        "items": {"type": "string", "maxLength": MAX_CHANNEL_URL_CHARS},
+        "description": (
+            "Apprise URLs (slack://…, json://host/path …). Read back masked; "
+            "sending a masked URL back unchanged keeps the stored one."
+        ),
+    },
+    "alert_on": {
+        "type": "array",
+        "items": {"type": "string", "enum": list(ALERT_KINDS)},
+        "description": "Kinds of alert for this job; empty: the sys.job.alertOn setting.",
+    },
+    "late_after_seconds": {
+        "type": ["integer", "null"],
+        "minimum": MIN_ALERT_SECONDS,
+        "maximum": MAX_ALERT_SECONDS,
+        "description": "late: a fire not started this long after its time; null: sys.job.lateAfterSeconds.",
+    },
+    "long_running_seconds": {
+        "type": ["integer", "null"],
+        "minimum": MIN_ALERT_SECONDS,
+        "maximum": MAX_ALERT_SECONDS,
+        "description": "long_running: a run still going after this long (below the timeout); null: the setting.",
     },
     "notify_recovered": {
         "type": "boolean",

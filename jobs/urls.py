@@ -27,4 +27,5 @@ urlpatterns = [
     path("alerts/", alert_views.alert_list, name="alert_list"),
     path("jobs/<int:job_id>/alerts/", alert_views.job_alerts, name="job_alerts"),
     path("settings/test-email/", alert_views.send_test_email, name="send_test_email"),
+    path("alerts/test-channel/", alert_views.send_test_channel, name="send_test_channel"),
 ]

@@ -26,6 +26,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from jobs import access, cron, services, tokens
+from jobs.alert_views import channel_rows
 from jobs.charts import duration_chart
 from jobs.forms import HTTP_FIELDS, JobForm, SettingsForm
 from jobs.handlers.http import METHODS as HTTP_METHODS
@@ -234,6 +235,10 @@ FORM_LABELS = {
     "timeout_seconds": "Timeout (seconds)",
     "alert_threshold": "Alert after this many failed fires in a row",
     "alert_emails": "Alert emails",
+    "alert_channels": "Alert channels",
+    "alert_on": "Alert on",
+    "late_after_seconds": "Late after (seconds)",
+    "long_running_seconds": "Long running after (seconds)",
 }
 
 
@@ -263,6 +268,10 @@ PLACED_FIELDS = {
     "timeout_seconds",
     "alert_threshold",
     "alert_emails",
+    "alert_channels",
+    "alert_on",
+    "late_after_seconds",
+    "long_running_seconds",
 }
 
 
@@ -280,6 +289,16 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
     form.fields["body"].widget.attrs.update({"rows": 3})
     form.fields["sql"].widget.attrs.update({"rows": 4})
     form.fields["alert_emails"].help_text = "Comma separated. Empty: the global alert emails (Settings)."
+    form.fields["alert_channels"].widget.attrs.update(
+        {"rows": 2, "placeholder": "json://hooks.example.com/path"}
+    )
+    form.fields["alert_on"].help_text = "None ticked: the kinds of alert in Settings."
+    form.fields["late_after_seconds"].help_text = "Empty: the default in Settings."
+    form.fields["long_running_seconds"].help_text = "Below the timeout. Empty: the default in Settings."
+    form.fields["alert_channels"].help_text = (
+        "Apprise URLs, one per line. Empty: the global alert channels (Settings). "
+        "Secrets are masked once saved; leave a masked line as it is to keep it."
+    )
     return {
         "form": form,
         "job": job,
@@ -605,7 +624,7 @@ def settings_page(request):
             field.disabled = True
     from jobs.handlers.sql import role_warnings
 
-    context = {"form": form, "sql_role_warnings": role_warnings()}
+    context = {"form": form, "sql_role_warnings": role_warnings(), "channels": channel_rows()}
     return _partial_or_page(request, "jobs/settings.html", "settings-form", context)
 
 

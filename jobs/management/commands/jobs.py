@@ -42,6 +42,11 @@ class Command(BaseCommand):
         p.add_argument("file")
         p = sub.add_parser("export", help="Print jobs as JSON (all live jobs, or the named ones).")
         p.add_argument("names", nargs="*")
+        p.add_argument(
+            "--with-secrets",
+            action="store_true",
+            help="Write alert channel URLs in full (they are masked otherwise).",
+        )
         sub.add_parser("list", help="One line per live job.")
         p = sub.add_parser("runs", help="A job's runs, newest scheduled first.")
         p.add_argument("name")
@@ -140,14 +145,18 @@ class Command(BaseCommand):
             raise ImportFailed(errors)
         return created, updated, unchanged
 
-    def do_export(self, names, **_):
+    def do_export(self, names, with_secrets=False, **_):
         jobs = Job.objects.live().order_by("name")
         if names:
             jobs = jobs.filter(name__in=names)
             missing = sorted(set(names) - set(jobs.values_list("name", flat=True)))
             if missing:
                 raise CommandError(f"no such job: {', '.join(missing)}")
-        self.stdout.write(json.dumps([job_to_spec(j) for j in jobs], indent=2, ensure_ascii=False))
+        self.stdout.write(
+            json.dumps(
+                [job_to_spec(j, with_secrets=with_secrets) for j in jobs], indent=2, ensure_ascii=False
+            )
+        )
 
     # -- reading ------------------------------------------------------------------
 
