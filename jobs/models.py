@@ -10,6 +10,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils.timezone import now as _now
 
+from jobs import cron
+
 
 class JobQuerySet(models.QuerySet):
     def live(self):
@@ -55,7 +57,7 @@ class Job(models.Model):
         PAUSED = "paused", "Paused"
         CRASHED = "crashed", "Crashed"
 
-    MIN_INTERVAL_SECONDS = 5
+    MIN_INTERVAL_SECONDS = cron.MIN_INTERVAL_SECONDS  # the floor is jobs.cron's (47004)
     MAX_INTERVAL_SECONDS = 366 * 86_400
     MAX_TIMEOUT_SECONDS = 86_400
     # What a person or program sets on a job (form, API, jobs-as-code file,

@@ -6,6 +6,7 @@ app_name = "jobs"
 
 urlpatterns = [
     path("", views.job_list, name="job_list"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("profile/", views.profile, name="profile"),
     path("cluster/", views.cluster, name="cluster"),
     path("jobs/bulk/", views.job_bulk, name="job_bulk"),
@@ -22,6 +23,7 @@ urlpatterns = [
     path("cron/preview/", views.cron_preview, name="cron_preview"),
     path("settings/", views.settings_page, name="settings"),
     path("messages/", views.message_list, name="messages"),
+    path("messages/unread/", views.unread_count, name="unread_count"),
     path("messages/read/", views.message_read, name="messages_read_all"),
     path("messages/<int:message_id>/read/", views.message_read, name="message_read"),
     path("alerts/", alert_views.alert_list, name="alert_list"),

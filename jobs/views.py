@@ -5,6 +5,7 @@ request, call a form or a service, render. htmx requests get the partial
 Access is decided by jobs.access only: every view needs a signed-in user;
 mutations need `can_edit` and POST (a GET never changes anything)."""
 
+import hashlib
 from datetime import UTC, datetime, timedelta
 from functools import wraps
 from urllib.parse import urlencode
@@ -13,13 +14,14 @@ from zoneinfo import available_timezones
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
+from django.contrib.staticfiles import finders
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db import IntegrityError
 from django.db.models import BooleanField, F, Q
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Substr
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.urls import reverse
 from django.utils import timezone
@@ -29,6 +31,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from jobs import access, cron, services, tokens
 from jobs.charts import duration_chart
 from jobs.forms import HTTP_FIELDS, JobForm, SettingsForm
+from jobs.handlers import registry
 from jobs.handlers.http import METHODS as HTTP_METHODS
 from jobs.handlers.sql import sql_enabled
 from jobs.leases import cluster_status
@@ -90,6 +93,12 @@ def _partial_or_page(request, template: str, partial: str, context: dict, *, sta
     return render(request, template, context, status=status)
 
 
+def _fingerprint(*parts) -> str:
+    """A short digest of what a live region shows, put on it as
+    data-poll-version: console.js polls less often while it stays the same."""
+    return hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()
+
+
 def _done(request, url: str):
     """After a successful POST: a redirect, which htmx must perform as a page load."""
     if request.htmx:
@@ -125,6 +134,13 @@ def _job_list_context(request) -> dict:
 
     page = Paginator(jobs, JOBS_PER_PAGE).get_page(params.get("page"))
     rows = [{"job": job, "schedule": _describe_schedule(job)} for job in page.object_list]
+    poll_version = _fingerprint(
+        page.paginator.count,
+        [
+            (job.pk, job.version, job.state, job.next_fire_at, job.last_fire_at, job.last_status)
+            for job in page.object_list
+        ],
+    )
     filters = {
         k: v for k, v in (("q", query), ("state", state), ("kind", kind), ("namespace", namespace)) if v
     }
@@ -137,6 +153,7 @@ def _job_list_context(request) -> dict:
         "namespace": namespace,
         "sort": sort,
         "filter_query": urlencode(filters),
+        "poll_version": poll_version,
         "sort_links": {
             key: urlencode({**filters, "sort": key if sort != key else f"-{key}"}) for key in JOB_SORTS
         },
@@ -188,23 +205,39 @@ def job_list(request):
 @require_POST
 @staff_required
 def job_bulk(request):
-    """Pause or resume the ticked jobs, then show the list as it was filtered."""
+    """Pause or resume the ticked jobs, then show the list as it was filtered.
+    Nothing ticked is refused; a crashed job is never paused (a pause would
+    hide its crash): it is left crashed and the answer says so."""
     action = request.POST.get("action")
+    ids = [i for i in request.POST.getlist("ids") if i.isdigit()]
     if action not in ("pause", "resume"):
         messages.error(request, "Choose pause or resume.")
+    elif not ids:
+        verb = "paused" if action == "pause" else "resumed"
+        messages.error(request, f"Nothing was {verb}: tick the jobs to {action} first.")
     else:
-        ids = [i for i in request.POST.getlist("ids") if i.isdigit()]
-        jobs = list(access.visible_jobs(request.user).filter(pk__in=ids))
-        changed = 0
+        jobs = list(access.visible_jobs(request.user).filter(pk__in=ids).order_by("name"))
+        changed, crashed = 0, []
         for job in jobs:
-            if action == "pause" and job.state != Job.State.PAUSED:
+            if action == "pause" and job.state == Job.State.CRASHED:
+                crashed.append(job.name)
+            elif action == "pause" and job.state != Job.State.PAUSED:
                 services.pause_job(job=job, user=request.user)
                 changed += 1
             elif action == "resume" and job.state != Job.State.ENABLED:
                 services.resume_job(job=job, user=request.user)
                 changed += 1
         verb = "Paused" if action == "pause" else "Resumed"
-        messages.success(request, f"{verb} {changed} job{'s' if changed != 1 else ''}.")
+        text = f"{verb} {changed} job{'s' if changed != 1 else ''}."
+        if crashed:
+            names = ", ".join(f"“{name}”" for name in crashed)
+            text += (
+                f" Left {len(crashed)} crashed job{'s' if len(crashed) != 1 else ''} crashed ({names}):"
+                " re-enable or resume {} to schedule {} again.".format(
+                    "it" if len(crashed) == 1 else "them", "it" if len(crashed) == 1 else "them"
+                )
+            )
+        (messages.warning if crashed else messages.success)(request, text)
     if request.htmx:
         return render(request, "jobs/job_list.html#job-table", _job_list_context(request))
     return redirect("jobs:job_list")
@@ -261,9 +294,41 @@ PLACED_FIELDS = {
 }
 
 
-def _form_context(form: JobForm, job: Job | None) -> dict:
+def _job_form(data=None, *, job: Job | None, user, initial=None) -> JobForm:
+    """The console's JobForm, its labels set before anything reads them: a
+    bound form caches each field's label when it validates, so labels set
+    later would show only on the blank form, not after a failed save."""
+    form = JobForm(data, instance=job, user=user, initial=initial)
     for name, label in FORM_LABELS.items():
         form.fields[name].label = label
+    form.fields["interval_seconds"].widget.attrs.update(
+        {"min": cron.MIN_INTERVAL_SECONDS, "data-min-code": cron.INTERVAL_TOO_SHORT}
+    )
+    form.fields["interval_seconds"].help_text = f"At least {cron.MIN_INTERVAL_SECONDS} seconds."
+    return form
+
+
+def _error_summary(form: JobForm) -> list[dict]:
+    """Each field's first error with a link to the field, for the summary above the form."""
+    out = []
+    for name, errors in form.errors.items():
+        if name == "__all__" or name not in form.fields:
+            continue
+        bound = form[name]
+        out.append({"id": bound.id_for_label, "label": bound.label, "message": errors[0]})
+    return out
+
+
+def _cron_error(form: JobForm) -> dict | None:
+    """The cron expression's coded error (47001…): the live preview shows it,
+    in place of the field's own copy, and drops it once the text is valid."""
+    for error in form.errors.as_data().get("cron_expression", []):
+        if str(error.code or "").isdigit():
+            return {"code": error.code, "message": error.messages[0]}
+    return None
+
+
+def _form_context(form: JobForm, job: Job | None) -> dict:
     kinds = Job.Kind.choices
     if not sql_enabled() and not (job and job.kind == Job.Kind.SQL):
         kinds = [choice for choice in kinds if choice[0] != Job.Kind.SQL]
@@ -278,6 +343,9 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
     return {
         "form": form,
         "job": job,
+        "error_summary": _error_summary(form) if form.is_bound else [],
+        "error": _cron_error(form) if form.is_bound else None,
+        "handlers": registry.available(),
         "http_methods": HTTP_METHODS,
         "timezones": sorted(available_timezones()),
         "sql_enabled": sql_enabled(),
@@ -295,7 +363,7 @@ def _handler_properties(job: Job) -> dict:
 
 
 def _save_job_form(request, job: Job | None):
-    form = JobForm(request.POST, instance=job, user=request.user)
+    form = _job_form(request.POST, job=job, user=request.user)
     if form.is_valid():
         try:
             saved = services.save_job(
@@ -320,7 +388,9 @@ def _save_job_form(request, job: Job | None):
 def job_create(request):
     if request.method == "POST":
         return _save_job_form(request, None)
-    form = JobForm(user=request.user, initial={"cron_expression": "0 0 * * * *", "timezone": "UTC"})
+    form = _job_form(
+        job=None, user=request.user, initial={"cron_expression": "0 0 * * * *", "timezone": "UTC"}
+    )
     return render(request, "jobs/job_form.html", _form_context(form, None))
 
 
@@ -330,7 +400,7 @@ def job_edit(request, job_id):
     job = access.get_job_for_user(request.user, job_id)
     if request.method == "POST":
         return _save_job_form(request, job)
-    form = JobForm(instance=job, user=request.user, initial={"properties": _handler_properties(job)})
+    form = _job_form(job=job, user=request.user, initial={"properties": _handler_properties(job)})
     return render(request, "jobs/job_form.html", _form_context(form, job))
 
 
@@ -348,11 +418,16 @@ def cron_preview(request):
         else:
             zone = cron.get_zone(zone_name)
             context["preview"] = preview
+            # Django's "T" format gives no abbreviation for an ambiguous local
+            # time (the repeated hour), exactly where it tells the two apart:
+            # the aware datetime's own tzname() knows which side of the fold.
             context["times"] = [
-                {"utc": utc, "local": utc.astimezone(zone), "dst": item.get("dst")}
+                {"utc": utc, "local": local, "abbr": local.tzname(), "dst": item.get("dst")}
                 for item in preview["times"]
                 for utc in [datetime.fromisoformat(item["utc"].replace("Z", "+00:00"))]
+                for local in [utc.astimezone(zone)]
             ]
+            context["zone_is_utc"] = cron.is_utc(zone)
     return render(request, "jobs/job_form.html#cron-preview", context)
 
 
@@ -419,6 +494,11 @@ def _history_context(job: Job, params) -> dict:
     filters = {k: v for k, v in (("status", status), ("trigger", trigger)) if v}
     live = _live_runs(job).exists()
     return {
+        "poll_version": _fingerprint(
+            live,
+            [(run.pk, run.status, run.finished_at) for run in page],
+            (job.version, job.state, job.next_fire_at, job.last_fire_at, job.consecutive_failures),
+        ),
         "runs": page,
         "status": status,
         "trigger": trigger,
@@ -426,6 +506,7 @@ def _history_context(job: Job, params) -> dict:
         "triggers": Run.Trigger.choices,
         "older_query": urlencode({**filters, "before": _cursor(page[-1])}) if older and page else "",
         "newer_query": urlencode({**filters, "after": _cursor(page[0])}) if newer and page else "",
+        "filter_query": urlencode(filters),
         "this_query": params.urlencode() if hasattr(params, "urlencode") else urlencode(params),
         "any_live": live,
     }
@@ -455,19 +536,23 @@ def _job_panels(job: Job) -> dict:
 @login_required
 def job_detail(request, job_id):
     job = access.get_job_for_user(request.user, job_id)
+    if request.htmx and request.htmx.target == "run-history":
+        # The history's filters and pages (their URL is this page's, pushed
+        # into the address bar): the same answer as job_runs.
+        return job_runs(request, job_id)
     context = {
         **_job_panels(job),
         "history": _history_context(job, request.GET),
         "audit_events": AuditEvent.objects.filter(job=job).order_by("-created_at", "-id")[:AUDIT_EVENTS],
     }
-    return _partial_or_page(request, "jobs/job_detail.html", "run-history", context)
+    return render(request, "jobs/job_detail.html", context)
 
 
 @login_required
 def job_runs(request, job_id):
-    """The run history alone (its filters, pages and live polling), with the
-    job's state, actions, summary and chart swapped out of band: a run that
-    finishes changes them too."""
+    """The run history alone (its live polling; its filters and pages come
+    through job_detail), with the job's state, crash banner, actions, summary
+    and chart swapped out of band: a run that finishes changes them too."""
     job = access.get_job_for_user(request.user, job_id)
     context = {**_job_panels(job), "history": _history_context(job, request.GET), "oob": True}
     return render(request, "jobs/job_detail.html#run-history", context)
@@ -608,6 +693,13 @@ def message_list(request):
 
 
 @login_required
+def unread_count(request):
+    """The top bar's Messages link with its unread badge; every page polls it."""
+    unread = Message.objects.filter(user=request.user, read_at__isnull=True).count()
+    return render(request, "jobs/_unread_count.html", {"unread": unread})
+
+
+@login_required
 @require_POST
 def message_read(request, message_id=None):
     """Mark one of your own messages read, or all of them."""
@@ -623,23 +715,43 @@ def message_read(request, message_id=None):
     return redirect("jobs:messages")
 
 
+NEW_TOKEN_SESSION_KEY = "cronboard_new_token"
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def profile(request):
-    """The user's API tokens: create one (its secret is shown on this answer
-    only, never again) or revoke one."""
-    new_secret = None
+    """The user's API tokens: create one or revoke one. Both POSTs redirect
+    (a reload never creates a second token); a new token's secret rides in
+    the session to the next page load, is shown there once and dropped."""
     if request.method == "POST":
         if "revoke" in request.POST:
             if tokens.revoke_token(user=request.user, token_id=request.POST["revoke"]):
                 messages.success(request, "Token revoked: programs using it are now refused.")
+            else:
+                messages.error(request, "No such active token: nothing was revoked.")
             return redirect("jobs:profile")
-        _token, new_secret = tokens.create_token(user=request.user, name=request.POST.get("name", ""))
+        token, secret = tokens.create_token(user=request.user, name=request.POST.get("name", ""))
+        request.session[NEW_TOKEN_SESSION_KEY] = {"id": token.pk, "secret": secret}
+        return redirect("jobs:profile")
+    new_token = request.session.pop(NEW_TOKEN_SESSION_KEY, None)
     return render(
         request,
         "jobs/profile.html",
-        {"api_tokens": request.user.api_tokens.all(), "new_secret": new_secret},
+        {
+            "api_tokens": request.user.api_tokens.all(),
+            "new_secret": new_token["secret"] if new_token else None,
+            "new_token_id": new_token["id"] if new_token else None,
+        },
     )
+
+
+def favicon(request):
+    """/favicon.ico, which browsers ask for whatever the page links."""
+    with open(finders.find("jobs/favicon.ico"), "rb") as icon:
+        response = HttpResponse(icon.read(), content_type="image/x-icon")
+    response["Cache-Control"] = "public, max-age=86400"
+    return response
 
 
 @login_required

@@ -1,0 +1,276 @@
+"""Issue 15's console defects, on the server side (Django's test client):
+bulk actions, labels and errors after a failed save, the cron preview's
+columns and zone names, live-region endpoints, tokens, favicon, links in
+messages, history URLs. The browser side is tests/test_console_usability_browser.py."""
+
+import re
+from datetime import UTC, datetime
+
+import time_machine
+from django.urls import reverse
+
+from jobs import cron
+from jobs.handlers import registry
+from jobs.models import APIToken, AuditEvent, Job, Message, Run
+from tests.test_console_jobs import job_data
+
+HTMX = {"HX-Request": "true"}
+
+
+def flash(html: str) -> list[str]:
+    return re.findall(r'<p class="flash ([a-z ]+)" role="\w+">(.*?)</p>', html, re.S)
+
+
+# -- 1. bulk actions -------------------------------------------------------------------
+
+
+def test_bulk_pause_with_nothing_ticked_is_refused(staff_client, make_job):
+    job = make_job(name="untouched")
+    response = staff_client.post(reverse("jobs:job_bulk"), {"action": "pause"}, headers=HTMX)
+    (tags, text), *_ = flash(response.content.decode())
+    assert "error" in tags and "Nothing was paused" in text and "tick" in text
+    assert Job.objects.get(pk=job.pk).state == Job.State.ENABLED
+    assert not AuditEvent.objects.filter(action="pause").exists()
+
+
+def test_bulk_pause_leaves_a_crashed_job_crashed_and_says_so(staff_client, make_job):
+    crashed = make_job(name="import-orders", state=Job.State.CRASHED, consecutive_failures=3)
+    fine = make_job(name="billing-sync")
+    response = staff_client.post(
+        reverse("jobs:job_bulk"), {"action": "pause", "ids": [crashed.pk, fine.pk]}, headers=HTMX
+    )
+    (tags, text), *_ = flash(response.content.decode())
+    assert "warning" in tags
+    assert "Paused 1 job." in text and "Left 1 crashed job crashed" in text and "import-orders" in text
+    crashed.refresh_from_db()
+    assert crashed.state == Job.State.CRASHED and crashed.consecutive_failures == 3
+    assert Job.objects.get(pk=fine.pk).state == Job.State.PAUSED
+
+
+def test_a_poll_of_the_job_list_does_not_wipe_the_flash(staff_client, make_job):
+    make_job(name="polled")
+    as_poll = staff_client.get(
+        reverse("jobs:job_list"), headers={**HTMX, "HX-Target": "job-table", "HX-Trigger": "job-table"}
+    )
+    assert 'id="flash"' not in as_poll.content.decode()
+    as_filter = staff_client.get(
+        reverse("jobs:job_list"),
+        {"q": "pol"},
+        headers={**HTMX, "HX-Target": "job-table", "HX-Trigger": "job-filters"},
+    )
+    assert 'id="flash" hx-swap-oob="true"' in as_filter.content.decode()
+
+
+def test_the_search_box_leaving_focus_does_not_refilter(staff_client):
+    html = staff_client.get(reverse("jobs:job_list")).content.decode()
+    trigger = re.search(r'<form id="job-filters"[^>]*hx-trigger="([^"]+)"', html, re.S).group(1)
+    # Typing filters; the selects filter on change; a bare "change" (which the
+    # search box fires when a tick takes the focus) does not.
+    assert trigger == "input changed delay:300ms from:input[name=q], change from:select.job-filter"
+
+
+# -- 4. after a failed save ------------------------------------------------------------------
+
+
+def labels(html: str) -> dict[str, str]:
+    return dict(re.findall(r'<label for="id_(\w+)">([^<]+)', html))
+
+
+def test_labels_are_the_same_after_a_failed_save(staff_client):
+    before = labels(staff_client.get(reverse("jobs:job_create")).content.decode())
+    bad = job_data(name="", cron_expression="0 0 12 5 * 1", max_retries="500", alert_threshold="5000")
+    after = labels(
+        staff_client.post(
+            reverse("jobs:job_create"), bad, headers={**HTMX, "HX-Target": "job-form"}
+        ).content.decode()
+    )
+    assert before["schedule_type"] == after["schedule_type"] == "Schedule"
+    assert before["max_retries"] == after["max_retries"] == "Retries"
+    assert after["alert_threshold"] == "Alert after this many failed fires in a row"
+    assert {k: v for k, v in after.items() if k in before} == before
+
+
+def test_the_error_summary_links_each_field_and_the_cron_error_shows_once(staff_client):
+    bad = job_data(name="", cron_expression="0 0 12 5 * 1")
+    html = staff_client.post(
+        reverse("jobs:job_create"), bad, headers={**HTMX, "HX-Target": "job-form"}
+    ).content.decode()
+    summary = re.search(
+        r'<div class="flash error error-summary"[^>]*id="form-errors"[^>]*>(.*?)</div>', html, re.S
+    )
+    assert summary and 'tabindex="-1"' in html
+    assert '<a href="#id_name">Name</a>' in summary.group(1)
+    assert '<a href="#id_cron_expression">Cron expression</a>' in summary.group(1)
+    # 47003 once below the field (in the live preview, which drops it when fixed), not twice.
+    after_summary = html[summary.end() :]
+    assert after_summary.count("47003") == 1
+    assert re.search(r'id="cron-error"><code class="code">47003</code>', after_summary)
+    assert not Job.objects.filter(builtin=False).exists()
+
+
+def test_a_required_cron_error_stays_under_the_field(staff_client):
+    html = staff_client.post(reverse("jobs:job_create"), job_data(cron_expression="")).content.decode()
+    field = re.search(r'id="field-cron_expression">(.*?)</div>', html, re.S).group(1)
+    assert "Enter a cron expression." in field
+
+
+# -- 6. handler help -----------------------------------------------------------------------------
+
+
+def test_the_form_carries_each_handlers_description_and_property_help(staff_client):
+    html = staff_client.get(reverse("jobs:job_create")).content.decode()
+    for info in registry.available():
+        block = re.search(rf'<div data-handler-help="{re.escape(info.name)}"[^>]*>(.*?)</div>', html, re.S)
+        assert block, info.name
+        assert str(info.description).replace("`", "`") in block.group(1).replace("&#x27;", "'")
+        for key in info.properties_help:
+            assert f"<code>{key}</code>" in block.group(1)
+    # Only the chosen handler's help is visible.
+    edit = staff_client.get(reverse("jobs:job_create")).content.decode()
+    assert all(" hidden" in tag for tag in re.findall(r"<div data-handler-help=[^>]*>", edit))
+
+
+# -- 8. the cron preview --------------------------------------------------------------------------
+
+
+def preview(client, expression, zone):
+    return client.get(
+        reverse("jobs:cron_preview"), {"cron_expression": expression, "timezone": zone}
+    ).content.decode()
+
+
+def test_a_utc_preview_has_one_time_column(staff_client):
+    for zone in ("UTC", "Etc/UTC"):
+        html = preview(staff_client, "0 0 * * * *", zone)
+        assert re.findall(r"<th[^>]*>([^<]*)</th>", html)[:2] == ["#", "In UTC"]
+        assert html.count(" UTC</td>") == 5  # the time's own cell, not a second copy
+        assert '<th scope="col">UTC</th>' not in html
+    berlin = preview(staff_client, "0 0 * * * *", "Europe/Berlin")
+    assert "In Europe/Berlin" in berlin and '<th scope="col">UTC</th>' in berlin
+
+
+@time_machine.travel(datetime(2026, 10, 31, 12, tzinfo=UTC), tick=False)
+def test_repeated_hour_rows_keep_the_zone_abbreviation(staff_client):
+    html = preview(staff_client, "0 */30 1 * * *", "America/New_York")
+    rows = re.findall(r"<tr>(.*?)</tr>", html.split("<tbody>")[1], re.S)
+    repeated = [row for row in rows if "DST repeated hour" in row]
+    assert repeated
+    # Both 01:00s and both 01:30s of 1 November, each with the side of the fold it is on.
+    cells = [re.search(r"<td>(Sun 2026-11-01 01:[03]0:00 [A-Z]+)</td>", row).group(1) for row in rows[:4]]
+    assert cells == [
+        "Sun 2026-11-01 01:00:00 EDT",
+        "Sun 2026-11-01 01:30:00 EDT",
+        "Sun 2026-11-01 01:00:00 EST",
+        "Sun 2026-11-01 01:30:00 EST",
+    ]
+
+
+def test_the_interval_box_knows_the_five_second_floor(staff_client):
+    html = staff_client.get(reverse("jobs:job_create")).content.decode()
+    box = re.search(r'<input type="number" name="interval_seconds"[^>]*>', html).group(0)
+    assert f'min="{cron.MIN_INTERVAL_SECONDS}"' in box and f'data-min-code="{cron.INTERVAL_TOO_SHORT}"' in box
+    assert f"At least {cron.MIN_INTERVAL_SECONDS} seconds." in html
+    assert Job.MIN_INTERVAL_SECONDS == cron.MIN_INTERVAL_SECONDS
+
+
+# -- 3. live regions -------------------------------------------------------------------------------
+
+
+def test_the_unread_badge_has_its_own_url(viewer_client, viewer_user):
+    url = reverse("jobs:unread_count")
+    assert '<span class="count"' not in viewer_client.get(url).content.decode()
+    Message.objects.create(user=viewer_user, subject="job crashed")
+    html = viewer_client.get(url).content.decode()
+    assert html.lstrip().startswith("{#") is False and 'id="unread-count"' in html
+    assert 'title="1 unread">1' in html and 'data-poll-version="1"' in html and 'hx-trigger="poll"' in html
+
+
+def test_the_run_viewer_polls_only_while_the_run_is_live(staff_client, make_job):
+    job = make_job()
+    run = Run.objects.create(
+        job=job, scheduled_at=job.created_at, trigger="manual", status="running", log="step 1\n"
+    )
+    live = staff_client.get(reverse("jobs:run_detail", args=[run.pk])).content.decode()
+    assert 'hx-trigger="poll"' in live and "step 1" in live
+    Run.objects.filter(pk=run.pk).update(status="succeeded", log="step 1\nstep 2\n")
+    done = staff_client.get(
+        reverse("jobs:run_detail", args=[run.pk]), headers={**HTMX, "HX-Target": "run-viewer"}
+    ).content.decode()
+    assert 'hx-trigger="poll"' not in done and "step 2" in done and "<html" not in done
+
+
+def test_the_job_page_refreshes_its_crash_banner_with_the_history(staff_client, make_job):
+    job = make_job(name="flaky")
+    Job.objects.filter(pk=job.pk).update(state=Job.State.CRASHED, consecutive_failures=3)
+    html = staff_client.get(reverse("jobs:job_runs", args=[job.pk]), headers=HTMX).content.decode()
+    assert '<div id="job-banner" hx-swap-oob="true">' in html and "crash-banner" in html
+    assert '<span class="badge state-crashed" id="job-state" hx-swap-oob="true">' in html
+
+
+# -- 7. tokens, favicon, messages, history URLs ---------------------------------------------------
+
+
+def test_creating_a_token_redirects_and_a_reload_creates_no_second_one(staff_client):
+    response = staff_client.post(reverse("jobs:profile"), {"name": "laptop"})
+    assert response.status_code == 302
+    first = staff_client.get(reverse("jobs:profile")).content.decode()
+    secret = re.search(r'<code id="new-token-secret">(cb_[\w-]+)</code>', first).group(1)
+    assert 'data-copy="#new-token-secret"' in first
+    reload = staff_client.get(reverse("jobs:profile")).content.decode()
+    assert secret not in reload and "new-token-secret" not in reload
+    assert APIToken.objects.count() == 1
+
+
+def test_revoking_asks_first(staff_client, staff_user):
+    from jobs import tokens
+
+    token, _ = tokens.create_token(user=staff_user, name="ci")
+    html = staff_client.get(reverse("jobs:profile")).content.decode()
+    confirm = re.search(r'<details class="confirm">(.*?)</details>', html, re.S).group(1)
+    assert "<summary" in confirm and "Revoke “ci”?" in confirm
+    assert f'name="revoke" value="{token.pk}"' in confirm
+    # The empty header cell has words for screen readers.
+    assert '<th scope="col"><span class="visually-hidden">Actions</span></th>' in html
+
+
+def test_favicon_is_served(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 200 and response["Content-Type"] == "image/x-icon"
+    assert response.content[:4] == b"\x00\x00\x01\x00"
+
+
+def test_links_in_messages_are_links_and_everything_else_is_escaped(viewer_client, viewer_user):
+    Message.objects.create(
+        user=viewer_user,
+        subject="crashed",
+        body='Re-enable it: http://cron.example/jobs/7/. <script>alert(1)</script> javascript:alert(2) "x"',
+    )
+    html = viewer_client.get(reverse("jobs:messages")).content.decode()
+    assert (
+        '<a href="http://cron.example/jobs/7/" rel="noopener noreferrer">http://cron.example/jobs/7/</a>.'
+        in html
+    )
+    assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert 'href="javascript' not in html
+
+
+def test_history_filters_and_pages_go_into_the_address_bar(staff_client, make_job):
+    job = make_job()
+    html = staff_client.get(reverse("jobs:job_detail", args=[job.pk])).content.decode()
+    form = re.search(r'<form class="filters"[^>]*>', html).group(0)
+    assert f'hx-get="/jobs/{job.pk}/"' in form and 'hx-push-url="true"' in form
+    # That URL, asked for by htmx for the history, answers the history (with the panels out of band).
+    partial = staff_client.get(
+        reverse("jobs:job_detail", args=[job.pk]),
+        {"status": "failed"},
+        headers={**HTMX, "HX-Target": "run-history"},
+    ).content.decode()
+    assert partial.lstrip().startswith("{#") is False and "<html" not in partial
+    assert 'id="run-history"' in partial and "status=failed" in partial
+    assert '<option value="failed" selected>' in partial
+
+
+def test_every_page_has_a_skip_link_and_a_main_landmark(staff_client):
+    html = staff_client.get(reverse("jobs:job_list")).content.decode()
+    assert '<a class="skip-link" href="#main">' in html and '<main id="main" tabindex="-1">' in html
+    assert 'aria-controls="topbar-menu"' in html and 'aria-expanded="false"' in html
