@@ -75,6 +75,15 @@ def serious_violations(page) -> list[str]:
     ]
 
 
+def save_screenshot(page, name: str, *, full_page: bool = True) -> None:
+    """Like the `screenshot` fixture, for pages of other sizes (docs/screenshots
+    with CRONBOARD_SCREENSHOTS=docs, see docs/development.md)."""
+    from tests.fixtures.browser import SCREENSHOTS
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=full_page)
+
+
 def fits_width(page) -> tuple[int, int]:
     return page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
 
@@ -192,6 +201,7 @@ def test_every_page_passes_axe_and_fits_the_width(open_page, staff, viewport):
     page = open_page(viewport)
     page.goto("/login/")
     assert serious_violations(page) == [], "/login/"
+    assert fits_width(page)[0] <= viewport["width"], "/login/"
     sign_in(page)
     problems = {}
     for url in console_urls(billing, runs):
@@ -201,8 +211,25 @@ def test_every_page_passes_axe_and_fits_the_width(open_page, staff, viewport):
         scroll_width, inner_width = fits_width(page)
         if scroll_width > inner_width:
             found.append(f"page is {scroll_width} px wide in a {inner_width} px window")
+        if url.endswith(("/new/", "/edit/")):
+            # Every field stays inside the form's card.
+            sticking_out = page.evaluate(
+                """() => { const card = document.getElementById("job-form").getBoundingClientRect();
+                   return [...document.querySelectorAll("#job-form input, #job-form select, #job-form textarea")]
+                     .filter(el => el.offsetParent && el.getBoundingClientRect().right > card.right + 0.5)
+                     .map(el => el.name || el.dataset.part || el.tagName); }"""
+            )
+            if sticking_out:
+                found.append(f"fields wider than the card: {sticking_out}")
         if found:
             problems[url] = found
+        shots = {
+            "/": "phone-job-list",
+            "/jobs/new/": "phone-job-form",
+            f"/jobs/{billing.pk}/": "phone-job-page",
+        }
+        if viewport is PHONE and url in shots:
+            save_screenshot(page, shots[url])
     assert problems == {}
     assert page.js_errors == []
 
@@ -231,6 +258,7 @@ def test_phone_top_bar_spans_the_width_and_the_menu_folds(open_page, staff):
             and item_box["y"] + item_box["height"] <= bar_box["y"] + bar_box["height"]
         )
         assert item_box["x"] + item_box["width"] <= PHONE["width"]
+    save_screenshot(page, "phone-menu", full_page=False)
     page.keyboard.press("Escape")
     expect(toggle).to_have_attribute("aria-expanded", "false")
     expect(toggle).to_be_focused()
