@@ -631,3 +631,18 @@ def test_cron_editor_question_mark_utc_weekday_hint_and_interval_floor(open_page
     page.fill("#id_interval_seconds", "5")
     expect(hint).to_have_count(0)
     assert page.js_errors == []
+
+
+def test_the_skip_link_is_the_first_tab_stop_and_leads_to_the_content(open_page, staff):
+    make_job(name="first-job")
+    page = sign_in(open_page())
+    page.goto("/")
+    page.keyboard.press("Tab")
+    skip = page.locator("a.skip-link")
+    expect(skip).to_be_focused()
+    expect(skip).to_be_in_viewport()
+    page.keyboard.press("Enter")
+    expect(page.locator("main")).to_be_focused()
+    # The next Tab lands on the page's first control, past the navigation.
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="New job")).to_be_focused()
