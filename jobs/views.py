@@ -201,46 +201,82 @@ def job_list(request):
     return _partial_or_page(request, "jobs/job_list.html", "job-table", _job_list_context(request))
 
 
+BULK_ACTIONS = ("pause", "resume", "run", "delete")
+
+
 @login_required
 @require_POST
 @staff_required
 def job_bulk(request):
-    """Pause or resume the ticked jobs, then show the list as it was filtered.
-    Nothing ticked is refused; a crashed job is never paused (a pause would
-    hide its crash): it is left crashed and the answer says so."""
+    """Pause, resume, run or delete the ticked jobs, then show the list as it
+    was filtered. Nothing ticked is refused; a crashed job is never paused (a
+    pause would hide its crash): it is left crashed and the answer says so.
+    Delete first answers a confirmation naming the jobs; only a POST with
+    `confirm` deletes."""
     action = request.POST.get("action")
     ids = [i for i in request.POST.getlist("ids") if i.isdigit()]
-    if action not in ("pause", "resume"):
-        messages.error(request, "Choose pause or resume.")
-    elif not ids:
-        verb = "paused" if action == "pause" else "resumed"
+    jobs = list(access.visible_jobs(request.user).filter(pk__in=ids).order_by("name")) if ids else []
+    if action not in BULK_ACTIONS:
+        messages.error(request, "Choose pause, resume, run or delete.")
+    elif not jobs:
+        verb = {"pause": "paused", "resume": "resumed", "run": "run", "delete": "deleted"}[action]
         messages.error(request, f"Nothing was {verb}: tick the jobs to {action} first.")
+    elif action == "delete" and not request.POST.get("confirm"):
+        context = {**_job_list_context(request), "confirm_jobs": jobs}
+        if request.htmx:
+            return render(request, "jobs/job_list.html#bulk-delete-confirm", context)
+        return render(request, "jobs/job_bulk_delete.html", context)
     else:
-        jobs = list(access.visible_jobs(request.user).filter(pk__in=ids).order_by("name"))
-        changed, crashed = 0, []
-        for job in jobs:
-            if action == "pause" and job.state == Job.State.CRASHED:
-                crashed.append(job.name)
-            elif action == "pause" and job.state != Job.State.PAUSED:
-                services.pause_job(job=job, user=request.user)
-                changed += 1
-            elif action == "resume" and job.state != Job.State.ENABLED:
-                services.resume_job(job=job, user=request.user)
-                changed += 1
-        verb = "Paused" if action == "pause" else "Resumed"
-        text = f"{verb} {changed} job{'s' if changed != 1 else ''}."
-        if crashed:
-            names = ", ".join(f"“{name}”" for name in crashed)
-            text += (
-                f" Left {len(crashed)} crashed job{'s' if len(crashed) != 1 else ''} crashed ({names}):"
-                " re-enable or resume {} to schedule {} again.".format(
-                    "it" if len(crashed) == 1 else "them", "it" if len(crashed) == 1 else "them"
-                )
-            )
-        (messages.warning if crashed else messages.success)(request, text)
+        _bulk_apply(request, action, jobs)
     if request.htmx:
         return render(request, "jobs/job_list.html#job-table", _job_list_context(request))
-    return redirect("jobs:job_list")
+    return redirect(f"{reverse('jobs:job_list')}?{request.GET.urlencode()}")
+
+
+def _names(jobs) -> str:
+    return ", ".join(f"“{job.name}”" for job in jobs)
+
+
+def _bulk_apply(request, action: str, jobs: list[Job]) -> None:
+    done, skipped, refused = [], [], []
+    for job in jobs:
+        try:
+            if action == "pause":
+                if job.state == Job.State.CRASHED:
+                    skipped.append(job)
+                elif job.state != Job.State.PAUSED:
+                    services.pause_job(job=job, user=request.user)
+                    done.append(job)
+            elif action == "resume":
+                if job.state != Job.State.ENABLED:
+                    services.resume_job(job=job, user=request.user)
+                    done.append(job)
+            elif action == "run":
+                _run, created = services.run_now(job=job, user=request.user)
+                (done if created else skipped).append(job)
+            else:
+                services.delete_job(job=job, user=request.user)
+                done.append(job)
+        except services.DemoModeError as exc:
+            messages.error(request, str(exc))
+            return
+        except services.ServiceError as exc:
+            refused.append((job, str(exc)))
+    verb = {"pause": "Paused", "resume": "Resumed", "run": "Queued a manual run of", "delete": "Deleted"}[
+        action
+    ]
+    text = f"{verb} {len(done)} job{'s' if len(done) != 1 else ''}."
+    if skipped and action == "pause":
+        them = "it" if len(skipped) == 1 else "them"
+        text += (
+            f" Left {len(skipped)} crashed job{'s' if len(skipped) != 1 else ''} crashed ({_names(skipped)}):"
+            f" re-enable or resume {them} to schedule {them} again."
+        )
+    elif skipped:
+        text += f" {_names(skipped)} already had a manual run queued or running."
+    for job, reason in refused:
+        text += f" “{job.name}”: {reason}"
+    (messages.warning if skipped or refused else messages.success)(request, text)
 
 
 # -- job form --------------------------------------------------------------------
@@ -392,6 +428,34 @@ def job_create(request):
         job=None, user=request.user, initial={"cron_expression": "0 0 * * * *", "timezone": "UTC"}
     )
     return render(request, "jobs/job_form.html", _form_context(form, None))
+
+
+def _clone_name(name: str) -> str:
+    """ "nightly (copy)", or "(copy 2)", … : a name no live job has."""
+    taken = set(Job.objects.live().filter(name__startswith=f"{name} (copy").values_list("name", flat=True))
+    candidate, n = f"{name} (copy)", 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{name} (copy {n})"
+    return candidate[: Job._meta.get_field("name").max_length]
+
+
+@login_required
+@staff_required
+def job_clone(request, job_id):
+    """The new-job form filled in from another job; saving creates a new job
+    (POST goes to job_create). It starts paused so it does not fire twice
+    what the original fires until someone looks at it."""
+    job = access.get_job_for_user(request.user, job_id)
+    initial = {name: getattr(job, name) for name in Job.EDITABLE_FIELDS}
+    initial.update(
+        name=_clone_name(job.name),
+        state=Job.State.PAUSED,
+        properties=_handler_properties(job),
+        **{name: (job.properties or {}).get(name, "") for name in (*HTTP_FIELDS, "sql")},
+    )
+    form = _job_form(job=None, user=request.user, initial=initial)
+    return render(request, "jobs/job_form.html", {**_form_context(form, None), "cloned_from": job})
 
 
 @login_required
@@ -640,6 +704,17 @@ def _get_run_for_user(user, run_id) -> Run:
 def run_detail(request, run_id):
     run = _get_run_for_user(request.user, run_id)
     return _partial_or_page(request, "jobs/run_detail.html", "run-viewer", {"run": run, "job": run.job})
+
+
+@login_required
+def run_log(request, run_id):
+    """A run's whole log as a text file (the page shows it too, but a file
+    is what a person greps or attaches to a ticket)."""
+    run = _get_run_for_user(request.user, run_id)
+    response = HttpResponse(run.log or "", content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.log"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 @login_required

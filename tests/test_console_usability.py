@@ -274,3 +274,113 @@ def test_every_page_has_a_skip_link_and_a_main_landmark(staff_client):
     html = staff_client.get(reverse("jobs:job_list")).content.decode()
     assert '<a class="skip-link" href="#main">' in html and '<main id="main" tabindex="-1">' in html
     assert 'aria-controls="topbar-menu"' in html and 'aria-expanded="false"' in html
+
+
+# -- new views: bulk run and delete, clone, log download ---------------------------------------
+
+
+def test_bulk_delete_asks_first_naming_the_jobs(staff_client, make_job):
+    a, b = make_job(name="old-a"), make_job(name="old-b")
+    url = reverse("jobs:job_bulk") + "?q=old&sort=name"
+    asked = staff_client.post(
+        url, {"action": "delete", "ids": [a.pk, b.pk]}, headers={**HTMX, "HX-Target": "job-table"}
+    )
+    html = asked.content.decode()
+    assert "Delete 2 jobs?" in html and "<li>old-a</li>" in html and "<li>old-b</li>" in html
+    assert 'name="confirm" value="yes"' in html
+    assert Job.objects.live().filter(pk__in=[a.pk, b.pk]).count() == 2  # nothing deleted yet
+    # Without htmx the question is a page of its own.
+    page = staff_client.post(url, {"action": "delete", "ids": [a.pk]}).content.decode()
+    assert "<html" in page and "Delete 1 job?" in page
+    done = staff_client.post(url, {"action": "delete", "ids": [a.pk, b.pk], "confirm": "yes"}, headers=HTMX)
+    assert "Deleted 2 jobs." in done.content.decode()
+    assert not Job.objects.live().filter(pk__in=[a.pk, b.pk]).exists()
+    assert AuditEvent.objects.filter(action="delete").count() == 2
+
+
+def test_bulk_delete_refuses_a_built_in_job_and_says_so(staff_client, make_job):
+    builtin = make_job(name="housekeeping", builtin=True)
+    html = staff_client.post(
+        reverse("jobs:job_bulk"), {"action": "delete", "ids": [builtin.pk], "confirm": "yes"}, headers=HTMX
+    ).content.decode()
+    assert "Deleted 0 jobs." in html and "Built-in jobs cannot be deleted" in html
+    assert Job.objects.live().filter(pk=builtin.pk).exists()
+
+
+def test_bulk_run_queues_one_manual_run_each(staff_client, make_job):
+    a, b = make_job(name="run-a"), make_job(name="run-b")
+    html = staff_client.post(
+        reverse("jobs:job_bulk"), {"action": "run", "ids": [a.pk, b.pk]}, headers=HTMX
+    ).content.decode()
+    assert "Queued a manual run of 2 jobs." in html
+    assert Run.objects.filter(job__in=[a, b], trigger="manual").count() == 2
+    again = staff_client.post(
+        reverse("jobs:job_bulk"), {"action": "run", "ids": [a.pk]}, headers=HTMX
+    ).content.decode()
+    assert "Queued a manual run of 0 jobs." in again and "“run-a” already had a manual run" in again
+    assert Run.objects.filter(job=a, trigger="manual").count() == 1
+
+
+def test_bulk_run_is_refused_in_demo_mode(staff_client, make_job, settings):
+    settings.DEMO_MODE = True
+    job = make_job(name="demo")
+    html = staff_client.post(
+        reverse("jobs:job_bulk"), {"action": "run", "ids": [job.pk]}, headers=HTMX
+    ).content.decode()
+    assert "Demo mode" in html and not Run.objects.filter(job=job).exists()
+
+
+def test_a_viewer_cannot_use_bulk_actions(viewer_client, make_job):
+    job = make_job(name="theirs")
+    response = viewer_client.post(
+        reverse("jobs:job_bulk"), {"action": "delete", "ids": [job.pk], "confirm": "yes"}
+    )
+    assert response.status_code == 403 and Job.objects.live().filter(pk=job.pk).exists()
+
+
+def test_clone_fills_the_new_job_form_and_saves_a_new_paused_job(staff_client, make_job):
+    job = make_job(
+        name="nightly",
+        description="the report",
+        cron_expression="0 30 2 * * *",
+        timezone="Europe/Berlin",
+        properties={"region": "eu"},
+        max_retries=2,
+    )
+    html = staff_client.get(reverse("jobs:job_clone", args=[job.pk])).content.decode()
+    assert 'value="nightly (copy)"' in html and "a copy of" in html
+    assert (
+        'value="0 30 2 * * *"' in html
+        and "Europe/Berlin" in html
+        and "&quot;region&quot;: &quot;eu&quot;" in html
+    )
+    assert f'action="{reverse("jobs:job_create")}"' in html
+    data = job_data(
+        name="nightly (copy)",
+        cron_expression="0 30 2 * * *",
+        properties='{"region": "eu"}',
+        max_retries="2",
+        state="paused",
+    )
+    response = staff_client.post(reverse("jobs:job_create"), data)
+    assert response.status_code == 302
+    copy = Job.objects.get(name="nightly (copy)")
+    assert copy.pk != job.pk and copy.state == Job.State.PAUSED and copy.properties == {"region": "eu"}
+    # A second clone gets the next free name.
+    assert (
+        'value="nightly (copy 2)"'
+        in staff_client.get(reverse("jobs:job_clone", args=[job.pk])).content.decode()
+    )
+
+
+def test_a_runs_log_downloads_as_a_text_file(staff_client, viewer_client, make_job):
+    job = make_job()
+    run = Run.objects.create(
+        job=job, scheduled_at=job.created_at, trigger="manual", status="succeeded", log="<b>line</b>\\n"
+    )
+    response = viewer_client.get(reverse("jobs:run_log", args=[run.pk]))
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/plain; charset=utf-8"
+    assert response["Content-Disposition"] == f'attachment; filename="run-{run.pk}.log"'
+    assert response.content.decode() == "<b>line</b>\\n"
+    assert staff_client.get(reverse("jobs:run_log", args=[999999])).status_code == 404

@@ -184,6 +184,7 @@ def console_urls(billing, runs) -> list[str]:
         "/jobs/new/",
         f"/jobs/{billing.pk}/",
         f"/jobs/{billing.pk}/edit/",
+        f"/jobs/{billing.pk}/clone/",
         f"/jobs/{billing.pk}/delete/",
         f"/runs/{runs[1].pk}/",
         "/settings/",
@@ -646,3 +647,25 @@ def test_the_skip_link_is_the_first_tab_stop_and_leads_to_the_content(open_page,
     # The next Tab lands on the page's first control, past the navigation.
     page.keyboard.press("Tab")
     expect(page.get_by_role("link", name="New job")).to_be_focused()
+
+
+def test_bulk_delete_names_the_jobs_and_asks_first(open_page, staff):
+    a, b = make_job(name="old-a"), make_job(name="old-b")
+    keep = make_job(name="keep")
+    page = sign_in(open_page())
+    page.fill("input[name=q]", "old-")
+    expect(page.locator("#job-table tbody tr")).to_have_count(2)
+    page.click(f"#tick-{a.pk}")
+    page.click(f"#tick-{b.pk}")
+    page.click("#bulk-form button[value=delete]")
+    title = page.locator("#bulk-delete-title")
+    expect(title).to_have_text("Delete 2 jobs?")
+    expect(title).to_be_focused()
+    expect(page.locator("#bulk-delete-confirm li")).to_have_text(["old-a", "old-b"])
+    assert Job.objects.live().filter(pk__in=[a.pk, b.pk]).count() == 2
+    page.click("#bulk-delete-confirm button:has-text('Delete 2 jobs')")
+    expect(page.locator("#flash")).to_contain_text("Deleted 2 jobs.")
+    expect(page.locator("#job-table tbody")).to_contain_text("No jobs match")
+    assert not Job.objects.live().filter(pk__in=[a.pk, b.pk]).exists()
+    assert Job.objects.live().filter(pk=keep.pk).exists()
+    assert page.js_errors == []

@@ -417,6 +417,12 @@
     initRunViewer(root);
     syncCronField(root);
     focusErrorSummary(root);
+    // A part that asks something (bulk delete's confirmation) takes the focus.
+    const ask = root.matches && root.matches("[data-autofocus]") ? root : root.querySelector && root.querySelector("[data-autofocus]");
+    if (ask) {
+      ask.scrollIntoView({ block: "start" });
+      ask.focus({ preventScroll: true });
+    }
     if (root.hasAttribute && root.hasAttribute("data-poll")) notePoll(root);
     if (root.querySelectorAll) root.querySelectorAll("[data-poll]").forEach(notePoll);
     updateRelativeTimes();
