@@ -260,6 +260,8 @@ class Run(models.Model):
         MISFIRE = "misfire", "Misfire"
         OVERLAP = "overlap", "Overlap"
 
+    # Finished without success: the console offers to run these again.
+    RETRYABLE = (Status.FAILED, Status.TIMED_OUT, Status.INTERRUPTED, Status.CANCELLED)
     LIVE = (Status.QUEUED, Status.RUNNING)
     FINISHED = (
         Status.SUCCEEDED,

@@ -22,6 +22,7 @@ urlpatterns = [
     path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/log.txt", views.run_log, name="run_log"),
+    path("runs/<int:run_id>/retry/", views.run_retry, name="run_retry"),
     path("cron/preview/", views.cron_preview, name="cron_preview"),
     path("settings/", views.settings_page, name="settings"),
     path("messages/", views.message_list, name="messages"),

@@ -703,7 +703,35 @@ def _get_run_for_user(user, run_id) -> Run:
 @login_required
 def run_detail(request, run_id):
     run = _get_run_for_user(request.user, run_id)
-    return _partial_or_page(request, "jobs/run_detail.html", "run-viewer", {"run": run, "job": run.job})
+    context = {"run": run, "job": run.job, "retryable": Run.RETRYABLE}
+    return _partial_or_page(request, "jobs/run_detail.html", "run-viewer", context)
+
+
+@login_required
+@require_POST
+@staff_required
+def run_retry(request, run_id):
+    """Run a failed (or timed out, interrupted, cancelled) run's job again,
+    now, as a manual run; the audit trail names the run it retries."""
+    run = _get_run_for_user(request.user, run_id)
+    if run.job_id is None or run.status not in Run.RETRYABLE:
+        messages.error(
+            request,
+            f"Run {run.pk} is {run.get_status_display().lower()}: only a failed run of a job can be retried.",
+        )
+        return _done(request, reverse("jobs:run_detail", args=[run.pk]))
+    try:
+        new, created = services.run_now(job=run.job, user=request.user, retry_of=run)
+    except services.ServiceError as exc:
+        messages.error(request, str(exc))
+    else:
+        if created:
+            messages.success(request, f"Queued run {new.pk} of “{run.job.name}”, a retry of run {run.pk}.")
+        else:
+            messages.info(
+                request, f"A manual run of “{run.job.name}” is already {new.status} (run {new.pk})."
+            )
+    return _done(request, reverse("jobs:job_detail", args=[run.job_id]))
 
 
 @login_required

@@ -4,7 +4,7 @@ columns and zone names, live-region endpoints, tokens, favicon, links in
 messages, history URLs. The browser side is tests/test_console_usability_browser.py."""
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import time_machine
 from django.urls import reverse
@@ -384,3 +384,38 @@ def test_a_runs_log_downloads_as_a_text_file(staff_client, viewer_client, make_j
     assert response["Content-Disposition"] == f'attachment; filename="run-{run.pk}.log"'
     assert response.content.decode() == "<b>line</b>\\n"
     assert staff_client.get(reverse("jobs:run_log", args=[999999])).status_code == 404
+
+
+def test_retry_a_failed_run_queues_a_manual_run_named_in_the_audit_trail(staff_client, make_job):
+    job = make_job(name="flaky")
+    failed = Run.objects.create(
+        job=job, scheduled_at=job.created_at, trigger="schedule", status="failed", error="boom"
+    )
+    viewer = staff_client.get(reverse("jobs:run_detail", args=[failed.pk])).content.decode()
+    assert reverse("jobs:run_retry", args=[failed.pk]) in viewer
+    response = staff_client.post(reverse("jobs:run_retry", args=[failed.pk]))
+    assert response.status_code == 302 and response.url == reverse("jobs:job_detail", args=[job.pk])
+    retry = Run.objects.get(job=job, trigger="manual")
+    assert retry.status == "queued"
+    event = AuditEvent.objects.get(job=job, action="run-now")
+    assert event.changes == {"run": [None, retry.pk], "retry_of": [None, failed.pk]}
+    # Asked again while that one is queued: no second run.
+    staff_client.post(reverse("jobs:run_retry", args=[failed.pk]))
+    assert Run.objects.filter(job=job, trigger="manual").count() == 1
+
+
+def test_only_a_finished_unsuccessful_run_can_be_retried(staff_client, viewer_client, make_job):
+    job = make_job()
+    ok = Run.objects.create(job=job, scheduled_at=job.created_at, trigger="schedule", status="succeeded")
+    assert (
+        reverse("jobs:run_retry", args=[ok.pk])
+        not in staff_client.get(reverse("jobs:run_detail", args=[ok.pk])).content.decode()
+    )
+    staff_client.post(reverse("jobs:run_retry", args=[ok.pk]))
+    assert not Run.objects.filter(job=job, trigger="manual").exists()
+    failed = Run.objects.create(
+        job=job, scheduled_at=job.created_at + timedelta(minutes=1), trigger="schedule", status="failed"
+    )
+    assert viewer_client.post(reverse("jobs:run_retry", args=[failed.pk])).status_code == 403
+    assert staff_client.get(reverse("jobs:run_retry", args=[failed.pk])).status_code == 405
+    assert not Run.objects.filter(job=job, trigger="manual").exists()
