@@ -308,8 +308,22 @@ def job_run(request, job_id):
 def job_runs(request, job_id):
     """The job's runs, newest scheduled first, keyset-paginated on (scheduled_at, id)."""
     job = _job(request, job_id)
+    return _run_page(request, Run.objects.filter(job=job))
+
+
+@api_view("GET")
+def runs_collection(request):
+    """Runs across every job the caller may see (and one-off tasks), newest
+    scheduled first; the same filters and pages as a job's runs, plus ?job=."""
+    runs = access.visible_runs(request.user)
+    if request.GET.get("job"):
+        job_id = _parse_int(request.GET["job"], "job", 1, 2**63 - 1)
+        runs = runs.filter(job_id=job_id)
+    return _run_page(request, runs)
+
+
+def _run_page(request, runs):
     params = request.GET
-    runs = Run.objects.filter(job=job)
     statuses = [s for s in params.get("status", "").split(",") if s]
     for status in statuses:
         if status not in Run.Status.values:
@@ -481,6 +495,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/toggle", job_toggle, name="job_toggle"),
     path("jobs/<int:job_id>/run", job_run, name="job_run"),
     path("jobs/<int:job_id>/runs", job_runs, name="job_runs"),
+    path("runs", runs_collection, name="runs"),
     path("runs/<int:run_id>", run_detail, name="run"),
     path("runs/<int:run_id>/cancel", run_cancel, name="run_cancel"),
     path("handlers", handlers, name="handlers"),

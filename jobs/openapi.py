@@ -60,6 +60,16 @@ def _query(name: str, description: str, schema: dict) -> dict:
     return {"name": name, "in": "query", "required": False, "description": description, "schema": schema}
 
 
+RUN_FILTERS = [
+    _query("status", "Only these statuses (comma-separated).", {"type": "string"}),
+    _query("trigger", "Only this trigger.", {"type": "string", "enum": list(Run.Trigger.values)}),
+    _query("from", "Scheduled at or after (ISO-8601; no zone means UTC).", {"type": "string"}),
+    _query("to", "Scheduled before (ISO-8601).", {"type": "string"}),
+    _query("limit", "Page size.", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}),
+    _query("cursor", "next_cursor from the previous page.", {"type": "string"}),
+]
+
+
 JOB_INPUT_PROPERTIES = {
     "name": {"type": "string", "maxLength": 200, "description": "Unique among live jobs."},
     "description": {"type": "string"},
@@ -376,17 +386,19 @@ PATHS = {
         "get": {
             "operationId": "listRuns",
             "summary": "The job's runs, newest scheduled first.",
-            "parameters": [
-                _query("status", "Only these statuses (comma-separated).", {"type": "string"}),
-                _query("trigger", "Only this trigger.", {"type": "string", "enum": list(Run.Trigger.values)}),
-                _query("from", "Scheduled at or after (ISO-8601; no zone means UTC).", {"type": "string"}),
-                _query("to", "Scheduled before (ISO-8601).", {"type": "string"}),
-                _query(
-                    "limit", "Page size.", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}
-                ),
-                _query("cursor", "next_cursor from the previous page.", {"type": "string"}),
-            ],
+            "parameters": RUN_FILTERS,
             "responses": {"200": _json(_ref("RunPage"), "One page of runs."), **_errors("400", "401", "404")},
+        },
+    },
+    "/api/runs": {
+        "get": {
+            "operationId": "listAllRuns",
+            "summary": "Runs across all jobs (and one-off tasks), newest scheduled first.",
+            "parameters": [
+                _query("job", "Only this job's runs.", {"type": "integer", "minimum": 1}),
+                *RUN_FILTERS,
+            ],
+            "responses": {"200": _json(_ref("RunPage"), "One page of runs."), **_errors("400", "401")},
         },
     },
     "/api/runs/{run_id}": {

@@ -689,6 +689,106 @@ def job_delete(request, job_id):
 
 # -- runs ------------------------------------------------------------------------------
 
+# ?since= on the all-runs page → how far back; "today" is since midnight UTC.
+RUN_WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7), "today": None}
+
+
+def _all_runs_context(request, *, now: datetime | None = None) -> dict:
+    """One page of runs across every job the user may see, newest first,
+    keyset-paginated like a job's history. ?status=live is "running now"."""
+    now = now or timezone.now()
+    params = request.GET
+    runs = (
+        access.visible_runs(request.user)
+        .select_related("job")
+        .only(
+            "id",
+            "job_id",
+            "job__name",
+            "job__timezone",
+            "handler",
+            "task_key",
+            "scheduled_at",
+            "started_at",
+            "finished_at",
+            "duration_ms",
+            "attempt",
+            "trigger",
+            "status",
+            "skip_reason",
+            "worker_id",
+        )
+        .annotate(error_head=Substr("error", 1, 200))
+    )
+    status = params.get("status", "")
+    if status == "live":
+        runs = runs.filter(_LIVE)
+    elif status in Run.Status.values:
+        runs = runs.filter(status=status)
+    else:
+        status = ""
+    trigger = params.get("trigger", "")
+    if trigger in Run.Trigger.values:
+        runs = runs.filter(trigger=trigger)
+    else:
+        trigger = ""
+    job = None
+    if params.get("job", "").isdigit():
+        job = access.visible_jobs(request.user).filter(pk=int(params["job"])).only("id", "name").first()
+        runs = runs.filter(job_id=job.pk if job else -1)
+    since = params.get("since", "")
+    if since in RUN_WINDOWS:
+        start = RUN_WINDOWS[since]
+        runs = runs.filter(
+            scheduled_at__gte=now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+            if start is None
+            else now - start
+        )
+    else:
+        since = ""
+    before = _parse_cursor(params.get("before"))
+    if before:
+        runs = runs.older_than(*before)
+    page = list(runs.order_by("-scheduled_at", "-id")[: RUNS_PER_PAGE + 1])
+    older = len(page) > RUNS_PER_PAGE
+    page = page[:RUNS_PER_PAGE]
+    filters = {
+        k: v
+        for k, v in (
+            ("status", status),
+            ("trigger", trigger),
+            ("job", str(job.pk) if job else ""),
+            ("since", since),
+        )
+        if v
+    }
+    return {
+        "runs": page,
+        "status": status,
+        "trigger": trigger,
+        "since": since,
+        "filter_job": job,
+        "statuses": Run.Status.choices,
+        "triggers": Run.Trigger.choices,
+        "windows": [
+            ("1h", "Last hour"),
+            ("today", "Today (UTC)"),
+            ("24h", "Last 24 hours"),
+            ("7d", "Last 7 days"),
+        ],
+        "filter_query": urlencode(filters),
+        "this_query": params.urlencode(),
+        "older_query": urlencode({**filters, "before": _cursor(page[-1])}) if older and page else "",
+        "deeper": before is not None,
+        "poll_version": _fingerprint([(run.pk, run.status, run.finished_at) for run in page]),
+    }
+
+
+@login_required
+def run_list(request):
+    """All runs across jobs: "running now", "failed today", by job, trigger, time."""
+    return _partial_or_page(request, "jobs/run_list.html", "run-list", _all_runs_context(request))
+
 
 def _get_run_for_user(user, run_id) -> Run:
     run = get_object_or_404(Run.objects.select_related("job"), pk=run_id)

@@ -419,3 +419,95 @@ def test_only_a_finished_unsuccessful_run_can_be_retried(staff_client, viewer_cl
     assert viewer_client.post(reverse("jobs:run_retry", args=[failed.pk])).status_code == 403
     assert staff_client.get(reverse("jobs:run_retry", args=[failed.pk])).status_code == 405
     assert not Run.objects.filter(job=job, trigger="manual").exists()
+
+
+# -- all runs across jobs (console and API) -------------------------------------------------------
+
+
+@time_machine.travel(datetime(2026, 6, 1, 12, tzinfo=UTC), tick=False)
+def test_all_runs_page_filters_running_now_and_failed_today(staff_client, make_job):
+    from django.utils import timezone
+
+    a, b = make_job(name="alpha"), make_job(name="beta")
+    now = timezone.now()
+    running = Run.objects.create(job=a, scheduled_at=now, trigger="schedule", status="running")
+    failed_today = Run.objects.create(
+        job=b, scheduled_at=now.replace(hour=1), trigger="manual", status="failed", error="boom"
+    )
+    failed_yesterday = Run.objects.create(
+        job=b, scheduled_at=now.replace(day=1, month=5), trigger="schedule", status="failed"
+    )
+    ok = Run.objects.create(job=a, scheduled_at=now.replace(hour=2), trigger="schedule", status="succeeded")
+
+    def ids(query):
+        html = staff_client.get(reverse("jobs:run_list"), query).content.decode()
+        return [int(pk) for pk in re.findall(r'<tr id="run-(\d+)">', html)]
+
+    assert ids({}) == [running.pk, ok.pk, failed_today.pk, failed_yesterday.pk]
+    assert ids({"status": "live"}) == [running.pk]
+    assert ids({"status": "failed", "since": "today"}) == [failed_today.pk]
+    assert ids({"status": "failed"}) == [failed_today.pk, failed_yesterday.pk]
+    assert ids({"trigger": "manual"}) == [failed_today.pk]
+    assert ids({"job": a.pk}) == [running.pk, ok.pk]
+    # Hostile or unknown filters are ignored, never a 500.
+    for query in (
+        {"status": "x' OR 1=1"},
+        {"since": "forever"},
+        {"job": "-1"},
+        {"before": "a.b"},
+        {"job": "9" * 30},
+    ):
+        assert staff_client.get(reverse("jobs:run_list"), query).status_code == 200
+    html = staff_client.get(reverse("jobs:run_list"), {"status": "failed"}).content.decode()
+    assert "boom" in html and "beta" in html and 'data-poll-version="' in html
+
+
+def test_all_runs_page_pages_with_a_cursor(staff_client, make_job):
+    from django.utils import timezone
+
+    job = make_job()
+    start = timezone.now()
+    Run.objects.bulk_create(
+        Run(
+            job=job,
+            scheduled_at=start.replace(microsecond=0) - timedelta(seconds=i),
+            trigger="schedule",
+            status="succeeded",
+        )
+        for i in range(30)
+    )
+    first = staff_client.get(reverse("jobs:run_list")).content.decode()
+    older = (
+        re.search(r'<a class="button small" href="(\?[^"]+)"[^>]*>Older', first)
+        .group(1)
+        .replace("&amp;", "&")
+    )
+    second = staff_client.get(reverse("jobs:run_list") + older).content.decode()
+    seen = re.findall(r'<tr id="run-(\d+)">', first) + re.findall(r'<tr id="run-(\d+)">', second)
+    assert len(seen) == len(set(seen)) == 30
+    section = re.search(r'<section class="card" id="run-list"[^>]*>', second).group(0)
+    assert 'hx-trigger="poll"' not in section  # a deeper page holds still
+
+
+def test_api_lists_runs_across_jobs(staff_client, staff_user, make_job):
+    from jobs import tokens
+    from tests.fixtures.api import ApiClient
+
+    a, b = make_job(name="alpha"), make_job(name="beta")
+    ra = Run.objects.create(
+        job=a, scheduled_at=datetime(2026, 1, 1, tzinfo=UTC), trigger="schedule", status="failed"
+    )
+    rb = Run.objects.create(
+        job=b, scheduled_at=datetime(2026, 1, 2, tzinfo=UTC), trigger="schedule", status="succeeded"
+    )
+    _token, secret = tokens.create_token(user=staff_user, name="t")
+    api = ApiClient(secret)
+    assert [r["id"] for r in api.get("/api/runs").json()["results"]] == [rb.pk, ra.pk]
+    assert [r["id"] for r in api.get("/api/runs", {"status": "failed"}).json()["results"]] == [ra.pk]
+    assert [r["id"] for r in api.get("/api/runs", {"job": b.pk}).json()["results"]] == [rb.pk]
+    page = api.get("/api/runs", {"limit": 1}).json()
+    assert page["next_cursor"] and [
+        r["id"] for r in api.get("/api/runs", {"limit": 1, "cursor": page["next_cursor"]}).json()["results"]
+    ] == [ra.pk]
+    assert api.get("/api/runs", {"job": "x"}).status_code == 400
+    assert api.get("/api/runs", {"status": "nope"}).status_code == 400

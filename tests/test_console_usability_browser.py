@@ -187,6 +187,8 @@ def console_urls(billing, runs) -> list[str]:
         f"/jobs/{billing.pk}/clone/",
         f"/jobs/{billing.pk}/delete/",
         f"/runs/{runs[1].pk}/",
+        "/runs/",
+        "/runs/?status=failed&since=today",
         "/settings/",
         "/messages/",
         "/alerts/",
@@ -668,4 +670,28 @@ def test_bulk_delete_names_the_jobs_and_asks_first(open_page, staff):
     expect(page.locator("#job-table tbody")).to_contain_text("No jobs match")
     assert not Job.objects.live().filter(pk__in=[a.pk, b.pk]).exists()
     assert Job.objects.live().filter(pk=keep.pk).exists()
+    assert page.js_errors == []
+
+
+def test_all_runs_running_now_and_filters_in_the_url(open_page, staff):
+    job = make_job(name="worker")
+    now = timezone.now()
+    running = Run.objects.create(
+        job=job, scheduled_at=now, started_at=now, trigger="schedule", status="running"
+    )
+    done = Run.objects.create(
+        job=job, scheduled_at=now - timedelta(minutes=5), trigger="schedule", status="succeeded"
+    )
+    page = sign_in(open_page())
+    page.click("nav.nav >> text=Runs")
+    expect(page.locator("#all-runs tbody tr")).to_have_count(2)
+    page.click("text=Running now")
+    expect(page.locator("#all-runs tbody tr")).to_have_count(1)
+    expect(page.locator(f"#run-{running.pk}")).to_contain_text("Running")
+    page.select_option("#run-filters select[name=status]", "succeeded")
+    expect(page).to_have_url(re.compile(r"/runs/\?status=succeeded"))
+    expect(page.locator(f"#run-{done.pk}")).to_be_visible()
+    # It refreshes itself: the running run finishes and shows up under "succeeded".
+    Run.objects.filter(pk=running.pk).update(status="succeeded", finished_at=timezone.now(), duration_ms=10)
+    expect(page.locator(f"#run-{running.pk}")).to_contain_text("Succeeded", timeout=LIVE_TIMEOUT)
     assert page.js_errors == []
