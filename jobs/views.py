@@ -9,7 +9,6 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 from functools import wraps
 from urllib.parse import urlencode
-from zoneinfo import available_timezones
 
 from django.conf import settings
 from django.contrib import messages
@@ -257,10 +256,9 @@ def _bulk_apply(request, action: str, jobs: list[Job]) -> None:
             else:
                 services.delete_job(job=job, user=request.user)
                 done.append(job)
-        except services.DemoModeError as exc:
-            messages.error(request, str(exc))
-            return
         except services.ServiceError as exc:
+            # Demo mode, an SQL job this user may not change, a built-in job
+            # that cannot be deleted: the rest go ahead.
             refused.append((job, str(exc)))
     verb = {"pause": "Paused", "resume": "Resumed", "run": "Queued a manual run of", "delete": "Deleted"}[
         action
@@ -274,9 +272,12 @@ def _bulk_apply(request, action: str, jobs: list[Job]) -> None:
         )
     elif skipped:
         text += f" {_names(skipped)} already had a manual run queued or running."
+    (messages.warning if skipped else messages.success)(request, text)
+    reasons: dict[str, list[Job]] = {}
     for job, reason in refused:
-        text += f" “{job.name}”: {reason}"
-    (messages.warning if skipped or refused else messages.success)(request, text)
+        reasons.setdefault(reason, []).append(job)
+    for reason, refused_jobs in reasons.items():
+        messages.error(request, f"Not changed: {_names(refused_jobs)}: {reason}")
 
 
 # -- job form --------------------------------------------------------------------
@@ -383,7 +384,7 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
         "error": _cron_error(form) if form.is_bound else None,
         "handlers": registry.available(),
         "http_methods": HTTP_METHODS,
-        "timezones": sorted(available_timezones()),
+        "timezones": cron.known_zones(),
         "sql_enabled": sql_enabled(),
         # Fields the template does not place by name (added by another area
         # of the app later) still show up, at the end.
@@ -471,11 +472,16 @@ def job_edit(request, job_id):
 @login_required
 def cron_preview(request):
     """The cron editor's live preview; any signed-in user may use it."""
-    expression = request.GET.get("cron_expression", "").strip()[:200]
-    zone_name = request.GET.get("timezone", "").strip()[:64] or "UTC"
-    context = {"expression": expression, "zone_name": zone_name}
+    # Over-long text is refused by cron itself (the one limit), not cut short.
+    expression = request.GET.get("cron_expression", "").strip()
+    zone_name = request.GET.get("timezone", "").strip()
+    context = {
+        "expression": expression[: cron.MAX_EXPRESSION_CHARS],
+        "zone_name": zone_name[: cron.MAX_ZONE_CHARS] or "UTC",
+    }
     if expression:
         try:
+            zone_name = context["zone_name"] = cron.zone_name(zone_name)
             preview = cron.preview(expression, zone_name, after=timezone.now(), count=5)
         except cron.CronError as exc:
             context["error"] = {"code": exc.code, "message": exc.message}
@@ -885,7 +891,10 @@ def settings_page(request):
     if not access.can_edit(request.user):
         for field in form.fields.values():
             field.disabled = True
-    return _partial_or_page(request, "jobs/settings.html", "settings-form", {"form": form})
+    from jobs.handlers.sql import role_warnings
+
+    context = {"form": form, "sql_role_warnings": role_warnings()}
+    return _partial_or_page(request, "jobs/settings.html", "settings-form", context)
 
 
 def _message_context(request) -> dict:
