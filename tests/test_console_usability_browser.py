@@ -388,11 +388,11 @@ def test_the_run_viewer_refreshes_its_status_and_tails_the_log(open_page, staff)
     expect(page.locator("#run-viewer-title")).to_be_focused()
     Run.objects.filter(pk=run.pk).update(log=log + "line 200: the newest\n")
     expect(page.locator("#run-log")).to_contain_text("line 200: the newest", timeout=8000)
-    # Tailing: the log box is scrolled to its end.
-    at_end = page.evaluate(
-        "(() => { const l = document.getElementById('run-log'); return l.scrollHeight - l.scrollTop - l.clientHeight; })()"
+    # Tailing: the log box is scrolled to its end (once htmx has settled the swap).
+    page.wait_for_function(
+        "(() => { const l = document.getElementById('run-log'); return l && l.scrollHeight - l.scrollTop - l.clientHeight < 24; })()",
+        timeout=5000,
     )
-    assert at_end < 24
     Run.objects.filter(pk=run.pk).update(status="succeeded", finished_at=timezone.now(), duration_ms=1500)
     expect(viewer.locator(".badge").first).to_have_text("Succeeded", timeout=8000)
     expect(viewer).not_to_have_attribute("data-poll", "")
