@@ -363,6 +363,49 @@ def runs_collection(request):
     return _run_page(request, runs)
 
 
+@api_view("GET")
+def upcoming(request):
+    """Fires of the next 24 hours (?window=24h) or 7 days (7d) across the
+    jobs the caller may see, in time order (jobs.upcoming)."""
+    from jobs import upcoming as fires
+
+    window = request.GET.get("window", "24h")
+    if window not in fires.WINDOWS:
+        raise ApiError(
+            400, "invalid_choice", f"“window” must be one of {', '.join(fires.WINDOWS)}.", "window"
+        )
+    limit = _parse_int(request.GET["limit"], "limit", 1, 500) if request.GET.get("limit") else fires.PAGE
+    after = None
+    if request.GET.get("cursor"):
+        after = fires.parse_cursor(request.GET["cursor"])
+        if after is None:
+            raise ApiError(400, "invalid", "This cursor is not one the API gave out.", "cursor")
+    now = timezone.now()
+    page, more = fires.upcoming_fires(
+        access.visible_jobs(request.user),
+        start=now,
+        end=now + fires.WINDOWS[window],
+        limit=limit,
+        after=after,
+    )
+    return JsonResponse(
+        {
+            "results": [
+                {
+                    "job": fire.job.pk,
+                    "name": fire.job.name,
+                    "at": cron.iso_utc(fire.at),
+                    "local": fire.local.isoformat(),
+                    "timezone": fire.job.timezone,
+                    "dst": fire.dst,
+                }
+                for fire in page
+            ],
+            "next_cursor": fires.cursor_of(page[-1]) if more else None,
+        }
+    )
+
+
 def _run_page(request, runs):
     params = request.GET
     statuses = [s for s in params.get("status", "").split(",") if s]
@@ -538,6 +581,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/run", job_run, name="job_run"),
     path("jobs/<int:job_id>/runs", job_runs, name="job_runs"),
     path("runs", runs_collection, name="runs"),
+    path("upcoming", upcoming, name="upcoming"),
     path("runs/<int:run_id>", run_detail, name="run"),
     path("runs/<int:run_id>/cancel", run_cancel, name="run_cancel"),
     path("handlers", handlers, name="handlers"),

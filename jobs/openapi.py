@@ -281,6 +281,38 @@ SCHEMAS = {
             ),
         },
     },
+    "UpcomingPage": {
+        "type": "object",
+        "required": ["results", "next_cursor"],
+        "properties": {
+            "results": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["job", "name", "at", "local", "timezone", "dst"],
+                    "properties": {
+                        "job": {"type": "integer"},
+                        "name": {"type": "string"},
+                        "at": {"type": "string", "format": "date-time", "description": "UTC."},
+                        "local": {
+                            "type": "string",
+                            "format": "date-time",
+                            "description": "In the job's zone.",
+                        },
+                        "timezone": {"type": "string"},
+                        "dst": _nullable(
+                            "string",
+                            enum=["repeated", "shifted", None],
+                            description="repeated: a local time that happens twice; shifted: the first fire after clocks changed.",
+                        ),
+                    },
+                },
+            },
+            "next_cursor": _nullable(
+                "string", description="Pass as `cursor` for the next page; null on the last."
+            ),
+        },
+    },
     "Handler": {
         "type": "object",
         "required": ["name", "label", "description", "properties_help"],
@@ -444,6 +476,22 @@ PATHS = {
             "summary": "The job's runs, newest scheduled first.",
             "parameters": RUN_FILTERS,
             "responses": {"200": _json(_ref("RunPage"), "One page of runs."), **_errors("400", "401", "404")},
+        },
+    },
+    "/api/upcoming": {
+        "get": {
+            "operationId": "listUpcomingFires",
+            "summary": "Fires of the next 24 hours or 7 days across jobs, earliest first.",
+            "parameters": [
+                _query(
+                    "window", "How far ahead.", {"type": "string", "enum": ["24h", "7d"], "default": "24h"}
+                ),
+                _query(
+                    "limit", "Page size.", {"type": "integer", "minimum": 1, "maximum": 500, "default": 100}
+                ),
+                _query("cursor", "next_cursor from the previous page.", {"type": "string"}),
+            ],
+            "responses": {"200": _json(_ref("UpcomingPage"), "One page of fires."), **_errors("400", "401")},
         },
     },
     "/api/runs": {

@@ -795,6 +795,29 @@ def _all_runs_context(request, *, now: datetime | None = None) -> dict:
 
 
 @login_required
+def upcoming(request):
+    """Every fire of the next 24 hours (or 7 days) across jobs, in time order."""
+    from jobs import upcoming as fires
+
+    now = timezone.now()
+    window = request.GET.get("window", "24h")
+    if window not in fires.WINDOWS:
+        window = "24h"
+    after = fires.parse_cursor(request.GET.get("after"))
+    page, more = fires.upcoming_fires(
+        access.visible_jobs(request.user), start=now, end=now + fires.WINDOWS[window], after=after
+    )
+    context = {
+        "fires": page,
+        "window": window,
+        "windows": [("24h", "Next 24 hours"), ("7d", "Next 7 days")],
+        "later_query": urlencode({"window": window, "after": fires.cursor_of(page[-1])}) if more else "",
+        "deeper": after is not None,
+    }
+    return _partial_or_page(request, "jobs/upcoming.html", "upcoming-list", context)
+
+
+@login_required
 def run_list(request):
     """All runs across jobs: "running now", "failed today", by job, trigger, time."""
     return _partial_or_page(request, "jobs/run_list.html", "run-list", _all_runs_context(request))

@@ -511,3 +511,96 @@ def test_api_lists_runs_across_jobs(staff_client, staff_user, make_job):
     ] == [ra.pk]
     assert api.get("/api/runs", {"job": "x"}).status_code == 400
     assert api.get("/api/runs", {"status": "nope"}).status_code == 400
+
+
+# -- upcoming fires across jobs ------------------------------------------------------------------------
+
+
+@time_machine.travel(datetime(2026, 10, 31, 22, 0, tzinfo=UTC), tick=False)
+def test_upcoming_merges_every_jobs_fires_in_time_order_with_dst_marks(staff_client, make_job):
+    from jobs.upcoming import upcoming_fires
+
+    now = datetime(2026, 10, 31, 22, 0, tzinfo=UTC)
+    # Every 6 hours from now; hourly at :30 in New York (clocks fall back 1 Nov 06:00 UTC); once.
+    every6 = make_job(
+        name="every-6h",
+        schedule_type=Job.ScheduleType.INTERVAL,
+        cron_expression="",
+        interval_seconds=6 * 3600,
+        next_fire_at=now + timedelta(hours=6),
+    )
+    ny = make_job(
+        name="ny",
+        cron_expression="0 30 * * * *",
+        timezone="America/New_York",
+        next_fire_at=datetime(2026, 10, 31, 22, 30, tzinfo=UTC),
+    )
+    once = make_job(name="once", run_once=True, next_fire_at=now + timedelta(hours=1, minutes=5))
+    make_job(name="paused", state=Job.State.PAUSED, next_fire_at=None)
+
+    fires, more = upcoming_fires(Job.objects.live(), start=now, end=now + timedelta(hours=24), limit=1000)
+    assert not more
+    assert [f.at for f in fires] == sorted(f.at for f in fires)
+    by_job = {job.pk: [f for f in fires if f.job.pk == job.pk] for job in (every6, ny, once)}
+    assert [f.at for f in by_job[every6.pk]] == [now + timedelta(hours=h) for h in (6, 12, 18)]
+    assert len(by_job[once.pk]) == 1
+    assert len(by_job[ny.pk]) == 24  # hourly, the repeated 01:30 twice
+    marks = {(f.local.strftime("%H:%M %Z"), f.dst) for f in by_job[ny.pk] if f.dst}
+    assert ("01:30 EDT", "repeated") in marks and ("01:30 EST", "repeated") in marks
+
+    # Pages: limit and a cursor continue exactly where the last page stopped.
+    first, more = upcoming_fires(Job.objects.live(), start=now, end=now + timedelta(hours=24), limit=10)
+    assert more and first == fires[:10]
+    rest, _ = upcoming_fires(
+        Job.objects.live(),
+        start=now,
+        end=now + timedelta(hours=24),
+        limit=1000,
+        after=(first[-1].at, first[-1].job.pk),
+    )
+    assert first + rest == fires
+
+    html = staff_client.get(reverse("jobs:upcoming")).content.decode()
+    assert html.count('<tr class="fire"') == len(fires)
+    assert (
+        "DST repeated hour" in html
+        and "every-6h" in html
+        and "paused" not in re.sub(r"<head>.*?</head>", "", html, flags=re.S).split("<tbody>")[1]
+    )
+
+
+def test_upcoming_pages_over_many_jobs_without_walking_them_all(
+    staff_client, make_job, django_assert_max_num_queries
+):
+    from django.utils import timezone
+
+    now = timezone.now()
+    for i in range(450):
+        make_job(name=f"j{i:03d}", next_fire_at=now + timedelta(seconds=i + 1))
+    with django_assert_max_num_queries(8):
+        html = staff_client.get(reverse("jobs:upcoming")).content.decode()
+    names = re.findall(r'<tr class="fire" data-job="\d+">.*?>(j\d{3})</a>', html, re.S)
+    assert names[:3] == ["j000", "j001", "j002"] and len(names) == 100
+    later = re.search(r'href="(\?window=24h&amp;after=[^"]+)"', html).group(1).replace("&amp;", "&")
+    second = staff_client.get(reverse("jobs:upcoming") + later).content.decode()
+    assert re.findall(r">(j\d{3})</a>", second)[0] != names[-1]
+
+
+def test_api_upcoming(staff_user, make_job):
+    from django.utils import timezone
+
+    from jobs import tokens
+    from tests.fixtures.api import ApiClient
+
+    now = timezone.now()
+    job = make_job(name="soon", next_fire_at=now + timedelta(minutes=1), timezone="Europe/Berlin")
+    _token, secret = tokens.create_token(user=staff_user, name="t")
+    api = ApiClient(secret)
+    body = api.get("/api/upcoming", {"limit": 2}).json()
+    assert body["results"][0]["job"] == job.pk and body["results"][0]["timezone"] == "Europe/Berlin"
+    assert body["next_cursor"]
+    follow = api.get("/api/upcoming", {"limit": 2, "cursor": body["next_cursor"]}).json()["results"]
+    assert follow[0]["at"] > body["results"][-1]["at"]
+    assert api.get("/api/upcoming", {"window": "1y"}).status_code == 400
+    assert api.get("/api/upcoming", {"cursor": "zzz"}).status_code == 400
+    assert api.get("/api/upcoming", {"limit": "0"}).status_code == 400

@@ -189,6 +189,8 @@ def console_urls(billing, runs) -> list[str]:
         f"/runs/{runs[1].pk}/",
         "/runs/",
         "/runs/?status=failed&since=today",
+        "/upcoming/",
+        "/upcoming/?window=7d",
         "/settings/",
         "/messages/",
         "/alerts/",

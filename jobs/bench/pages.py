@@ -136,6 +136,8 @@ def pages(ids: dict) -> list[tuple[str, str]]:
             ("all runs, running now", reverse("jobs:run_list") + "?status=live"),
             ("all runs, failed today", reverse("jobs:run_list") + "?status=failed&since=today"),
             ("all runs of one job", reverse("jobs:run_list") + f"?job={ids['light']}"),
+            ("upcoming, next 24 hours", reverse("jobs:upcoming")),
+            ("upcoming, next 7 days", reverse("jobs:upcoming") + "?window=7d"),
             (
                 "cron preview",
                 reverse("jobs:cron_preview") + "?cron_expression=0+0+9+%3F+*+5%233&timezone=Europe%2FBerlin",
