@@ -364,6 +364,32 @@ def runs_collection(request):
 
 
 @api_view("GET")
+def dashboard(request):
+    """The console dashboard's figures (jobs.views.dashboard_figures)."""
+    from jobs.views import dashboard_figures
+
+    figures = dashboard_figures(request.user, now=timezone.now())
+    return JsonResponse(
+        {
+            "jobs_by_state": figures["jobs_by_state"],
+            "runs_24h_by_status": figures["runs_24h_by_status"],
+            "success_rate_24h": figures["success_rate_24h"],
+            "attention": [
+                {
+                    "id": job.pk,
+                    "name": job.name,
+                    "state": job.state,
+                    "consecutive_failures": job.consecutive_failures,
+                }
+                for job in figures["attention"]
+            ],
+            "running": [run_to_dict(run) for run in figures["running"]],
+            "running_count": figures["running_count"],
+        }
+    )
+
+
+@api_view("GET")
 def upcoming(request):
     """Fires of the next 24 hours (?window=24h) or 7 days (7d) across the
     jobs the caller may see, in time order (jobs.upcoming)."""
@@ -582,6 +608,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/runs", job_runs, name="job_runs"),
     path("runs", runs_collection, name="runs"),
     path("upcoming", upcoming, name="upcoming"),
+    path("dashboard", dashboard, name="dashboard"),
     path("runs/<int:run_id>", run_detail, name="run"),
     path("runs/<int:run_id>/cancel", run_cancel, name="run_cancel"),
     path("handlers", handlers, name="handlers"),

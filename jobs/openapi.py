@@ -281,6 +281,45 @@ SCHEMAS = {
             ),
         },
     },
+    "Dashboard": {
+        "type": "object",
+        "required": [
+            "jobs_by_state",
+            "runs_24h_by_status",
+            "success_rate_24h",
+            "attention",
+            "running",
+            "running_count",
+        ],
+        "properties": {
+            "jobs_by_state": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "runs_24h_by_status": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "success_rate_24h": _nullable(
+                "number",
+                description="Percent of finished runs (succeeded, failed, timed out, interrupted) that succeeded.",
+            ),
+            "attention": {
+                "type": "array",
+                "description": "Crashed jobs, then failing ones (most failures first), at most 20.",
+                "items": {
+                    "type": "object",
+                    "required": ["id", "name", "state", "consecutive_failures"],
+                    "properties": {
+                        "id": {"type": "integer"},
+                        "name": {"type": "string"},
+                        "state": {"type": "string"},
+                        "consecutive_failures": {"type": "integer"},
+                    },
+                },
+            },
+            "running": {
+                "type": "array",
+                "items": _ref("Run"),
+                "description": "Queued and running runs, newest first, at most 20.",
+            },
+            "running_count": {"type": "integer"},
+        },
+    },
     "UpcomingPage": {
         "type": "object",
         "required": ["results", "next_cursor"],
@@ -476,6 +515,13 @@ PATHS = {
             "summary": "The job's runs, newest scheduled first.",
             "parameters": RUN_FILTERS,
             "responses": {"200": _json(_ref("RunPage"), "One page of runs."), **_errors("400", "401", "404")},
+        },
+    },
+    "/api/dashboard": {
+        "get": {
+            "operationId": "getDashboard",
+            "summary": "Jobs by state, the last 24 hours' runs by status and success rate, jobs needing attention, live runs.",
+            "responses": {"200": _json(_ref("Dashboard"), "The figures."), **_errors("401")},
         },
     },
     "/api/upcoming": {

@@ -21,6 +21,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/delete/", views.job_delete, name="job_delete"),
     path("runs/", views.run_list, name="run_list"),
     path("upcoming/", views.upcoming, name="upcoming"),
+    path("dashboard/", views.dashboard, name="dashboard"),
     path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/log.txt", views.run_log, name="run_log"),

@@ -794,6 +794,82 @@ def _all_runs_context(request, *, now: datetime | None = None) -> dict:
     }
 
 
+DASHBOARD_ATTENTION = 20  # crashed and failing jobs listed, worst first
+DASHBOARD_RUNNING = 20
+
+
+def dashboard_figures(user, *, now: datetime) -> dict:
+    """What the dashboard shows, also GET /api/dashboard: jobs by state, the
+    last 24 hours' runs by status and their success rate, the jobs that need
+    attention (crashed, then failing), what is running now."""
+    from django.db.models import Case, Count, When
+
+    jobs = access.visible_jobs(user)
+    by_state = dict(jobs.order_by().values_list("state").annotate(n=Count("id")))
+    since = now - timedelta(hours=24)
+    runs = access.visible_runs(user).filter(scheduled_at__gte=since, scheduled_at__lte=now)
+    by_status = dict(runs.order_by().values_list("status").annotate(n=Count("id")))
+    succeeded = by_status.get(Run.Status.SUCCEEDED, 0)
+    failed = sum(
+        by_status.get(s, 0) for s in (Run.Status.FAILED, Run.Status.TIMED_OUT, Run.Status.INTERRUPTED)
+    )
+    attention = list(
+        jobs.filter(Q(state=Job.State.CRASHED) | Q(consecutive_failures__gt=0))
+        .order_by(Case(When(state=Job.State.CRASHED, then=0), default=1), "-consecutive_failures", "name")
+        .only("id", "name", "state", "consecutive_failures", "last_fire_at", "last_status", "last_error")[
+            :DASHBOARD_ATTENTION
+        ]
+    )
+    live_ids = list(Run.objects.filter(_LIVE).order_by().values_list("pk", flat=True)[:MAX_LIVE_RUNS])
+    running = list(
+        access.visible_runs(user)
+        .filter(pk__in=live_ids)
+        .select_related("job")
+        .only("id", "status", "scheduled_at", "started_at", "trigger", "job__name", "handler", "task_key")
+        .order_by("-scheduled_at", "-id")[:DASHBOARD_RUNNING]
+    )
+    return {
+        "jobs_by_state": {state: by_state.get(state, 0) for state in Job.State.values},
+        "runs_24h_by_status": {status: by_status.get(status, 0) for status in Run.Status.values},
+        "success_rate_24h": round(100 * succeeded / (succeeded + failed), 1) if succeeded + failed else None,
+        "attention": attention,
+        "running": running,
+        "running_count": len(live_ids),
+    }
+
+
+def _status_bars(counts: dict) -> list[dict]:
+    """The 24 hours' runs by status as horizontal bars (percent of the largest)."""
+    top = max(counts.values(), default=0) or 1
+    return [
+        {
+            "status": status,
+            "label": label,
+            "count": counts[status],
+            "width": round(100 * counts[status] / top, 1),
+        }
+        for status, label in Run.Status.choices
+        if counts[status]
+    ]
+
+
+@login_required
+def dashboard(request):
+    figures = dashboard_figures(request.user, now=timezone.now())
+    context = {
+        **figures,
+        "state_tiles": [(v, label, figures["jobs_by_state"][v]) for v, label in Job.State.choices],
+        "bars": _status_bars(figures["runs_24h_by_status"]),
+        "poll_version": _fingerprint(
+            figures["jobs_by_state"],
+            figures["runs_24h_by_status"],
+            [(j.pk, j.state, j.consecutive_failures) for j in figures["attention"]],
+            [(r.pk, r.status) for r in figures["running"]],
+        ),
+    }
+    return _partial_or_page(request, "jobs/dashboard.html", "dashboard-body", context)
+
+
 @login_required
 def upcoming(request):
     """Every fire of the next 24 hours (or 7 days) across jobs, in time order."""

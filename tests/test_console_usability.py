@@ -604,3 +604,44 @@ def test_api_upcoming(staff_user, make_job):
     assert api.get("/api/upcoming", {"window": "1y"}).status_code == 400
     assert api.get("/api/upcoming", {"cursor": "zzz"}).status_code == 400
     assert api.get("/api/upcoming", {"limit": "0"}).status_code == 400
+
+
+# -- the dashboard ------------------------------------------------------------------------------------
+
+
+def test_dashboard_figures_page_and_api(staff_client, staff_user, make_job, django_assert_max_num_queries):
+    from django.utils import timezone
+
+    from jobs import tokens
+    from tests.fixtures.api import ApiClient
+
+    now = timezone.now()
+    crashed = make_job(name="crashed-one", state=Job.State.CRASHED, consecutive_failures=3, last_error="boom")
+    failing = make_job(name="failing-one", consecutive_failures=1)
+    make_job(name="fine")
+    make_job(name="resting", state=Job.State.PAUSED)
+    for i, status in enumerate(["succeeded", "succeeded", "succeeded", "failed", "skipped"]):
+        Run.objects.create(
+            job=failing, scheduled_at=now - timedelta(hours=1, minutes=i), trigger="schedule", status=status
+        )
+    Run.objects.create(job=failing, scheduled_at=now - timedelta(days=3), trigger="schedule", status="failed")
+    live = Run.objects.create(
+        job=crashed, scheduled_at=now - timedelta(minutes=1), trigger="manual", status="running"
+    )
+
+    with django_assert_max_num_queries(12):
+        html = staff_client.get(reverse("jobs:dashboard")).content.decode()
+    assert re.search(r'id="tile-crashed">\s*<span class="tile-number">1<', html)
+    assert re.search(r'id="tile-paused">\s*<span class="tile-number">1<', html)
+    assert "75.0 %" in html  # 3 of 4 finished runs in 24 h (the skip does not count)
+    attention = html.split('id="needs-attention"')[1].split("</section>")[0]
+    assert attention.index("crashed-one") < attention.index("failing-one") and "fine" not in attention
+    assert f"#{live.pk}" in html.split('id="running-now"')[1]
+
+    _token, secret = tokens.create_token(user=staff_user, name="t")
+    body = ApiClient(secret).get("/api/dashboard").json()
+    assert body["jobs_by_state"]["crashed"] == 1 and body["jobs_by_state"]["paused"] == 1
+    assert body["runs_24h_by_status"]["succeeded"] == 3 and body["runs_24h_by_status"]["failed"] == 1
+    assert body["success_rate_24h"] == 75.0
+    assert [j["name"] for j in body["attention"]] == ["crashed-one", "failing-one"]
+    assert [r["id"] for r in body["running"]] == [live.pk] and body["running_count"] == 1

@@ -191,6 +191,7 @@ def console_urls(billing, runs) -> list[str]:
         "/runs/?status=failed&since=today",
         "/upcoming/",
         "/upcoming/?window=7d",
+        "/dashboard/",
         "/settings/",
         "/messages/",
         "/alerts/",
@@ -233,8 +234,11 @@ def test_every_page_passes_axe_and_fits_the_width(open_page, staff, viewport):
             "/jobs/new/": "phone-job-form",
             f"/jobs/{billing.pk}/": "phone-job-page",
         }
+        desktop_shots = {"/dashboard/": "dashboard", "/runs/": "all-runs", "/upcoming/": "upcoming"}
         if viewport is PHONE and url in shots:
             save_screenshot(page, shots[url])
+        elif viewport is DESKTOP and url in desktop_shots:
+            save_screenshot(page, desktop_shots[url])
     assert problems == {}
     assert page.js_errors == []
 

@@ -136,6 +136,7 @@ def pages(ids: dict) -> list[tuple[str, str]]:
             ("all runs, running now", reverse("jobs:run_list") + "?status=live"),
             ("all runs, failed today", reverse("jobs:run_list") + "?status=failed&since=today"),
             ("all runs of one job", reverse("jobs:run_list") + f"?job={ids['light']}"),
+            ("dashboard", reverse("jobs:dashboard")),
             ("upcoming, next 24 hours", reverse("jobs:upcoming")),
             ("upcoming, next 7 days", reverse("jobs:upcoming") + "?window=7d"),
             (
