@@ -5,7 +5,9 @@ from jobs import alert_views, views
 app_name = "jobs"
 
 urlpatterns = [
-    path("", views.job_list, name="job_list"),
+    # The home page is the dashboard (issue 15); the job list is /jobs/.
+    path("", views.dashboard, name="dashboard"),
+    path("jobs/", views.job_list, name="job_list"),
     path("favicon.ico", views.favicon, name="favicon"),
     path("profile/", views.profile, name="profile"),
     path("cluster/", views.cluster, name="cluster"),
@@ -21,7 +23,6 @@ urlpatterns = [
     path("jobs/<int:job_id>/delete/", views.job_delete, name="job_delete"),
     path("runs/", views.run_list, name="run_list"),
     path("upcoming/", views.upcoming, name="upcoming"),
-    path("dashboard/", views.dashboard, name="dashboard"),
     path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/log.txt", views.run_log, name="run_log"),

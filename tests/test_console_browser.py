@@ -87,8 +87,8 @@ def test_sign_in_and_see_the_job_list(page, login, staff, screenshot):
         last_fire_at=now - timedelta(hours=3),
     )
 
-    page.goto("/")
-    expect(page).to_have_url(re.compile(r"/login/\?next=/$"))
+    page.goto("/jobs/")
+    expect(page).to_have_url(re.compile(r"/login/\?next=/jobs/$"))
     login("ada", "pw-ada-123")
     expect(page.locator("#job-table")).to_contain_text("billing-sync")
     expect(page.locator("#job-row-" + str(Job.objects.get(name="import-orders").pk))).to_contain_text(

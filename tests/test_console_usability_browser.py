@@ -191,7 +191,7 @@ def console_urls(billing, runs) -> list[str]:
         "/runs/?status=failed&since=today",
         "/upcoming/",
         "/upcoming/?window=7d",
-        "/dashboard/",
+        "/jobs/",
         "/settings/",
         "/messages/",
         "/alerts/",
@@ -230,11 +230,11 @@ def test_every_page_passes_axe_and_fits_the_width(open_page, staff, viewport):
         if found:
             problems[url] = found
         shots = {
-            "/": "phone-job-list",
+            "/jobs/": "phone-job-list",
             "/jobs/new/": "phone-job-form",
             f"/jobs/{billing.pk}/": "phone-job-page",
         }
-        desktop_shots = {"/dashboard/": "dashboard", "/runs/": "all-runs", "/upcoming/": "upcoming"}
+        desktop_shots = {"/": "dashboard", "/runs/": "all-runs", "/upcoming/": "upcoming"}
         if viewport is PHONE and url in shots:
             save_screenshot(page, shots[url])
         elif viewport is DESKTOP and url in desktop_shots:
@@ -645,7 +645,7 @@ def test_cron_editor_question_mark_utc_weekday_hint_and_interval_floor(open_page
 def test_the_skip_link_is_the_first_tab_stop_and_leads_to_the_content(open_page, staff):
     make_job(name="first-job")
     page = sign_in(open_page())
-    page.goto("/")
+    page.goto("/jobs/")
     page.keyboard.press("Tab")
     skip = page.locator("a.skip-link")
     expect(skip).to_be_focused()
