@@ -108,7 +108,8 @@ def _done(request, url: str):
 # -- job list ------------------------------------------------------------------
 
 
-def _job_list_context(request) -> dict:
+def _filtered_jobs(request):
+    """The visible jobs the list's filters (?q, state, kind, namespace) leave."""
     params = request.GET
     jobs = access.visible_jobs(request.user)
     query = params.get("q", "").strip()[:200]
@@ -123,6 +124,12 @@ def _job_list_context(request) -> dict:
     namespace = params.get("namespace", "")
     if namespace:
         jobs = jobs.filter(namespace=namespace)
+    return jobs, query, state, kind, namespace
+
+
+def _job_list_context(request) -> dict:
+    params = request.GET
+    jobs, query, state, kind, namespace = _filtered_jobs(request)
 
     sort = params.get("sort", "name")
     field = JOB_SORTS.get(sort.lstrip("-"))
@@ -201,6 +208,23 @@ def job_list(request):
 
 
 BULK_ACTIONS = ("pause", "resume", "run", "delete")
+
+
+@login_required
+def job_export(request):
+    """The listed jobs (the list's filters, every page) as a `manage.py jobs
+    import` file: the same JSON as `manage.py jobs export`."""
+    import json
+
+    from jobs.serializers import job_to_spec
+
+    jobs, *_ = _filtered_jobs(request)
+    specs = [job_to_spec(job) for job in jobs.order_by("name")]
+    response = HttpResponse(
+        json.dumps(specs, indent=2, ensure_ascii=False), content_type="application/json; charset=utf-8"
+    )
+    response["Content-Disposition"] = 'attachment; filename="cronboard-jobs.json"'
+    return response
 
 
 @login_required

@@ -645,3 +645,28 @@ def test_dashboard_figures_page_and_api(staff_client, staff_user, make_job, djan
     assert body["success_rate_24h"] == 75.0
     assert [j["name"] for j in body["attention"]] == ["crashed-one", "failing-one"]
     assert [r["id"] for r in body["running"]] == [live.pk] and body["running_count"] == 1
+
+
+def test_export_the_listed_jobs_as_an_import_file(staff_client, make_job, tmp_path):
+    import json
+
+    from django.core.management import call_command
+
+    make_job(name="billing-a", description="x", properties={"k": "v"})
+    make_job(name="billing-b", state=Job.State.CRASHED, consecutive_failures=3)
+    make_job(name="other")
+    response = staff_client.get(reverse("jobs:job_export"), {"q": "billing"})
+    assert response["Content-Disposition"] == 'attachment; filename="cronboard-jobs.json"'
+    specs = json.loads(response.content)
+    assert [s["name"] for s in specs] == ["billing-a", "billing-b"]
+    assert specs[0]["properties"] == {"k": "v"} and specs[1]["state"] == "enabled"
+    # `manage.py jobs import` reads it back: nothing to change.
+    path = tmp_path / "jobs.json"
+    path.write_bytes(response.content)
+    from io import StringIO
+
+    out = StringIO()
+    call_command("jobs", "import", str(path), stdout=out)
+    assert "0 created, 0 updated, 2 unchanged" in out.getvalue()
+    html = staff_client.get(reverse("jobs:job_list"), {"q": "billing"}).content.decode()
+    assert f'href="{reverse("jobs:job_export")}?q=billing"' in html
