@@ -13,6 +13,7 @@ urlpatterns = [
     path("cluster/", views.cluster, name="cluster"),
     path("jobs/bulk/", views.job_bulk, name="job_bulk"),
     path("jobs/export.json", views.job_export, name="job_export"),
+    path("jobs/import/", views.job_import, name="job_import"),
     path("jobs/new/", views.job_create, name="job_create"),
     path("jobs/<int:job_id>/", views.job_detail, name="job_detail"),
     path("jobs/<int:job_id>/edit/", views.job_edit, name="job_edit"),

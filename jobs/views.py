@@ -227,6 +227,62 @@ def job_export(request):
     return response
 
 
+MAX_IMPORT_BYTES = 2 * 1024 * 1024
+
+
+@login_required
+@staff_required
+@require_http_methods(["GET", "POST"])
+def job_import(request):
+    """Import a `manage.py jobs import` file in the console: the first POST
+    previews what would be created, updated or left alone (and every error,
+    with nothing saved); "Apply" imports it, all or nothing (jobs.imports)."""
+    from jobs import imports
+
+    context = {"text": "", "planned": None, "file_error": ""}
+    if request.method == "POST":
+        upload = request.FILES.get("file")
+        if upload is not None:
+            raw = upload.read(MAX_IMPORT_BYTES + 1)
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                text, context["file_error"] = "", "The file is not UTF-8 text."
+            if len(raw) > MAX_IMPORT_BYTES:
+                text, context["file_error"] = (
+                    "",
+                    f"The file is larger than {MAX_IMPORT_BYTES // 1024 // 1024} MB.",
+                )
+        else:
+            text = request.POST.get("text", "")
+        context["text"] = text
+        if not context["file_error"]:
+            try:
+                specs = imports.parse(text, source="The file")
+            except imports.ImportFileError as exc:
+                context["file_error"] = str(exc)
+            else:
+                if "apply" in request.POST:
+                    try:
+                        created, updated, unchanged = imports.apply(
+                            specs, user=request.user, via=AuditEvent.Via.CONSOLE
+                        )
+                    except imports.ImportFailed:
+                        pass  # the preview below shows why
+                    else:
+                        messages.success(
+                            request,
+                            f"Imported {len(specs)} job(s): {created} created, {updated} updated, {unchanged} unchanged.",
+                        )
+                        return _done(request, reverse("jobs:job_list"))
+                context["planned"] = imports.plan(specs, user=request.user)
+                context["counts"] = {
+                    action: sum(1 for p in context["planned"] if p.action == action)
+                    for action in ("create", "update", "unchanged", "invalid")
+                }
+    return render(request, "jobs/job_import.html", context)
+
+
 @login_required
 @require_POST
 @staff_required

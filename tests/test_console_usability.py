@@ -670,3 +670,68 @@ def test_export_the_listed_jobs_as_an_import_file(staff_client, make_job, tmp_pa
     assert "0 created, 0 updated, 2 unchanged" in out.getvalue()
     html = staff_client.get(reverse("jobs:job_list"), {"q": "billing"}).content.decode()
     assert f'href="{reverse("jobs:job_export")}?q=billing"' in html
+
+
+def test_import_previews_then_applies_all_or_nothing(staff_client, make_job):
+    import json
+
+    make_job(name="stays", cron_expression="0 * * * * *", timezone="UTC")
+    make_job(name="changes", cron_expression="0 * * * * *", timezone="UTC")
+    from jobs.serializers import job_to_spec
+
+    specs = [job_to_spec(Job.objects.get(name=n)) for n in ("stays", "changes")]
+    specs[1]["cron_expression"] = "0 */5 * * * *"
+    specs.append({"name": "brand-new", "handler": "demo.echo", "cron_expression": "0 0 * * * *"})
+    text = json.dumps(specs)
+    before = AuditEvent.objects.count()
+
+    preview = staff_client.post(reverse("jobs:job_import"), {"text": text}).content.decode()
+    assert "1 to create · 1 to update · 1 unchanged" in preview
+    assert (
+        "<strong>cron_expression</strong>: <code>0 * * * * *</code> → <code>0 */5 * * * *</code>" in preview
+    )
+    assert not Job.objects.filter(name="brand-new").exists() and AuditEvent.objects.count() == before
+    assert Job.objects.get(name="changes").cron_expression == "0 * * * * *"
+
+    done = staff_client.post(reverse("jobs:job_import"), {"text": text, "apply": "1"})
+    assert done.status_code == 302
+    assert Job.objects.get(name="changes").cron_expression == "0 */5 * * * *"
+    assert Job.objects.filter(name="brand-new").exists()
+    assert AuditEvent.objects.filter(via="console").count() == 2  # the unchanged job is not written
+
+
+def test_import_with_an_error_saves_nothing_and_says_why(staff_client, make_job):
+    import json
+
+    text = json.dumps(
+        [
+            {"name": "good", "handler": "demo.echo", "cron_expression": "0 0 * * * *"},
+            {"name": "bad", "handler": "demo.echo", "cron_expression": "0 0 12 5 * 1"},
+        ]
+    )
+    preview = staff_client.post(reverse("jobs:job_import"), {"text": text}).content.decode()
+    assert "1 with errors" in preview and "47003" in preview and 'name="apply"' not in preview
+    staff_client.post(reverse("jobs:job_import"), {"text": text, "apply": "1"})
+    assert not Job.objects.filter(name__in=["good", "bad"]).exists()
+    for hostile in ("{", "[1, 2]", '[{"name": "a"}, {"name": "a"}]', '{"a": 1, "a": 2}', "[" * 100000):
+        html = staff_client.post(reverse("jobs:job_import"), {"text": hostile}).content.decode()
+        assert 'id="form-errors"' in html, hostile[:20]
+
+
+def test_import_reads_an_uploaded_file(staff_client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    upload = SimpleUploadedFile(
+        "jobs.json", b'[{"name": "up", "handler": "demo.echo", "cron_expression": "0 0 * * * *"}]'
+    )
+    html = staff_client.post(reverse("jobs:job_import"), {"file": upload}).content.decode()
+    assert "1 to create" in html and "&quot;up&quot;" in html  # the text rides along to Apply
+    latin = SimpleUploadedFile("jobs.json", '[{"name": "é"}]'.encode("latin-1"))
+    assert "not UTF-8" in staff_client.post(reverse("jobs:job_import"), {"file": latin}).content.decode()
+
+
+def test_import_is_staff_only(viewer_client):
+    assert viewer_client.get(reverse("jobs:job_import")).status_code == 403
+    text = '[{"name": "v", "handler": "demo.echo", "cron_expression": "0 0 * * * *"}]'
+    assert viewer_client.post(reverse("jobs:job_import"), {"text": text, "apply": "1"}).status_code == 403
+    assert not Job.objects.filter(name="v").exists()

@@ -192,6 +192,7 @@ def console_urls(billing, runs) -> list[str]:
         "/upcoming/",
         "/upcoming/?window=7d",
         "/jobs/",
+        "/jobs/import/",
         "/settings/",
         "/messages/",
         "/alerts/",
@@ -700,4 +701,24 @@ def test_all_runs_running_now_and_filters_in_the_url(open_page, staff):
     # It refreshes itself: the running run finishes and shows up under "succeeded".
     Run.objects.filter(pk=running.pk).update(status="succeeded", finished_at=timezone.now(), duration_ms=10)
     expect(page.locator(f"#run-{running.pk}")).to_contain_text("Succeeded", timeout=LIVE_TIMEOUT)
+    assert page.js_errors == []
+
+
+def test_import_preview_in_the_browser(open_page, staff):
+    make_job(name="known", cron_expression="0 * * * * *")
+    page = sign_in(open_page())
+    page.click("text=Import…")
+    page.fill(
+        "#import-text",
+        '[{"name": "known", "handler": "demo.echo", "cron_expression": "0 */5 * * * *"},'
+        ' {"name": "fresh", "handler": "demo.echo", "cron_expression": "0 0 * * * *"}]',
+    )
+    page.click("button:has-text('Preview')")
+    expect(page.locator("#import-preview-title")).to_be_focused()
+    expect(page.locator("#import-preview")).to_contain_text("1 to create · 1 to update")
+    assert serious_violations(page) == []
+    assert not Job.objects.filter(name="fresh").exists()
+    page.click("button:has-text('Apply')")
+    expect(page.locator("#flash")).to_contain_text("Imported 2 job(s): 1 created, 1 updated, 0 unchanged.")
+    assert Job.objects.get(name="known").cron_expression == "0 */5 * * * *"
     assert page.js_errors == []
