@@ -655,7 +655,7 @@ def test_the_skip_link_is_the_first_tab_stop_and_leads_to_the_content(open_page,
     expect(page.locator("main")).to_be_focused()
     # The next Tab lands on the page's first control, past the navigation.
     page.keyboard.press("Tab")
-    expect(page.get_by_role("link", name="New job")).to_be_focused()
+    expect(page.get_by_role("link", name="Import…")).to_be_focused()
 
 
 def test_bulk_delete_names_the_jobs_and_asks_first(open_page, staff):
