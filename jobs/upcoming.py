@@ -48,8 +48,11 @@ def cursor_of(fire: Fire) -> str:
 
 
 def parse_cursor(value: str | None) -> tuple[datetime, int] | None:
+    """(time, job id) from cursor_of's text; None for anything it never wrote."""
     try:
         micros, job_id = (int(part) for part in (value or "").split("."))
+        if not 0 < job_id < 2**63:
+            return None
         return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros), job_id
     except (ValueError, OverflowError):
         return None
