@@ -57,7 +57,7 @@ class Job(models.Model):
         PAUSED = "paused", "Paused"
         CRASHED = "crashed", "Crashed"
 
-    MIN_INTERVAL_SECONDS = 5
+    MIN_INTERVAL_SECONDS = cron.MIN_INTERVAL_SECONDS  # the floor is jobs.cron's (47004)
     MAX_INTERVAL_SECONDS = 366 * 86_400
     MAX_TIMEOUT_SECONDS = 86_400
     # What a person or program sets on a job (form, API, jobs-as-code file,
@@ -293,6 +293,8 @@ class Run(models.Model):
         MISFIRE = "misfire", "Misfire"
         OVERLAP = "overlap", "Overlap"
 
+    # Finished without success: the console offers to run these again.
+    RETRYABLE = (Status.FAILED, Status.TIMED_OUT, Status.INTERRUPTED, Status.CANCELLED)
     LIVE = (Status.QUEUED, Status.RUNNING)
     FINISHED = (
         Status.SUCCEEDED,
