@@ -6,7 +6,7 @@ exchange itself runs in real time."""
 
 import json
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from io import StringIO
 
 import pytest
@@ -19,8 +19,8 @@ from jobs.forms import JobForm
 from jobs.models import Alert, AlertDelivery, AuditEvent, Job
 from jobs.outbox import AlertSender
 from jobs.scheduler import Scheduler
+from tests.fixtures.core import T0
 
-T0 = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
 LATER = timedelta(hours=2)  # past any backoff the step could have chosen
 SECRET = "s3cr3tTOKENvalue"
 

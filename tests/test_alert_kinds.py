@@ -9,7 +9,7 @@ import sys
 import textwrap
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -19,9 +19,9 @@ from jobs.handlers import JobHandler, register
 from jobs.handlers.registry import unregister
 from jobs.models import Alert, AlertDelivery, Job, Run
 from jobs.scheduler import Scheduler
+from tests.fixtures.core import T0
 
 ROOT = Path(__file__).resolve().parent.parent
-T0 = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
 
 
 class Clock:

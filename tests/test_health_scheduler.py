@@ -10,16 +10,16 @@ import subprocess
 import sys
 import textwrap
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import time_machine
 
 from jobs.scheduler import Scheduler
+from tests.fixtures.core import T0
 
 ROOT = Path(__file__).resolve().parent.parent
-T0 = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture

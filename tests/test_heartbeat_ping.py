@@ -1,14 +1,13 @@
 """CRONBOARD_HEARTBEAT_URL: the scheduler pings an external monitor once a
 minute through the fence, against a real receiver on loopback."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
 from jobs.heartbeat import HeartbeatPinger
 from jobs.scheduler import Scheduler
-
-T0 = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
+from tests.fixtures.core import T0
 
 
 def test_pings_once_a_minute(webhook_server, loopback_fence_open):
