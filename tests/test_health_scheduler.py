@@ -16,16 +16,15 @@ from pathlib import Path
 import pytest
 import time_machine
 
-from jobs.scheduler import Scheduler
 from tests.fixtures.core import T0
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def renewed(db):
+def renewed(db, make_scheduler):
     """A scheduler that renewed its node lease at T0 (its heartbeat)."""
-    scheduler = Scheduler(worker_id="node-a", clock=lambda: T0, clustered=False)
+    scheduler = make_scheduler(worker_id="node-a", clock=lambda: T0, clustered=False)
     scheduler.renew_node_lease(T0)
     return scheduler
 

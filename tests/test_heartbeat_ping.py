@@ -6,7 +6,6 @@ from datetime import timedelta
 import pytest
 
 from jobs.heartbeat import HeartbeatPinger
-from jobs.scheduler import Scheduler
 from tests.fixtures.core import T0
 
 
@@ -44,9 +43,9 @@ def test_a_dead_monitor_is_logged_and_retried_next_minute(webhook_server, loopba
 
 
 @pytest.mark.django_db
-def test_the_scheduler_pass_pings(webhook_server, loopback_fence_open, settings):
+def test_the_scheduler_pass_pings(webhook_server, loopback_fence_open, settings, make_scheduler):
     settings.CRONBOARD_HEARTBEAT_URL = webhook_server.url("/hc", schema="http")
-    scheduler = Scheduler(worker_id="node-hb", clock=lambda: T0, clustered=False)
+    scheduler = make_scheduler(worker_id="node-hb", clock=lambda: T0, clustered=False)
     scheduler.run_pass(T0)
     assert scheduler.heartbeat_pinger.wait(15)
     scheduler.run_pass(T0 + timedelta(seconds=5))
