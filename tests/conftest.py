@@ -31,3 +31,14 @@ def _plain_static_storage(settings):
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+
+
+@pytest.fixture(autouse=True)
+def _thread_executor(settings):
+    """In-process tests run handlers in threads (JOBS_EXECUTOR=thread): their
+    handlers are closures over test state (gates, call lists) and their
+    database is in memory, neither of which a child process can share. The
+    process executor is covered by tests/test_executor*.py with real child
+    processes, and every test that starts `runscheduler` as a process runs
+    it with the default executor (process) unless it says otherwise."""
+    settings.JOBS_EXECUTOR = "thread"
