@@ -36,7 +36,9 @@ import os
 import pickle
 import queue
 import resource
+import select
 import signal
+import socket
 import threading
 import time
 from multiprocessing.connection import wait as wait_for
@@ -161,7 +163,9 @@ class ProcessPool:
 
     def child_pids(self) -> list[int]:
         return [
-            slot.process.pid for slot in self._slots if slot.process is not None and slot.process.is_alive()
+            slot.process.pid
+            for slot in self._slots
+            if slot.process is not None and _exitcode(slot.process) is None
         ]
 
     def warm(self, timeout: float = START_TIMEOUT_SECONDS) -> None:
@@ -323,7 +327,8 @@ class _Slot:
             name=f"cronboard-run-{self.number}",
             daemon=True,
         )
-        process.start()
+        with _MP_LOCK:
+            process.start()
         child.close()
         ready = wait_for([parent, process.sentinel], START_TIMEOUT_SECONDS)
         message = None
@@ -333,13 +338,11 @@ class _Slot:
             except (EOFError, OSError):
                 pass
         if not (isinstance(message, tuple) and message[:1] == ("ready",)):
-            if process.is_alive():
-                process.kill()
-            process.join(5)
+            _stop(process, wait=0)
             parent.close()
             detail = message[1] if isinstance(message, tuple) and message[:1] == ("error",) else ""
             raise ChildStartError(
-                f"a run process could not start ({describe_exit(process.exitcode, None)}){': ' + detail if detail else ''}"
+                f"a run process could not start ({describe_exit(_exitcode(process), None)}){': ' + detail if detail else ''}"
             )
         self.process, self.conn = process, parent
         self.pool.start_seconds.append(time.monotonic() - started)
@@ -405,7 +408,7 @@ class _Slot:
 
     def _signal(self, sig: int) -> None:
         # exitcode polls the child first: a pid already reaped is never signalled.
-        if self.process is not None and self.process.exitcode is None:
+        if self.process is not None and _exitcode(self.process) is None:
             try:
                 os.kill(self.process.pid, sig)
             except ProcessLookupError:
@@ -414,8 +417,7 @@ class _Slot:
     def _child_gone(self, run_id: int) -> Outcome | None:
         """The child ended: an outcome that says how, unless the run was
         given up on (then its end was our doing, and it is recorded already)."""
-        self.process.join()
-        exitcode = self.process.exitcode
+        exitcode = _reap(self.process)
         with self.pool._lock:
             stopped = self.stop_requested
         self.retire()
@@ -434,10 +436,39 @@ class _Slot:
             except OSError:
                 pass
         if process is not None:
-            process.join(1)
-            if process.exitcode is None:
+            _stop(process, wait=1)
+
+
+# multiprocessing reads a forkserver child's exit status from its sentinel
+# once, in whichever thread polls first, and Process.start() polls every
+# other child: two slot threads polling at once made one of them read the
+# end of the pipe instead (exit status 255). Every start and poll holds this
+# lock; blocking waits happen on the sentinel, outside it.
+_MP_LOCK = threading.Lock()
+
+
+def _exitcode(process) -> int | None:
+    with _MP_LOCK:
+        return process.exitcode
+
+
+def _reap(process, timeout: float | None = None) -> int | None:
+    """Wait for the child to end (up to `timeout`); its exit code, or None."""
+    wait_for([process.sentinel], timeout)
+    with _MP_LOCK:
+        process.join(0)
+        return process.exitcode
+
+
+def _stop(process, *, wait: float) -> None:
+    """Give the child `wait` seconds to leave, then kill it."""
+    if _reap(process, wait) is None:
+        if _exitcode(process) is None:
+            try:
                 process.kill()
-                process.join(5)
+            except ProcessLookupError:
+                pass
+        _reap(process)
 
 
 # -- the child --------------------------------------------------------------------
@@ -453,6 +484,7 @@ def child_main(conn, config: dict) -> None:
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
         return
     conn.send(("ready", os.getpid()))
+    threading.Thread(target=_exit_with_scheduler, args=(conn,), name="scheduler-watch", daemon=True).start()
     while True:
         try:
             message = conn.recv()
@@ -463,6 +495,26 @@ def child_main(conn, config: dict) -> None:
         _, ref, module, payload = message
         if _run(conn, ref, module, payload, config):
             return  # after a MemoryError: a fresh process for the next run
+
+
+def _exit_with_scheduler(conn) -> None:
+    """End this process when the scheduler is gone (its end of the pipe
+    closes), even in the middle of a run. PR_SET_PDEATHSIG alone does not
+    do it: the fork server is our parent, and it stays up while any child
+    (holding its liveness pipe, as multiprocessing makes every child do) is
+    alive. The scheduler never writes during a run, so the pipe turns
+    readable then only at its end; between runs a message may be waiting
+    for the main thread, which is peeked at, not read."""
+    sock = socket.socket(fileno=os.dup(conn.fileno()))
+    while True:
+        select.select([sock], [], [])
+        try:
+            data = sock.recv(1, socket.MSG_PEEK)
+        except OSError:
+            data = b""
+        if not data:
+            os._exit(1)
+        time.sleep(0.05)
 
 
 def _die_with_parent() -> None:
