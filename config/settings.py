@@ -282,7 +282,8 @@ JOBS_RUN_MEMORY_MB = _int("JOBS_RUN_MEMORY_MB", 0, minimum=0)
 if JOBS_RUN_MEMORY_MB and JOBS_RUN_MEMORY_MB < 256:
     raise ImproperlyConfigured(
         f"JOBS_RUN_MEMORY_MB must be 0 (no cap) or at least 256 (a run process with Django loaded "
-        f"takes about 150 MB of address space before its handler starts), got {JOBS_RUN_MEMORY_MB}"
+        f"reserves about 130 MB of address space before its handler starts, and each thread a handler "
+        f"starts reserves more), got {JOBS_RUN_MEMORY_MB}"
     )
 if JOBS_RUN_MEMORY_MB and JOBS_EXECUTOR != "process":
     raise ImproperlyConfigured(

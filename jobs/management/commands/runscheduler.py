@@ -77,11 +77,12 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from None
         scheduler.install_signal_handlers()
         log.info(
-            "scheduler %s started (pid %s, %s, %d worker slots)",
+            "scheduler %s started (pid %s, %s, %d worker slots, %s executor)",
             scheduler.worker_id,
             os.getpid(),
             connection.vendor,
             scheduler.pool.size,
+            scheduler.executor,
         )
         try:
             scheduler.run_forever(once=once)
