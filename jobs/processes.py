@@ -532,6 +532,7 @@ def _die_with_parent() -> None:
 
 def _setup(config: dict) -> None:
     import django
+    from asgiref.local import Local
     from django.apps import apps
 
     if not apps.ready:
@@ -542,9 +543,10 @@ def _setup(config: dict) -> None:
     for name, value in config["settings"].items():
         setattr(settings, name, value)
     # Connections are configured from DATABASES at first use; forget what
-    # this process may have read before the scheduler's values were set.
+    # this process may have read or made before the scheduler's values were set.
     connections.__dict__.pop("settings", None)
     connections._settings = None
+    connections._connections = Local(connections.thread_critical)
     if config["memory_mb"]:
         limit = config["memory_mb"] * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
