@@ -121,9 +121,10 @@ class Scheduler:
             settings.JOBS_MAX_MESSAGE_CHARS if max_message_chars is None else max_message_chars
         )
         # Threads or child processes (JOBS_EXECUTOR), see jobs.workers.
+        self.executor = executor or settings.JOBS_EXECUTOR
         self.pool = make_pool(
             max_workers or settings.JOBS_MAX_CONCURRENT_RUNS,
-            executor=executor,
+            executor=self.executor,
             log_keep=self.max_message_chars,
         )
         self.alert_sender = AlertSender(wake=self.pool.wake)
