@@ -11,6 +11,7 @@ from django.db.models import Q
 from django.utils.timezone import now as _now
 
 from jobs import cron
+from jobs.logbuffer import cap_text
 
 
 class JobQuerySet(models.QuerySet):
@@ -27,15 +28,10 @@ class JobQuerySet(models.QuerySet):
 def cap_message(text: str | None, limit: int | None) -> str:
     """Cap a log, result or error at `limit` characters (≤ 0: no cap). Past
     the cap the head and the tail are kept and the middle is replaced by a
-    marker that states the original length."""
+    marker that states the original length (jobs.logbuffer.cap_text, which a
+    running log is capped by too)."""
     text = text or ""
-    if limit is None or limit <= 0 or len(text) <= limit:
-        return text
-    marker = f"\n[… {{omitted}} characters omitted; original length {len(text)} characters …]\n"
-    room = max(limit - len(marker.format(omitted=len(text))), 2)
-    head = room // 2
-    tail = room - head
-    return text[:head] + marker.format(omitted=len(text) - head - tail) + text[len(text) - tail :]
+    return cap_text(text, text, len(text), limit)
 
 
 class Job(models.Model):

@@ -52,7 +52,7 @@ from jobs.heartbeat import HeartbeatPinger
 from jobs.listener import WakeListener
 from jobs.models import Job, Run, cap_message
 from jobs.outbox import AlertSender
-from jobs.workers import Flight, Outcome, WorkerPool, resolve_handler
+from jobs.workers import Flight, HandlerRef, Outcome, make_pool
 
 log = logging.getLogger("cronboard.scheduler")
 
@@ -103,6 +103,7 @@ class Scheduler:
         misfire_threshold: int | None = None,
         max_message_chars: int | None = None,
         clustered: bool | None = None,
+        executor: str | None = None,
     ):
         self.worker_id = worker_id or settings.JOBS_WORKER_ID
         # Several nodes may share a PostgreSQL database; SQLite is single-node.
@@ -114,16 +115,22 @@ class Scheduler:
         self._last_lead: datetime | None = None
         self.listener: WakeListener | None = None
         self.clock = clock
-        self.pool = WorkerPool(max_workers or settings.JOBS_MAX_CONCURRENT_RUNS)
-        self.alert_sender = AlertSender(wake=self.pool.wake)
-        self.heartbeat_pinger = HeartbeatPinger()  # CRONBOARD_HEARTBEAT_URL, if set
-        self.alert_watch = alerts.AlertWatch()  # late and long-running alerts
         self.misfire_threshold = timedelta(
             seconds=settings.JOBS_MISFIRE_THRESHOLD if misfire_threshold is None else misfire_threshold
         )
         self.max_message_chars = (
             settings.JOBS_MAX_MESSAGE_CHARS if max_message_chars is None else max_message_chars
         )
+        # Threads or child processes (JOBS_EXECUTOR), see jobs.workers.
+        self.executor = executor or settings.JOBS_EXECUTOR
+        self.pool = make_pool(
+            max_workers or settings.JOBS_MAX_CONCURRENT_RUNS,
+            executor=self.executor,
+            log_keep=self.max_message_chars,
+        )
+        self.alert_sender = AlertSender(wake=self.pool.wake)
+        self.heartbeat_pinger = HeartbeatPinger()  # CRONBOARD_HEARTBEAT_URL, if set
+        self.alert_watch = alerts.AlertWatch()  # late and long-running alerts
         self.stopping = False
         self.draining = False
         self._pending: list[Outcome] = []
@@ -198,6 +205,7 @@ class Scheduler:
     # -- start-up ------------------------------------------------------------
 
     def start(self, now: datetime) -> None:
+        self.pool.warm()  # the run processes, before the first fire needs one
         self._node_info["started_at"] = now.isoformat()
         if self.clustered:
             self._limit_idle_transactions()
@@ -647,6 +655,7 @@ class Scheduler:
             sql_write=bool(job and job.sql_write),
             job=job,
             run=run,
+            log_keep=self.max_message_chars,
             _clock=self.clock,
         )
         flight = Flight(
@@ -660,7 +669,7 @@ class Scheduler:
             ctx=ctx,
         )
         kind, name = (Job.Kind.PYTHON, run.handler) if run.is_task else (job.kind, job.handler)
-        self.pool.start(flight, lambda: resolve_handler(kind, name))
+        self.pool.start(flight, HandlerRef(str(kind), name))
 
     def collect(self, outcomes: list[Outcome], now: datetime) -> bool:
         """Write finished runs back, all in one transaction (one commit for the
@@ -859,12 +868,12 @@ class Scheduler:
         ids = list(self.pool.flights)
         Run.objects.filter(pk__in=ids, status=Run.Status.RUNNING).update(heartbeat_at=now)
         for flight in list(self.pool.flights.values()):
-            text = flight.ctx.log_text()
-            if len(text) != flight.log_flushed:
+            written = flight.ctx.log_chars
+            if written != flight.log_flushed:
                 Run.objects.filter(pk=flight.run_id, status=Run.Status.RUNNING).update(
-                    log=cap_message(text, self.max_message_chars)
+                    log=cap_message(flight.ctx.log_text(), self.max_message_chars)
                 )
-                flight.log_flushed = len(text)
+                flight.log_flushed = written
         for run_id in Run.objects.filter(pk__in=ids, cancel_requested=True).values_list("pk", flat=True):
             flight = self.pool.flights.get(run_id)
             if flight is None:
@@ -1123,6 +1132,7 @@ class Scheduler:
                     now,
                     f"the scheduler stopped (shutdown grace of {grace:g} s ran out) before the run finished",
                 )
+        self.pool.close()
         self.alert_sender.stop(self.clock, wait=min(grace, settings.EMAIL_TIMEOUT))
         if self.listener is not None:
             self.listener.stop()

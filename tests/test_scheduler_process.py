@@ -16,12 +16,12 @@ pytestmark = pytest.mark.slow
 class Site(processes.Site):
     """A throw-away Cronboard on its own SQLite file."""
 
-    def __init__(self, tmp_path: Path, migrated: Path):
+    def __init__(self, tmp_path: Path, migrated: Path, executor: str = "process", **env):
         super().__init__(
             tmp_path,
             processes.copy_sqlite(migrated, tmp_path / "cronboard.sqlite3"),
-            JOBS_WORKER_ID="proc-test",
-            JOBS_SHUTDOWN_GRACE="3",
+            JOBS_EXECUTOR=executor,
+            **{**env, "JOBS_WORKER_ID": "proc-test", "JOBS_SHUTDOWN_GRACE": "3"},
         )
 
     def import_jobs(self, *specs):
@@ -42,9 +42,10 @@ class Site(processes.Site):
         return rows
 
 
-@pytest.fixture
-def site(tmp_path, migrated_sqlite):
-    s = Site(tmp_path, migrated_sqlite)
+@pytest.fixture(params=["process", "thread"])
+def site(tmp_path, migrated_sqlite, request):
+    """Every test here runs with each executor."""
+    s = Site(tmp_path, migrated_sqlite, request.param)
     yield s
     s.stop_all(sig=signal.SIGKILL, timeout=10)
 
