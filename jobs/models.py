@@ -10,6 +10,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils.timezone import now as _now
 
+from jobs.text import storable
+
 
 class JobQuerySet(models.QuerySet):
     def live(self):
@@ -23,17 +25,20 @@ class JobQuerySet(models.QuerySet):
 
 
 def cap_message(text: str | None, limit: int | None) -> str:
-    """Cap a log, result or error at `limit` characters (≤ 0: no cap). Past
-    the cap the head and the tail are kept and the middle is replaced by a
-    marker that states the original length."""
+    """A log, result or error as it is written: capped at `limit` characters
+    (≤ 0: no cap) and storable on both databases (jobs.text.storable: NUL
+    and lone surrogates become U+FFFD). Past the cap the head and the tail
+    are kept and the middle is replaced by a marker that states the
+    original length. Every outcome text a handler produced is written
+    through this function."""
     text = text or ""
     if limit is None or limit <= 0 or len(text) <= limit:
-        return text
+        return storable(text)
     marker = f"\n[… {{omitted}} characters omitted; original length {len(text)} characters …]\n"
     room = max(limit - len(marker.format(omitted=len(text))), 2)
     head = room // 2
     tail = room - head
-    return text[:head] + marker.format(omitted=len(text) - head - tail) + text[len(text) - tail :]
+    return storable(text[:head] + marker.format(omitted=len(text) - head - tail) + text[len(text) - tail :])
 
 
 class Job(models.Model):

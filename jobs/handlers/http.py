@@ -116,9 +116,14 @@ def validate_http_properties(props: dict) -> dict[str, str]:
 
 
 def body_excerpt(body: bytes, charset: str | None, *, limit: int = EXCERPT_CHARS) -> str:
+    """The start of a response body as text. Bytes that are not text in the
+    declared charset (binary, compressed, invalid UTF-8) become U+FFFD; a
+    charset Python does not know, or whose codec cannot replace (`idna`,
+    `punycode`), reads as UTF-8. NUL and the like are the recorder's to
+    make storable (jobs.text.storable), as for any handler's output."""
     try:
         text = body.decode(charset or "utf-8", errors="replace")
-    except LookupError:
+    except (LookupError, UnicodeError):
         text = body.decode("utf-8", errors="replace")
     text = text.strip()
     return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more characters]"

@@ -1,0 +1,111 @@
+"""Text that both databases store.
+
+PostgreSQL refuses a NUL character in `text` and `jsonb` ("PostgreSQL text
+fields cannot contain NUL (0x00) bytes"); SQLite keeps it but its string
+functions stop at it. Neither can store a lone UTF-16 surrogate (U+D800 to
+U+DFFF without its partner): it has no UTF-8 form, so encoding the value
+for the driver fails (`UnicodeEncodeError`). JSON lets both through
+(`"\\u0000"`, `"\\udfff"`), so does `%00` in a query string.
+
+Two rules, one for each direction:
+
+- input (`find_unstorable`, `validate_storable`): what a person or program
+  sends is refused, with a message that names what was wrong and where;
+- output (`storable`): what a handler produces (a log, a result, an error,
+  an HTTP body excerpt) is repaired before it is written, each bad
+  character replaced by U+FFFD, so a run's outcome always lands.
+"""
+
+import re
+
+from django.core.exceptions import ValidationError
+from django.http import HttpResponseBadRequest
+
+REPLACEMENT = "\ufffd"
+CODE = "invalid_text"
+_UNSTORABLE_RE = re.compile("[\x00\ud800-\udfff]")
+# How deep `find_unstorable` walks nested JSON before it stops looking (a
+# deeper document is refused by its own parser or field long before).
+_MAX_DEPTH = 64
+
+
+def storable(text: str) -> str:
+    """`text` as both databases store it: a surrogate pair written as two
+    code points becomes its character; a lone surrogate and a NUL become
+    U+FFFD, so the reader sees that something was there."""
+    if not _UNSTORABLE_RE.search(text):
+        return text
+    if any("\ud800" <= char <= "\udfff" for char in text):
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text.replace("\x00", REPLACEMENT)
+
+
+def describe(char: str) -> str:
+    if char == "\x00":
+        return "a NUL character"
+    return f"an unpaired surrogate (U+{ord(char):04X})"
+
+
+def find_unstorable(value, *, _depth: int = 0) -> str | None:
+    """What in `value` (a string, or dict keys and values and list items at
+    any depth) no database stores, described for a person with where it
+    is (`a NUL character in “url”`); None if nothing."""
+    if isinstance(value, str):
+        match = _UNSTORABLE_RE.search(value)
+        return describe(match.group()) if match else None
+    if _depth > _MAX_DEPTH:
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = find_unstorable(key, _depth=_depth + 1)
+            if problem:
+                return f"{problem} in a name"
+            problem = find_unstorable(item, _depth=_depth + 1)
+            if problem:
+                return f"{problem} in “{storable(str(key))}”" if " in " not in problem else problem
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            problem = find_unstorable(item, _depth=_depth + 1)
+            if problem:
+                return problem
+    return None
+
+
+def validate_storable(value) -> None:
+    """A form field validator: refuse text no database stores."""
+    problem = find_unstorable(value)
+    if problem:
+        raise ValidationError(f"Contains {problem}, which cannot be stored.", code=CODE)
+
+
+class StorableQueryMiddleware:
+    """The input rule for query parameters, console and API alike: a request
+    whose query string names or carries text no database stores (`?q=%00`)
+    is refused with 400 before any view reads it (a view filtering on it
+    would fail on PostgreSQL and pass on SQLite). API paths answer in the
+    API's JSON error shape. Form bodies are the forms' to refuse
+    (StorableTextMixin), with a form error."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        problem = _query_problem(request.GET)
+        if problem is None:
+            return self.get_response(request)
+        message = f"The query parameters contain {problem}, which cannot be stored."
+        if request.path.startswith("/api/"):
+            from jobs.api import ApiError
+
+            return ApiError(400, CODE, message).response()
+        return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+
+
+def _query_problem(params) -> str | None:
+    for name, values in params.lists():
+        if found := find_unstorable(name):
+            return f"{found} in a parameter name"
+        for value in values:
+            if found := find_unstorable(value):
+                return f"{found} in “{name}”"
+    return None
