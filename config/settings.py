@@ -91,6 +91,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "jobs.text.StorableQueryMiddleware",
     # Last, as django-axes asks: it turns a lockout signalled by the
     # authentication backend into the 429 response.
     "axes.middleware.AxesMiddleware",

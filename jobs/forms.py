@@ -13,11 +13,13 @@ from datetime import UTC, datetime
 from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import ProhibitNullCharactersValidator
 
 from jobs import cron
 from jobs.config import parse_email_list
 from jobs.handlers import registry
 from jobs.models import Job
+from jobs.text import validate_storable
 
 MAX_PROPERTIES = 100
 MAX_PROPERTY_CHARS = 65_536
@@ -42,6 +44,26 @@ def check_instant(value: datetime) -> datetime:
     if value is None or not EARLIEST_INSTANT <= value <= LATEST_INSTANT:
         raise ValidationError("Give a date-time between the years 1900 and 9000.", code="out_of_range")
     return value
+
+
+class StorableTextMixin:
+    """Every field of the form refuses text no database stores (NUL, lone
+    surrogates; jobs.text), in its value and, for properties, in names and
+    values at any depth: the same error on SQLite and PostgreSQL, from the
+    console, the API and `jobs import` alike. Checked before the field's
+    own clean_<field>, which may look the value up in the database."""
+
+    def full_clean(self):
+        # Here rather than in __init__: some forms add fields after it.
+        # Django's own NUL check on text fields gives way to this one, so a
+        # NUL is one error with one code wherever it is.
+        for field in self.fields.values():
+            if validate_storable not in field.validators:
+                field.validators = [
+                    *(v for v in field.validators if not isinstance(v, ProhibitNullCharactersValidator)),
+                    validate_storable,
+                ]
+        super().full_clean()
 
 
 class ErrorListMixin:
@@ -85,11 +107,6 @@ def coerce_properties(value) -> dict[str, str]:
         if isinstance(item, (dict, list)):
             raise ValidationError(f"Property “{key}” must be text, not a list or object.", code="invalid")
         text = "" if item is None else (str(item).lower() if isinstance(item, bool) else str(item))
-        if "\x00" in key or "\x00" in text:
-            # PostgreSQL cannot store NUL in text or jsonb.
-            raise ValidationError(
-                f"Property “{key.replace(chr(0), '')}” contains a NUL character.", code="invalid"
-            )
         if len(text) > MAX_PROPERTY_CHARS:
             raise ValidationError(
                 f"Property “{key}” is longer than {MAX_PROPERTY_CHARS} characters.", code="invalid"
@@ -120,7 +137,7 @@ class EmailListField(forms.Field):
         return value
 
 
-class JobForm(ErrorListMixin, forms.ModelForm):
+class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
     """Create or edit a job. Pass `user` (None = a trusted caller such as the
     shell) so SQL jobs can be limited to superusers."""
 
@@ -368,7 +385,7 @@ class JobForm(ErrorListMixin, forms.ModelForm):
         return job
 
 
-class TaskForm(ErrorListMixin, forms.Form):
+class TaskForm(StorableTextMixin, ErrorListMixin, forms.Form):
     """A one-off task for `services.enqueue` (the API's POST /api/tasks)."""
 
     handler = forms.CharField(max_length=200)
@@ -408,6 +425,12 @@ class TaskForm(ErrorListMixin, forms.Form):
         )
 
 
+class TokenForm(StorableTextMixin, forms.Form):
+    """A new API token's name (the profile page)."""
+
+    name = forms.CharField(max_length=100, required=False)
+
+
 class SettingField(forms.Field):
     """One config-centre key, validated by its spec in jobs.config."""
 
@@ -424,7 +447,7 @@ class SettingField(forms.Field):
         return value
 
 
-class SettingsForm(forms.Form):
+class SettingsForm(StorableTextMixin, forms.Form):
     """Every key of the config centre; saves only when all of them are valid."""
 
     def __init__(self, *args, **kwargs):

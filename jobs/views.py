@@ -28,7 +28,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from jobs import access, cron, services, tokens
 from jobs.charts import duration_chart
-from jobs.forms import HTTP_FIELDS, JobForm, SettingsForm
+from jobs.forms import HTTP_FIELDS, JobForm, SettingsForm, TokenForm
 from jobs.handlers.http import METHODS as HTTP_METHODS
 from jobs.handlers.sql import sql_enabled
 from jobs.leases import cluster_status
@@ -634,7 +634,12 @@ def profile(request):
             if tokens.revoke_token(user=request.user, token_id=request.POST["revoke"]):
                 messages.success(request, "Token revoked: programs using it are now refused.")
             return redirect("jobs:profile")
-        _token, new_secret = tokens.create_token(user=request.user, name=request.POST.get("name", ""))
+        form = TokenForm(request.POST)
+        if not form.is_valid():
+            for errors in form.errors.values():
+                messages.error(request, f"Token name: {' '.join(errors)}")
+            return redirect("jobs:profile")
+        _token, new_secret = tokens.create_token(user=request.user, name=form.cleaned_data["name"])
     return render(
         request,
         "jobs/profile.html",

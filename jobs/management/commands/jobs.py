@@ -20,6 +20,7 @@ from jobs import services
 from jobs.forms import JobForm
 from jobs.models import AuditEvent, Job
 from jobs.serializers import RUN_FIELDS, job_to_spec, run_to_dict, spec_errors, spec_to_form_data
+from jobs.text import find_unstorable, storable
 
 CLI = AuditEvent.Via.CLI
 
@@ -62,8 +63,11 @@ class Command(BaseCommand):
                 created, updated = self._upsert(specs)
         except ImportFailed as failed:
             for error in failed.errors:
+                # A message may quote the bad input (a NUL, a lone surrogate).
                 self.stderr.write(
-                    f"error {error['code']}: job {error['job']!r}, field {error['field'] or '-'}: {error['message']}"
+                    storable(
+                        f"error {error['code']}: job {error['job']!r}, field {error['field'] or '-'}: {error['message']}"
+                    )
                 )
             raise CommandError(f"{len(failed.errors)} error(s); nothing was saved.") from None
         self.stdout.write(f"imported {len(specs)} job(s): {created} created, {updated} updated")
@@ -87,7 +91,7 @@ class Command(BaseCommand):
         dupes = sorted({str(n) for n in names if names.count(n) > 1})
         if dupes:
             raise CommandError(
-                f"{file} names these jobs more than once: {', '.join(dupes)}; nothing was saved."
+                storable(f"{file} names these jobs more than once: {', '.join(dupes)}; nothing was saved.")
             )
         return specs
 
@@ -98,9 +102,12 @@ class Command(BaseCommand):
             # The JSON's own problems (unknown keys, wrong types), as the API reports them.
             shape = spec_errors(spec)
             errors.extend({"job": label, **e} for e in shape)
+            name = spec.get("name")
+            # A name the form will refuse (not text, or text no database
+            # stores) is not looked up: the lookup itself would fail.
             instance = (
-                Job.objects.live().filter(name=spec.get("name")).first()
-                if isinstance(spec.get("name"), str)
+                Job.objects.live().filter(name=name).first()
+                if isinstance(name, str) and not find_unstorable(name)
                 else None
             )
             form = JobForm(data=spec_to_form_data(spec, instance=instance), instance=instance, user=None)
