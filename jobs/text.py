@@ -40,6 +40,17 @@ def storable(text: str) -> str:
     return text.replace("\x00", REPLACEMENT)
 
 
+def storable_value(value):
+    """`storable` for a JSON value: every string in it, names included."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {storable_value(key): storable_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [storable_value(item) for item in value]
+    return value
+
+
 def describe(char: str) -> str:
     if char == "\x00":
         return "a NUL character"

@@ -212,3 +212,33 @@ def test_console_token_name_and_settings_refuse_a_nul(both_databases, staff_clie
     response = staff_client.post("/settings/", {"sys.job.alertEmails": "ops\x00@example.com"})
     assert response.status_code == 200
     assert list(Setting.objects.values_list("key", "value")) == before
+
+
+# -- what SQLite stored before the rule ------------------------------------------------
+
+
+def test_migration_repairs_unstorable_text_sqlite_stored_before(db, staff_client, make_job):
+    """Django writes JSON with escapes, so SQLite kept a lone surrogate in a
+    job's properties, and the job page answered 500 for everyone."""
+    import importlib
+
+    from django.apps import apps
+    from django.db import connection
+
+    migration = importlib.import_module("jobs.migrations.0009_poison")
+    job = make_job(properties={"k": "a\udfffb", "n\x00": "ok"}, alert_emails=["ops@example.com"])
+    AuditEvent.objects.create(
+        job=job, job_name=job.name, action="edit", changes={"properties": [{}, {"k": "\udfff"}]}
+    )
+    clean = make_job(properties={"hangul": "\ud55c"})
+    staff_client.raise_request_exception = False
+    assert staff_client.get(f"/jobs/{job.pk}/").status_code == 500
+
+    migration.repair(apps, connection.schema_editor())
+
+    job.refresh_from_db()
+    assert job.properties == {"k": "a\ufffdb", "n\ufffd": "ok"}
+    assert AuditEvent.objects.get(job=job).changes == {"properties": [{}, {"k": "\ufffd"}]}
+    clean.refresh_from_db()
+    assert clean.properties == {"hangul": "\ud55c"}
+    assert staff_client.get(f"/jobs/{job.pk}/").status_code == 200
