@@ -8,6 +8,7 @@ Regression: a NUL in an HTTP job's response body made a PostgreSQL scheduler
 retry the same batch forever; a lone surrogate in a result made a SQLite
 scheduler exit (`UnicodeEncodeError` in jobs/bulk.py) after every restart."""
 
+import sqlite3
 import threading
 import time
 from datetime import timedelta
@@ -254,6 +255,26 @@ def test_http_job_answered_with_a_binary_body_is_recorded(both_databases, binary
     assert REPLACEMENT in text
     assert "\x00" not in text
     assert f"{len(BINARY_BODY)} bytes" in run.log
+    assert last_run(ordinary).status == "succeeded"
+
+
+# -- SQL jobs whose rows are not text ---------------------------------------------------
+
+
+def test_sql_job_returning_a_nul_and_binary_is_recorded(both_databases, tmp_path, settings):
+    target = tmp_path / "target.sqlite3"
+    sqlite3.connect(target).close()
+    settings.JOBS_SQL_ENABLED = True
+    settings.JOBS_SQL_DATABASE = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(target)}
+    sql = "SELECT 'a' || char(0) || 'b' AS nul, x'00ff00' AS blob, 'tail-marker' AS marker"
+    job = make_due_job("sql-binary", "", kind=Job.Kind.SQL, properties={"sql": sql})
+    ordinary = make_due_job("ordinary")
+    run_due_jobs(new_scheduler())
+
+    run = last_run(job)
+    assert run.status == "succeeded", run.error
+    assert "tail-marker" in run.log
+    assert "\x00" not in run.log
     assert last_run(ordinary).status == "succeeded"
 
 
