@@ -2,7 +2,6 @@
 job's alerts (a fragment the job page loads), and the settings page's
 "send test email" action. Self-contained so the console can slot them in."""
 
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
@@ -12,6 +11,7 @@ from jobs.access import can_edit, can_view, get_job_for_user
 from jobs.config import get_setting, parse_email_list
 from jobs.models import Alert
 from jobs.outbox import describe_failure
+from jobs.views import login_required
 
 RECENT_ALERTS = 100
 JOB_ALERTS = 20

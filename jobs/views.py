@@ -19,7 +19,6 @@ from django.db import IntegrityError
 from django.db.models import BooleanField, F, Q
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Substr
-from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.urls import reverse
 from django.utils import timezone
@@ -541,19 +540,9 @@ def job_delete(request, job_id):
 # -- runs ------------------------------------------------------------------------------
 
 
-def _get_run_for_user(user, run_id) -> Run:
-    run = get_object_or_404(Run.objects.select_related("job"), pk=run_id)
-    if run.job_id is None:
-        if not access.can_view(user):
-            raise Http404("No such run.")
-    else:
-        access.get_job_for_user(user, run.job_id)
-    return run
-
-
 @login_required
 def run_detail(request, run_id):
-    run = _get_run_for_user(request.user, run_id)
+    run = access.get_run_for_user(request.user, run_id)
     return _partial_or_page(request, "jobs/run_detail.html", "run-viewer", {"run": run, "job": run.job})
 
 
@@ -561,7 +550,7 @@ def run_detail(request, run_id):
 @require_POST
 @staff_required
 def run_cancel(request, run_id):
-    run = _get_run_for_user(request.user, run_id)
+    run = access.get_run_for_user(request.user, run_id)
     if services.cancel_run(run=run, user=request.user):
         messages.success(request, f"Cancelling run {run.pk}.")
     else:

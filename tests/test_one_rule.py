@@ -1,0 +1,46 @@
+"""Issue 13, one rule, one place: rules that were written in several files
+are now written once; these pin the behaviour each copy had to agree on."""
+
+from datetime import UTC, datetime
+
+import pytest
+from django.urls import reverse
+
+from jobs.models import Job, Run
+
+pytestmark = pytest.mark.django_db
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("name", ["alert_list", "job_alerts", "send_test_email"])
+def test_alert_views_send_an_expired_htmx_session_to_the_login_page_as_a_whole_page(client, make_job, name):
+    """They used Django's login_required, which swapped the login form into
+    the fragment htmx asked for."""
+    job = make_job()
+    url = reverse(f"jobs:{name}", args=[job.pk] if name == "job_alerts" else [])
+    current = reverse("jobs:job_detail", args=[job.pk])
+    headers = {"HX-Request": "true", "HX-Current-URL": f"http://testserver{current}"}
+    response = (
+        client.post(url, headers=headers) if name == "send_test_email" else client.get(url, headers=headers)
+    )
+    assert response.status_code == 200
+    assert response["HX-Redirect"] == f"{reverse('login')}?next={current.replace('/', '%2F')}"
+    assert b"password" not in response.content
+
+
+def test_a_run_is_visible_in_the_console_exactly_when_the_api_shows_it(staff_client, staff_api, make_job):
+    """One access rule for runs (jobs.access.get_run_for_user): a run of a
+    live job and a task are visible; a run of a deleted job is not."""
+    live, deleted = make_job(name="live"), make_job(name="gone")
+    runs = {
+        "live job": Run.objects.create(job=live, scheduled_at=T0, trigger=Run.Trigger.MANUAL),
+        "deleted job": Run.objects.create(job=deleted, scheduled_at=T0, trigger=Run.Trigger.MANUAL),
+        "task": Run.objects.create(
+            scheduled_at=T0, trigger=Run.Trigger.TASK, handler="demo.echo", task_key="k"
+        ),
+    }
+    Job.objects.filter(pk=deleted.pk).update(deleted_at=T0)
+    for label, run in runs.items():
+        console = staff_client.get(reverse("jobs:run_detail", args=[run.pk])).status_code
+        api = staff_api.get(f"/api/runs/{run.pk}").status_code
+        assert console == api == (404 if label == "deleted job" else 200), label
