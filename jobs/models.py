@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.expressions import RawSQL
 from django.utils.timezone import now as _now
 
 from jobs.text import storable
@@ -376,6 +377,23 @@ class Run(models.Model):
     @property
     def lateness(self) -> timedelta | None:
         return self.started_at - self.scheduled_at if self.started_at else None
+
+
+def _run_column_in(column: str, values) -> RawSQL:
+    """`"jobs_run"."<column>" IN ('a', 'b')`, the values written as literals."""
+    assert all(str(v).replace("_", "").isalnum() for v in values), values
+    listed = ", ".join(f"'{v}'" for v in values)
+    return RawSQL(f'"{Run._meta.db_table}"."{column}" IN ({listed})', (), output_field=models.BooleanField())
+
+
+# A run is live (queued or running); a run was started by hand. SQLite uses a
+# partial index (run_live_idx, run_one_live_manual_per_job) only when the
+# query states the index's condition as literals, never with bound
+# parameters: with `status__in=Run.LIVE` the overlap check walked every run
+# the job ever had (bench: a job's whole history per fire). Filter live runs
+# of a job, or of a worker, with these.
+LIVE_RUN = _run_column_in("status", Run.LIVE)
+MANUAL_RUN = _run_column_in("trigger", Run.MANUAL_TRIGGERS)
 
 
 class Setting(models.Model):

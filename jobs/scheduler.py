@@ -49,15 +49,14 @@ from django.db import (
     transaction,
 )
 from django.db.backends.signals import connection_created
-from django.db.models import BooleanField, Min
-from django.db.models.expressions import RawSQL
+from django.db.models import Min
 from django.utils import timezone
 
 from jobs import alerts, leases
 from jobs.bulk import update_from_values
 from jobs.handlers.base import JobContext
 from jobs.listener import WakeListener
-from jobs.models import Job, Run, cap_message
+from jobs.models import LIVE_RUN, Job, Run, cap_message
 from jobs.outbox import AlertSender
 from jobs.workers import Flight, Outcome, WorkerPool, resolve_handler
 
@@ -73,15 +72,6 @@ CLAIM_BATCH = 100
 # for it, and is written in that pass's batch.
 COLLECT_WITHIN = timedelta(milliseconds=50)
 LAST_ERROR_CHARS = 4000  # a job keeps this much of its last run's error
-
-
-# A run is live (queued or running), written as literals: SQLite uses a
-# partial index (run_live_idx) only when the query states its condition that
-# way, never with bound parameters. With `status__in=Run.LIVE` the overlap
-# check walked every run the job ever had (bench: a job's whole history per
-# fire).
-LIVE_RUN = RawSQL("\"jobs_run\".\"status\" IN ('queued', 'running')", (), output_field=BooleanField())
-assert set(Run.LIVE) == {"queued", "running"}
 
 
 class WorkerIdInUse(Exception):

@@ -16,8 +16,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db import IntegrityError
-from django.db.models import BooleanField, F, Q
-from django.db.models.expressions import RawSQL
+from django.db.models import F, Q
 from django.db.models.functions import Substr
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.urls import reverse
@@ -31,7 +30,7 @@ from jobs.forms import HTTP_FIELDS, JobForm, SettingsForm, TokenForm
 from jobs.handlers.http import METHODS as HTTP_METHODS
 from jobs.handlers.sql import sql_enabled
 from jobs.leases import cluster_status
-from jobs.models import AuditEvent, Job, Message, Run
+from jobs.models import LIVE_RUN, MANUAL_RUN, AuditEvent, Job, Message, Run
 
 JOBS_PER_PAGE = 50
 RUNS_PER_PAGE = 25
@@ -151,17 +150,8 @@ def _job_list_context(request) -> dict:
     }
 
 
-# SQLite uses a partial index only when the query states the index's
-# condition as literals, never as bound parameters; written out like this the
-# live-run checks use run_live_idx / run_one_live_manual_per_job instead of
-# walking all of a job's runs.
-_LIVE = RawSQL("\"jobs_run\".\"status\" IN ('queued', 'running')", (), output_field=BooleanField())
-_MANUAL = RawSQL("\"jobs_run\".\"trigger\" IN ('manual', 'api')", (), output_field=BooleanField())
-assert set(Run.LIVE) == {"queued", "running"} and set(Run.MANUAL_TRIGGERS) == {"manual", "api"}
-
-
 def _live_runs(job: Job):
-    return Run.objects.filter(_LIVE, job=job)
+    return Run.objects.filter(LIVE_RUN, job=job)
 
 
 def _describe_schedule(job: Job) -> str:
@@ -446,7 +436,7 @@ def _job_panels(job: Job) -> dict:
         "schedule": _describe_schedule(job),
         "chart": _chart(job),
         "live_manual_run": next(
-            iter(_live_runs(job).filter(_MANUAL).only("id", "status").order_by()[:1]), None
+            iter(_live_runs(job).filter(MANUAL_RUN).only("id", "status").order_by()[:1]), None
         ),
     }
 

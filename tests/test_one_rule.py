@@ -44,3 +44,29 @@ def test_a_run_is_visible_in_the_console_exactly_when_the_api_shows_it(staff_cli
         console = staff_client.get(reverse("jobs:run_detail", args=[run.pk])).status_code
         api = staff_api.get(f"/api/runs/{run.pk}").status_code
         assert console == api == (404 if label == "deleted job" else 200), label
+
+
+def test_the_live_run_condition_selects_live_runs_through_the_partial_index(make_job):
+    """LIVE_RUN (jobs.models) is the one statement of "queued or running"
+    for the engine and the console, written so SQLite can use an index on
+    the status (with `status__in` and bound parameters it could not)."""
+    from datetime import timedelta
+
+    from django.db import connection
+
+    from jobs.models import LIVE_RUN, MANUAL_RUN
+
+    job = make_job()
+    for minute, status in enumerate(Run.Status.values):
+        Run.objects.create(
+            job=job, scheduled_at=T0 + timedelta(minutes=minute), trigger=Run.Trigger.SCHEDULE, status=status
+        )
+    live = Run.objects.filter(LIVE_RUN, job=job)
+    assert sorted(live.values_list("status", flat=True)) == sorted(Run.LIVE)
+    assert not live.filter(MANUAL_RUN).exists()
+    sql, params = live.values("id").query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+        plan = " ".join(str(row) for row in cursor.fetchall())
+    # A seek on (job, status), not a walk through the job's whole history.
+    assert "INDEX" in plan and "(job_id=? AND status=?)" in plan, plan
