@@ -12,6 +12,9 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+# The fence owns its default block list (and the names of its ranges).
+from jobs.fence import DEFAULT_BLOCKED
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -288,20 +291,7 @@ if JOBS_LEASE_RENEW_SECONDS >= JOBS_LEASE_TTL_SECONDS:
 JOBS_HANDLER_MODULES = env.list("JOBS_HANDLER_MODULES", default=[])
 DEMO_MODE = _bool("DEMO_MODE", False)
 
-_DEFAULT_BLOCKED = [
-    "127.0.0.0/8",
-    "::1/128",
-    "169.254.0.0/16",
-    "fe80::/10",
-    "fd00:ec2::/32",
-    # Metadata services that sit outside link-local: single addresses, so
-    # the shared 100.64.0.0/10 space stays usable for internal services.
-    "100.100.100.200/32",
-    "192.0.0.192/32",
-    "0.0.0.0/8",
-    "::/128",
-]
-JOBS_HTTP_BLOCKED_CIDRS = env.list("JOBS_HTTP_BLOCKED_CIDRS", default=_DEFAULT_BLOCKED)
+JOBS_HTTP_BLOCKED_CIDRS = env.list("JOBS_HTTP_BLOCKED_CIDRS", default=list(DEFAULT_BLOCKED))
 for _cidr in JOBS_HTTP_BLOCKED_CIDRS:
     try:
         ipaddress.ip_network(_cidr, strict=False)

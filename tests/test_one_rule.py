@@ -70,3 +70,17 @@ def test_the_live_run_condition_selects_live_runs_through_the_partial_index(make
         plan = " ".join(str(row) for row in cursor.fetchall())
     # A seek on (job, status), not a walk through the job's whole history.
     assert "INDEX" in plan and "(job_id=? AND status=?)" in plan, plan
+
+
+def test_every_default_blocked_range_is_refused_under_its_own_name():
+    """The default block list and the names of its ranges are one table
+    (jobs.fence.DEFAULT_BLOCKED); a range added to one and not the other
+    would be refused as plain "JOBS_HTTP_BLOCKED_CIDRS"."""
+    from django.conf import settings
+
+    from jobs.fence import DEFAULT_BLOCKED, Policy
+
+    assert list(DEFAULT_BLOCKED) == settings.JOBS_HTTP_BLOCKED_CIDRS
+    labels = [label for _network, label in Policy.from_settings().blocked]
+    assert "JOBS_HTTP_BLOCKED_CIDRS" not in labels
+    assert labels == list(DEFAULT_BLOCKED.values())
