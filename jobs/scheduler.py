@@ -104,8 +104,8 @@ class Scheduler:
         self.worker_id = worker_id or settings.JOBS_WORKER_ID
         # Several nodes may share a PostgreSQL database; SQLite is single-node.
         self.clustered = connection.vendor == "postgresql" if clustered is None else clustered
-        self.lease_ttl = timedelta(seconds=settings.JOBS_LEASE_TTL_SECONDS)
-        self.lease_renew = timedelta(seconds=settings.JOBS_LEASE_RENEW_SECONDS)
+        self.lease_ttl = leases.lease_ttl()
+        self.lease_renew = leases.renew_period()
         self.leader_epoch: int | None = None
         self.node_epoch: int | None = None
         self._last_lead: datetime | None = None

@@ -84,3 +84,19 @@ def test_every_default_blocked_range_is_refused_under_its_own_name():
     labels = [label for _network, label in Policy.from_settings().blocked]
     assert "JOBS_HTTP_BLOCKED_CIDRS" not in labels
     assert labels == list(DEFAULT_BLOCKED.values())
+
+
+def test_lease_ttl_and_renew_period_are_the_settings_everywhere(settings):
+    """jobs.leases had its own 30 s / 10 s beside JOBS_LEASE_TTL_SECONDS and
+    JOBS_LEASE_RENEW_SECONDS; a lease taken without an explicit TTL and a
+    scheduler now both follow the settings."""
+    from datetime import timedelta
+
+    from jobs import leases
+    from jobs.scheduler import Scheduler
+
+    settings.JOBS_LEASE_TTL_SECONDS, settings.JOBS_LEASE_RENEW_SECONDS = 7, 2
+    grant = leases.acquire("leader", "a", now=T0)
+    assert grant.expires_at == T0 + timedelta(seconds=7)
+    scheduler = Scheduler(worker_id="a", clock=lambda: T0)
+    assert (scheduler.lease_ttl, scheduler.lease_renew) == (timedelta(seconds=7), timedelta(seconds=2))
