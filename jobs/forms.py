@@ -18,7 +18,13 @@ from django.core.validators import ProhibitNullCharactersValidator
 from jobs import cron
 from jobs.config import parse_email_list
 from jobs.handlers import registry
-from jobs.models import Job
+from jobs.models import (
+    DEFAULT_ALERT_THRESHOLD,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_RETRY_INTERVAL_SECONDS,
+    DEFAULT_TIMEOUT_SECONDS,
+    Job,
+)
 from jobs.text import validate_storable
 
 MAX_PROPERTIES = 100
@@ -236,7 +242,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
     def clean_timeout_seconds(self):
         value = self.cleaned_data.get("timeout_seconds")
         if value is None:
-            return 600
+            return DEFAULT_TIMEOUT_SECONDS
         if not 1 <= value <= Job.MAX_TIMEOUT_SECONDS:
             raise ValidationError(
                 f"The timeout must be between 1 and {Job.MAX_TIMEOUT_SECONDS:,} seconds (24 hours).",
@@ -247,7 +253,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
     def clean_max_retries(self):
         value = self.cleaned_data.get("max_retries")
         if value is None:
-            return 0
+            return DEFAULT_MAX_RETRIES
         if value > 100:
             raise ValidationError("At most 100 retries.", code="invalid")
         return value
@@ -255,10 +261,11 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
     def clean_retry_interval_seconds(self):
         value = self.cleaned_data.get("retry_interval_seconds")
         if value is None:
-            return 60
+            return DEFAULT_RETRY_INTERVAL_SECONDS
         if value > Job.MAX_TIMEOUT_SECONDS:
             raise ValidationError(
-                "The retry interval can be at most 86,400 seconds (24 hours).", code="invalid"
+                f"The retry interval can be at most {Job.MAX_TIMEOUT_SECONDS:,} seconds (24 hours).",
+                code="invalid",
             )
         return value
 
@@ -268,7 +275,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
             raise ValidationError(
                 f"The alert threshold can be at most {MAX_ALERT_THRESHOLD}.", code="invalid"
             )
-        return 3 if value is None else value
+        return DEFAULT_ALERT_THRESHOLD if value is None else value
 
     # -- the whole job -------------------------------------------------------------
 
@@ -417,11 +424,13 @@ class TaskForm(StorableTextMixin, ErrorListMixin, forms.Form):
             key=data["key"],
             properties=data.get("properties") or {},
             run_after=data.get("run_after"),
-            max_retries=0 if data.get("max_retries") is None else data["max_retries"],
-            retry_interval_seconds=60
+            max_retries=DEFAULT_MAX_RETRIES if data.get("max_retries") is None else data["max_retries"],
+            retry_interval_seconds=DEFAULT_RETRY_INTERVAL_SECONDS
             if data.get("retry_interval_seconds") is None
             else data["retry_interval_seconds"],
-            timeout_seconds=600 if data.get("timeout_seconds") is None else data["timeout_seconds"],
+            timeout_seconds=DEFAULT_TIMEOUT_SECONDS
+            if data.get("timeout_seconds") is None
+            else data["timeout_seconds"],
         )
 
 

@@ -11,7 +11,19 @@ from django.db.models import Q
 from django.db.models.expressions import RawSQL
 from django.utils.timezone import now as _now
 
+from jobs.cron import MIN_INTERVAL_SECONDS as MIN_INTERVAL
 from jobs.text import storable
+
+# What a job or a one-off task gets when it does not say (the model, the job
+# form, the API, `jobs import`, services.enqueue).
+DEFAULT_MAX_RETRIES = 0
+DEFAULT_RETRY_INTERVAL_SECONDS = 60
+DEFAULT_TIMEOUT_SECONDS = 600
+DEFAULT_ALERT_THRESHOLD = 3
+# The limits on them: the interval floor is the cron module's (error 47004);
+# a run's timeout (and an HTTP job's own request timeout) is at most a day.
+MIN_INTERVAL_SECONDS = MIN_INTERVAL
+MAX_TIMEOUT_SECONDS = 86_400
 
 
 class JobQuerySet(models.QuerySet):
@@ -61,9 +73,9 @@ class Job(models.Model):
         PAUSED = "paused", "Paused"
         CRASHED = "crashed", "Crashed"
 
-    MIN_INTERVAL_SECONDS = 5
+    MIN_INTERVAL_SECONDS = MIN_INTERVAL_SECONDS
     MAX_INTERVAL_SECONDS = 366 * 86_400
-    MAX_TIMEOUT_SECONDS = 86_400
+    MAX_TIMEOUT_SECONDS = MAX_TIMEOUT_SECONDS
     # What a person or program sets on a job (form, API, jobs-as-code file,
     # audit trail); everything else is the scheduler's bookkeeping.
     EDITABLE_FIELDS = [
@@ -106,10 +118,10 @@ class Job(models.Model):
     )
     run_once = models.BooleanField(default=False)
 
-    max_retries = models.PositiveSmallIntegerField(default=0)
-    retry_interval_seconds = models.PositiveIntegerField(default=60)
-    timeout_seconds = models.PositiveIntegerField(default=600)
-    alert_threshold = models.PositiveSmallIntegerField(default=3)
+    max_retries = models.PositiveSmallIntegerField(default=DEFAULT_MAX_RETRIES)
+    retry_interval_seconds = models.PositiveIntegerField(default=DEFAULT_RETRY_INTERVAL_SECONDS)
+    timeout_seconds = models.PositiveIntegerField(default=DEFAULT_TIMEOUT_SECONDS)
+    alert_threshold = models.PositiveSmallIntegerField(default=DEFAULT_ALERT_THRESHOLD)
     alert_emails = models.JSONField(default=list, blank=True)
     notify_recovered = models.BooleanField(
         default=False, help_text="Also send a notice when the job next succeeds after a crash."
@@ -142,12 +154,12 @@ class Job(models.Model):
             models.CheckConstraint(
                 condition=(
                     Q(schedule_type="cron") & ~Q(cron_expression="")
-                    | Q(schedule_type="interval", interval_seconds__gte=5)
+                    | Q(schedule_type="interval", interval_seconds__gte=MIN_INTERVAL_SECONDS)
                 ),
                 name="job_schedule_field_set",
             ),
             models.CheckConstraint(
-                condition=Q(timeout_seconds__gte=1, timeout_seconds__lte=86_400),
+                condition=Q(timeout_seconds__gte=1, timeout_seconds__lte=MAX_TIMEOUT_SECONDS),
                 name="job_timeout_range",
             ),
         ]
@@ -304,9 +316,9 @@ class Run(models.Model):
 
     # Execution policy, copied from the job when the fire is planned (a later
     # edit does not change a fire under way); set by the caller for tasks.
-    max_retries = models.PositiveSmallIntegerField(default=0)
-    retry_interval_seconds = models.PositiveIntegerField(default=60)
-    timeout_seconds = models.PositiveIntegerField(default=600)
+    max_retries = models.PositiveSmallIntegerField(default=DEFAULT_MAX_RETRIES)
+    retry_interval_seconds = models.PositiveIntegerField(default=DEFAULT_RETRY_INTERVAL_SECONDS)
+    timeout_seconds = models.PositiveIntegerField(default=DEFAULT_TIMEOUT_SECONDS)
 
     # One-off tasks (trigger=task) have no job: they name their handler.
     handler = models.CharField(max_length=200, blank=True)

@@ -100,3 +100,60 @@ def test_lease_ttl_and_renew_period_are_the_settings_everywhere(settings):
     assert grant.expires_at == T0 + timedelta(seconds=7)
     scheduler = Scheduler(worker_id="a", clock=lambda: T0)
     assert (scheduler.lease_ttl, scheduler.lease_renew) == (timedelta(seconds=7), timedelta(seconds=2))
+
+
+def test_a_job_and_a_task_that_say_nothing_get_the_same_defaults_everywhere(staff_api, tmp_path):
+    """jobs.models' DEFAULT_* are what the model, the form (API, import,
+    console) and services.enqueue give."""
+    import json
+
+    from django.core.management import call_command
+
+    from jobs import models, services
+
+    expected = (
+        models.DEFAULT_MAX_RETRIES,
+        models.DEFAULT_RETRY_INTERVAL_SECONDS,
+        models.DEFAULT_TIMEOUT_SECONDS,
+    )
+    policy = ("max_retries", "retry_interval_seconds", "timeout_seconds")
+    bare = {"handler": "demo.echo", "cron_expression": "0 * * * * *"}
+    created = staff_api.post("/api/jobs", {"name": "api", **bare}).json()
+    path = tmp_path / "jobs.json"
+    path.write_text(json.dumps([{"name": "imported", **bare}]))
+    call_command("jobs", "import", str(path))
+    task = staff_api.post("/api/tasks", {"handler": "demo.echo", "key": "k"}).json()
+    enqueued = services.enqueue("demo.echo", key="other")
+
+    for job in (Job.objects.get(pk=created["id"]), Job.objects.get(name="imported"), Job(name="model")):
+        assert tuple(getattr(job, name) for name in policy) == expected, job.name
+        assert job.alert_threshold == models.DEFAULT_ALERT_THRESHOLD
+    for run in (Run.objects.get(pk=task["id"]), enqueued, Run()):
+        assert tuple(getattr(run, name) for name in policy) == expected
+
+
+def test_the_interval_floor_and_the_timeout_ceiling_hold_at_every_door(staff_api, make_job):
+    from django.db import IntegrityError, transaction
+
+    from jobs.handlers.http import parse_timeout
+    from jobs.models import MAX_TIMEOUT_SECONDS, MIN_INTERVAL_SECONDS
+
+    bare = {"name": "j", "handler": "demo.echo", "schedule_type": "interval"}
+    short = staff_api.post("/api/jobs", {**bare, "interval_seconds": MIN_INTERVAL_SECONDS - 1})
+    assert (short.status_code, short.json()["code"]) == (400, "47004")
+    long = staff_api.post(
+        "/api/jobs", {**bare, "interval_seconds": 60, "timeout_seconds": MAX_TIMEOUT_SECONDS + 1}
+    )
+    assert long.status_code == 400
+    assert f"{MAX_TIMEOUT_SECONDS:,}" in long.json()["message"]
+    with pytest.raises(ValueError, match=str(MAX_TIMEOUT_SECONDS)):
+        parse_timeout(str(MAX_TIMEOUT_SECONDS + 1))
+    job = make_job(
+        schedule_type="interval", interval_seconds=MIN_INTERVAL_SECONDS, timeout_seconds=MAX_TIMEOUT_SECONDS
+    )
+    for change in (
+        {"interval_seconds": MIN_INTERVAL_SECONDS - 1},
+        {"timeout_seconds": MAX_TIMEOUT_SECONDS + 1},
+    ):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            Job.objects.filter(pk=job.pk).update(**change)
