@@ -11,7 +11,6 @@ import re
 from datetime import UTC, datetime
 
 from django import forms
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
 
@@ -29,7 +28,13 @@ from jobs.text import validate_storable
 
 MAX_PROPERTIES = 100
 MAX_PROPERTY_CHARS = 65_536
+# Properties the job form edits as fields of their own, by kind (the API
+# names them `properties.<name>` in its errors; the console's property bag
+# leaves them out).
 HTTP_FIELDS = ("url", "method", "headers", "body")
+SQL_FIELDS = ("sql",)
+KIND_FIELDS = {Job.Kind.HTTP: HTTP_FIELDS, Job.Kind.SQL: SQL_FIELDS}
+PROPERTY_FIELDS = frozenset(HTTP_FIELDS + SQL_FIELDS)
 NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 MAX_ALERT_THRESHOLD = 1000
 
@@ -187,7 +192,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         self.fields["max_retries"].widget.attrs["max"] = 100
         if self.instance.pk:
             self.fields["version"].initial = self.instance.version
-            for name in ("url", "method", "headers", "body", "sql"):
+            for name in PROPERTY_FIELDS:
                 self.fields[name].initial = (self.instance.properties or {}).get(name, "")
 
     @staticmethod
@@ -339,12 +344,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
                 if data.get(name):
                     properties[name] = data[name]
             properties.setdefault("method", "GET")
-            if getattr(settings, "DEMO_MODE", False):
-                self.add_error(
-                    "kind",
-                    ValidationError("Demo mode: HTTP jobs cannot be created or edited.", code="demo_mode"),
-                )
-            else:
+            if self._allowed_in_demo_mode("creating or editing HTTP jobs"):
                 from jobs.handlers.http import validate_http_properties
 
                 for field, message in validate_http_properties(properties).items():
@@ -354,15 +354,13 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
                     )
         elif kind == Job.Kind.SQL:
             data["handler"] = ""
-            if data.get("sql"):
-                properties["sql"] = data["sql"]
+            for name in SQL_FIELDS:
+                if data.get(name):
+                    properties[name] = data[name]
             from jobs.handlers.sql import sql_enabled, validate_sql_properties
 
-            if getattr(settings, "DEMO_MODE", False):
-                self.add_error(
-                    "kind",
-                    ValidationError("Demo mode: SQL jobs cannot be created or edited.", code="demo_mode"),
-                )
+            if not self._allowed_in_demo_mode("creating or editing SQL jobs"):
+                pass
             elif not sql_enabled():
                 self.add_error(
                     "kind",
@@ -383,6 +381,17 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
                         ValidationError(message, code="invalid"),
                     )
         data["properties"] = properties
+
+    def _allowed_in_demo_mode(self, action: str) -> bool:
+        """services.check_demo_mode decides; its refusal becomes the kind's error."""
+        from jobs.services import DemoModeError, check_demo_mode
+
+        try:
+            check_demo_mode(action)
+        except DemoModeError as exc:
+            self.add_error("kind", ValidationError(str(exc), code="demo_mode"))
+            return False
+        return True
 
     def save(self, commit=True):
         job = super().save(commit=False)

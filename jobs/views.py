@@ -26,7 +26,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from jobs import access, cron, services, tokens
 from jobs.charts import duration_chart
-from jobs.forms import HTTP_FIELDS, JobForm, SettingsForm, TokenForm
+from jobs.forms import KIND_FIELDS, JobForm, SettingsForm, TokenForm
 from jobs.handlers.http import METHODS as HTTP_METHODS
 from jobs.handlers.sql import sql_enabled
 from jobs.leases import cluster_status
@@ -279,7 +279,7 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
 def _handler_properties(job: Job) -> dict:
     """The property bag without the keys the HTTP/SQL fields edit, so a key is
     never shown (and edited) twice."""
-    own = HTTP_FIELDS if job.kind == Job.Kind.HTTP else ("sql",) if job.kind == Job.Kind.SQL else ()
+    own = KIND_FIELDS.get(job.kind, ())
     return {k: v for k, v in (job.properties or {}).items() if k not in own}
 
 

@@ -157,3 +157,55 @@ def test_the_interval_floor_and_the_timeout_ceiling_hold_at_every_door(staff_api
     ):
         with pytest.raises(IntegrityError), transaction.atomic():
             Job.objects.filter(pk=job.pk).update(**change)
+
+
+def test_demo_mode_refuses_in_one_voice(settings, staff_api, make_job):
+    """services.check_demo_mode decides what demo mode refuses, for the job
+    form (HTTP and SQL jobs) as for run now and tasks."""
+    settings.DEMO_MODE = True
+    job = make_job()
+    answers = [
+        staff_api.post(
+            "/api/jobs", {"name": "hook", "kind": "http", "properties": {"url": "https://a.test/"}}
+        ),
+        staff_api.post(f"/api/jobs/{job.pk}/run"),
+        staff_api.post("/api/tasks", {"handler": "demo.echo", "key": "k"}),
+    ]
+    for answer in answers:
+        assert answer.status_code == 403
+        assert answer.json()["code"] == "demo_mode"
+        assert answer.json()["message"].endswith("is turned off on this server.")
+    assert not Job.objects.filter(name="hook").exists()
+
+
+def test_http_and_sql_fields_are_properties_in_the_api_and_left_out_of_the_console_bag(
+    superuser_api, superuser, client, settings, tmp_path
+):
+    """The form's own fields for HTTP and SQL jobs (jobs.forms.KIND_FIELDS)."""
+    import sqlite3
+
+    target = tmp_path / "t.sqlite3"
+    sqlite3.connect(target).close()
+    settings.JOBS_SQL_ENABLED = True
+    settings.JOBS_SQL_DATABASE = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(target)}
+    bad = superuser_api.post(
+        "/api/jobs",
+        {
+            "name": "q",
+            "kind": "sql",
+            "cron_expression": "0 * * * * *",
+            "properties": {"sql": "DELETE FROM t"},
+        },
+    )
+    assert bad.status_code == 400
+    assert bad.json()["field"] == "properties.sql"
+    job = Job.objects.create(
+        name="http",
+        kind=Job.Kind.HTTP,
+        cron_expression="0 * * * * *",
+        properties={"url": "https://a.test/", "method": "GET", "expect_status": "200"},
+    )
+    client.force_login(superuser)
+    form = client.get(reverse("jobs:job_edit", args=[job.pk])).context["form"]
+    assert form["properties"].initial == {"expect_status": "200"}
+    assert form["url"].initial == "https://a.test/"
