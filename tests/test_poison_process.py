@@ -75,3 +75,53 @@ def test_scheduler_process_keeps_running_and_recording_beside_poisoned_jobs(site
     (_result, error, _log) = runs("poisoned-error", "failed")[0]
     assert error == f"bad {REPLACEMENT} and {REPLACEMENT} end"
     assert "Traceback" not in site.log_text()
+
+
+@pytest.mark.postgres
+def test_postgresql_scheduler_process_records_a_binary_http_answer_and_keeps_going(postgres_server, tmp_path):
+    """Regression (issue 13, 1): a NUL byte in an HTTP job's response body made
+    the outcome write fail on PostgreSQL, and the scheduler retried that batch
+    forever, starting nothing else."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from tests.test_cluster_processes import Cluster, wait_for
+    from tests.test_poison_outcomes import _BinaryHandler
+
+    server = ThreadingHTTPServer(("127.0.0.2", 0), _BinaryHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.2:{server.server_address[1]}/ok"
+    cluster = Cluster(postgres_server, "poison_process", tmp_path, JOBS_HTTP_ALLOWED_HOSTS="127.0.0.2")
+    try:
+        cluster.django(
+            "from django.utils import timezone\n"
+            "from jobs.models import Job\n"
+            "now = timezone.now()\n"
+            "Job.objects.create(name='ordinary', handler='demo.echo', schedule_type='interval', "
+            "interval_seconds=5, next_fire_at=now)\n"
+            f"Job.objects.create(name='binary', kind='http', properties={{'url': {url!r}}}, "
+            "schedule_type='interval', interval_seconds=5, next_fire_at=now)\n"
+        )
+        node = cluster.start("n1")
+
+        def finished(name):
+            return [row for row in cluster.runs_of(name) if row[1] not in ("queued", "running")]
+
+        wait_for(
+            lambda: len(finished("ordinary")) >= 2 and len(finished("binary")) >= 2, 40, "two fires of each"
+        )
+        assert node.poll() is None, cluster.log("n1")[-3000:]
+        assert {row[1] for row in finished("binary")} == {"succeeded"}
+        (result,) = cluster.sql(
+            "SELECT r.result FROM jobs_run r JOIN jobs_job j ON j.id = r.job_id WHERE j.name = 'binary' "
+            "ORDER BY r.id LIMIT 1"
+        )[0]
+        assert result.startswith("HTTP 200 OK") and REPLACEMENT in result and "tail-marker" in result
+        assert "database error, retrying" not in cluster.log("n1")
+    finally:
+        for process in cluster.nodes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+        server.shutdown()
+        server.server_close()
