@@ -101,22 +101,24 @@ class StorableQueryMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        problem = _query_problem(request.GET)
-        if problem is None:
+        found = _query_problem(request.GET)
+        if found is None:
             return self.get_response(request)
+        problem, field = found
         message = f"The query parameters contain {problem}, which cannot be stored."
         if request.path.startswith("/api/"):
             from jobs.api import ApiError
 
-            return ApiError(400, CODE, message).response()
+            return ApiError(400, CODE, message, field).response()
         return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
 
 
-def _query_problem(params) -> str | None:
+def _query_problem(params) -> tuple[str, str | None] | None:
+    """(what is wrong and where, the parameter's name if it is not the bad part)."""
     for name, values in params.lists():
         if found := find_unstorable(name):
-            return f"{found} in a parameter name"
+            return f"{found} in a parameter name", None
         for value in values:
             if found := find_unstorable(value):
-                return f"{found} in “{name}”"
+                return f"{found} in “{name}”", name
     return None

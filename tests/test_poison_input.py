@@ -106,6 +106,8 @@ def test_api_refuses_query_parameters_with_a_nul(both_databases, staff_api, make
     job = make_job()
     body = assert_refused(staff_api.get(query.format(job=job.pk)))
     assert "NUL" in body["message"]
+    name = query.split("?")[1].split("=")[0]
+    assert body["field"] == (None if "%00" in name else name)
 
 
 # -- the console ----------------------------------------------------------------------
