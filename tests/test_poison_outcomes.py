@@ -202,6 +202,40 @@ def test_a_log_flushed_while_running_is_storable(both_databases):
         unregister("poison.slow_logger")
 
 
+def test_a_run_timed_out_or_cancelled_keeps_its_poisoned_log_storable(both_databases):
+    @register("poison.stuck")
+    class Stuck(JobHandler):
+        def run(self, ctx):
+            ctx.log(NUL_TEXT)
+            ctx.log(SURROGATE_TEXT)
+            ctx.cancelled.wait(10)
+            raise HandlerError("stopped")
+
+    try:
+        timed = make_due_job("timed", "poison.stuck", timeout_seconds=1)
+        cancelled = make_due_job("cancelled", "poison.stuck")
+        scheduler = new_scheduler()
+        scheduler.run_pass(timezone.now())
+        until = time.monotonic() + 5
+        while time.monotonic() < until and not all(
+            SURROGATE_TEXT in f.ctx.log_text() for f in scheduler.pool.flights.values()
+        ):
+            time.sleep(0.01)
+        Run.objects.filter(job=cancelled).update(cancel_requested=True)
+        later = timezone.now() + timedelta(seconds=2)
+        scheduler._last_heartbeat = None
+        scheduler.heartbeat(later)
+        scheduler.enforce_deadlines(later)
+        assert not scheduler.pool.flights
+        for job, status in ((timed, "timed_out"), (cancelled, "cancelled")):
+            run = last_run(job)
+            assert run.status == status
+            assert f"before{REPLACEMENT}after" in run.log
+            assert "\x00" not in run.log
+    finally:
+        unregister("poison.stuck")
+
+
 # -- HTTP jobs against a real loopback server --------------------------------------
 
 
