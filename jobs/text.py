@@ -24,9 +24,6 @@ from django.http import HttpResponseBadRequest
 REPLACEMENT = "\ufffd"
 CODE = "invalid_text"
 _UNSTORABLE_RE = re.compile("[\x00\ud800-\udfff]")
-# How deep `find_unstorable` walks nested JSON before it stops looking (a
-# deeper document is refused by its own parser or field long before).
-_MAX_DEPTH = 64
 
 
 def storable(text: str) -> str:
@@ -57,28 +54,24 @@ def describe(char: str) -> str:
     return f"an unpaired surrogate (U+{ord(char):04X})"
 
 
-def find_unstorable(value, *, _depth: int = 0) -> str | None:
-    """What in `value` (a string, or dict keys and values and list items at
+def find_unstorable(value) -> str | None:
+    """What in `value` (a string, or dict names and values and list items at
     any depth) no database stores, described for a person with where it
-    is (`a NUL character in “url”`); None if nothing."""
-    if isinstance(value, str):
-        match = _UNSTORABLE_RE.search(value)
-        return describe(match.group()) if match else None
-    if _depth > _MAX_DEPTH:
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            problem = find_unstorable(key, _depth=_depth + 1)
-            if problem:
-                return f"{problem} in a name"
-            problem = find_unstorable(item, _depth=_depth + 1)
-            if problem:
-                return f"{problem} in “{storable(str(key))}”" if " in " not in problem else problem
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            problem = find_unstorable(item, _depth=_depth + 1)
-            if problem:
-                return problem
+    is (`a NUL character in “url”`); None if nothing. Walked with a stack,
+    not recursion, so no nesting is too deep to look at."""
+    pending = [(value, None)]  # (a value, the name it sits under)
+    while pending:
+        item, name = pending.pop()
+        if isinstance(item, str):
+            if match := _UNSTORABLE_RE.search(item):
+                return describe(match.group()) + ("" if name is None else f" in “{storable(name)}”")
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                if isinstance(key, str) and (match := _UNSTORABLE_RE.search(key)):
+                    return f"{describe(match.group())} in a name"
+                pending.append((inner, str(key)))
+        elif isinstance(item, (list, tuple)):
+            pending.extend((inner, name) for inner in item)
     return None
 
 

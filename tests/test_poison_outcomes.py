@@ -387,6 +387,18 @@ def test_a_lost_postgresql_connection_keeps_the_back_off(both_databases, postgre
     connection.close()
 
 
+def test_unstorable_text_is_found_at_any_depth_and_named():
+    from jobs.text import find_unstorable
+
+    deep = "\x00"
+    for _ in range(5000):
+        deep = [deep]
+    assert find_unstorable({"a": deep}) == "a NUL character in “a”"
+    assert find_unstorable({"ok": "fine", "k\udfff": "v"}) == "an unpaired surrogate (U+DFFF) in a name"
+    assert find_unstorable({"url": {"x": ["fine", "b\udfff"]}}) == "an unpaired surrogate (U+DFFF) in “x”"
+    assert find_unstorable({"plain": ["text", 1, None, True]}) is None
+
+
 def test_storable_leaves_ordinary_text_alone_and_repairs_the_rest():
     assert storable("plain text, ünïcödé, 😀") == "plain text, ünïcödé, 😀"
     assert storable("a\x00b\udfffc\ud83d") == f"a{REPLACEMENT}b{REPLACEMENT}c{REPLACEMENT}"
