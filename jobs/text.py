@@ -18,7 +18,7 @@ Two rules, one for each direction:
 
 import re
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import SuspiciousOperation, ValidationError
 from django.http import HttpResponseBadRequest
 
 REPLACEMENT = "\ufffd"
@@ -94,7 +94,11 @@ class StorableQueryMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        found = _query_problem(request.GET)
+        try:
+            found = _query_problem(request.GET)
+        except SuspiciousOperation:
+            # Too many fields and the like: the view answers it, in its own shape.
+            return self.get_response(request)
         if found is None:
             return self.get_response(request)
         problem, field = found

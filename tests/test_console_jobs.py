@@ -305,9 +305,7 @@ def test_demo_mode_blocks_http_jobs_and_run_now_but_not_python_jobs(staff_client
         reverse("jobs:job_create"), job_data(name="hook", kind="http", url="https://10.0.0.1/x")
     )
     assert response.status_code == 200
-    assert (
-        "Demo mode: creating or editing HTTP jobs is turned off on this server." in response.content.decode()
-    )
+    assert "Demo mode: HTTP jobs cannot be created or edited." in response.content.decode()
     assert not Job.objects.filter(name="hook").exists()
 
     staff_client.post(reverse("jobs:job_create"), job_data())

@@ -160,8 +160,9 @@ def test_the_interval_floor_and_the_timeout_ceiling_hold_at_every_door(staff_api
 
 
 def test_demo_mode_refuses_in_one_voice(settings, staff_api, make_job):
-    """services.check_demo_mode decides what demo mode refuses, for the job
-    form (HTTP and SQL jobs) as for run now and tasks."""
+    """jobs.services decides what demo mode refuses (check_job_change for
+    HTTP and SQL jobs, check_demo_mode for run now and tasks); every door
+    answers it the same way."""
     settings.DEMO_MODE = True
     job = make_job()
     answers = [
@@ -174,7 +175,7 @@ def test_demo_mode_refuses_in_one_voice(settings, staff_api, make_job):
     for answer in answers:
         assert answer.status_code == 403
         assert answer.json()["code"] == "demo_mode"
-        assert answer.json()["message"].endswith("is turned off on this server.")
+        assert answer.json()["message"].startswith("Demo mode: ")
     assert not Job.objects.filter(name="hook").exists()
 
 
