@@ -10,6 +10,7 @@ pytest_plugins = [
     "tests.fixtures.smtp",
     "tests.fixtures.api",
     "tests.fixtures.databases",
+    "tests.fixtures.webhook",
 ]
 
 
@@ -32,3 +33,13 @@ def _plain_static_storage(settings):
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+
+
+@pytest.fixture(autouse=True)
+def _fresh_setting_cache():
+    # jobs.config caches a few settings per process; every test starts from its own database.
+    from jobs import config
+
+    config._CACHE.clear()
+    yield
+    config._CACHE.clear()

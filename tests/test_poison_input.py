@@ -198,7 +198,7 @@ def test_import_of_unstorable_text_ends_in_a_message_not_a_traceback(tmp_path):
     stderr = done.stderr.decode("utf-8")
     assert done.returncode == 1
     assert "Traceback" not in stderr
-    assert "error invalid_text: job 'x\\udfff', field name: Contains an unpaired surrogate (U+DFFF)" in stderr
+    assert "error invalid_text: job 'x\ufffd', field name: Contains an unpaired surrogate (U+DFFF)" in stderr
     assert "nothing was saved" in stderr
 
 
@@ -227,7 +227,7 @@ def test_migration_repairs_unstorable_text_sqlite_stored_before(db, staff_client
     from django.apps import apps
     from django.db import connection
 
-    migration = importlib.import_module("jobs.migrations.0009_poison")
+    migration = importlib.import_module("jobs.migrations.0010_poison")
     job = make_job(properties={"k": "a\udfffb", "n\x00": "ok"}, alert_emails=["ops@example.com"])
     AuditEvent.objects.create(
         job=job, job_name=job.name, action="edit", changes={"properties": [{}, {"k": "\udfff"}]}

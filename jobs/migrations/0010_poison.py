@@ -39,6 +39,6 @@ def repair(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("jobs", "0008_run_job_fk_no_own_index")]
+    dependencies = [("jobs", "0009_alerts")]
 
     operations = [migrations.RunPython(repair, migrations.RunPython.noop)]
