@@ -41,12 +41,16 @@ REDIRECT_STATUSES = {301, 302, 303, 307, 308}
 # X-Auth-Token, …), not just these. Only Cronboard's User-Agent goes along.
 DEFAULT_USER_AGENT = ("User-Agent", "Cronboard")
 
-_RANGE_LABELS = {
+# The default of JOBS_HTTP_BLOCKED_CIDRS (config/settings.py reads it from
+# here), each range with the name the fence gives it in a refusal.
+DEFAULT_BLOCKED = {
     "127.0.0.0/8": "loopback",
     "::1/128": "loopback",
     "169.254.0.0/16": "link-local / cloud metadata",
     "fe80::/10": "link-local",
     "fd00:ec2::/32": "cloud metadata",
+    # Metadata services that sit outside link-local: single addresses, so
+    # the shared 100.64.0.0/10 space stays usable for internal services.
     "100.100.100.200/32": "Alibaba cloud metadata",
     "192.0.0.192/32": "Oracle cloud metadata",
     "0.0.0.0/8": "unspecified",
@@ -78,8 +82,8 @@ class RequestFailed(Exception):
 
 
 def _range_label(network: IPNetwork) -> str:
-    if str(network) in _RANGE_LABELS:
-        return _RANGE_LABELS[str(network)]
+    if str(network) in DEFAULT_BLOCKED:
+        return DEFAULT_BLOCKED[str(network)]
     for test, label in [
         ("is_loopback", "loopback"),
         ("is_link_local", "link-local"),

@@ -9,7 +9,7 @@ from jobs import leases
 from jobs.models import Lease
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
-TTL = leases.TTL
+TTL = leases.lease_ttl()
 
 
 @pytest.fixture(autouse=True)
