@@ -539,6 +539,12 @@ def _exchange(target, method, headers, body, deadline, max_body, cancelled, ssl_
                 break
             chunks.append(chunk)
             size += len(chunk)
+        # A cancel shuts the socket down, which reads as the end of the body;
+        # so does a server that closes early. Neither is a complete response.
+        if cancelled is not None and cancelled.is_set():
+            raise RequestFailed("cancelled")
+        if size <= max_body and response.length:
+            raise http.client.IncompleteRead(b"".join(chunks), response.length)
         data = b"".join(chunks)
         return FencedResponse(
             status=response.status,
