@@ -3,7 +3,7 @@ test_cron.py does not pin down: found by mutation testing (issue 19), each
 test names the behaviour a plausible slip would break. Expected values were
 worked out from calendars and the America/New_York tzdata transitions."""
 
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
 import pytest
 
@@ -120,6 +120,71 @@ def test_utc_aliases_behave_as_utc(name):
 def test_a_fixed_offset_zone_object_is_accepted():
     zone = timezone(timedelta(hours=2))
     assert parse("0 0 12 * * *").next_after(utc(2026, 1, 1), zone) == utc(2026, 1, 1, 10)
+
+
+def test_a_start_in_the_first_pass_before_a_fire_just_after_the_repeated_hour():
+    # 02:00 EST comes right after the second pass; from the first pass it is
+    # not "in the first pass" (that ends at 01:59:59 EDT).
+    result = preview("0 0 2 * * *", NY, after=utc(2026, 11, 1, 5, 20), count=1)
+    assert [(t["utc"], t["dst"]) for t in result["times"]] == [("2026-11-01T07:00:00Z", None)]
+
+
+@pytest.mark.parametrize("microsecond", [0, 500_000])
+def test_the_second_after_the_repeated_hour_is_ordinary_time(microsecond):
+    # From 01:59:59 EST (second pass) every second: 02:00:00 EST, not repeated.
+    start = utc(2026, 11, 1, 6, 59, 59, microsecond)
+    result = preview("* * * * * *", NY, after=start, count=2)
+    assert [(t["utc"], t["dst"]) for t in result["times"]] == [
+        ("2026-11-01T07:00:00Z", None),
+        ("2026-11-01T07:00:01Z", None),
+    ]
+    # And from the last second of the first pass, the second pass begins.
+    result = preview("* * * * * *", NY, after=utc(2026, 11, 1, 5, 59, 59, microsecond), count=1)
+    assert [(t["utc"], t["local"], t["dst"]) for t in result["times"]] == [
+        ("2026-11-01T06:00:00Z", "2026-11-01T01:00:00-05:00", "repeated")
+    ]
+
+
+@pytest.mark.parametrize("start", [utc(2498, 11, 2, 5, 30), utc(2498, 11, 2, 6, 30)])
+def test_nothing_left_before_the_horizon_from_inside_a_repeated_hour(start):
+    # 2498-11-02 01:30 New York, first and second pass; the next 1 January is
+    # past the horizon, for a fixed and for an interval-based expression.
+    assert parse("0 0 0 1 1 ?").next_after(start, NY) is None
+    assert parse("* * * 1 1 ?").next_after(start, NY) is None
+
+
+@pytest.mark.parametrize("server_zone", ["Asia/Kolkata", "America/Los_Angeles"])
+def test_the_server_time_zone_changes_nothing(server_zone, monkeypatch):
+    import time
+
+    expected = [utc(2026, 11, 1, 5), utc(2026, 11, 1, 6), utc(2026, 11, 1, 7)]
+    monkeypatch.setenv("TZ", server_zone)
+    time.tzset()
+    try:
+        assert fires("0 0 * * * *", utc(2026, 11, 1, 4, 30), NY, 3) == expected
+        assert fires("0 0 * * * *", utc(2026, 11, 1, 4, 30), "UTC", 3) == expected
+        assert fires("0 30 2 * * *", utc(2026, 3, 8), NY, 1) == [utc(2026, 3, 8, 7)]
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_a_start_without_an_offset_is_refused():
+    class NoOffset(tzinfo):
+        def utcoffset(self, dt):
+            return None
+
+    for start in (datetime(2026, 1, 1), datetime(2026, 1, 1, tzinfo=NoOffset())):
+        with pytest.raises(ValueError, match="^after must be a timezone-aware datetime$"):
+            parse("@daily").next_after(start, "UTC")
+
+
+def test_the_days_of_a_month_shape_are_worked_out_once():
+    schedule = parse("0 0 12 ? * MON-FRI")
+    first = schedule._days(31, 4)  # a 31-day month starting on a Thursday
+    assert first == (1, 2, 5, 6, 7, 8, 9, 12, 13, 14, 15, 16, 19, 20, 21, 22, 23, 26, 27, 28, 29, 30)
+    assert schedule._days(31, 4) is first
+    assert schedule._days(30, 4) is not first
 
 
 # --- reversed ranges with a step ----------------------------------------------
@@ -585,3 +650,98 @@ def test_preview_stops_at_the_horizon():
 )
 def test_preview_warnings_count_the_seconds(expr, warnings):
     assert preview(expr, "UTC", after=utc(2026, 1, 1), count=1)["warnings"] == warnings
+
+
+# --- the exact text of every error -------------------------------------------------------------
+# The API and the cron editor show these messages to people as they are, so
+# the wording is behaviour: one row per place an error is raised.
+
+SECOND_HINT = "use *, 0-59, a list (1,15), a range (10-20) or a step (*/5)"
+DOM_HINT = "use *, ?, 1-31, a list, a range, a step, L, L-3, 15W or LW"
+DOW_HINT = (
+    "use *, ?, 0-7 or SUN-SAT (0 and 7 are Sunday), a list, a range, a step, "
+    "5L (last Friday) or 5#3 (third Friday)"
+)
+DOW_FORMS = "L and # follow a single day, e.g. 5L (last Friday) or 5#3 (third Friday)"
+MONTHS = "JAN, FEB, MAR, APR, MAY, JUN, JUL, AUG, SEP, OCT, NOV, DEC"
+DAYS = "SUN, MON, TUE, WED, THU, FRI, SAT"
+
+MESSAGES = [
+    ("@nope", 47001, "Unknown alias '@nope': use one of @annually, @daily, @hourly, @midnight, @monthly, @weekly, @yearly"),
+    ("x * * * * *", 47001, f"Second field 'X' is not valid cron syntax: {SECOND_HINT}"),
+    ("MON * * * * *", 47001, f"Second field 'MON' is not valid cron syntax: {SECOND_HINT}"),
+    ("1/k * * * * *", 47001, f"Second field '1/K' is not valid cron syntax: {SECOND_HINT}"),
+    ("*/k * * * * *", 47001, f"Second field '*/K' is not valid cron syntax: {SECOND_HINT}"),
+    ("1-k * * * * *", 47001, f"Second field '1-K' is not valid cron syntax: {SECOND_HINT}"),
+    ("5-MON * * * * *", 47001, f"Second field '5-MON' is not valid cron syntax: {SECOND_HINT}"),
+    ("0 x * * * *", 47001, f"Minute field 'X' is not valid cron syntax: {SECOND_HINT}"),
+    ("0 0 x * * *", 47001, "Hour field 'X' is not valid cron syntax: use *, 0-23, a list (8,12), a range (9-17) or a step (*/2)"),
+    ("0 0 0 x * ?", 47001, f"Day-of-month field 'X' is not valid cron syntax: {DOM_HINT}"),
+    ("0 0 0 1,L * ?", 47001, f"Day-of-month field '1,L' is not valid cron syntax: {DOM_HINT}"),
+    ("0 0 0 L-x * ?", 47001, f"Day-of-month field 'L-X' is not valid cron syntax: {DOM_HINT}"),
+    ("0 0 0 1 1-2-3 ?", 47001, "Month field '1-2-3' is not valid cron syntax: use *, 1-12 or JAN-DEC, a list, a range or a step"),
+    ("0 0 0 ? * 1-2-3", 47001, f"Day-of-week field '1-2-3' is not valid cron syntax: {DOW_HINT}"),
+    ("0 0 0 ? * 5#", 47001, f"Day-of-week field '5#' is not valid cron syntax: {DOW_HINT}"),
+    ("0 0 0 ? * 1-5L", 47001, f"Day-of-week field '1-5L' is not valid cron syntax: {DOW_FORMS}"),
+    ("0 0 0 ? * L", 47001, f"Day-of-week field 'L' is not valid cron syntax: {DOW_FORMS}"),
+    ("005 * * * * *", 47001, "Second field '005' is not valid cron syntax: numbers have at most two digits"),
+    ("1/012 * * * * *", 47001, "Second field '1/012' is not valid cron syntax: numbers have at most two digits"),
+    ("0 0 0 1-2W * ?", 47001, "Day-of-month field '1-2W' is not valid cron syntax: W follows a single day, e.g. 15W, or L (LW)"),
+    ("0 0 0 JANW * ?", 47001, "Day-of-month field 'JANW' is not valid cron syntax: W follows a single day, e.g. 15W, or L (LW)"),
+    ("0 0 0 1 FOO ?", 47001, f"Month 'FOO': unknown name 'FOO', use {MONTHS}"),
+    ("0 0 0 ? * x", 47001, f"Day-of-week 'X': unknown name 'X', use {DAYS}"),
+    ("0 0 0 ? * FOOL", 47001, f"Day-of-week 'FOOL': unknown name 'FOO', use {DAYS}"),
+    ("0 0 0 ? * FOO#2", 47001, f"Day-of-week 'FOO#2': unknown name 'FOO', use {DAYS}"),
+    ("100 * * * * *", 47002, "Second '100': a value must be 0-59, got 100"),
+    ("1-60 * * * * *", 47002, "Second '1-60': a value must be 0-59, got 60"),
+    ("*/0 * * * * *", 47002, "Second '*/0': the step must be 1-59, got 0"),
+    ("?/60 * * * * *", 47002, "Second '?/60': the step must be 1-59, got 60"),
+    ("1/0 * * * * *", 47002, "Second '1/0': the step must be 1-59, got 0"),
+    ("1/60 * * * * *", 47002, "Second '1/60': the step must be 1-59, got 60"),
+    ("1/100 * * * * *", 47002, "Second '1/100': the step must be 1-59, got 100"),
+    ("0 0 24 * * *", 47002, "Hour '24': a value must be 0-23, got 24"),
+    ("0 0 0 0 * ?", 47002, "Day-of-month '0': a value must be 1-31, got 0"),
+    ("0 0 0 32W * ?", 47002, "Day-of-month '32W': a value must be 1-31, got 32"),
+    ("0 0 0 L-31 * ?", 47002, "Day-of-month 'L-31': the offset after L- must be 0-30, got 31"),
+    ("0 0 0 L-123 * ?", 47002, "Day-of-month 'L-123': the offset after L- must be 0-30, got 123"),
+    ("0 0 0 1 13 ?", 47002, "Month '13': a value must be 1-12, got 13"),
+    ("0 0 0 1 0 ?", 47002, "Month '0': a value must be 1-12, got 0"),
+    ("0 0 0 ? * 8", 47002, "Day-of-week '8': a value must be 0-7, got 8"),
+    ("0 0 0 ? * 9L", 47002, "Day-of-week '9L': a value must be 0-7, got 9"),
+    ("0 0 0 ? * 5#0", 47002, "Day-of-week '5#0': the number after # must be 1-5, got 0"),
+    ("0 0 0 ? * 5#123", 47002, "Day-of-week '5#123': the number after # must be 1-5, got 123"),
+    ("0 0 0 30 FEB ?", 47005, "'0 0 0 30 FEB ?' can never fire: day-of-month 30 never falls in Feb"),
+    ("0 0 0 L-30 2 ?", 47005, "'0 0 0 L-30 2 ?' can never fire: day-of-month L-30 never falls in Feb"),
+    ("0 0 0 31W 2,9 ?", 47005, "'0 0 0 31W 2,9 ?' can never fire: day-of-month 31W never falls in Feb, Sep"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("expr", "code", "message"), MESSAGES)
+def test_error_messages(expr, code, message):
+    with pytest.raises(CronError) as caught:
+        parse(expr)
+    assert (caught.value.code, caught.value.message) == (code, message)
+
+
+@pytest.mark.parametrize(
+    ("value", "code", "message"),
+    [
+        (4, 47004, "The interval must be at least 5 seconds, got 4"),
+        (" 3 ", 47004, "The interval must be at least 5 seconds, got 3"),
+        ("abc", 47001, "The interval must be a whole number of seconds, got 'abc'"),
+        ("5.0", 47001, "The interval must be a whole number of seconds, got '5.0'"),
+        (5.5, 47001, "The interval must be a whole number of seconds, got 5.5"),
+        (True, 47001, "The interval must be a whole number of seconds"),
+        (None, 47001, "The interval must be a whole number of seconds"),
+        ([5], 47001, "The interval must be a whole number of seconds"),
+    ],
+)
+def test_interval_error_messages(value, code, message):
+    with pytest.raises(CronError) as caught:
+        cron.validate_interval(value)
+    assert (caught.value.code, caught.value.message) == (code, message)
+
+
+@pytest.mark.parametrize(("value", "seconds"), [(" 30 ", 30), ("+7", 7), (7.0, 7), (5, 5), (86400, 86400)])
+def test_interval_values(value, seconds):
+    assert cron.validate_interval(value) == seconds

@@ -717,9 +717,10 @@ def test_a_resolver_error_is_a_fence_error():
 
 def test_resolved_answers_are_cleaned_up(settings):
     settings.JOBS_HTTP_ALLOWED_HOSTS = []
-    resolver = RecordingResolver(["93.184.216.34", "93.184.216.34", "::ffff:93.184.216.35", "fe80::1%eth0"])
-    with pytest.raises(FenceError, match=r"resolves to fe80::1, which is in blocked range fe80::/10"):
-        resolve_target("http://public.test/", resolver=resolver)
+    for scoped in ("fe80::1%eth0", "fe80::1%eth0%x"):  # the zone is cut at its first %
+        resolver = RecordingResolver(["93.184.216.34", "93.184.216.34", "::ffff:93.184.216.35", scoped])
+        with pytest.raises(FenceError, match=r"resolves to fe80::1, which is in blocked range fe80::/10"):
+            resolve_target("http://public.test/", resolver=resolver)
     resolver = RecordingResolver(["93.184.216.34", "93.184.216.34", "::ffff:93.184.216.35"])
     target = resolve_target("http://public.test/", resolver=resolver)
     assert [str(a) for a in target.addresses] == ["93.184.216.34", "93.184.216.35"]
@@ -806,3 +807,42 @@ def test_a_cancel_after_the_response_changes_nothing(web):
     response = fenced_request("GET", web.url("/"), timeout=5, cancelled=cancelled)
     cancelled.set()
     assert response.body == b"hello from web"
+
+
+def test_connecting_needs_an_address_and_turns_nagle_off(web):
+    with pytest.raises(OSError, match="^no address to connect to$"):
+        fence._connect_pinned((), web.port, 1)
+    sock = fence._connect_pinned((ipaddress.ip_address(HOST),), web.port, 1)
+    try:
+        # Requests are small and written in pieces: no waiting to coalesce them.
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        assert sock.gettimeout() == 1
+    finally:
+        sock.close()
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_cancel_while_connecting_ends_the_request_cleanly():
+    """Before the socket exists there is nothing to shut down: the watcher
+    must wait (not crash), and the request ends as cancelled once the
+    connect attempt gives up."""
+    listener = socket.create_server((HOST, 0), backlog=0)
+    port = listener.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(4):
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex((HOST, port))
+            fillers.append(filler)
+        time.sleep(0.05)
+        cancelled = threading.Event()
+        timer = threading.Timer(0.1, cancelled.set)
+        timer.start()
+        with pytest.raises(RequestFailed, match="^cancelled$"):
+            fenced_request("GET", f"http://{HOST}:{port}/", timeout=0.6, cancelled=cancelled)
+        timer.cancel()
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()
