@@ -684,6 +684,7 @@ MESSAGES = [
     ("0 0 0 ? * 5#", 47001, f"Day-of-week field '5#' is not valid cron syntax: {DOW_HINT}"),
     ("0 0 0 ? * 1-5L", 47001, f"Day-of-week field '1-5L' is not valid cron syntax: {DOW_FORMS}"),
     ("0 0 0 ? * L", 47001, f"Day-of-week field 'L' is not valid cron syntax: {DOW_FORMS}"),
+    ("0 0 0 ? * 1-5#2", 47001, f"Day-of-week field '1-5#2' is not valid cron syntax: {DOW_FORMS}"),
     ("005 * * * * *", 47001, "Second field '005' is not valid cron syntax: numbers have at most two digits"),
     ("1/012 * * * * *", 47001, "Second field '1/012' is not valid cron syntax: numbers have at most two digits"),
     ("0 0 0 1-2W * ?", 47001, "Day-of-month field '1-2W' is not valid cron syntax: W follows a single day, e.g. 15W, or L (LW)"),
