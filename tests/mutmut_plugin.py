@@ -14,5 +14,5 @@ import pytest
 def _cold_cron_caches():
     from jobs import cron
 
-    for cached in (cron._normalize_text, cron._compile, cron._zone_by_name):
+    for cached in (cron._normalize_text, cron._compile, cron._load_zone):
         cached.cache_clear()

@@ -145,9 +145,9 @@ def test_the_second_after_the_repeated_hour_is_ordinary_time(microsecond):
     ]
 
 
-@pytest.mark.parametrize("start", [utc(2498, 11, 2, 5, 30), utc(2498, 11, 2, 6, 30)])
+@pytest.mark.parametrize("start", [utc(9999, 11, 7, 5, 30), utc(9999, 11, 7, 6, 30)])
 def test_nothing_left_before_the_horizon_from_inside_a_repeated_hour(start):
-    # 2498-11-02 01:30 New York, first and second pass; the next 1 January is
+    # 9999-11-07 01:30 New York, first and second pass; the next 1 January is
     # past the horizon, for a fixed and for an interval-based expression.
     assert parse("0 0 0 1 1 ?").next_after(start, NY) is None
     assert parse("* * * 1 1 ?").next_after(start, NY) is None
@@ -323,14 +323,13 @@ def test_the_time_of_day_search_rolls_over_each_field():
     ]
 
 
-def test_the_horizon_is_year_2499():
-    assert fires("0 0 0 1 1 ?", utc(2497, 12, 31, 23, 59, 59), n=3) == [utc(2498, 1, 1)]
-    assert parse("* * * * * *").next_after(utc(2498, 12, 31, 23, 59, 58), "UTC") == utc(
-        2498, 12, 31, 23, 59, 59
-    )
-    assert parse("* * * * * *").next_after(utc(2499, 1, 1), "UTC") is None
-    assert parse("* * * * * *").next_after(utc(2499, 1, 1), NY) is None
-    assert parse("0 0 0 29 2 ?").next_after(utc(2496, 3, 1), NY) is None
+def test_the_horizon_is_the_end_of_year_9999():
+    assert fires("0 0 0 1 1 ?", utc(9997, 12, 31, 23, 59, 59), n=3) == [utc(9998, 1, 1), utc(9999, 1, 1)]
+    last = utc(9999, 12, 31, 23, 59, 59)
+    assert parse("* * * * * *").next_after(last - timedelta(seconds=1), "UTC") == last
+    assert parse("* * * * * *").next_after(last, "UTC") is None
+    assert parse("* * * * * *").next_after(last, NY) is None
+    assert parse("0 0 0 29 2 ?").next_after(utc(9996, 3, 1), NY) is None  # 10000 is out of reach
 
 
 # --- grammar ----------------------------------------------------------------------
@@ -548,7 +547,7 @@ def test_an_unknown_alias_lists_the_usual_ones():
         parse("@every_hour")
     assert caught.value.code == cron.MALFORMED
     assert caught.value.message == (
-        "Unknown alias '@every_hour': use one of @annually, @daily, @hourly, @midnight, @monthly, @weekly, @yearly"
+        "Unknown alias '@EVERY_HOUR': use one of @annually, @daily, @hourly, @midnight, @monthly, @weekly, @yearly"
     )
 
 
@@ -632,8 +631,12 @@ def test_preview_count_must_be_a_whole_number_from_1_to_1000(count):
 
 
 def test_preview_stops_at_the_horizon():
-    result = preview("0 0 0 1 1 ?", "UTC", after=utc(2496, 6, 1), count=5)
-    assert [t["utc"] for t in result["times"]] == ["2497-01-01T00:00:00Z", "2498-01-01T00:00:00Z"]
+    result = preview("0 0 0 1 1 ?", "UTC", after=utc(9996, 6, 1), count=5)
+    assert [t["utc"] for t in result["times"]] == [
+        "9997-01-01T00:00:00Z",
+        "9998-01-01T00:00:00Z",
+        "9999-01-01T00:00:00Z",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -667,7 +670,7 @@ MONTHS = "JAN, FEB, MAR, APR, MAY, JUN, JUL, AUG, SEP, OCT, NOV, DEC"
 DAYS = "SUN, MON, TUE, WED, THU, FRI, SAT"
 
 MESSAGES = [
-    ("@nope", 47001, "Unknown alias '@nope': use one of @annually, @daily, @hourly, @midnight, @monthly, @weekly, @yearly"),
+    ("@nope", 47001, "Unknown alias '@NOPE': use one of @annually, @daily, @hourly, @midnight, @monthly, @weekly, @yearly"),
     ("x * * * * *", 47001, f"Second field 'X' is not valid cron syntax: {SECOND_HINT}"),
     ("MON * * * * *", 47001, f"Second field 'MON' is not valid cron syntax: {SECOND_HINT}"),
     ("1/k * * * * *", 47001, f"Second field '1/K' is not valid cron syntax: {SECOND_HINT}"),

@@ -530,8 +530,9 @@ def test_credentials_are_dropped_on_a_redirect_to_another_host(web, other_web, n
         timeout=5,
     )
     assert web.requests[0]["headers"][name] == "secret"
+    # Another origin gets none of the job's headers (any may be a credential).
     assert name not in other_web.requests[0]["headers"]
-    assert other_web.requests[0]["headers"]["X-Keep"] == "1"
+    assert "X-Keep" not in other_web.requests[0]["headers"]
 
 
 def test_credentials_are_dropped_on_a_redirect_to_another_port(web, scripted):
@@ -540,7 +541,7 @@ def test_credentials_are_dropped_on_a_redirect_to_another_port(web, scripted):
         "GET", redirect(web, 307, server.url("/")), headers={"Cookie": "a=1", "X-Keep": "1"}, timeout=5
     )
     assert b"cookie" not in server.requests[0].lower()
-    assert b"X-Keep: 1" in server.requests[0]
+    assert b"x-keep" not in server.requests[0].lower()
 
 
 def test_credentials_stay_on_a_redirect_to_the_same_origin(web):
