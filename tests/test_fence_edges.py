@@ -395,6 +395,21 @@ def test_a_body_cut_short_is_a_request_failure(scripted):
         fenced_request("GET", server.url(), timeout=5)
 
 
+@pytest.mark.parametrize("cap", [100, 1000])
+def test_a_body_cut_short_in_pieces_or_at_the_cap_is_a_request_failure(scripted, cap):
+    # 200 bytes promised, 100 sent in two pieces, then the server closes: even
+    # with a cap of exactly 100 that is a broken response, not a complete one.
+    def script(conn, srv):
+        conn.sendall(headers(length=200) + b"x" * 50)
+        srv.stopped.wait(0.05)
+        conn.sendall(b"y" * 50)
+        conn.shutdown(socket.SHUT_WR)
+
+    server = scripted(script)
+    with pytest.raises(RequestFailed, match=r"IncompleteRead\(100 bytes read, 100 more expected\)$"):
+        fenced_request("GET", server.url(), timeout=5, max_body=cap)
+
+
 def test_a_body_until_close_is_complete(scripted):
     def script(conn, srv):
         conn.sendall(headers(extra=["Connection: close"]) + b"all of it")
