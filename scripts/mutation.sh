@@ -2,7 +2,7 @@
 # Mutation testing of the cron engine and the fence with mutmut (pinned in
 # requirements-dev.txt, configured in pyproject.toml [tool.mutmut]); see
 # docs/development.md, "Mutation testing". Not part of CI's default run: a
-# full run takes about half an hour on one core.
+# full run takes 30 to 45 minutes on one core.
 #
 #   scripts/mutation.sh                  run (resuming from mutants/), then print the scores
 #   scripts/mutation.sh --fresh          throw mutants/ away first: every mutant is run again
