@@ -251,6 +251,11 @@ except (ValueError, KeyError) as exc:
 # A dead mail server must never hang a sender forever.
 EMAIL_TIMEOUT = _int("EMAIL_TIMEOUT", 10, minimum=1)
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="cronboard@localhost")
+# Alert channels (Apprise): seconds to connect, and again to read the answer.
+ALERT_CHANNEL_TIMEOUT = _int("ALERT_CHANNEL_TIMEOUT", 10, minimum=1)
+# Dead man's switch: an external URL (healthchecks …) the scheduler GETs once
+# a minute through the HTTP jobs' fence, so silence there means Cronboard is down.
+CRONBOARD_HEARTBEAT_URL = env("CRONBOARD_HEARTBEAT_URL", default="").strip()
 
 LOGGING = {
     "version": 1,
@@ -258,7 +263,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # Alert channels read why a send failed from Apprise's warnings (jobs.channels).
+        "apprise": {"level": "WARNING"},
+    },
 }
 
 # --- Cronboard ---------------------------------------------------------------
@@ -271,6 +280,24 @@ if len(JOBS_WORKER_ID) > 190 or any(c.isspace() for c in JOBS_WORKER_ID):
     raise ImproperlyConfigured("JOBS_WORKER_ID must be at most 190 characters, without spaces")
 JOBS_SCHEDULER_ENABLED = _bool("JOBS_SCHEDULER_ENABLED", True)
 JOBS_MAX_CONCURRENT_RUNS = _int("JOBS_MAX_CONCURRENT_RUNS", 8, minimum=1)
+# Where handlers run (jobs.workers): "process", a child process per run that
+# the scheduler can kill; "thread", a thread of the scheduler (its memory
+# shared, nothing killed: for handlers that must share the scheduler's memory).
+JOBS_EXECUTOR = env.str("JOBS_EXECUTOR", default="process").strip().lower()
+if JOBS_EXECUTOR not in ("process", "thread"):
+    raise ImproperlyConfigured(f"JOBS_EXECUTOR must be process or thread, got {JOBS_EXECUTOR!r}")
+# A run's address space in MB (RLIMIT_AS of its child process); 0: no cap.
+JOBS_RUN_MEMORY_MB = _int("JOBS_RUN_MEMORY_MB", 0, minimum=0)
+if JOBS_RUN_MEMORY_MB and JOBS_RUN_MEMORY_MB < 256:
+    raise ImproperlyConfigured(
+        f"JOBS_RUN_MEMORY_MB must be 0 (no cap) or at least 256 (a run process with Django loaded "
+        f"reserves about 130 MB of address space before its handler starts, and each thread a handler "
+        f"starts reserves more), got {JOBS_RUN_MEMORY_MB}"
+    )
+if JOBS_RUN_MEMORY_MB and JOBS_EXECUTOR != "process":
+    raise ImproperlyConfigured(
+        "JOBS_RUN_MEMORY_MB caps the memory of a run's child process: it needs JOBS_EXECUTOR=process"
+    )
 JOBS_SQL_ENABLED = _bool("JOBS_SQL_ENABLED", False)
 JOBS_MAX_MESSAGE_CHARS = _int("JOBS_MAX_MESSAGE_CHARS", 262144)
 JOBS_MISFIRE_THRESHOLD = _int("JOBS_MISFIRE_THRESHOLD", 60, minimum=0)

@@ -48,10 +48,11 @@ from django.utils import timezone
 from jobs import alerts, leases
 from jobs.bulk import update_from_values
 from jobs.handlers.base import JobContext
+from jobs.heartbeat import HeartbeatPinger
 from jobs.listener import WakeListener
 from jobs.models import Job, Run, cap_message
 from jobs.outbox import AlertSender
-from jobs.workers import Flight, Outcome, WorkerPool, resolve_handler
+from jobs.workers import Flight, HandlerRef, Outcome, make_pool
 
 log = logging.getLogger("cronboard.scheduler")
 
@@ -102,6 +103,7 @@ class Scheduler:
         misfire_threshold: int | None = None,
         max_message_chars: int | None = None,
         clustered: bool | None = None,
+        executor: str | None = None,
     ):
         self.worker_id = worker_id or settings.JOBS_WORKER_ID
         # Several nodes may share a PostgreSQL database; SQLite is single-node.
@@ -113,14 +115,22 @@ class Scheduler:
         self._last_lead: datetime | None = None
         self.listener: WakeListener | None = None
         self.clock = clock
-        self.pool = WorkerPool(max_workers or settings.JOBS_MAX_CONCURRENT_RUNS)
-        self.alert_sender = AlertSender(wake=self.pool.wake)
         self.misfire_threshold = timedelta(
             seconds=settings.JOBS_MISFIRE_THRESHOLD if misfire_threshold is None else misfire_threshold
         )
         self.max_message_chars = (
             settings.JOBS_MAX_MESSAGE_CHARS if max_message_chars is None else max_message_chars
         )
+        # Threads or child processes (JOBS_EXECUTOR), see jobs.workers.
+        self.executor = executor or settings.JOBS_EXECUTOR
+        self.pool = make_pool(
+            max_workers or settings.JOBS_MAX_CONCURRENT_RUNS,
+            executor=self.executor,
+            log_keep=self.max_message_chars,
+        )
+        self.alert_sender = AlertSender(wake=self.pool.wake)
+        self.heartbeat_pinger = HeartbeatPinger()  # CRONBOARD_HEARTBEAT_URL, if set
+        self.alert_watch = alerts.AlertWatch()  # late and long-running alerts
         self.stopping = False
         self.draining = False
         self._pending: list[Outcome] = []
@@ -195,6 +205,7 @@ class Scheduler:
     # -- start-up ------------------------------------------------------------
 
     def start(self, now: datetime) -> None:
+        self.pool.warm()  # the run processes, before the first fire needs one
         self._node_info["started_at"] = now.isoformat()
         if self.clustered:
             self._limit_idle_transactions()
@@ -644,6 +655,7 @@ class Scheduler:
             sql_write=bool(job and job.sql_write),
             job=job,
             run=run,
+            log_keep=self.max_message_chars,
             _clock=self.clock,
         )
         flight = Flight(
@@ -657,7 +669,7 @@ class Scheduler:
             ctx=ctx,
         )
         kind, name = (Job.Kind.PYTHON, run.handler) if run.is_task else (job.kind, job.handler)
-        self.pool.start(flight, lambda: resolve_handler(kind, name))
+        self.pool.start(flight, HandlerRef(str(kind), name))
 
     def collect(self, outcomes: list[Outcome], now: datetime) -> bool:
         """Write finished runs back, all in one transaction (one commit for the
@@ -838,6 +850,8 @@ class Scheduler:
             self._alerts_written = True
         elif succeeded:
             self._alerts_written |= alerts.on_success(job=job, run=run, now=now) is not None
+        elif final:
+            self._alerts_written |= alerts.on_failed(job=job, run=run, now=now) is not None
 
     # -- liveness ----------------------------------------------------------------
 
@@ -854,12 +868,12 @@ class Scheduler:
         ids = list(self.pool.flights)
         Run.objects.filter(pk__in=ids, status=Run.Status.RUNNING).update(heartbeat_at=now)
         for flight in list(self.pool.flights.values()):
-            text = flight.ctx.log_text()
-            if len(text) != flight.log_flushed:
+            written = flight.ctx.log_chars
+            if written != flight.log_flushed:
                 Run.objects.filter(pk=flight.run_id, status=Run.Status.RUNNING).update(
-                    log=cap_message(text, self.max_message_chars)
+                    log=cap_message(flight.ctx.log_text(), self.max_message_chars)
                 )
-                flight.log_flushed = len(text)
+                flight.log_flushed = written
         for run_id in Run.objects.filter(pk__in=ids, cancel_requested=True).values_list("pk", flat=True):
             flight = self.pool.flights.get(run_id)
             if flight is None:
@@ -952,7 +966,9 @@ class Scheduler:
         did |= self.enforce_deadlines(now)
         self.heartbeat(now)
         did |= self.sweep(now)
+        self._alerts_written |= self.alert_watch.step(now)
         did |= self.send_alerts(now)
+        self.heartbeat_pinger.step(now)
         if not self.draining:
             did |= self.lead(now)
             did |= self.plan_due(now)
@@ -1116,6 +1132,7 @@ class Scheduler:
                     now,
                     f"the scheduler stopped (shutdown grace of {grace:g} s ran out) before the run finished",
                 )
+        self.pool.close()
         self.alert_sender.stop(self.clock, wait=min(grace, settings.EMAIL_TIMEOUT))
         if self.listener is not None:
             self.listener.stop()
@@ -1149,4 +1166,4 @@ def _seconds(delta: timedelta) -> str:
 def _wants_recovery_notice(run: Run) -> bool:
     """A success of this run's job may owe a "recovered" notice, which depends
     on the job's state and latest alert: its outcome is written the long way."""
-    return run.job is not None and run.job.notify_recovered
+    return run.job is not None and alerts.wants_recovered(run.job)

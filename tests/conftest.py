@@ -1,6 +1,8 @@
 """Shared fixtures. Area-specific fixtures live in tests/fixtures/<area>.py and
 are listed in pytest_plugins below."""
 
+import os
+
 import pytest
 
 pytest_plugins = [
@@ -9,6 +11,7 @@ pytest_plugins = [
     "tests.fixtures.browser",
     "tests.fixtures.smtp",
     "tests.fixtures.api",
+    "tests.fixtures.webhook",
 ]
 
 
@@ -31,3 +34,26 @@ def _plain_static_storage(settings):
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+
+
+@pytest.fixture(autouse=True)
+def _fresh_setting_cache():
+    # jobs.config caches a few settings per process; every test starts from its own database.
+    from jobs import config
+
+    config._CACHE.clear()
+    yield
+    config._CACHE.clear()
+
+
+@pytest.fixture(autouse=True)
+def _thread_executor(settings):
+    """In-process tests run handlers in threads (JOBS_EXECUTOR=thread): their
+    handlers are closures over test state (gates, call lists) and their
+    database is in memory, neither of which a child process can share. The
+    process executor is covered by tests/test_executor*.py with real child
+    processes, and every test that starts `runscheduler` as a process runs
+    it with the default executor (process) unless it says otherwise.
+    CRONBOARD_TEST_EXECUTOR=process runs the in-process tests with child
+    processes anyway (docs/development.md says which fail then, and why)."""
+    settings.JOBS_EXECUTOR = os.environ.get("CRONBOARD_TEST_EXECUTOR", "thread")

@@ -19,10 +19,12 @@ pytestmark = pytest.mark.slow
 class Site:
     """A throw-away Cronboard on its own SQLite file."""
 
-    def __init__(self, tmp_path: Path):
+    def __init__(self, tmp_path: Path, executor: str = "process", **env):
         self.db = tmp_path / "cronboard.sqlite3"
         self.env = {
             **os.environ,
+            "JOBS_EXECUTOR": executor,
+            **env,
             "DATABASE_URL": f"sqlite:///{self.db}",
             "JOBS_WORKER_ID": "proc-test",
             "JOBS_SHUTDOWN_GRACE": "3",
@@ -82,9 +84,10 @@ class Site:
                 proc.wait(10)
 
 
-@pytest.fixture
-def site(tmp_path):
-    s = Site(tmp_path)
+@pytest.fixture(params=["process", "thread"])
+def site(tmp_path, request):
+    """Every test here runs with each executor."""
+    s = Site(tmp_path, request.param)
     yield s
     s.stop_all()
 
