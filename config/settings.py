@@ -12,6 +12,9 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+# The fence owns its default block list (and the names of its ranges).
+from jobs.fence import DEFAULT_BLOCKED
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -91,6 +94,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "jobs.text.StorableQueryMiddleware",
     # Last, as django-axes asks: it turns a lockout signalled by the
     # authentication backend into the 429 response.
     "axes.middleware.AxesMiddleware",
@@ -314,20 +318,7 @@ if JOBS_LEASE_RENEW_SECONDS >= JOBS_LEASE_TTL_SECONDS:
 JOBS_HANDLER_MODULES = env.list("JOBS_HANDLER_MODULES", default=[])
 DEMO_MODE = _bool("DEMO_MODE", False)
 
-_DEFAULT_BLOCKED = [
-    "127.0.0.0/8",
-    "::1/128",
-    "169.254.0.0/16",
-    "fe80::/10",
-    "fd00:ec2::/32",
-    # Metadata services that sit outside link-local: single addresses, so
-    # the shared 100.64.0.0/10 space stays usable for internal services.
-    "100.100.100.200/32",
-    "192.0.0.192/32",
-    "0.0.0.0/8",
-    "::/128",
-]
-JOBS_HTTP_BLOCKED_CIDRS = env.list("JOBS_HTTP_BLOCKED_CIDRS", default=_DEFAULT_BLOCKED)
+JOBS_HTTP_BLOCKED_CIDRS = env.list("JOBS_HTTP_BLOCKED_CIDRS", default=list(DEFAULT_BLOCKED))
 for _cidr in JOBS_HTTP_BLOCKED_CIDRS:
     try:
         ipaddress.ip_network(_cidr, strict=False)

@@ -12,6 +12,7 @@ pytest_plugins = [
     "tests.fixtures.browser",
     "tests.fixtures.smtp",
     "tests.fixtures.api",
+    "tests.fixtures.databases",
     "tests.fixtures.webhook",
 ]
 

@@ -49,7 +49,7 @@ def test_leader_that_stalled_past_its_lease_claims_nothing(node, due_job, caplog
     tell a stale leader from a live one: the job row is exactly as `a` read it)."""
     a, b = node("a"), node("b")
     a.lead(T0)
-    later = T0 + leases.TTL + timedelta(seconds=1)
+    later = T0 + leases.lease_ttl() + timedelta(seconds=1)
     assert b.lead(later) is True
     Job.objects.filter(pk=due_job.pk).update(next_fire_at=later)
     assert a.is_leader(later)  # its belief is stale: nothing told it yet
@@ -67,7 +67,7 @@ def test_leader_that_stalled_past_its_lease_claims_nothing(node, due_job, caplog
 def test_leader_whose_lease_lapsed_with_no_successor_claims_nothing_until_it_renews(node, due_job):
     a = node("a")
     a.lead(T0)
-    later = T0 + leases.TTL + timedelta(seconds=1)
+    later = T0 + leases.lease_ttl() + timedelta(seconds=1)
     Job.objects.filter(pk=due_job.pk).update(next_fire_at=later)
 
     a.plan_due(later)
@@ -133,9 +133,9 @@ def test_a_restart_after_kill_9_on_the_same_host_does_not_wait_for_the_dead_proc
 def test_a_process_that_lost_its_worker_id_to_a_successor_stops(node, db):
     old = node("n1")
     old.start(T0)
-    node("n1").start(T0 + leases.TTL + timedelta(seconds=1))  # old stalled past its node lease
+    node("n1").start(T0 + leases.lease_ttl() + timedelta(seconds=1))  # old stalled past its node lease
 
-    old.renew_node_lease(T0 + leases.TTL + timedelta(seconds=2))
+    old.renew_node_lease(T0 + leases.lease_ttl() + timedelta(seconds=2))
 
     assert old.stopping
 
@@ -157,7 +157,7 @@ def test_a_batched_claim_under_a_lost_lease_claims_nothing(node, make_job):
             for i in range(3)]  # fmt: skip
     a, b = node("a"), node("b")
     a.lead(T0)
-    later = T0 + leases.TTL + timedelta(seconds=1)
+    later = T0 + leases.lease_ttl() + timedelta(seconds=1)
     for job in jobs:
         job.busy = False
     plans = [a.plan_fire(job, T0) for job in jobs]

@@ -198,7 +198,7 @@ def test_lease_times_come_from_the_database_clock_not_the_hosts(cluster_factory)
         "b = leases.acquire('leader', 'b', now=timezone.now() + hour)\n"
         "c = leases.acquire('leader', 'a', epoch=a.epoch, now=timezone.now() - hour)\n"
         "db_now = leases._db_now()\n"
-        "print(b is None, c.epoch == a.epoch, abs((c.expires_at - db_now) - leases.TTL) < timedelta(seconds=2))\n"
+        "print(b is None, c.epoch == a.epoch, abs((c.expires_at - db_now) - leases.lease_ttl()) < timedelta(seconds=2))\n"
     )
     assert out.split() == ["True", "True", "True"]
 

@@ -9,7 +9,7 @@ from jobs import leases
 from jobs.models import Lease
 from tests.fixtures.core import T0
 
-TTL = leases.TTL
+TTL = leases.lease_ttl()
 
 
 @pytest.fixture(autouse=True)
