@@ -7,6 +7,7 @@ import pytest
 
 pytest_plugins = [
     "tests.fixtures.core",
+    "tests.fixtures.processes",  # before the fixtures that import it
     "tests.fixtures.postgres",
     "tests.fixtures.browser",
     "tests.fixtures.smtp",

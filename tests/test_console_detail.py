@@ -2,7 +2,7 @@
 the run viewer, the chart and the audit trail."""
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -10,9 +10,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs.models import AuditEvent, Job, Run, cap_message
+from tests.fixtures.core import T0
 
 HTMX = {"HX-Request": "true"}
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def add_runs(job, count, *, status=Run.Status.SUCCEEDED, trigger=Run.Trigger.SCHEDULE, start=T0, **fields):

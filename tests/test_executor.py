@@ -244,7 +244,7 @@ def test_http_jobs_run_in_a_child(make_job, scheduler_for_http):
 
 @pytest.fixture
 def scheduler_for_http(settings, make_scheduler):
-    from tests.test_fence import TestServer
+    from tests.fixtures.http import TestServer
 
     server = TestServer("127.0.0.2", name="target")
     settings.JOBS_HTTP_ALLOWED_HOSTS = ["127.0.0.2"]  # the children get the scheduler's settings

@@ -21,7 +21,7 @@ import pytest
 
 from jobs import fence
 from jobs.fence import FenceError, Policy, RequestFailed, check_url, fenced_request, resolve_target
-from tests.test_fence import TestServer
+from tests.fixtures.http import TestServer
 
 HOST = "127.0.0.2"
 OTHER = "127.0.0.3"
