@@ -92,7 +92,7 @@ def test_channels_on_postgresql(postgres_server):
         ["alert_channels"],
     ]
     assert [codes for _, codes in result["answers"]][:6] == [
-        ["invalid_channel"],
+        ["invalid_text"],  # a NUL is refused by the text rule before the channel is parsed
         ["fenced_channel"],
         ["invalid_channel"],
         ["invalid_channel"],

@@ -62,9 +62,10 @@ def still_alive(pids: set[int], within: float = 10) -> list[int]:
 
 
 @pytest.fixture
-def site(tmp_path):
+def site(tmp_path, migrated_sqlite):
     s = Site(
         tmp_path,
+        migrated_sqlite,
         "process",
         JOBS_HANDLER_MODULES="tests.hostile_handlers",
         JOBS_RUN_MEMORY_MB="512",
@@ -94,13 +95,13 @@ def test_hostile_jobs_are_recorded_and_ordinary_jobs_keep_their_times(site):
     proc = site.start_scheduler()
 
     def last(name, statuses="'succeeded','failed','timed_out'"):
-        return site.query(
+        return site.sql(
             f"SELECT r.status, r.error, r.result, length(r.log) FROM jobs_run r JOIN jobs_job j ON j.id = r.job_id "
             f"WHERE j.name = ? AND r.status IN ({statuses}) ORDER BY r.id DESC LIMIT 1",
-            name,
+            (name,),
         )
 
-    site.wait_for(
+    site.wait_for_rows(
         "SELECT 1",
         lambda rows: all(last(n) for n in ("spinner", "segfault", "exit", "hog", "flood", "count")),
         60,
@@ -120,7 +121,7 @@ def test_hostile_jobs_are_recorded_and_ordinary_jobs_keep_their_times(site):
     )
 
     # Meanwhile the ticker fired on its grid, each fire started within a second.
-    fires = site.wait_for(
+    fires = site.wait_for_rows(
         "SELECT r.status, (julianday(r.started_at) - julianday(r.scheduled_at)) * 86400 FROM jobs_run r "
         "JOIN jobs_job j ON j.id = r.job_id WHERE j.name = 'ticker' AND r.status != 'running'",
         lambda rows: len(rows) >= 3,
@@ -128,14 +129,14 @@ def test_hostile_jobs_are_recorded_and_ordinary_jobs_keep_their_times(site):
     )
     assert {status for status, _ in fires} == {"succeeded"}
     assert max(late for _, late in fires) < 1.0
-    assert proc.poll() is None, site.log_text()
-    assert "Traceback" not in site.log_text()
+    assert proc.poll() is None, site.logs()
+    assert "Traceback" not in site.logs()
 
 
 def test_a_scheduler_killed_with_9_leaves_no_run_process_behind(site):
     site.import_jobs(every("spinner", "hostile.spin", timeout_seconds=600))
     proc = site.start_scheduler()
-    site.wait_for("SELECT id FROM jobs_run WHERE status='running'", lambda rows: len(rows) == 1)
+    site.wait_for_rows("SELECT id FROM jobs_run WHERE status='running'", lambda rows: len(rows) == 1)
     family = descendants(proc.pid)
     assert len(family) >= 9, "the fork server and a child per slot (8)"
     proc.send_signal(signal.SIGKILL)
@@ -146,9 +147,9 @@ def test_a_scheduler_killed_with_9_leaves_no_run_process_behind(site):
 def test_sigterm_stops_the_run_processes_with_the_scheduler(site):
     site.import_jobs(every("ticker", "demo.echo"))
     proc = site.start_scheduler()
-    site.wait_for("SELECT id FROM jobs_run WHERE status='succeeded'", lambda rows: len(rows) >= 1)
+    site.wait_for_rows("SELECT id FROM jobs_run WHERE status='succeeded'", lambda rows: len(rows) >= 1)
     family = descendants(proc.pid)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(15) == 0
     assert not still_alive(family)
-    assert os.path.exists(site.db)
+    assert os.path.exists(site.database_url.removeprefix("sqlite:///"))

@@ -19,8 +19,8 @@ REPLACEMENT = "\ufffd"
 
 
 @pytest.fixture
-def site(tmp_path):
-    s = Site(tmp_path)
+def site(tmp_path, migrated_sqlite):
+    s = Site(tmp_path, migrated_sqlite)
     yield s
     s.stop_all()
 
@@ -36,35 +36,34 @@ def test_scheduler_process_keeps_running_and_recording_beside_poisoned_jobs(site
         every_5_seconds("poisoned-error", "demo.fail"),
     )
     poison = {"surrogate": "a\udfffb", "nul": "a\x00b"}
-    site.query("UPDATE jobs_job SET properties = ? WHERE name = 'poisoned-output'", json.dumps(poison))
-    site.query(
+    site.sql("UPDATE jobs_job SET properties = ? WHERE name = 'poisoned-output'", (json.dumps(poison),))
+    site.sql(
         "UPDATE jobs_job SET properties = ? WHERE name = 'poisoned-error'",
-        json.dumps({"message": "bad \udfff and \x00 end"}),
+        (json.dumps({"message": "bad \udfff and \x00 end"}),),
     )
     proc = site.start_scheduler()
 
     def runs(name: str, status: str):
-        return site.query(
+        return site.sql(
             "SELECT r.result, r.error, r.log FROM jobs_run r JOIN jobs_job j ON j.id = r.job_id "
             "WHERE j.name = ? AND r.status = ?",
-            name,
-            status,
+            (name, status),
         )
 
     # Two fires of each: the process lived through the first poisoned outcomes.
-    site.wait_for(
+    site.wait_for_rows(
         "SELECT COUNT(*) FROM jobs_run r JOIN jobs_job j ON j.id = r.job_id "
         "WHERE j.name = 'ordinary' AND r.status = 'succeeded'",
         lambda rows: rows[0][0] >= 2,
         40,
     )
-    site.wait_for(
+    site.wait_for_rows(
         "SELECT COUNT(*) FROM jobs_run r JOIN jobs_job j ON j.id = r.job_id "
         "WHERE j.name = 'poisoned-error' AND r.status = 'failed'",
         lambda rows: rows[0][0] >= 2,
         20,
     )
-    assert proc.poll() is None, site.log_text()[-3000:]
+    assert proc.poll() is None, site.logs()[-3000:]
 
     output = runs("poisoned-output", "succeeded")
     assert len(output) >= 2
@@ -74,11 +73,13 @@ def test_scheduler_process_keeps_running_and_recording_beside_poisoned_jobs(site
     assert f"surrogate = a{REPLACEMENT}b" in log
     (_result, error, _log) = runs("poisoned-error", "failed")[0]
     assert error == f"bad {REPLACEMENT} and {REPLACEMENT} end"
-    assert "Traceback" not in site.log_text()
+    assert "Traceback" not in site.logs()
 
 
 @pytest.mark.postgres
-def test_postgresql_scheduler_process_records_a_binary_http_answer_and_keeps_going(postgres_server, tmp_path):
+def test_postgresql_scheduler_process_records_a_binary_http_answer_and_keeps_going(
+    postgres_server, migrated_postgres, tmp_path
+):
     """Regression (issue 13, 1): a NUL byte in an HTTP job's response body made
     the outcome write fail on PostgreSQL, and the scheduler retried that batch
     forever, starting nothing else."""
@@ -91,7 +92,9 @@ def test_postgresql_scheduler_process_records_a_binary_http_answer_and_keeps_goi
     server = ThreadingHTTPServer(("127.0.0.2", 0), _BinaryHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.2:{server.server_address[1]}/ok"
-    cluster = Cluster(postgres_server, "poison_process", tmp_path, JOBS_HTTP_ALLOWED_HOSTS="127.0.0.2")
+    cluster = Cluster(
+        postgres_server, "poison_process", migrated_postgres, tmp_path, JOBS_HTTP_ALLOWED_HOSTS="127.0.0.2"
+    )
     try:
         cluster.django(
             "from django.utils import timezone\n"
@@ -102,7 +105,7 @@ def test_postgresql_scheduler_process_records_a_binary_http_answer_and_keeps_goi
             f"Job.objects.create(name='binary', kind='http', properties={{'url': {url!r}}}, "
             "schedule_type='interval', interval_seconds=5, next_fire_at=now)\n"
         )
-        node = cluster.start("n1")
+        node = cluster.start_node("n1")
 
         def finished(name):
             return [row for row in cluster.runs_of(name) if row[1] not in ("queued", "running")]
