@@ -36,6 +36,8 @@ class Server:
             **os.environ,
             "DATABASE_URL": f"sqlite:///{tmp_path / 'e2e.sqlite3'}",
             "JOBS_WORKER_ID": "e2e",
+            # gunicorn refuses to serve with a key drawn per process (config/wsgi.py).
+            "SECRET_KEY": "e2e-" + "k" * 50,
             "JOBS_SHUTDOWN_GRACE": "2",
             "PYTHONUNBUFFERED": "1",
         }
@@ -75,6 +77,8 @@ class Server:
             f"127.0.0.1:{self.port}",
             "--workers",
             "2",
+            # Not ~/.gunicorn/gunicorn.ctl, which every gunicorn of this user shares.
+            "--no-control-socket",
             name="web",
         )
         self.start(sys.executable, "manage.py", "runscheduler", name="scheduler")
