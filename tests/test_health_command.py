@@ -2,8 +2,12 @@
 this node's scheduler holds its node lease, 1 with a one-line reason when the
 lease is stale, released or was never taken."""
 
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from io import StringIO
+from pathlib import Path
 
 import pytest
 import time_machine
@@ -11,6 +15,7 @@ from django.core.management import call_command
 
 from jobs.scheduler import Scheduler
 
+REPO = Path(__file__).resolve().parent.parent
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 WORKER = "sched-1"
 
@@ -71,3 +76,48 @@ def test_another_nodes_heartbeat_does_not_count(settings):
     heartbeat_at(T0)
     settings.JOBS_WORKER_ID = "sched-2"
     assert health(T0)[0] == 1
+
+
+LEASE = """
+from datetime import timedelta
+from django.utils import timezone
+from jobs import leases
+leases.acquire(leases.node_lease_name("{worker}"), "{worker}", now=timezone.now(), ttl=timedelta(seconds={ttl}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_on_postgresql_the_lease_is_judged_by_the_database_clock(postgres_server, tmp_path):
+    """The health command in its own process, as Docker runs it, against a
+    real server: a lease live by the database's clock is healthy; one whose
+    expiry is past on that clock is not, whatever this host's clock says."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": postgres_server.create_database("health"),
+        "JOBS_WORKER_ID": WORKER,
+    }
+
+    def manage(*args):
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    assert manage("migrate", "--noinput", "-v0").returncode == 0
+    absent = manage("health")
+    assert (absent.returncode, absent.stderr.strip()) == (
+        1,
+        f"unhealthy: no scheduler has ever run as {WORKER}",
+    )
+    manage("shell", "-c", LEASE.format(worker=WORKER, ttl=30))
+    fresh = manage("health")
+    assert (fresh.returncode, fresh.stdout.strip()) == (0, f"ok: scheduler {WORKER} is alive")
+    manage("shell", "-c", LEASE.format(worker=WORKER, ttl=-1))  # renewed, but already expired
+    stale = manage("health")
+    assert stale.returncode == 1
+    assert stale.stderr.startswith(f"unhealthy: the scheduler {WORKER} has not renewed its lease since")
