@@ -147,8 +147,9 @@ if DATABASES["default"].get("ENGINE") not in ("django.db.backends.sqlite3", "dja
     )
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Its folder is made by whoever creates the database (scripts/run.sh, the
-    # Dockerfile); a missing one is reported by the check in jobs/checks.py.
+    # Nothing is created here: var/ is in the repository (var/.gitkeep) and
+    # the Dockerfile makes it; another folder that is missing is reported by
+    # the check in jobs/checks.py instead of SQLite's "unable to open".
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
             # WAL lets the console read while the scheduler writes; IMMEDIATE
