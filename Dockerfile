@@ -31,6 +31,6 @@ EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
     CMD ["sh", "scripts/healthcheck.sh"]
 
-# No control socket: gunicorn would otherwise create ~/.gunicorn/gunicorn.ctl.
-CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-", \
-     "--no-control-socket"]
+# gunicorn also reads gunicorn.conf.py from the WORKDIR (no control socket,
+# the request-line limit).
+CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-"]

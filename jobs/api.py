@@ -20,7 +20,8 @@ import logging
 from datetime import UTC, datetime, time
 from functools import wraps
 
-from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation, ValidationError
 from django.http import Http404, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.urls import path, re_path
@@ -28,7 +29,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 from django.views.decorators.csrf import csrf_exempt
 
-from jobs import access, cron, services, tokens
+from jobs import access, cron, jsontext, services, tokens
 from jobs.forms import JobForm, TaskForm, check_instant
 from jobs.handlers import registry
 from jobs.models import AuditEvent, Job, Run
@@ -42,6 +43,9 @@ RUNS_DEFAULT_LIMIT = 20
 RUNS_MAX_LIMIT = 100
 PREVIEW_DEFAULT_COUNT = 5
 PREVIEW_MAX_COUNT = 50
+# Path plus query string. gunicorn (gunicorn.conf.py) lets request lines of up
+# to 8190 bytes through, so Django answers longer URLs under /api/ as JSON.
+MAX_URL_CHARS = 4096
 
 
 # Form error codes that mean "not allowed" rather than "not valid".
@@ -138,6 +142,13 @@ def api_view(*methods: str, public: bool = False):
         @wraps(func)
         def view(request, *args, **kwargs):
             try:
+                if (
+                    len(request.META.get("PATH_INFO", "")) + len(request.META.get("QUERY_STRING", ""))
+                    > MAX_URL_CHARS
+                ):
+                    raise ApiError(
+                        414, "uri_too_long", f"The URL is longer than {MAX_URL_CHARS:,} characters."
+                    )
                 if request.method not in methods:
                     response = ApiError(
                         405, "method_not_allowed", f"Use {' or '.join(methods)} here."
@@ -155,10 +166,19 @@ def api_view(*methods: str, public: bool = False):
                 return ApiError(403, "forbidden", str(exc) or "You may not do this.").response()
             except RequestDataTooBig:
                 return ApiError(413, "too_large", "The request body is too large.").response()
+            except SuspiciousOperation as exc:
+                # Django's own refusals of a malformed request (too many fields, …).
+                return ApiError(400, "bad_request", str(exc)[:200] or "Malformed request.").response()
+            except RecursionError:
+                # Nothing here recurses on purpose; input nested beyond the
+                # stack is the client's mistake, not a server error.
+                return ApiError(400, "invalid", "The request is nested too deeply.").response()
             except services.StaleJobError as exc:
                 return ApiError(409, "stale_version", str(exc), "version").response()
             except services.DemoModeError as exc:
                 return ApiError(403, "demo_mode", str(exc)).response()
+            except services.ForbiddenError as exc:
+                return ApiError(403, "forbidden", str(exc)).response()
             except services.ServiceError as exc:
                 return ApiError(409, "conflict", str(exc)).response()
             except Exception:
@@ -179,19 +199,40 @@ def _require_edit(request) -> None:
 
 
 def _json_body(request) -> dict:
-    if not request.body:
+    raw = _read_body(request)
+    if not raw:
         raise ApiError(400, "invalid_json", "Send a JSON object as the request body.")
     try:
-        data = json.loads(request.body, parse_constant=_refuse_constant)
-    except (ValueError, RecursionError) as exc:
-        raise ApiError(400, "invalid_json", f"The body is not valid JSON: {exc}"[:300]) from None
+        data = jsontext.loads(raw)
+    except jsontext.JsonTextError as exc:
+        raise ApiError(400, exc.code, f"The body is not valid JSON: {exc.message}"[:300]) from None
     if not isinstance(data, dict):
         raise ApiError(400, "invalid_json", "The body must be a JSON object.")
     return data
 
 
-def _refuse_constant(name):
-    raise ValueError(f"{name} is not a JSON number")
+def _read_body(request) -> bytes:
+    """The request body. A chunked body (no Content-Length) is read from the
+    WSGI stream when the server says it ends (gunicorn sets
+    wsgi.input_terminated); Django alone would read it as empty. Bounded by
+    DATA_UPLOAD_MAX_MEMORY_SIZE like any body (413); a server that cannot
+    frame it is answered 411."""
+    meta = request.META
+    chunked = "chunked" in meta.get("HTTP_TRANSFER_ENCODING", "").lower()
+    if not chunked or meta.get("CONTENT_LENGTH"):
+        return request.body
+    if not meta.get("wsgi.input_terminated"):
+        raise ApiError(
+            411,
+            "length_required",
+            "Send the body with a Content-Length header (chunked bodies are not read here).",
+        )
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    stream = meta["wsgi.input"]
+    raw = stream.read() if limit is None else stream.read(limit + 1)
+    if limit is not None and len(raw) > limit:
+        raise RequestDataTooBig("The request body is too large.")
+    return raw
 
 
 def _parse_time(value: str, field: str) -> datetime:
@@ -448,7 +489,8 @@ def cron_preview(request):
             400, "invalid", f"“count” must be a whole number from 1 to {PREVIEW_MAX_COUNT}.", "count"
         )
     try:
-        cron.get_zone(zone)
+        # Bounded (MAX_ZONE_CHARS) and canonical before any cache sees it.
+        zone = cron.zone_name(zone)
     except cron.CronError as exc:
         raise ApiError(400, exc.code, exc.message, "timezone") from None
     try:

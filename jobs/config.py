@@ -22,6 +22,9 @@ def _positive_days(value: Any) -> int:
     return days
 
 
+MAX_EMAILS = 20
+
+
 def parse_email_list(value: Any) -> list[str]:
     """Accepts a list or a comma/semicolon/newline separated string; returns
     a de-duplicated list of valid addresses or raises with the bad one named."""
@@ -33,10 +36,16 @@ def parse_email_list(value: Any) -> list[str]:
         items = value
     else:
         raise ValidationError("Enter email addresses separated by commas.")
+    if any(not isinstance(item, str) for item in items):
+        raise ValidationError("Enter email addresses separated by commas.")
+    distinct = {item.strip() for item in items} - {""}
+    if len(distinct) > MAX_EMAILS:
+        # Counted before any address is checked: one crash must not mail thousands.
+        raise ValidationError(
+            f"At most {MAX_EMAILS} alert email addresses (got {len(distinct):,}).", code="too_many"
+        )
     emails: list[str] = []
     for item in items:
-        if not isinstance(item, str):
-            raise ValidationError("Enter email addresses separated by commas.")
         item = item.strip()
         if not item:
             continue

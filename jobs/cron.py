@@ -20,7 +20,10 @@ CalendarHelper.cs, TimeZoneHelper.cs) and its test suite:
 * The search returns the earliest local wall time that matches, strictly
   after the start (the start is floored to the second first). ``W`` moves to
   the nearest weekday without leaving the month, using the month's real last
-  day. Like Cronos we stop at year 2499 (``None`` past that horizon).
+  day. Cronos stops at year 2499; we search to the end of year 9999 (the
+  last year a datetime holds), so every instant a client may name has its
+  fires computed and there is no silent gap: ``None`` only when no fire
+  falls before 10000-01-01 in UTC (or in the job's wall time).
 * Time zones follow Cronos's GetOccurrenceConsideringTimeZone: a match in a
   spring-forward gap fires once at the first valid instant after the gap; a
   match in the repeated fall-back hour fires in the first pass, and again in
@@ -49,7 +52,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import lru_cache
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 __all__ = [
     "CronError",
@@ -60,6 +63,7 @@ __all__ = [
     "parse",
     "preview",
     "validate_interval",
+    "zone_name",
 ]
 
 MALFORMED = 47001
@@ -70,9 +74,18 @@ NEVER_FIRES = 47005
 UNKNOWN_ZONE = 47006
 
 MIN_INTERVAL_SECONDS = 5
-# Cronos gives up at this year; so do we (next_after returns None past it).
-MAX_YEAR = 2499
+# The last year searched (datetime's own limit): next_after returns None
+# only when nothing fires up to the end of it.
+MAX_YEAR = 9999
 MAX_PREVIEW_COUNT = 1000
+# The one limit on what a client may send, shared by the job form (the model
+# fields' max_length), the API's preview and the console's preview: the
+# parse caches are keyed on text no longer than this.
+MAX_EXPRESSION_CHARS = 200
+MAX_ZONE_CHARS = 64
+# Names the zoneinfo database holds that are not zones a job can mean:
+# the host's own setting, a tzcode helper and a placeholder without rules.
+REFUSED_ZONES = frozenset({"localtime", "posixrules", "factory"})
 
 
 class CronError(ValueError):
@@ -106,9 +119,14 @@ _FIELD_SPLIT = re.compile(r"[ \t]+")
 def _normalize_text(expr: str) -> str:
     """Shape only: aliases, field count, spacing, case. Values are checked by
     `_compile`."""
-    text = expr.strip()
+    text = expr
     if not text:
         raise CronError(MALFORMED, "Enter a cron expression, e.g. 0 30 3 * * ?")
+    if not text.isascii():
+        # Upper-casing would read non-ASCII letters as names (ſun → SUN).
+        raise CronError(
+            MALFORMED, "Use ASCII only: digits, the symbols * , - / ? L W # and names such as MON"
+        )
     if text.startswith("@"):
         expanded = ALIASES.get(text.lower())
         if expanded is None:
@@ -494,7 +512,7 @@ class CronSchedule:
     def _find(self, start: datetime, inclusive: bool) -> datetime | None:
         """Earliest matching naive wall time at/after `start` (whole seconds)."""
         if not inclusive:
-            if start.year >= MAX_YEAR:
+            if start >= _LAST_SECOND:
                 return None
             start = start + _ONE_SECOND
         year, month, day = start.year, start.month, start.day
@@ -506,7 +524,7 @@ class CronSchedule:
             if month < 0:
                 month = self.months[0]
                 year += 1
-        while year < MAX_YEAR:
+        while year <= MAX_YEAR:
             days = self._days(_days_in_month(year, month), _first_weekday(year, month))
             for i in range(bisect_left(days, day), len(days)):
                 found_day = days[i]
@@ -528,12 +546,19 @@ class CronSchedule:
 
     def _next(self, after: datetime, zone: tzinfo) -> tuple[datetime, str | None] | None:
         """Next fire (aware UTC) strictly after `after`, with a DST mark:
-        None, "skipped" (wall time fell in a gap) or "repeated" (fall-back)."""
+        None, "skipped" (wall time fell in a gap) or "repeated" (fall-back).
+        None as well when the answer lies past the end of year 9999."""
         if after.tzinfo is None or after.utcoffset() is None:
             raise ValueError("after must be a timezone-aware datetime")
-        start_utc = after.astimezone(UTC).replace(microsecond=0, tzinfo=None)
-        if start_utc.year >= MAX_YEAR:
+        try:
+            return self._next_unchecked(after, zone)
+        except OverflowError:
+            # A wall time or an offset pushed past datetime's range: the
+            # answer, if any, is beyond the horizon.
             return None
+
+    def _next_unchecked(self, after: datetime, zone: tzinfo) -> tuple[datetime, str | None] | None:
+        start_utc = after.astimezone(UTC).replace(microsecond=0, tzinfo=None)
         if zone is UTC:
             found = self._find(start_utc, False)
             return None if found is None else (found.replace(tzinfo=UTC), None)
@@ -571,7 +596,7 @@ class CronSchedule:
 
     def next_after(self, after: datetime, tz: ZoneInfo | tzinfo | str) -> datetime | None:
         """The next fire time (aware, UTC, whole seconds) strictly after
-        `after`, reading the fields in `tz`; None only past year 2499."""
+        `after`, reading the fields in `tz`; None only past year 9999."""
         result = self._next(after, _zone(tz))
         return None if result is None else result[0]
 
@@ -588,6 +613,7 @@ class CronSchedule:
 
 
 _ONE_SECOND = timedelta(seconds=1)
+_LAST_SECOND = datetime(MAX_YEAR, 12, 31, 23, 59, 59)
 _MONTH_LABELS = ("", *(n.title() for n in _MONTH_NAMES))
 
 
@@ -627,25 +653,78 @@ def _compile(normalized: str) -> CronSchedule:
 
 
 def parse(expr: str) -> CronSchedule:
-    """Validate and compile an expression (cached on its normalised form)."""
+    """Validate and compile an expression (cached on its normalised form).
+    Longer than MAX_EXPRESSION_CHARS, before or after normalising, is 47001:
+    the caches only ever hold bounded text."""
     if not isinstance(expr, str):
         raise CronError(MALFORMED, "The cron expression must be text")
-    return _compile(_normalize_text(expr))
+    text = expr.strip()
+    if len(text) > MAX_EXPRESSION_CHARS:
+        raise CronError(MALFORMED, f"The cron expression is longer than {MAX_EXPRESSION_CHARS} characters")
+    if text.isascii():
+        # The cache key: spacing and case do not make a new entry.
+        text = " ".join(_FIELD_SPLIT.split(text)).upper()
+    normalized = _normalize_text(text)
+    if len(normalized) > MAX_EXPRESSION_CHARS:
+        raise CronError(
+            MALFORMED, f"The cron expression is longer than {MAX_EXPRESSION_CHARS} characters once normalised"
+        )
+    return _compile(normalized)
 
 
 _UTC_NAMES = {"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Universal", "Etc/Zulu", "Zulu"}
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=1)
+def _zone_names() -> dict[str, str]:
+    """casefolded name → the canonical IANA spelling, for every zone a job may use."""
+    return {name.casefold(): name for name in available_timezones() if name.casefold() not in REFUSED_ZONES}
+
+
+def known_zones() -> list[str]:
+    """Every zone name a job may use, canonical spelling, sorted (the job form's list)."""
+    return sorted(_zone_names().values())
+
+
+def zone_name(name: str | None) -> str:
+    """The canonical spelling of a zone name (`europe/berlin` → `Europe/Berlin`);
+    empty or left out means UTC, everywhere (form, API, command line). Unknown
+    names, names longer than MAX_ZONE_CHARS and `localtime`, `posixrules`,
+    `Factory` are CronError 47006."""
+    if name is None:
+        return "UTC"
+    if not isinstance(name, str):
+        raise CronError(UNKNOWN_ZONE, "The time zone must be an IANA name such as Europe/Berlin")
+    text = name.strip()
+    if not text:
+        return "UTC"
+    if len(text) > MAX_ZONE_CHARS:
+        raise CronError(UNKNOWN_ZONE, f"A time zone name has at most {MAX_ZONE_CHARS} characters")
+    canonical = _zone_names().get(text.casefold())
+    if canonical is None:
+        raise CronError(
+            UNKNOWN_ZONE, f"Unknown time zone {text!r}: use an IANA name such as America/New_York"
+        )
+    return canonical
+
+
 def get_zone(name: str) -> ZoneInfo:
-    """The ZoneInfo for an IANA name; CronError 47006 if unknown or empty."""
+    """The ZoneInfo for an IANA name, matched case-insensitively; CronError
+    47006 if unknown, refused or empty (callers that mean UTC by an empty
+    name pass it through `zone_name` first)."""
     if not isinstance(name, str) or not name.strip():
         raise CronError(UNKNOWN_ZONE, "Choose a time zone, e.g. Europe/Berlin or UTC")
+    return _load_zone(zone_name(name))
+
+
+@lru_cache(maxsize=1024)
+def _load_zone(canonical: str) -> ZoneInfo:
+    # Keyed on canonical names only: a few hundred entries at most.
     try:
-        return ZoneInfo(name.strip())
+        return ZoneInfo(canonical)
     except (ZoneInfoNotFoundError, ValueError, OSError):
         raise CronError(
-            UNKNOWN_ZONE, f"Unknown time zone {name!r}: use an IANA name such as America/New_York"
+            UNKNOWN_ZONE, f"Unknown time zone {canonical!r}: use an IANA name such as America/New_York"
         ) from None
 
 
@@ -748,8 +827,10 @@ def describe(expr: str) -> str:
         return _fallback_description(schedule)
 
 
-def _iso_utc(when: datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+def iso_utc(when: datetime) -> str:
+    """ISO 8601 in UTC with a Z, whole seconds; the year always has four
+    digits (strftime's %Y drops the zeros of years before 1000)."""
+    return when.astimezone(UTC).replace(tzinfo=None, microsecond=0).isoformat() + "Z"
 
 
 def _warnings(schedule: CronSchedule) -> list[str]:
@@ -771,7 +852,7 @@ def preview(expr: str, tz_name: str, *, after: datetime, count: int = 5) -> dict
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PREVIEW_COUNT:
         raise CronError(OUT_OF_RANGE, f"Count must be a whole number from 1 to {MAX_PREVIEW_COUNT}")
     times = [
-        {"utc": _iso_utc(when), "local": when.astimezone(zone).isoformat(), "dst": mark}
+        {"utc": iso_utc(when), "local": when.astimezone(zone).isoformat(), "dst": mark}
         for when, mark in schedule._iter(after, _zone(zone), count)
     ]
     return {

@@ -36,8 +36,10 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 MAX_URL_LENGTH = 8192
 DEFAULT_MAX_BODY = 1024 * 1024
 REDIRECT_STATUSES = {301, 302, 303, 307, 308}
-# Sent to the first host only; a redirect elsewhere must not carry them along.
-CREDENTIAL_HEADERS = {"authorization", "cookie", "proxy-authorization"}
+# A redirect to another origin (scheme, host, port) carries none of the
+# job's own headers: any of them may be a credential (X-Api-Key,
+# X-Auth-Token, …), not just these. Only Cronboard's User-Agent goes along.
+DEFAULT_USER_AGENT = ("User-Agent", "Cronboard")
 
 _RANGE_LABELS = {
     "127.0.0.0/8": "loopback",
@@ -473,7 +475,7 @@ def fenced_request(
     method = method.upper()
     header_list = list(headers.items() if isinstance(headers, dict) else headers or [])
     if not any(name.lower() == "user-agent" for name, _ in header_list):
-        header_list.append(("User-Agent", "Cronboard"))
+        header_list.append(DEFAULT_USER_AGENT)
     if isinstance(body, str):
         body = body.encode()
     started = time.monotonic()
@@ -490,7 +492,8 @@ def fenced_request(
             raise FenceError(f"redirect to {current} blocked: {exc.reason}") from None
         origin = (target.parsed.scheme, target.parsed.host, target.parsed.port)
         if previous_origin is not None and origin != previous_origin:
-            header_list = [(n, v) for n, v in header_list if n.lower() not in CREDENTIAL_HEADERS]
+            # Dropped for good: a later hop back to the first origin does not get them again.
+            header_list = [DEFAULT_USER_AGENT]
         previous_origin = origin
         response = _exchange(target, method, header_list, body, deadline, max_body, cancelled, ssl_context)
         location = response.headers.get("Location")

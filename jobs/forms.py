@@ -8,22 +8,31 @@ Errors carry the spec's codes where it has one (47003 both day fields,
 
 import json
 import re
+import unicodedata
 from datetime import UTC, datetime
 
 from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from jobs import cron
+from jobs import cron, jsontext
 from jobs.config import parse_email_list
 from jobs.handlers import registry
 from jobs.models import Job
 
 MAX_PROPERTIES = 100
 MAX_PROPERTY_CHARS = 65_536
+MAX_PROPERTY_NAME_CHARS = 200
 HTTP_FIELDS = ("url", "method", "headers", "body")
 NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 MAX_ALERT_THRESHOLD = 1000
+MAX_DESCRIPTION_CHARS = 2000
+# Characters that make one name look like another or hide part of it:
+# controls (Cc), format characters such as bidi overrides and zero-width
+# spaces/joiners (Cf), line/paragraph separators, private-use, surrogate and
+# unassigned code points. Spaces other than U+0020 (no-break, ideographic,
+# …) are refused as well: they look like a plain space.
+HIDDEN_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
 
 
 # Instants a client may name (a task's start, a filter, a preview's start):
@@ -68,11 +77,10 @@ def coerce_properties(value) -> dict[str, str]:
         return {}
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(
-                f"Properties must be a JSON object: {exc.msg} at character {exc.pos}.", code="invalid"
-            ) from None
+            value = jsontext.loads(value)
+        except jsontext.JsonTextError as exc:
+            code = "duplicate_key" if exc.code == "duplicate_key" else "invalid"
+            raise ValidationError(f"Properties must be a JSON object: {exc.message}", code=code) from None
     if not isinstance(value, dict):
         raise ValidationError("Properties must be an object of names to text values.", code="invalid")
     if len(value) > MAX_PROPERTIES:
@@ -82,6 +90,15 @@ def coerce_properties(value) -> dict[str, str]:
         key = str(key).strip()
         if not key:
             raise ValidationError("A property needs a name.", code="invalid")
+        if len(key) > MAX_PROPERTY_NAME_CHARS:
+            raise ValidationError(
+                f"A property name can be at most {MAX_PROPERTY_NAME_CHARS} characters.", code="max_length"
+            )
+        if key in clean:
+            raise ValidationError(
+                f"Two properties are named “{key[:100]}” (names are compared without surrounding spaces).",
+                code="duplicate_key",
+            )
         if isinstance(item, (dict, list)):
             raise ValidationError(f"Property “{key}” must be text, not a list or object.", code="invalid")
         text = "" if item is None else (str(item).lower() if isinstance(item, bool) else str(item))
@@ -176,13 +193,38 @@ class JobForm(ErrorListMixin, forms.ModelForm):
     # -- fields ------------------------------------------------------------------
 
     def clean_name(self):
-        name = (self.cleaned_data.get("name") or "").strip()
+        # NFC: a name typed with a combining accent is the same name as its
+        # precomposed spelling (they look identical), so uniqueness holds.
+        name = unicodedata.normalize("NFC", (self.cleaned_data.get("name") or "").strip())
         if not name:
             raise ValidationError("Give the job a name.", code="required")
+        hidden = sorted(
+            {
+                f"U+{ord(c):04X}"
+                for c in name
+                if unicodedata.category(c) in HIDDEN_CATEGORIES or (c.isspace() and c != " ")
+            }
+        )
+        if hidden:
+            raise ValidationError(
+                "A job name cannot contain control, bidi-override, zero-width, other invisible characters "
+                "or spaces other than the plain space "
+                f"characters (found {', '.join(hidden[:5])}).",
+                code="invalid_characters",
+            )
         clash = Job.objects.live().filter(name=name).exclude(pk=self.instance.pk)
         if clash.exists():
             raise ValidationError(f"A job named “{name}” already exists.", code="unique")
         return name
+
+    def clean_description(self):
+        description = self.cleaned_data.get("description") or ""
+        if len(description) > MAX_DESCRIPTION_CHARS:
+            raise ValidationError(
+                f"The description can be at most {MAX_DESCRIPTION_CHARS:,} characters (it has {len(description):,}).",
+                code="max_length",
+            )
+        return description
 
     def clean_namespace(self):
         namespace = (self.cleaned_data.get("namespace") or "").strip()
@@ -209,12 +251,11 @@ class JobForm(ErrorListMixin, forms.ModelForm):
         return state or Job.State.ENABLED
 
     def clean_timezone(self):
-        name = (self.cleaned_data.get("timezone") or "UTC").strip()
+        # Stored in the canonical spelling (europe/berlin → Europe/Berlin).
         try:
-            cron.get_zone(name)
+            return cron.zone_name(self.cleaned_data.get("timezone"))
         except cron.CronError as exc:
             raise ValidationError(exc.message, code=str(exc.code)) from None
-        return name
 
     def clean_timeout_seconds(self):
         value = self.cleaned_data.get("timeout_seconds")
@@ -297,9 +338,40 @@ class JobForm(ErrorListMixin, forms.ModelForm):
                 self.add_error("cron_expression", ValidationError(exc.message, code=str(exc.code)))
             data["interval_seconds"] = None
 
+    def _job_change_refusal(self, kind) -> bool:
+        """Ask services.check_job_change (the one place for demo mode and
+        superuser-only SQL jobs) and add its answer to `kind`; True if refused."""
+        from jobs import services
+
+        before = self.instance.kind if self.instance.pk else None
+        try:
+            services.check_job_change(kinds=[kind, before], user=self.user, action="create or edit")
+        except services.DemoModeError as exc:
+            self.add_error("kind", ValidationError(str(exc), code="demo_mode"))
+        except services.ForbiddenError as exc:
+            self.add_error("kind", ValidationError(str(exc), code="forbidden"))
+        else:
+            return False
+        return True
+
     def _clean_handler(self, data):
         kind = data.get("kind")
         properties = dict(data.get("properties") or {})
+        if kind == Job.Kind.SQL:
+            from jobs.handlers.sql import sql_enabled
+
+            if not getattr(settings, "DEMO_MODE", False) and not sql_enabled():
+                self.add_error(
+                    "kind",
+                    ValidationError(
+                        "SQL jobs are turned off on this server (JOBS_SQL_ENABLED).", code="sql_disabled"
+                    ),
+                )
+                data["properties"] = properties
+                return
+        if self._job_change_refusal(kind):
+            data["properties"] = properties
+            return
         if kind == Job.Kind.PYTHON:
             handler = (data.get("handler") or "").strip()
             if not handler:
@@ -315,49 +387,26 @@ class JobForm(ErrorListMixin, forms.ModelForm):
                 if data.get(name):
                     properties[name] = data[name]
             properties.setdefault("method", "GET")
-            if getattr(settings, "DEMO_MODE", False):
-                self.add_error(
-                    "kind",
-                    ValidationError("Demo mode: HTTP jobs cannot be created or edited.", code="demo_mode"),
-                )
-            else:
-                from jobs.handlers.http import validate_http_properties
+            from jobs.handlers.http import validate_http_properties
 
-                for field, message in validate_http_properties(properties).items():
-                    self.add_error(
-                        field if field in self.fields else "properties",
-                        ValidationError(message, code="fence" if field == "url" else "invalid"),
-                    )
+            for field, message in validate_http_properties(properties).items():
+                self.add_error(
+                    field if field in self.fields else "properties",
+                    ValidationError(message, code="fence" if field == "url" else "invalid"),
+                )
         elif kind == Job.Kind.SQL:
             data["handler"] = ""
             if data.get("sql"):
                 properties["sql"] = data["sql"]
-            from jobs.handlers.sql import sql_enabled, validate_sql_properties
+            from jobs.handlers.sql import validate_sql_properties
 
-            if getattr(settings, "DEMO_MODE", False):
+            for field, message in validate_sql_properties(
+                properties, write=bool(data.get("sql_write"))
+            ).items():
                 self.add_error(
-                    "kind",
-                    ValidationError("Demo mode: SQL jobs cannot be created or edited.", code="demo_mode"),
+                    field if field in self.fields else "properties",
+                    ValidationError(message, code="invalid"),
                 )
-            elif not sql_enabled():
-                self.add_error(
-                    "kind",
-                    ValidationError(
-                        "SQL jobs are turned off on this server (JOBS_SQL_ENABLED).", code="sql_disabled"
-                    ),
-                )
-            elif self.user is not None and not self.user.is_superuser:
-                self.add_error(
-                    "kind", ValidationError("Only superusers can create or edit SQL jobs.", code="forbidden")
-                )
-            else:
-                for field, message in validate_sql_properties(
-                    properties, write=bool(data.get("sql_write"))
-                ).items():
-                    self.add_error(
-                        field if field in self.fields else "properties",
-                        ValidationError(message, code="invalid"),
-                    )
         data["properties"] = properties
 
     def save(self, commit=True):

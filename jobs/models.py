@@ -10,6 +10,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils.timezone import now as _now
 
+from jobs import cron
+
 
 class JobQuerySet(models.QuerySet):
     def live(self):
@@ -92,9 +94,9 @@ class Job(models.Model):
     sql_write = models.BooleanField(default=False, help_text="SQL jobs only: allow the statement to write.")
 
     schedule_type = models.CharField(max_length=10, choices=ScheduleType.choices, default=ScheduleType.CRON)
-    cron_expression = models.CharField(max_length=200, blank=True)
+    cron_expression = models.CharField(max_length=cron.MAX_EXPRESSION_CHARS, blank=True)
     interval_seconds = models.PositiveIntegerField(null=True, blank=True)
-    timezone = models.CharField(max_length=64, default="UTC")
+    timezone = models.CharField(max_length=cron.MAX_ZONE_CHARS, default="UTC")
     misfire_policy = models.CharField(
         max_length=20, choices=MisfirePolicy.choices, default=MisfirePolicy.SKIP
     )
@@ -210,12 +212,33 @@ class Job(models.Model):
             timeout_seconds=self.timeout_seconds,
         )
 
-    def mark_saved(self, now: datetime) -> None:
-        """Saving recomputes the next fire time and resets the failure count."""
+    SCHEDULE_FIELDS = ("schedule_type", "cron_expression", "interval_seconds", "timezone")
+
+    def mark_saved(self, now: datetime, *, before: "Job | None" = None) -> None:
+        """Saving resets the failure count and sets the next fire time; the
+        one rule for the console, the API and `jobs import`. `before` is the
+        stored job when this is an edit (None: a new job, or a resume).
+
+        A save never moves a schedule that did not change: a job that was
+        enabled with the same schedule type, expression, interval and zone
+        keeps its next fire. An edited interval job follows the interval
+        rule: its last fire + the interval, or now + the interval if that
+        is already past. Otherwise the next fire is computed from now."""
         self.consecutive_failures = 0
         self.updated_at = now
         if self.state == self.State.ENABLED and not self.is_deleted:
-            self.next_fire_at = self.next_fire_after(now)
+            unchanged = (
+                before is not None
+                and before.state == self.State.ENABLED
+                and before.next_fire_at is not None
+                and all(getattr(before, name) == getattr(self, name) for name in self.SCHEDULE_FIELDS)
+            )
+            if before is not None and self.schedule_type == self.ScheduleType.INTERVAL and self.last_fire_at:
+                self.next_fire_at = self.next_fire_after(now, last_fire=self.last_fire_at)
+            elif unchanged:
+                self.next_fire_at = before.next_fire_at
+            else:
+                self.next_fire_at = self.next_fire_after(now)
         elif self.state == self.State.PAUSED:
             self.next_fire_at = None
 

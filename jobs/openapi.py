@@ -4,6 +4,10 @@ Written by hand to say what jobs/api.py does; tests/test_api_schema.py
 checks that every route and method in the URLconf is here (and nothing
 else), and validates real answers against these schemas."""
 
+from jobs import cron
+from jobs.api import MAX_URL_CHARS
+from jobs.config import MAX_EMAILS
+from jobs.forms import MAX_ALERT_THRESHOLD, MAX_DESCRIPTION_CHARS
 from jobs.models import Job, Run
 from jobs.serializers import JOB_FIELDS
 
@@ -25,7 +29,13 @@ ERROR_RESPONSES = {
     "404": "No such object, or not visible to you.",
     "405": "Method not allowed here.",
     "409": "Conflict: a stale `version`, or an action that does not apply to the object as it is.",
+    "411": "A chunked body this server cannot read: send Content-Length (code length_required).",
+    "413": "The body is larger than the server accepts (code too_large).",
+    "414": f"The URL (path and query) is longer than {MAX_URL_CHARS:,} characters (code uri_too_long).",
 }
+# Every operation may meet these (400: e.g. more query fields than Django reads); a body-taking one also 411 and 413.
+ANY_ERRORS = ("400", "414")
+BODY_ERRORS = ("411", "413")
 
 
 def _errors(*statuses: str) -> dict:
@@ -61,8 +71,14 @@ def _query(name: str, description: str, schema: dict) -> dict:
 
 
 JOB_INPUT_PROPERTIES = {
-    "name": {"type": "string", "maxLength": 200, "description": "Unique among live jobs."},
-    "description": {"type": "string"},
+    "name": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 200,
+        "description": "Unique among live jobs; no control, bidi-override or zero-width characters "
+        "(code invalid_characters).",
+    },
+    "description": {"type": "string", "maxLength": MAX_DESCRIPTION_CHARS},
     "namespace": {
         "type": "string",
         "maxLength": 100,
@@ -76,17 +92,26 @@ JOB_INPUT_PROPERTIES = {
     "properties": {
         "type": "object",
         "additionalProperties": {"type": "string"},
-        "description": "Parameters for the handler; url/method/headers/body for http, sql for sql.",
+        "maxProperties": 100,
+        "propertyNames": {"maxLength": 200},
+        "description": "Parameters for the handler; url/method/headers/body for http, sql for sql. "
+        "Names are trimmed; two equal names are refused (code duplicate_key).",
     },
     "schedule_type": {"type": "string", "enum": list(Job.ScheduleType.values)},
     "cron_expression": {
         "type": "string",
+        "maxLength": cron.MAX_EXPRESSION_CHARS,
         "description": "Six fields, seconds first (five get 0 seconds); for schedule_type cron.",
     },
     "interval_seconds": _nullable(
         "integer", minimum=Job.MIN_INTERVAL_SECONDS, maximum=Job.MAX_INTERVAL_SECONDS
     ),
-    "timezone": {"type": "string", "description": "IANA name; cron fields are read in it."},
+    "timezone": {
+        "type": "string",
+        "maxLength": cron.MAX_ZONE_CHARS,
+        "description": "IANA name, any case (stored canonically: europe/berlin → Europe/Berlin); "
+        "empty means UTC; cron fields are read in it.",
+    },
     "misfire_policy": {"type": "string", "enum": list(Job.MisfirePolicy.values)},
     "run_once": {"type": "boolean"},
     "sql_write": {"type": "boolean"},
@@ -96,19 +121,26 @@ JOB_INPUT_PROPERTIES = {
     "alert_threshold": {
         "type": "integer",
         "minimum": 0,
+        "maximum": MAX_ALERT_THRESHOLD,
         "description": "Consecutive failed fires that crash the job; 0 never.",
     },
-    "alert_emails": {"type": "array", "items": {"type": "string", "format": "email"}},
+    "alert_emails": {
+        "type": "array",
+        "maxItems": MAX_EMAILS,
+        "items": {"type": "string", "format": "email"},
+        "description": f"At most {MAX_EMAILS} distinct addresses (code too_many).",
+    },
     "notify_recovered": {
         "type": "boolean",
         "description": "Also send a notice when the job next succeeds after a crash.",
     },
     "state": {
         "type": "string",
-        "enum": list(Job.State.values),
-        "description": "crashed can be kept but not set.",
+        "enum": [Job.State.ENABLED, Job.State.PAUSED],
+        "description": "A crashed job is re-enabled by the toggle, not by setting its state.",
     },
 }
+JOB_OUTPUT_PROPERTIES = {**JOB_INPUT_PROPERTIES, "state": {"type": "string", "enum": list(Job.State.values)}}
 
 RUN_PROPERTIES = {
     "id": {"type": "integer"},
@@ -158,13 +190,27 @@ SCHEMAS = {
     },
     "JobInput": {
         "type": "object",
-        "description": "POST and PUT: fields left out take their defaults. PATCH: fields left out keep their values. "
+        "description": "PATCH: fields left out keep their values. "
         "Read-only fields of Job are accepted and ignored; other unknown fields are an error.",
         "properties": {
             **JOB_INPUT_PROPERTIES,
             "version": {
                 "type": "integer",
                 "description": "PUT/PATCH: the version you read; a stale one is refused with 409.",
+            },
+        },
+    },
+    "JobCreate": {
+        "type": "object",
+        "description": "POST and PUT: fields left out take their defaults (a python job needs a handler, "
+        "a cron job a cron_expression, an interval job interval_seconds). "
+        "Read-only fields of Job are accepted and ignored; other unknown fields are an error.",
+        "required": ["name"],
+        "properties": {
+            **JOB_INPUT_PROPERTIES,
+            "version": {
+                "type": "integer",
+                "description": "PUT: the version you read; a stale one is refused with 409.",
             },
         },
     },
@@ -184,7 +230,7 @@ SCHEMAS = {
         ],
         "properties": {
             "id": {"type": "integer"},
-            **JOB_INPUT_PROPERTIES,
+            **JOB_OUTPUT_PROPERTIES,
             "version": {"type": "integer", "minimum": 1},
             "next_fire_at": TIME,
             "last_fire_at": TIME,
@@ -245,7 +291,12 @@ SCHEMAS = {
         "required": ["handler", "key"],
         "additionalProperties": False,
         "properties": {
-            "handler": {"type": "string", "description": "A registered handler."},
+            "handler": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 200,
+                "description": "A registered handler.",
+            },
             "key": {
                 "type": "string",
                 "minLength": 1,
@@ -263,8 +314,13 @@ SCHEMAS = {
         "type": "object",
         "required": ["expression"],
         "properties": {
-            "expression": {"type": "string"},
-            "timezone": {"type": "string", "default": "UTC"},
+            "expression": {"type": "string", "minLength": 1, "maxLength": cron.MAX_EXPRESSION_CHARS},
+            "timezone": {
+                "type": "string",
+                "maxLength": cron.MAX_ZONE_CHARS,
+                "default": "UTC",
+                "description": "IANA name, any case; empty means UTC.",
+            },
             "after": {"type": "string", "format": "date-time", "description": "Default now."},
             "count": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5},
         },
@@ -314,7 +370,7 @@ PATHS = {
         "post": {
             "operationId": "createJob",
             "summary": "Create a job (staff).",
-            "requestBody": _body(_ref("JobInput")),
+            "requestBody": _body(_ref("JobCreate")),
             "responses": {"201": _json(_ref("Job"), "The new job."), **_errors("400", "401", "403")},
         },
     },
@@ -327,7 +383,7 @@ PATHS = {
         "put": {
             "operationId": "replaceJob",
             "summary": "Replace a job (staff); fields left out take their defaults.",
-            "requestBody": _body(_ref("JobInput")),
+            "requestBody": _body(_ref("JobCreate")),
             "responses": {
                 "200": _json(_ref("Job"), "The saved job."),
                 **_errors("400", "401", "403", "404", "409"),
@@ -445,6 +501,20 @@ PATHS = {
 }
 
 
+def _with_transport_errors(paths: dict) -> dict:
+    """Add the answers any operation may get (414) and a body-taking one
+    (411, 413) to every operation."""
+    out = {}
+    for path, item in paths.items():
+        out[path] = dict(item)
+        for method, operation in item.items():
+            if method not in ("get", "post", "put", "patch", "delete") or path == "/api/schema":
+                continue
+            extra = ANY_ERRORS + (BODY_ERRORS if "requestBody" in operation else ())
+            out[path][method] = {**operation, "responses": {**operation["responses"], **_errors(*extra)}}
+    return out
+
+
 def document(request=None) -> dict:
     return {
         "openapi": "3.1.0",
@@ -455,7 +525,7 @@ def document(request=None) -> dict:
             "Errors are {code, message, field}.",
         },
         "security": [{"bearerAuth": []}, {"sessionAuth": []}],
-        "paths": PATHS,
+        "paths": _with_transport_errors(PATHS),
         "components": {
             "schemas": SCHEMAS,
             "securitySchemes": {

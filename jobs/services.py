@@ -32,10 +32,39 @@ class DemoModeError(ServiceError):
     """DEMO_MODE is on and the action would run something."""
 
 
+class ForbiddenError(ServiceError):
+    """The user may not do this to this job (an SQL job, for a non-superuser)."""
+
+
 def check_demo_mode(action: str) -> None:
     """Refuse `action` while DEMO_MODE is on: a demo shows jobs, it does not run them on request."""
     if getattr(settings, "DEMO_MODE", False):
         raise DemoModeError(f"Demo mode: {action} is turned off on this server.")
+
+
+# Kinds that reach outside the process: the network and the database.
+GUARDED_KINDS = (Job.Kind.HTTP, Job.Kind.SQL)
+
+
+_PARTICIPLES = {"create or edit": "created or edited", "resume": "resumed", "re-enable": "re-enabled"}
+
+
+def check_job_change(*, kinds: Iterable[str | None], user, action: str, runs: bool = True) -> None:
+    """The one place that decides who may change which job. `kinds`: the
+    job's kind before and after the change; `action`: "create or edit",
+    "resume", "re-enable", "pause", "delete". Raises DemoModeError when
+    DEMO_MODE is on and the change could make an HTTP or SQL job run
+    (`runs`: create, edit, resume, re-enable), ForbiddenError when the job is
+    or becomes an SQL job and `user` is not a superuser (user None: a trusted
+    caller such as `manage.py jobs`). The job form asks the same question,
+    so the console and the API show these as errors on `kind`."""
+    kinds = {kind for kind in kinds if kind}
+    guarded = [kind for kind in GUARDED_KINDS if kind in kinds]
+    if runs and guarded and getattr(settings, "DEMO_MODE", False):
+        label = " and ".join(kind.upper() for kind in guarded)
+        raise DemoModeError(f"Demo mode: {label} jobs cannot be {_PARTICIPLES.get(action, action)}.")
+    if Job.Kind.SQL in kinds and user is not None and not getattr(user, "is_superuser", False):
+        raise ForbiddenError(f"Only superusers can {action} SQL jobs.")
 
 
 def wake_schedulers(sender: str = "") -> None:
@@ -60,13 +89,39 @@ def save_job(
     expected_version: int | None = None,
     now: datetime | None = None,
 ) -> Job:
-    """Save a validated job: recompute its next fire time, reset its failure
-    count, bump its version. With `expected_version`, refuse (StaleJobError)
-    when someone else saved it in between."""
+    """Save a validated job (see `save_job_if_changed`) and return it."""
+    return save_job_if_changed(job=job, user=user, via=via, expected_version=expected_version, now=now)[0]
+
+
+def save_job_if_changed(
+    *,
+    job: Job,
+    user=None,
+    via: str = AuditEvent.Via.CONSOLE,
+    expected_version: int | None = None,
+    now: datetime | None = None,
+) -> tuple[Job, bool]:
+    """Save a validated job: keep its schedule when the schedule did not
+    change (Job.mark_saved), reset its failure count, bump its version.
+    With `expected_version`, refuse (StaleJobError) when someone else saved it
+    in between. A job whose fields all equal the stored ones is not written
+    at all (no version bump, no audit row, its next fire kept): returns
+    (the stored job, False); else (the saved job, True)."""
     now = now or timezone.now()
     creating = job.pk is None
     with transaction.atomic():
-        before = None if creating else audit.snapshot(Job.objects.get(pk=job.pk))
+        stored = None if creating else Job.objects.get(pk=job.pk)
+        check_job_change(
+            kinds=[job.kind, stored.kind if stored else None],
+            user=user,
+            action="create or edit",
+        )
+        before = None if creating else audit.snapshot(stored)
+        changes = audit.diff(before, audit.snapshot(job))
+        if not creating and not changes:
+            if expected_version is not None and expected_version != stored.version:
+                raise StaleJobError(STALE_MESSAGE)
+            return stored, False
         if creating and job.owner_id is None and getattr(user, "pk", None):
             job.owner = user
         if job.pk is not None and expected_version is not None:
@@ -74,10 +129,7 @@ def save_job(
                 version=F("version") + 1
             )
             if not bumped:
-                raise StaleJobError(
-                    "This job was changed by someone else after you opened it. "
-                    "Reload the page to see the current version, then make your change again."
-                )
+                raise StaleJobError(STALE_MESSAGE)
             job.version = expected_version + 1
         elif job.pk is not None:
             job.version = F("version") + 1
@@ -87,23 +139,24 @@ def save_job(
             job.consecutive_failures = 0
             job.updated_at = now
         else:
-            job.mark_saved(now)
+            job.mark_saved(now, before=stored)
         job.save()
         job.refresh_from_db(fields=["version"])
-        audit.record(
-            job=job,
-            action="create" if creating else "edit",
-            user=user,
-            via=via,
-            changes=audit.diff(before, audit.snapshot(job)),
-        )
+        audit.record(job=job, action="create" if creating else "edit", user=user, via=via, changes=changes)
         wake_schedulers()
-    return job
+    return job, True
+
+
+STALE_MESSAGE = (
+    "This job was changed by someone else after you opened it. "
+    "Reload the page to see the current version, then make your change again."
+)
 
 
 def pause_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: datetime | None = None) -> Job:
     now = now or timezone.now()
     _require_live(job)
+    check_job_change(kinds=[job.kind], user=user, action="pause", runs=False)
     with transaction.atomic():
         Job.objects.filter(pk=job.pk).update(
             state=Job.State.PAUSED, next_fire_at=None, updated_at=now, version=F("version") + 1
@@ -121,6 +174,9 @@ def resume_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: d
     computed from now and its failure count starts over."""
     now = now or timezone.now()
     _require_live(job)
+    check_job_change(
+        kinds=[job.kind], user=user, action="re-enable" if job.state == Job.State.CRASHED else "resume"
+    )
     previous = job.state
     job.state = Job.State.ENABLED
     job.mark_saved(now)
@@ -147,6 +203,7 @@ def delete_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: d
     now = now or timezone.now()
     if job.builtin:
         raise ServiceError("Built-in jobs cannot be deleted; pause them instead.")
+    check_job_change(kinds=[job.kind], user=user, action="delete", runs=False)
     with transaction.atomic():
         Job.objects.filter(pk=job.pk, deleted_at__isnull=True).update(
             deleted_at=now, next_fire_at=None, updated_at=now, version=F("version") + 1

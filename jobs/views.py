@@ -8,7 +8,6 @@ mutations need `can_edit` and POST (a GET never changes anything)."""
 from datetime import UTC, datetime, timedelta
 from functools import wraps
 from urllib.parse import urlencode
-from zoneinfo import available_timezones
 
 from django.conf import settings
 from django.contrib import messages
@@ -195,16 +194,22 @@ def job_bulk(request):
     else:
         ids = [i for i in request.POST.getlist("ids") if i.isdigit()]
         jobs = list(access.visible_jobs(request.user).filter(pk__in=ids))
-        changed = 0
+        changed, refused = 0, []
         for job in jobs:
-            if action == "pause" and job.state != Job.State.PAUSED:
-                services.pause_job(job=job, user=request.user)
-                changed += 1
-            elif action == "resume" and job.state != Job.State.ENABLED:
-                services.resume_job(job=job, user=request.user)
-                changed += 1
+            try:
+                if action == "pause" and job.state != Job.State.PAUSED:
+                    services.pause_job(job=job, user=request.user)
+                    changed += 1
+                elif action == "resume" and job.state != Job.State.ENABLED:
+                    services.resume_job(job=job, user=request.user)
+                    changed += 1
+            except services.ServiceError as exc:
+                # Demo mode or an SQL job this user may not change: the rest go ahead.
+                refused.append(f"“{job.name}”: {exc}")
         verb = "Paused" if action == "pause" else "Resumed"
         messages.success(request, f"{verb} {changed} job{'s' if changed != 1 else ''}.")
+        for problem in refused:
+            messages.error(request, f"Not changed: {problem}")
     if request.htmx:
         return render(request, "jobs/job_list.html#job-table", _job_list_context(request))
     return redirect("jobs:job_list")
@@ -279,7 +284,7 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
         "form": form,
         "job": job,
         "http_methods": HTTP_METHODS,
-        "timezones": sorted(available_timezones()),
+        "timezones": cron.known_zones(),
         "sql_enabled": sql_enabled(),
         # Fields the template does not place by name (added by another area
         # of the app later) still show up, at the end.
@@ -337,11 +342,16 @@ def job_edit(request, job_id):
 @login_required
 def cron_preview(request):
     """The cron editor's live preview; any signed-in user may use it."""
-    expression = request.GET.get("cron_expression", "").strip()[:200]
-    zone_name = request.GET.get("timezone", "").strip()[:64] or "UTC"
-    context = {"expression": expression, "zone_name": zone_name}
+    # Over-long text is refused by cron itself (the one limit), not cut short.
+    expression = request.GET.get("cron_expression", "").strip()
+    zone_name = request.GET.get("timezone", "").strip()
+    context = {
+        "expression": expression[: cron.MAX_EXPRESSION_CHARS],
+        "zone_name": zone_name[: cron.MAX_ZONE_CHARS] or "UTC",
+    }
     if expression:
         try:
+            zone_name = context["zone_name"] = cron.zone_name(zone_name)
             preview = cron.preview(expression, zone_name, after=timezone.now(), count=5)
         except cron.CronError as exc:
             context["error"] = {"code": exc.code, "message": exc.message}
@@ -593,7 +603,10 @@ def settings_page(request):
     if not access.can_edit(request.user):
         for field in form.fields.values():
             field.disabled = True
-    return _partial_or_page(request, "jobs/settings.html", "settings-form", {"form": form})
+    from jobs.handlers.sql import role_warnings
+
+    context = {"form": form, "sql_role_warnings": role_warnings()}
+    return _partial_or_page(request, "jobs/settings.html", "settings-form", context)
 
 
 def _message_context(request) -> dict:

@@ -14,10 +14,8 @@ mkdir -p var  # the SQLite database and the secret key file live here
 .venv/bin/python manage.py bootstrap
 
 BIND=${BIND:-127.0.0.1:8000}
-# No control socket: by default gunicorn puts one at ~/.gunicorn/gunicorn.ctl,
-# shared by every gunicorn of this user (a second one removes the first's).
-.venv/bin/gunicorn config.wsgi --bind "$BIND" --workers "${WEB_WORKERS:-2}" --access-logfile - \
-  --no-control-socket &
+# gunicorn.conf.py (read from this directory) holds the rest of its settings.
+.venv/bin/gunicorn config.wsgi --bind "$BIND" --workers "${WEB_WORKERS:-2}" --access-logfile - &
 web=$!
 .venv/bin/python manage.py runscheduler &
 scheduler=$!

@@ -77,8 +77,6 @@ class Server:
             f"127.0.0.1:{self.port}",
             "--workers",
             "2",
-            # Not ~/.gunicorn/gunicorn.ctl, which every gunicorn of this user shares.
-            "--no-control-socket",
             name="web",
         )
         self.start(sys.executable, "manage.py", "runscheduler", name="scheduler")

@@ -9,6 +9,7 @@ job's own timeout).
 import json
 import re
 
+from jobs import jsontext
 from jobs.fence import FenceError, RequestFailed, check_url, fenced_request
 from jobs.handlers.base import HandlerError, JobContext, JobHandler
 
@@ -29,10 +30,12 @@ def parse_headers(value) -> list[tuple[str, str]]:
         return []
     if isinstance(value, str) and value.lstrip().startswith("{"):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"headers look like JSON but do not parse: {exc}") from None
+            value = jsontext.loads(value)
+        except jsontext.JsonTextError as exc:
+            raise ValueError(f"headers look like JSON but do not parse: {exc.message}") from None
     if isinstance(value, dict):
+        if any(isinstance(v, (dict, list)) for v in value.values()):
+            raise ValueError("a header value must be text, not a list or object")
         pairs = [(str(k), v if isinstance(v, str) else json.dumps(v)) for k, v in value.items()]
     elif isinstance(value, str):
         pairs = []

@@ -17,8 +17,23 @@ Why each rule holds:
 - Timeout: a watchdog thread cancels the query (psycopg cancel / sqlite3
   interrupt) at the job's deadline or when the run is cancelled, so nothing
   the statement sets inside the session can outlive it.
+- Read-only is about the database's tables, and PostgreSQL lets a read-only
+  transaction do more: COPY to or from a program or a server file, signal
+  other sessions (pg_terminate_backend killed the application's own
+  connections), reload the configuration, read server files. A read-only
+  job may not name those at all (`read_only_problem`, checked when the job
+  is saved and again before every run), nor the ways to run SQL built from
+  text (DO, EXECUTE, query_to_xml, ts_stat, dblink …) that would hide them.
+  What that cannot cover — functions someone created in the database, and
+  everything a powerful role may do — is why `role_warnings` warns at
+  start-up and on the settings page when the SQL role is a superuser, holds
+  pg_execute_server_program / pg_read_server_files /
+  pg_write_server_files / pg_signal_backend, or is the application's own
+  role. docs/handlers.md says what read-only guarantees.
 """
 
+import logging
+import re
 import sqlite3
 import threading
 import time
@@ -31,6 +46,8 @@ from django.conf import settings
 from django.db import connections
 
 from jobs.handlers.base import HandlerError, JobContext, JobHandler
+
+log = logging.getLogger(__name__)
 
 MAX_ROWS = 50
 MAX_CELL_CHARS = 200
@@ -282,6 +299,135 @@ def _cancelled_error(watchdog: Watchdog) -> HandlerError:
     return HandlerError("statement cancelled")
 
 
+# --- what a read-only job may not do ---------------------------------------------
+
+# Functions with effects outside the job's own transaction: signalling other
+# sessions, server configuration and logs, server files and directories,
+# large-object file transfer, backups, WAL and replication; and the ones that
+# run SQL given as text, which would let a statement build any of these names.
+_SIDE_EFFECT_FUNCTIONS = (
+    r"pg_terminate_backend|pg_cancel_backend|pg_signal_backend|pg_notify|pg_reload_conf|pg_rotate_logfile"
+    r"|pg_log_backend_memory_contexts|pg_promote|pg_switch_wal|pg_create_restore_point"
+    r"|pg_(?:start|stop)_backup|pg_backup_(?:start|stop)|pg_wal_replay_(?:pause|resume)"
+    r"|pg_read_file|pg_read_binary_file|pg_stat_file|pg_ls_\w+|pg_file_\w+|pg_logdir_ls"
+    r"|lo_import|lo_export|pg_\w*replication\w*|pg_drop_replication_slot"
+    r"|dblink\w*|query_to_xml\w*|query_to_xmlschema|cursor_to_xml\w*|ts_stat|ts_rewrite"
+)
+_FORBIDDEN_CALL = re.compile(rf"(?<![\w$])({_SIDE_EFFECT_FUNCTIONS})(?![\w$])", re.IGNORECASE)
+# Statements that run other SQL (DO blocks, prepared statements, procedures).
+_FORBIDDEN_STATEMENT = re.compile(r"^\s*(do|execute|call|prepare)(?![\w$])", re.IGNORECASE)
+# Unicode-escaped identifiers and strings (U&"pg\005fread_file") would hide a name.
+_UNICODE_ESCAPE = re.compile(r"(?<![\w$])u&[\"']", re.IGNORECASE)
+_COPY = re.compile(r"^\s*copy(?![\w$])", re.IGNORECASE)
+_COPY_TO_STDOUT = re.compile(r"(?<![\w$])to\s+stdout(?![\w$])", re.IGNORECASE)
+_PROGRAM = re.compile(r"(?<![\w$])program(?![\w$])", re.IGNORECASE)
+
+
+def read_only_problem(sql: str) -> str | None:
+    """Why a read-only job may not run `sql`, or None. The whole text is
+    searched, string literals included (they are how dynamic SQL spells a
+    name), comments excluded; a false alarm is fixed by rewording or by a
+    write job, a miss is not fixable afterwards."""
+    text = sqlparse.format(sql, strip_comments=True)
+    if _COPY.match(text):
+        # The target is code, not a string: 'to stdout' in a literal must not count.
+        code = " ".join(
+            token.value
+            for token in sqlparse.parse(text)[0].flatten()
+            if token.ttype not in sqlparse.tokens.String and token.ttype not in sqlparse.tokens.Name
+        )
+        if _PROGRAM.search(text):
+            return "A read-only job cannot COPY to or from a program."
+        if not _COPY_TO_STDOUT.search(code):
+            return "A read-only job can only COPY … TO STDOUT, not to or from a file on the database server."
+    statement = _FORBIDDEN_STATEMENT.match(text)
+    if statement:
+        return f"A read-only job cannot use {statement[1].upper()}: it runs SQL this check cannot see."
+    if _UNICODE_ESCAPE.search(text):
+        return "A read-only job cannot use Unicode-escaped names or strings (U&'…')."
+    call = _FORBIDDEN_CALL.search(text)
+    if call:
+        return (
+            f"A read-only job cannot call {call[1].lower()}(): it acts outside the job's own "
+            "read-only transaction (other sessions, server files, configuration or SQL run from text)."
+        )
+    return None
+
+
+# --- the SQL role's powers ----------------------------------------------------------
+
+POWERFUL_ROLES = (
+    "pg_execute_server_program",
+    "pg_read_server_files",
+    "pg_write_server_files",
+    "pg_signal_backend",
+)
+
+
+def role_warnings() -> list[str]:
+    """Loud warnings about the role SQL jobs connect as (PostgreSQL only;
+    [] when SQL jobs are off or the role has none of these powers)."""
+    if not sql_enabled():
+        return []
+    try:
+        db = database_settings()
+        if _engine(db) != "postgresql":
+            return []
+    except HandlerError:
+        return []
+    import psycopg
+
+    try:
+        with _pg_connect(db, timeout=5) as conn:
+            row = conn.execute(
+                "SELECT current_user, rolsuper, ARRAY(SELECT r.rolname::text FROM pg_roles r "
+                "WHERE r.rolname = ANY(%s) AND pg_has_role(current_user, r.oid, 'MEMBER') ORDER BY 1) "
+                "FROM pg_roles WHERE rolname = current_user",
+                [list(POWERFUL_ROLES)],
+            ).fetchone()
+    except psycopg.Error as exc:
+        return [
+            f"Could not check the privileges of the SQL job role ({describe_database(db)}): {_pg_message(exc)}"
+        ]
+    user, superuser, granted = row
+    warnings = []
+    if superuser:
+        warnings.append(
+            f"SQL jobs run as {user}, a SUPERUSER: a read-only job can still run programs, read and write "
+            "server files and stop other sessions through functions this check does not know. "
+            "Point JOBS_SQL_DATABASE_URL at a least-privilege role."
+        )
+    elif granted:
+        warnings.append(
+            f"SQL jobs run as {user}, which holds {', '.join(granted)}: "
+            "that lets a statement run server programs, touch server files or signal other sessions. "
+            "Point JOBS_SQL_DATABASE_URL at a least-privilege role."
+        )
+    app = connections["default"].settings_dict
+    if (
+        "postgresql" in app.get("ENGINE", "")
+        and _same_server(db, app)
+        and (db.get("USER") or "") == (app.get("USER") or "")
+    ):
+        warnings.append(
+            f"SQL jobs run as the application's own database role ({user}): a statement can cancel or "
+            "terminate Cronboard's connections, and a write job can change Cronboard's tables. "
+            "Point JOBS_SQL_DATABASE_URL at a role of their own."
+        )
+    return warnings
+
+
+def _same_server(a: dict, b: dict) -> bool:
+    return (a.get("HOST") or "", str(a.get("PORT") or "")) == (b.get("HOST") or "", str(b.get("PORT") or ""))
+
+
+def log_role_warnings() -> list[str]:
+    warnings = role_warnings()
+    for warning in warnings:
+        log.warning("SQL JOBS: %s", warning)
+    return warnings
+
+
 # --- save-time validation -------------------------------------------------------
 
 
@@ -350,6 +496,10 @@ def validate_sql_properties(props: dict, *, write: bool) -> dict[str, str]:
     kind = sqlparse.parse(sql)[0].get_type() if statements else "UNKNOWN"
     if not write and kind in WRITE_TYPES:
         return {"sql": f"This {kind} statement writes; mark the job as a write job to allow it."}
+    if not write:
+        problem = read_only_problem(sql)
+        if problem:
+            return {"sql": problem}
     return {}
 
 
@@ -368,6 +518,11 @@ class SqlJobHandler(JobHandler):
         if not sql:
             raise HandlerError("property 'sql' is empty")
         write = bool(getattr(ctx, "sql_write", False))
+        if not write:
+            # Again at run time: the job may have been saved before this rule.
+            problem = read_only_problem(sql)
+            if problem:
+                raise HandlerError(f"refused: {problem}")
         remaining = ctx.remaining_seconds
         if remaining <= 0:
             raise HandlerError("the job's deadline passed before the statement started")

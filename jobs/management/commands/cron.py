@@ -16,13 +16,22 @@ from datetime import UTC, datetime
 from django.core.management.base import BaseCommand
 from django.utils import timezone as django_timezone
 
-from jobs.cron import MALFORMED, MAX_PREVIEW_COUNT, OUT_OF_RANGE, CronError, get_zone, parse
+from jobs.cron import (
+    MALFORMED,
+    MAX_PREVIEW_COUNT,
+    OUT_OF_RANGE,
+    CronError,
+    get_zone,
+    iso_utc,
+    parse,
+    zone_name,
+)
 
 JSONL_COUNT = 5
 
 
 def format_utc(when: datetime) -> str:
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return iso_utc(when)
 
 
 def parse_instant(text, what: str) -> datetime:
@@ -52,7 +61,8 @@ def parse_count(text) -> int:
 
 def next_times(expr, tz_name, after: datetime, count: int) -> list[str]:
     schedule = parse(expr)
-    zone = get_zone(tz_name)
+    # An empty zone means UTC here as in --jsonl, the job form and the API.
+    zone = get_zone(zone_name(tz_name))
     return [format_utc(when) for when in schedule.next_n(after, zone, count)]
 
 
@@ -70,8 +80,8 @@ def jsonl_result(line: str) -> dict:
         expr = request.get("expr")
         if not isinstance(expr, str):
             raise CronError(MALFORMED, '"expr" must be a string')
-        tz_name = request.get("tz") or "UTC"
-        if not isinstance(tz_name, str):
+        tz_name = request.get("tz")
+        if tz_name is not None and not isinstance(tz_name, str):
             raise CronError(MALFORMED, '"tz" must be a string')
         start = parse_instant(request.get("start"), '"start"')
         return {"next": next_times(expr, tz_name, start, JSONL_COUNT)}

@@ -1,6 +1,10 @@
 """Jobs as code, from the command line.
 
-manage.py jobs import FILE          upsert by name, all-or-nothing
+manage.py jobs import FILE          upsert by name, all-or-nothing; a job
+                                    whose spec equals what is stored is left
+                                    alone (no version bump, no audit row, its
+                                    next fire kept); reports created /
+                                    updated / unchanged
 manage.py jobs export [NAME ...]    the same JSON format
 manage.py jobs list
 manage.py jobs runs NAME [--limit N] [--json]
@@ -16,7 +20,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from jobs import services
+from jobs import jsontext, services
 from jobs.forms import JobForm
 from jobs.models import AuditEvent, Job
 from jobs.serializers import RUN_FIELDS, job_to_spec, run_to_dict, spec_errors, spec_to_form_data
@@ -59,14 +63,16 @@ class Command(BaseCommand):
         specs = self._read_specs(file)
         try:
             with transaction.atomic():
-                created, updated = self._upsert(specs)
+                created, updated, unchanged = self._upsert(specs)
         except ImportFailed as failed:
             for error in failed.errors:
                 self.stderr.write(
                     f"error {error['code']}: job {error['job']!r}, field {error['field'] or '-'}: {error['message']}"
                 )
             raise CommandError(f"{len(failed.errors)} error(s); nothing was saved.") from None
-        self.stdout.write(f"imported {len(specs)} job(s): {created} created, {updated} updated")
+        self.stdout.write(
+            f"imported {len(specs)} job(s): {created} created, {updated} updated, {unchanged} unchanged"
+        )
 
     def _read_specs(self, file):
         try:
@@ -74,10 +80,15 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"cannot read {file}: {exc.strerror}") from None
         try:
-            specs = json.loads(text)
+            json.loads(text)  # for the line and column of a syntax error
+            specs = jsontext.loads(text)  # duplicate keys, NaN, nesting beyond the stack
         except json.JSONDecodeError as exc:
             raise CommandError(
                 f"{file} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+            ) from None
+        except (jsontext.JsonTextError, RecursionError) as exc:
+            raise CommandError(
+                f"{file} is not valid JSON: {getattr(exc, 'message', 'nested too deeply')}"
             ) from None
         if isinstance(specs, dict):
             specs = [specs]
@@ -92,7 +103,7 @@ class Command(BaseCommand):
         return specs
 
     def _upsert(self, specs):
-        errors, created, updated = [], 0, 0
+        errors, created, updated, unchanged = [], 0, 0, 0
         for index, spec in enumerate(specs):
             label = spec.get("name") or f"#{index + 1}"
             # The JSON's own problems (unknown keys, wrong types), as the API reports them.
@@ -103,17 +114,31 @@ class Command(BaseCommand):
                 if isinstance(spec.get("name"), str)
                 else None
             )
+            if (
+                instance is not None
+                and instance.state == Job.State.CRASHED
+                and spec.get("state") == "enabled"
+            ):
+                # An export writes a crashed job as enabled (crashed is kept,
+                # never set): importing it back leaves it crashed; `jobs
+                # resume` re-enables it.
+                spec = {**spec, "state": Job.State.CRASHED}
             form = JobForm(data=spec_to_form_data(spec, instance=instance), instance=instance, user=None)
             if not form.is_valid():
                 errors.extend({"job": label, **e} for e in form.error_list())
                 continue
             if shape:
                 continue
-            services.save_job(job=form.save(commit=False), via=CLI)
-            created, updated = (created + 1, updated) if instance is None else (created, updated + 1)
+            _job, changed = services.save_job_if_changed(job=form.save(commit=False), via=CLI)
+            if instance is None:
+                created += 1
+            elif changed:
+                updated += 1
+            else:
+                unchanged += 1
         if errors:
             raise ImportFailed(errors)
-        return created, updated
+        return created, updated, unchanged
 
     def do_export(self, names, **_):
         jobs = Job.objects.live().order_by("name")
@@ -165,11 +190,17 @@ class Command(BaseCommand):
         self.stdout.write(f"{'queued' if created else 'already queued'}: run {run.pk} of {name}")
 
     def do_pause(self, name, **_):
-        services.pause_job(job=self._job(name), via=CLI)
+        try:
+            services.pause_job(job=self._job(name), via=CLI)
+        except services.ServiceError as exc:
+            raise CommandError(str(exc)) from None
         self.stdout.write(f"paused {name}")
 
     def do_resume(self, name, **_):
-        job = services.resume_job(job=self._job(name), via=CLI)
+        try:
+            job = services.resume_job(job=self._job(name), via=CLI)
+        except services.ServiceError as exc:  # e.g. an HTTP job in demo mode
+            raise CommandError(str(exc)) from None
         self.stdout.write(
             f"{name} enabled; next fire {job.next_fire_at.isoformat() if job.next_fire_at else '-'}"
         )

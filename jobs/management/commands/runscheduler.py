@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.utils import timezone
 
+from jobs.handlers.sql import log_role_warnings
 from jobs.scheduler import Scheduler, WorkerIdInUse
 
 log = logging.getLogger("cronboard.scheduler")
@@ -83,6 +84,9 @@ class Command(BaseCommand):
             connection.vendor,
             scheduler.pool.size,
         )
+        # Loud, on stderr and in the log: what the SQL role can do beyond read-only.
+        for warning in log_role_warnings():
+            self.stderr.write(f"WARNING: {warning}")
         try:
             scheduler.run_forever(once=once)
         finally:

@@ -1,0 +1,162 @@
+"""Hostile input (issue 14, findings 5 and 7) sent to a real gunicorn, on
+SQLite and on PostgreSQL: a chunked body is read, an over-long URL and an
+over-large body are answered as JSON, and every refusal is a coded 400 that
+leaves the database as it was."""
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_api_process import MAKE_TOKEN, free_port
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+JOB = {"name": "limits", "handler": "demo.echo", "cron_expression": "0 0 3 * * *"}
+
+
+class Web:
+    """gunicorn serving config.wsgi from the repository root (so it reads gunicorn.conf.py)."""
+
+    def __init__(self, tmp_path: Path, database_url: str):
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("JOBS_", "DATABASE_URL"))},
+            "DATABASE_URL": database_url,
+            "PYTHONUNBUFFERED": "1",
+            # gunicorn refuses to serve with a key drawn per process (config/wsgi.py).
+            "SECRET_KEY": "limits-" + "k" * 50,
+        }
+        self.log = tmp_path / "web.log"
+        self.manage("migrate", "--noinput", "-v0")
+        self.token = (
+            self.manage("shell", "-c", MAKE_TOKEN.format(name="ops", staff=True)).strip().splitlines()[-1]
+        )
+        self.port = free_port()
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "gunicorn",
+                    "config.wsgi",
+                    "--bind",
+                    f"127.0.0.1:{self.port}",
+                    "--workers",
+                    "1",
+                ],
+                cwd=REPO,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if self.call("GET", "/healthz", auth=False)[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise AssertionError("gunicorn did not start: " + self.log.read_text())
+
+    def manage(self, *args) -> str:
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout
+
+    def call(self, method, path, body=None, *, headers=None, auth=True):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=20)
+        try:
+            all_headers = {"Content-Type": "application/json", **(headers or {})}
+            if auth:
+                all_headers["Authorization"] = f"Bearer {self.token}"
+            if isinstance(body, str):
+                body = body.encode()
+            conn.request(method, path, body=body, headers=all_headers)
+            response = conn.getresponse()
+            raw = response.read()
+            kind = response.getheader("Content-Type", "")
+            return response.status, (json.loads(raw) if kind.startswith("application/json") else raw)
+        finally:
+            conn.close()
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def web(request, tmp_path):
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'limits.sqlite3'}"
+    else:
+        url = request.getfixturevalue("postgres_server").create_database("input_limits")
+    server = Web(tmp_path, url)
+    yield server
+    server.stop()
+
+
+def job_names(web) -> list[str]:
+    status, body = web.call("GET", "/api/jobs")
+    assert status == 200
+    return [job["name"] for job in body["results"] if not job["builtin"]]
+
+
+def test_hostile_input_over_http(web):
+    deep = '{"a":' * 10_000 + "1" + "}" * 10_000
+    refusals = [
+        ('{"properties": ' + deep + "}", "invalid_json"),
+        (json.dumps(JOB)[:-1] + ', "properties": {"a": "1", "a": "2"}}', "duplicate_key"),
+        (json.dumps({**JOB, "properties": {"a": "1", " a": "2"}}), "duplicate_key"),
+        (json.dumps({**JOB, "alert_emails": [f"u{i}@example.com" for i in range(10_000)]}), "too_many"),
+        (json.dumps({**JOB, "description": "x" * 100_000}), "max_length"),
+        (json.dumps({**JOB, "name": "night\u202ely"}), "invalid_characters"),
+        (
+            json.dumps(
+                {
+                    **JOB,
+                    "kind": "http",
+                    "handler": "",
+                    "properties": {"url": "https://10.0.0.1/", "headers": deep},
+                }
+            ),
+            "invalid",
+        ),
+    ]
+    for body, code in refusals:
+        status, answer = web.call("POST", "/api/jobs", body)
+        assert (status, answer["code"]) == (400, code), answer
+    assert job_names(web) == []
+
+    # A chunked body is read, not taken as empty.
+    chunks = iter([b'{"expression": "@daily", ', b'"timezone": "europe/berlin", "count": 2}'])
+    # http.client frames an iterable body of unknown length as chunked itself.
+    status, preview = web.call("POST", "/api/cron/preview", chunks)
+    assert status == 200, preview
+    assert len(preview["times"]) == 2 and preview["times"][0]["local"].endswith(("+01:00", "+02:00"))
+
+    # Over-large body and over-long URL: JSON, not gunicorn's or Django's HTML.
+    status, answer = web.call("POST", "/api/jobs", json.dumps({**JOB, "description": "x" * 3_000_000}))
+    assert (status, answer["code"]) == (413, "too_large")
+    status, answer = web.call("GET", "/api/jobs?namespace=" + "a" * 6000)
+    assert (status, answer["code"]) == (414, "uri_too_long")
+
+    status, job = web.call("POST", "/api/jobs", json.dumps({**JOB, "timezone": "europe/berlin"}))
+    assert status == 201 and job["timezone"] == "Europe/Berlin"
+    assert job_names(web) == ["limits"]
