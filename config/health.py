@@ -1,25 +1,62 @@
 """GET /healthz: 200 when the web process can reach its database, 503 otherwise.
 
+GET /healthz/scheduler (or /healthz?scheduler=1) adds a dead man's switch
+for an external monitor: 503 as well when no scheduler process has written
+a heartbeat for SCHEDULER_SILENT_AFTER (60 s). The heartbeat is the node
+lease every scheduler renews every few seconds (jobs.leases); on PostgreSQL
+the lease must also still be live by the database's clock. A scheduler that
+stopped cleanly gives its lease up, so the check fails at once; one that was
+killed fails it once its last renewal is 60 s old.
+
 Served by a middleware that sits first, before host validation and the
 HTTPS redirect: Docker's HEALTHCHECK and load balancers call it by IP over
-plain http, whatever ALLOWED_HOSTS says. Open to anyone; it reveals nothing.
+plain http, whatever ALLOWED_HOSTS says. Open to anyone; it reveals only
+whether a scheduler is alive and how long ago it was last heard from.
 """
 
+from datetime import datetime, timedelta
+
 from django.db import DatabaseError, connection
+from django.db.models import Max
+from django.db.models.functions import Now
 from django.http import HttpResponseNotAllowed, JsonResponse
+from django.utils import timezone
 
 PATH = "/healthz"
+SCHEDULER_PATH = "/healthz/scheduler"
+SCHEDULER_SILENT_AFTER = timedelta(seconds=60)
 
 
-def healthz(request):
+def scheduler_heartbeat(now: datetime) -> tuple[bool, float | None]:
+    """(a scheduler is alive, seconds since the last heartbeat or None)."""
+    from jobs.leases import NODE_PREFIX, database_time
+    from jobs.models import Lease
+
+    clock = database_time(now)
+    held = Lease.objects.filter(name__startswith=NODE_PREFIX).exclude(holder="")
+    if connection.vendor == "postgresql":
+        held = held.filter(expires_at__gte=Now())
+    last = held.aggregate(m=Max("renewed_at"))["m"]
+    if last is None:
+        return False, None
+    age = (clock - last).total_seconds()
+    return age <= SCHEDULER_SILENT_AFTER.total_seconds(), max(0.0, round(age, 1))
+
+
+def healthz(request, *, scheduler: bool = False):
     if request.method not in ("GET", "HEAD"):
         return HttpResponseNotAllowed(["GET", "HEAD"])
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
+        if scheduler:
+            alive, age = scheduler_heartbeat(timezone.now())
     except DatabaseError:
         return JsonResponse({"status": "database unavailable"}, status=503)
-    return JsonResponse({"status": "ok"})
+    if not scheduler:
+        return JsonResponse({"status": "ok"})
+    body = {"status": "ok" if alive else "scheduler silent", "scheduler_heartbeat_age_seconds": age}
+    return JsonResponse(body, status=200 if alive else 503)
 
 
 class HealthCheckMiddleware:
@@ -28,5 +65,7 @@ class HealthCheckMiddleware:
 
     def __call__(self, request):
         if request.path == PATH:
-            return healthz(request)
+            return healthz(request, scheduler=request.GET.get("scheduler", "") not in ("", "0"))
+        if request.path in (SCHEDULER_PATH, SCHEDULER_PATH + "/"):
+            return healthz(request, scheduler=True)
         return self.get_response(request)

@@ -266,6 +266,11 @@ except (ValueError, KeyError) as exc:
 # A dead mail server must never hang a sender forever.
 EMAIL_TIMEOUT = _int("EMAIL_TIMEOUT", 10, minimum=1)
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="cronboard@localhost")
+# Alert channels (Apprise): seconds to connect, and again to read the answer.
+ALERT_CHANNEL_TIMEOUT = _int("ALERT_CHANNEL_TIMEOUT", 10, minimum=1)
+# Dead man's switch: an external URL (healthchecks …) the scheduler GETs once
+# a minute through the HTTP jobs' fence, so silence there means Cronboard is down.
+CRONBOARD_HEARTBEAT_URL = env("CRONBOARD_HEARTBEAT_URL", default="").strip()
 
 LOGGING = {
     "version": 1,
@@ -273,7 +278,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # Alert channels read why a send failed from Apprise's warnings (jobs.channels).
+        "apprise": {"level": "WARNING"},
+    },
 }
 
 # --- Cronboard ---------------------------------------------------------------

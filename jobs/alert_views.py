@@ -2,15 +2,17 @@
 job's alerts (a fragment the job page loads), and the settings page's
 "send test email" action. Self-contained so the console can slot them in."""
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Q
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
-from jobs import alerts
+from jobs import alerts, channels, links
 from jobs.access import can_edit, can_view, get_job_for_user
 from jobs.config import get_setting, parse_email_list
-from jobs.models import Alert
+from jobs.models import Alert, AlertDelivery
 from jobs.outbox import describe_failure
 
 RECENT_ALERTS = 100
@@ -23,9 +25,11 @@ def alert_list(request):
     if not can_view(request.user):
         raise PermissionDenied
     status = request.GET.get("status", "")
-    shown = Alert.objects.select_related("job").order_by("-created_at", "-id")
+    shown = Alert.objects.select_related("job").prefetch_related("deliveries").order_by("-created_at", "-id")
     if status in Alert.Status.values:
-        shown = shown.filter(status=status)
+        # The email's state or any channel's: "Refused" finds a refused webhook too.
+        matching = AlertDelivery.objects.filter(status=status).values("alert_id")
+        shown = shown.filter(Q(status=status) | Q(pk__in=matching))
     return render(
         request,
         "jobs/alert_list.html",
@@ -40,8 +44,61 @@ def job_alerts(request, job_id):
     return render(
         request,
         "jobs/_job_alerts.html",
-        {"job": job, "alerts": job.alerts.order_by("-created_at", "-id")[:JOB_ALERTS]},
+        {
+            "job": job,
+            "alerts": job.alerts.prefetch_related("deliveries").order_by("-created_at", "-id")[:JOB_ALERTS],
+            "channels": channel_rows(job),
+            "own_channels": bool(job.alert_channels),
+        },
     )
+
+
+def channel_rows(job=None) -> list[dict]:
+    """The channels an alert of `job` (None: the global setting) goes to,
+    masked, each with its position for "Send test"."""
+    tokens = (
+        job.alert_channels if job is not None and job.alert_channels else get_setting("sys.job.alertChannels")
+    )
+    return [{"index": i, "masked": channels.mask(url)} for i, url in enumerate(channels.plain_list(tokens))]
+
+
+@login_required
+@require_POST
+def send_test_channel(request):
+    """Staff only. Send a test message now to one channel of a job (POST
+    `job`), or of the global setting, picked by its position (`index`): the
+    URL never travels through the browser. Bounded by ALERT_CHANNEL_TIMEOUT;
+    the fence is checked first."""
+    if not can_edit(request.user):
+        raise PermissionDenied
+    job = None
+    if request.POST.get("job"):
+        try:
+            job = get_job_for_user(request.user, int(request.POST["job"]))
+        except ValueError:
+            raise PermissionDenied from None
+    urls = channels.plain_list(
+        job.alert_channels if job is not None and job.alert_channels else get_setting("sys.job.alertChannels")
+    )
+    try:
+        index = int(request.POST.get("index", ""))
+        url = urls[index]
+        if index < 0:
+            raise IndexError
+    except (ValueError, IndexError):
+        result = {"ok": False, "error": "No such channel (the channels changed since the page was shown)."}
+    else:
+        sent = channels.send(
+            url,
+            title="[Cronboard] Test message",
+            body=(
+                f"A test message from Cronboard ({settings.CRONBOARD_BASE_URL}), sent by "
+                f"{request.user.get_username()}"
+                + (f" for the job “{job.name}”: {links.job_url(job.pk)}" if job is not None else ".")
+            ),
+        )
+        result = {"ok": sent.ok, "error": sent.reply, "masked": channels.mask(url), "index": index}
+    return render(request, "jobs/_test_channel.html", {"test_channel": result, "job": job})
 
 
 @login_required

@@ -1,5 +1,14 @@
-"""Crash alerts and recovery notices: when they are written, to whom, and
-what they say.
+"""Alerts: when they are written, to whom, and what they say.
+
+Kinds (a job chooses in `alert_on`, else the sys.job.alertOn setting):
+`crashed` (the job crossed its alert threshold), `recovered` (it succeeded
+again after a crash; also the job's notify_recovered switch), `failed`
+(every failed fire that did not crash the job), `late` (a fire not started
+N seconds after its time) and `long_running` (a run still going after N
+seconds, before its timeout). The last two are noticed by `AlertWatch`, a
+step of every scheduler's loop (so also in the first pass after a start,
+before missed fires are planned); each event has a key stored unique
+(`Alert.event`), so two schedulers noticing it write one alert.
 
 The scheduler calls `on_crash` (and `on_success`) inside the transaction
 that records the run's outcome, so the alert row — the outbox, delivered by
@@ -12,7 +21,7 @@ alert; a re-enabled job that crashes again is a new crossing.
 
 import logging
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -20,24 +29,47 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.mail import EmailMultiAlternatives, get_connection
 from django.core.validators import validate_email
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.template.loader import render_to_string
 
-from jobs import links
-from jobs.config import get_setting
-from jobs.models import Alert, Job, Message, Run
+from jobs import channels, links
+from jobs.config import MIN_ALERT_SECONDS, get_setting, get_setting_cached, get_stored
+from jobs.models import Alert, AlertDelivery, Job, Message, Run
 
 log = logging.getLogger("cronboard.alerts")
 
 RECENT_RUNS = 5
 ERROR_CHARS = 1500
 NO_RECIPIENTS = (
-    "No recipients: the job lists no alert emails and the sys.job.alertEmails setting is empty. "
-    "No email was sent; add recipients to the job or to the setting."
+    "No recipients: the job lists no alert emails or channels, and the sys.job.alertEmails and "
+    "sys.job.alertChannels settings are empty. Nothing was sent; add recipients to the job or to "
+    "the settings."
 )
+NO_EMAIL = "No email recipients: the alert went to its channels only."
 
 
-def on_crash(*, job: Job, run: Run | None, now: datetime) -> Alert:
+WATCH_EVERY = timedelta(seconds=5)
+WATCH_BATCH = 500
+KIND_OF = {
+    "crashed": Alert.Kind.CRASH,
+    "recovered": Alert.Kind.RECOVERED,
+    "failed": Alert.Kind.FAILED,
+    "late": Alert.Kind.LATE,
+    "long_running": Alert.Kind.LONG_RUNNING,
+}
+
+
+def kinds_for(job: Job) -> list[str]:
+    """The kinds of alert `job` gets: its own choice, else the setting."""
+    return list(job.alert_on or get_setting_cached("sys.job.alertOn"))
+
+
+def wants_recovered(job: Job) -> bool:
+    return job.notify_recovered or "recovered" in kinds_for(job)
+
+
+def on_crash(*, job: Job, run: Run | None, now: datetime) -> Alert | None:
     log.warning(
         "job %s (%s) crashed after %s consecutive failed fires; last error: %s",
         job.pk,
@@ -45,13 +77,22 @@ def on_crash(*, job: Job, run: Run | None, now: datetime) -> Alert:
         job.consecutive_failures,
         (job.last_error or "").splitlines()[0][:200] if job.last_error else "-",
     )
+    if "crashed" not in kinds_for(job):
+        return None
     return record_alert(job=job, run=run, kind=Alert.Kind.CRASH, now=now)
+
+
+def on_failed(*, job: Job, run: Run, now: datetime) -> Alert | None:
+    """A fire that failed (after its last attempt) without crashing the job."""
+    if run.status not in (Run.Status.FAILED, Run.Status.TIMED_OUT) or "failed" not in kinds_for(job):
+        return None
+    return record_event(job=job, run=run, kind=Alert.Kind.FAILED, event=f"failed:{run.pk}", now=now)
 
 
 def on_success(*, job: Job, run: Run, now: datetime) -> Alert | None:
     """A job that asked for recovery notices, was re-enabled after a crash and
     now succeeded gets one notice (its latest alert is then no longer a crash)."""
-    if not job.notify_recovered or job.state != Job.State.ENABLED:
+    if not wants_recovered(job) or job.state != Job.State.ENABLED:
         return None
     latest = (
         Alert.objects.filter(job=job).order_by("-created_at", "-id").values_list("kind", flat=True).first()
@@ -61,15 +102,30 @@ def on_success(*, job: Job, run: Run, now: datetime) -> Alert | None:
     return record_alert(job=job, run=run, kind=Alert.Kind.RECOVERED, now=now)
 
 
-def record_alert(*, job: Job, run: Run | None, kind: str, now: datetime) -> Alert:
-    """Write the alert (pending, or undeliverable when nobody is to get it)
-    and the in-site messages. Call inside the outcome's transaction."""
+def record_event(*, job: Job, run: Run | None, kind: str, event: str, now: datetime, **extra) -> Alert | None:
+    """One alert per event: None if an alert for `event` exists already (or
+    another scheduler wrote it in the meantime)."""
+    if Alert.objects.filter(event=event).exists():
+        return None
+    try:
+        with transaction.atomic():
+            return record_alert(job=job, run=run, kind=kind, now=now, event=event, **extra)
+    except IntegrityError:
+        return None
+
+
+def record_alert(*, job: Job, run: Run | None, kind: str, now: datetime, event: str = "", **extra) -> Alert:
+    """Write the alert (pending, or undeliverable when nobody is to get it),
+    one delivery row per channel, and the in-site messages. Call inside the
+    outcome's transaction."""
     recipients = email_recipients(job)
-    facts = _facts(job=job, run=run, kind=kind, now=now)
+    channel_tokens = alert_channels(job)
+    facts = _facts(job=job, run=run, kind=kind, now=now, **extra)
     alert = Alert(
         job=job,
         run=run,
         kind=kind,
+        event=event,
         recipients=recipients,
         subject=_one_line(render_to_string("jobs/email/alert_subject.txt", facts)),
         body_text=render_to_string("jobs/email/alert.txt", facts),
@@ -79,11 +135,26 @@ def record_alert(*, job: Job, run: Run | None, kind: str, now: datetime) -> Aler
     )
     if recipients:
         alert.status, alert.next_attempt_at = Alert.Status.PENDING, now
+    elif channel_tokens:
+        alert.status, alert.last_error = Alert.Status.UNDELIVERABLE, NO_EMAIL
     else:
         alert.status, alert.last_error = Alert.Status.UNDELIVERABLE, NO_RECIPIENTS
         log.error("alert for job %s (%s) is undeliverable: no recipients", job.pk, job.name)
     alert.save()
-    body = render_to_string("jobs/email/alert_message.txt", {**facts, "alert": alert})
+    AlertDelivery.objects.bulk_create(
+        AlertDelivery(
+            alert=alert,
+            channel=channels.encrypt(url),  # encrypted even if the job's entry was written by hand
+            channel_key=channels.channel_key(url),
+            channel_masked=channels.mask(url)[:300],
+            status=Alert.Status.PENDING,
+            next_attempt_at=now,
+        )
+        for url in channel_tokens.values()
+    )
+    body = render_to_string(
+        "jobs/email/alert_message.txt", {**facts, "alert": alert, "channel_count": len(channel_tokens)}
+    )
     Message.objects.bulk_create(
         Message(user=user, job=job, subject=alert.subject, body=body, created_at=now)
         for user in message_recipients(job)
@@ -94,6 +165,20 @@ def record_alert(*, job: Job, run: Run | None, kind: str, now: datetime) -> Aler
 def email_recipients(job: Job) -> list[str]:
     """The job's own alert emails; when it names none, sys.job.alertEmails."""
     return _valid_emails(job.alert_emails) or _valid_emails(get_setting("sys.job.alertEmails"))
+
+
+def alert_channels(job: Job) -> dict[str, str]:
+    """{stored token: URL} of the job's own channels; when it names none,
+    sys.job.alertChannels. One per distinct URL."""
+    tokens = job.alert_channels or get_stored("sys.job.alertChannels")
+    found: dict[str, str] = {}
+    for token in tokens if isinstance(tokens, list) else []:
+        url = channels.reveal(token)
+        if url is not None and url not in found.values():
+            found[token] = url
+    if tokens and not found:
+        log.error("job %s: no alert channel could be decrypted (was SECRET_KEY changed?)", job.pk)
+    return found
 
 
 def message_recipients(job: Job) -> list:
@@ -125,16 +210,57 @@ def _valid_emails(value) -> list[str]:
     return emails
 
 
-def _facts(*, job: Job, run: Run | None, kind: str, now: datetime) -> dict:
-    """What the templates show, as it is at the moment of the crash."""
+def _headline(kind: str, job: Job, run: Run | None, extra: dict) -> tuple[str, str]:
+    """(subject, first sentence) for the kinds beyond crashed and recovered."""
+    name = f"“{job.name}”"
+    if kind == Alert.Kind.FAILED:
+        status = run.get_status_display().lower() if run else "failed"
+        attempts = run.attempt if run else 1
+        return (
+            f"Job {name} failed",
+            f"The job {name} failed: its fire due {_utc(run.scheduled_at if run else None)} ended "
+            f"{status} after {attempts} attempt{'s' if attempts != 1 else ''}.",
+        )
+    if kind == Alert.Kind.LATE:
+        return (
+            f"Job {name} is late",
+            f"The job {name} has not started its fire due {_utc(extra['due_at'])}: "
+            f"{_secs(extra['late_by'])} late, more than the {extra['threshold_seconds']} s allowed. "
+            "The scheduler may be down, waiting for the leader lease, or out of run slots.",
+        )
+    if kind == Alert.Kind.LONG_RUNNING:
+        return (
+            f"Job {name} has been running for {_secs(extra['running_for'])}",
+            f"The job {name} has been running for {_secs(extra['running_for'])} (run {run.pk if run else '?'}, "
+            f"started {_utc(run.started_at) if run else '?'}), longer than the {extra['threshold_seconds']} s "
+            f"allowed; it times out at {run.timeout_seconds if run else '?'} s.",
+        )
+    return "", ""
+
+
+def _utc(value: datetime | None) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if value else "?"
+
+
+def _secs(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    return f"{seconds // 60} min {seconds % 60} s" if seconds >= 120 else f"{seconds} s"
+
+
+def _facts(*, job: Job, run: Run | None, kind: str, now: datetime, **extra) -> dict:
+    """What the templates show, as it is at the moment of the event."""
     runs = (
         Run.objects.filter(job=job)
         .exclude(status__in=(*Run.LIVE, Run.Status.SKIPPED))
         .order_by("-scheduled_at", "-id")[:RECENT_RUNS]
     )
+    title, headline = _headline(kind, job, run, extra)
     return {
         "kind": kind,
+        "title": title,
+        "headline": headline,
         "crashed": kind == Alert.Kind.CRASH,
+        "recovered": kind == Alert.Kind.RECOVERED,
         "job": job,
         "job_url": links.job_url(job.pk),
         "state": job.get_state_display(),
@@ -182,3 +308,112 @@ def send_test_email(*, to: list[str], user=None) -> int:
     )
     message.attach_alternative(render_to_string("jobs/email/test.html", facts), "text/html")
     return message.send(fail_silently=False)
+
+
+# -- late and long-running: noticed by every scheduler's loop --------------------------
+
+
+class AlertWatch:
+    """A step of the scheduler loop, every WATCH_EVERY: late fires and long
+    runs of the jobs that asked for those alerts. Returns whether it wrote an
+    alert (the send step then reads the outbox at once)."""
+
+    def __init__(self):
+        self._last: datetime | None = None
+
+    def step(self, now: datetime) -> bool:
+        if self._last is not None and timedelta(0) <= now - self._last < WATCH_EVERY:
+            return False
+        self._last = now
+        from jobs.leases import database_time
+
+        clock = database_time(now)  # PostgreSQL: every node judges by the same clock
+        wrote = check_late(clock)
+        wrote += check_long_running(clock)
+        return wrote > 0
+
+
+def _late_after(job: Job) -> int:
+    return job.late_after_seconds or get_setting_cached("sys.job.lateAfterSeconds")
+
+
+def check_late(now: datetime) -> int:
+    """Fires not started N seconds after their time: a job whose next fire
+    time passed without being planned (no scheduler, no leader: this is also
+    what a scheduler finds at start-up after being down), and a planned fire
+    still queued (no free slot). One alert per fire."""
+    from jobs.scheduler import LIVE_RUN  # the partial index's literal condition
+
+    cutoff = now - timedelta(seconds=MIN_ALERT_SECONDS)
+    fires: list[tuple[Job, Run | None, datetime]] = [
+        (job, None, job.next_fire_at) for job in Job.objects.due(cutoff)[:WATCH_BATCH]
+    ]
+    # Only the live-run partial index's condition goes to SQL: with a bound on
+    # scheduled_at, SQLite's planner picks the scheduled_at index and walks the
+    # whole history. Queued runs are few; the time is checked here.
+    queued = (
+        Run.objects.filter(LIVE_RUN, status=Run.Status.QUEUED, job__isnull=False)
+        .select_related("job")
+        .order_by()[: WATCH_BATCH * 4]
+    )
+    fires += sorted(
+        (
+            (run.job, run, run.scheduled_at)
+            for run in queued
+            if run.trigger in Run.SCHEDULED_TRIGGERS and run.attempt == 1 and run.scheduled_at <= cutoff
+        ),
+        key=lambda fire: fire[2],
+    )
+    wrote = 0
+    for job, run, due_at in fires:
+        if "late" not in kinds_for(job):
+            continue
+        threshold = _late_after(job)
+        if now - due_at < timedelta(seconds=threshold):
+            continue
+        event = f"late:{job.pk}:{due_at.isoformat()}"
+        alert = record_event(
+            job=job,
+            run=run,
+            kind=Alert.Kind.LATE,
+            event=event,
+            now=now,
+            due_at=due_at,
+            late_by=now - due_at,
+            threshold_seconds=threshold,
+        )
+        wrote += alert is not None
+    return wrote
+
+
+def check_long_running(now: datetime) -> int:
+    """Runs still going N seconds after they started, N below their timeout
+    (a job's long_running_seconds, else the setting, else half the timeout)."""
+    from jobs.scheduler import LIVE_RUN  # the partial index's literal condition
+
+    cutoff = now - timedelta(seconds=MIN_ALERT_SECONDS)
+    running = (
+        Run.objects.filter(LIVE_RUN, status=Run.Status.RUNNING, started_at__lte=cutoff, job__isnull=False)
+        .select_related("job")
+        .order_by("started_at", "id")[:WATCH_BATCH]
+    )
+    default = get_setting_cached("sys.job.longRunningSeconds")
+    wrote = 0
+    for run in running:
+        job = run.job
+        if "long_running" not in kinds_for(job):
+            continue
+        threshold = job.long_running_seconds or default or run.timeout_seconds // 2
+        if threshold >= run.timeout_seconds or now - run.started_at < timedelta(seconds=threshold):
+            continue
+        alert = record_event(
+            job=job,
+            run=run,
+            kind=Alert.Kind.LONG_RUNNING,
+            event=f"long_running:{run.pk}",
+            now=now,
+            running_for=now - run.started_at,
+            threshold_seconds=threshold,
+        )
+        wrote += alert is not None
+    return wrote

@@ -349,8 +349,91 @@ def job_run(request, job_id):
 def job_runs(request, job_id):
     """The job's runs, newest scheduled first, keyset-paginated on (scheduled_at, id)."""
     job = _job(request, job_id)
+    return _run_page(request, Run.objects.filter(job=job))
+
+
+@api_view("GET")
+def runs_collection(request):
+    """Runs across every job the caller may see (and one-off tasks), newest
+    scheduled first; the same filters and pages as a job's runs, plus ?job=."""
+    runs = access.visible_runs(request.user)
+    if request.GET.get("job"):
+        job_id = _parse_int(request.GET["job"], "job", 1, 2**63 - 1)
+        runs = runs.filter(job_id=job_id)
+    return _run_page(request, runs)
+
+
+@api_view("GET")
+def dashboard(request):
+    """The console dashboard's figures (jobs.views.dashboard_figures)."""
+    from jobs.views import dashboard_figures
+
+    figures = dashboard_figures(request.user, now=timezone.now())
+    return JsonResponse(
+        {
+            "jobs_by_state": figures["jobs_by_state"],
+            "runs_24h_by_status": figures["runs_24h_by_status"],
+            "success_rate_24h": figures["success_rate_24h"],
+            "attention": [
+                {
+                    "id": job.pk,
+                    "name": job.name,
+                    "state": job.state,
+                    "consecutive_failures": job.consecutive_failures,
+                }
+                for job in figures["attention"]
+            ],
+            "running": [run_to_dict(run) for run in figures["running"]],
+            "running_count": figures["running_count"],
+        }
+    )
+
+
+@api_view("GET")
+def upcoming(request):
+    """Fires of the next 24 hours (?window=24h) or 7 days (7d) across the
+    jobs the caller may see, in time order (jobs.upcoming)."""
+    from jobs import upcoming as fires
+
+    window = request.GET.get("window", "24h")
+    if window not in fires.WINDOWS:
+        raise ApiError(
+            400, "invalid_choice", f"“window” must be one of {', '.join(fires.WINDOWS)}.", "window"
+        )
+    limit = _parse_int(request.GET["limit"], "limit", 1, 500) if request.GET.get("limit") else fires.PAGE
+    after = None
+    if request.GET.get("cursor"):
+        after = fires.parse_cursor(request.GET["cursor"])
+        if after is None:
+            raise ApiError(400, "invalid", "This cursor is not one the API gave out.", "cursor")
+    now = timezone.now()
+    page, more = fires.upcoming_fires(
+        access.visible_jobs(request.user),
+        start=now,
+        end=now + fires.WINDOWS[window],
+        limit=limit,
+        after=after,
+    )
+    return JsonResponse(
+        {
+            "results": [
+                {
+                    "job": fire.job.pk,
+                    "name": fire.job.name,
+                    "at": cron.iso_utc(fire.at),
+                    "local": fire.local.isoformat(),
+                    "timezone": fire.job.timezone,
+                    "dst": fire.dst,
+                }
+                for fire in page
+            ],
+            "next_cursor": fires.cursor_of(page[-1]) if more else None,
+        }
+    )
+
+
+def _run_page(request, runs):
     params = request.GET
-    runs = Run.objects.filter(job=job)
     statuses = [s for s in params.get("status", "").split(",") if s]
     for status in statuses:
         if status not in Run.Status.values:
@@ -523,6 +606,9 @@ urlpatterns = [
     path("jobs/<int:job_id>/toggle", job_toggle, name="job_toggle"),
     path("jobs/<int:job_id>/run", job_run, name="job_run"),
     path("jobs/<int:job_id>/runs", job_runs, name="job_runs"),
+    path("runs", runs_collection, name="runs"),
+    path("upcoming", upcoming, name="upcoming"),
+    path("dashboard", dashboard, name="dashboard"),
     path("runs/<int:run_id>", run_detail, name="run"),
     path("runs/<int:run_id>/cancel", run_cancel, name="run_cancel"),
     path("handlers", handlers, name="handlers"),

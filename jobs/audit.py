@@ -1,12 +1,17 @@
 """The audit trail: one row per change a person or program makes to a job."""
 
+from jobs import channels
 from jobs.models import AuditEvent, Job
 
 AUDITED_FIELDS = Job.EDITABLE_FIELDS
 
 
 def snapshot(job: Job) -> dict:
-    return {name: getattr(job, name) for name in AUDITED_FIELDS}
+    """The audited fields; channel URLs masked (the trail never holds a secret)."""
+    values = {name: getattr(job, name) for name in AUDITED_FIELDS}
+    if "alert_channels" in values:
+        values["alert_channels"] = channels.masked_list(values["alert_channels"])
+    return values
 
 
 def diff(before: dict | None, after: dict) -> dict:

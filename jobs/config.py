@@ -58,6 +58,70 @@ def parse_email_list(value: Any) -> list[str]:
     return emails
 
 
+# The kinds of alert a job can ask for (jobs.alerts sends them).
+ALERT_KINDS = ("crashed", "recovered", "failed", "late", "long_running")
+MIN_ALERT_SECONDS = 10
+MAX_ALERT_SECONDS = 7 * 86_400
+
+
+def parse_alert_kinds(value: Any) -> list[str]:
+    """A list or a comma separated string of ALERT_KINDS → the kinds, in
+    their canonical order; raises naming an unknown one."""
+    if value in (None, ""):
+        return []
+    if isinstance(value, str):
+        items = value.replace(";", ",").split(",")
+    elif isinstance(value, (list, tuple)):
+        items = value
+    else:
+        raise ValidationError("Give the kinds of alert as a list.", code="invalid")
+    wanted = set()
+    for item in items:
+        if not isinstance(item, str):
+            raise ValidationError("Give the kinds of alert as a list of names.", code="invalid")
+        item = item.strip().lower().replace("-", "_").replace(" ", "_")
+        if not item:
+            continue
+        if item not in ALERT_KINDS:
+            raise ValidationError(
+                f"“{item}” is not a kind of alert; choose from {', '.join(ALERT_KINDS)}.", code="invalid"
+            )
+        wanted.add(item)
+    return [kind for kind in ALERT_KINDS if kind in wanted]
+
+
+def alert_seconds(value: Any, *, allow_zero: bool = False) -> int:
+    if isinstance(value, bool):
+        raise ValidationError("Enter a whole number of seconds.", code="invalid")
+    try:
+        seconds = int(str(value).strip())
+    except ValueError:
+        raise ValidationError("Enter a whole number of seconds.", code="invalid") from None
+    if allow_zero and seconds == 0:
+        return 0
+    if not MIN_ALERT_SECONDS <= seconds <= MAX_ALERT_SECONDS:
+        raise ValidationError(
+            f"Give between {MIN_ALERT_SECONDS} and {MAX_ALERT_SECONDS} seconds.", code="invalid"
+        )
+    return seconds
+
+
+def _clean_channels(value: Any) -> list[str]:
+    """Channel URLs as typed, or the stored tokens, → the stored tokens. A
+    masked URL saved back unchanged keeps the stored channel (jobs.channels)."""
+    from jobs import channels
+    from jobs.models import Setting
+
+    stored = Setting.objects.filter(key="sys.job.alertChannels").values_list("value", flat=True).first()
+    return channels.clean_channels(value, stored or [])
+
+
+def _show_channels(value: Any) -> str:
+    from jobs import channels
+
+    return "\n".join(channels.masked_list(value))
+
+
 @dataclass(frozen=True)
 class SettingSpec:
     key: str
@@ -65,6 +129,9 @@ class SettingSpec:
     default: Any
     clean: Callable[[Any], Any]
     help_text: str = ""
+    # How the console shows the stored value (None: list items joined by commas).
+    show: Callable[[Any], str] | None = None
+    multiline: bool = False
 
 
 SPECS: dict[str, SettingSpec] = {
@@ -84,6 +151,43 @@ SPECS: dict[str, SettingSpec] = {
             clean=parse_email_list,
             help_text="Who gets a crash alert when the job itself names no recipients.",
         ),
+        SettingSpec(
+            key="sys.job.alertChannels",
+            label="Alert channels",
+            default=[],
+            clean=_clean_channels,
+            help_text=(
+                "Apprise URLs, one per line (slack://…, json://host/path …), for jobs that name no "
+                "channels of their own. Secrets are masked once saved; leave a masked line as it is "
+                "to keep it."
+            ),
+            show=_show_channels,
+            multiline=True,
+        ),
+        SettingSpec(
+            key="sys.job.alertOn",
+            label="Kinds of alert",
+            default=["crashed"],
+            clean=parse_alert_kinds,
+            help_text=(
+                "For jobs that choose none: any of crashed, recovered, failed (every failed fire), "
+                "late (a fire not started in time), long_running (a run still going), comma separated."
+            ),
+        ),
+        SettingSpec(
+            key="sys.job.lateAfterSeconds",
+            label="Late after (seconds)",
+            default=300,
+            clean=lambda value: 300 if value in (None, "") else alert_seconds(value),
+            help_text="A `late` alert when a fire has not started this long after its time.",
+        ),
+        SettingSpec(
+            key="sys.job.longRunningSeconds",
+            label="Long running after (seconds)",
+            default=0,
+            clean=lambda value: 0 if value in (None, "") else alert_seconds(value, allow_zero=True),
+            help_text="A `long_running` alert when a run is still going after this long; 0: half its timeout.",
+        ),
     ]
 }
 
@@ -102,6 +206,32 @@ def get_setting(key: str) -> Any:
         return spec.default
 
 
+def get_stored(key: str) -> Any:
+    """The value as stored, not cleaned again (the alert channels: read in the
+    scheduler's transactions, where cleaning a hand-written URL would mean a
+    DNS lookup)."""
+    from jobs.models import Setting
+
+    row = Setting.objects.filter(key=key).values_list("value", flat=True).first()
+    return SPECS[key].default if row is None else row
+
+
+_CACHE: dict[str, tuple[float, Any]] = {}
+
+
+def get_setting_cached(key: str, *, ttl: float = 5.0) -> Any:
+    """get_setting, read at most once per `ttl` seconds by this process (for
+    the scheduler's hot path; a change made elsewhere is seen within `ttl`)."""
+    import time
+
+    hit = _CACHE.get(key)
+    if hit is not None and 0 <= time.monotonic() - hit[0] < ttl:
+        return hit[1]
+    value = get_setting(key)
+    _CACHE[key] = (time.monotonic(), value)
+    return value
+
+
 def set_setting(key: str, value: Any, *, user=None) -> Any:
     """Validate and store; raises ValidationError (and stores nothing) on bad input."""
     from django.utils import timezone
@@ -113,4 +243,5 @@ def set_setting(key: str, value: Any, *, user=None) -> Any:
     Setting.objects.update_or_create(
         key=key, defaults={"value": cleaned, "updated_at": timezone.now(), "updated_by": user}
     )
+    _CACHE.pop(key, None)
     return cleaned

@@ -728,10 +728,15 @@ def _load_zone(canonical: str) -> ZoneInfo:
         ) from None
 
 
+def is_utc(zone: tzinfo) -> bool:
+    """UTC or one of its names (Etc/UTC, Zulu, …): local time is UTC all year."""
+    return zone is UTC or getattr(zone, "key", None) in _UTC_NAMES
+
+
 def _zone(tz: ZoneInfo | tzinfo | str) -> tzinfo:
     if isinstance(tz, str):
         tz = get_zone(tz)
-    if isinstance(tz, ZoneInfo) and tz.key in _UTC_NAMES:
+    if isinstance(tz, ZoneInfo) and is_utc(tz):
         return UTC
     return tz
 

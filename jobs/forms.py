@@ -15,8 +15,8 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from jobs import cron, jsontext
-from jobs.config import parse_email_list
+from jobs import channels, cron, jsontext
+from jobs.config import ALERT_KINDS, alert_seconds, parse_alert_kinds, parse_email_list
 from jobs.handlers import registry
 from jobs.models import Job
 
@@ -137,12 +137,39 @@ class EmailListField(forms.Field):
         return value
 
 
+class ChannelListField(forms.Field):
+    """Apprise URLs, one per line (or a list from the API). Cleaned into
+    stored tokens by JobForm.clean_alert_channels, which knows the stored ones."""
+
+    widget = forms.Textarea
+
+    def to_python(self, value):
+        return channels._as_items(value)
+
+    def prepare_value(self, value):
+        if isinstance(value, (list, tuple)):
+            return "\n".join(channels.mask(channels.reveal(item) or item) for item in value)
+        return value
+
+
+class AlertKindsField(forms.Field):
+    """The kinds of alert a job asks for (checkboxes in the console, a list in
+    the API and the jobs-as-code file). Empty: the sys.job.alertOn setting."""
+
+    widget = forms.CheckboxSelectMultiple(choices=[(kind, kind.replace("_", " ")) for kind in ALERT_KINDS])
+
+    def to_python(self, value):
+        return parse_alert_kinds(value)
+
+
 class JobForm(ErrorListMixin, forms.ModelForm):
     """Create or edit a job. Pass `user` (None = a trusted caller such as the
     shell) so SQL jobs can be limited to superusers."""
 
     properties = PropertiesField(required=False)
     alert_emails = EmailListField(required=False)
+    alert_channels = ChannelListField(required=False)
+    alert_on = AlertKindsField(required=False)
     version = forms.IntegerField(required=False, widget=forms.HiddenInput)
     # Convenience fields for HTTP and SQL jobs; merged into properties.
     url = forms.CharField(required=False, max_length=2000)
@@ -286,6 +313,18 @@ class JobForm(ErrorListMixin, forms.ModelForm):
             )
         return value
 
+    def clean_alert_channels(self):
+        stored = self.instance.alert_channels if self.instance.pk else []
+        return channels.clean_channels(self.cleaned_data.get("alert_channels"), stored)
+
+    def clean_late_after_seconds(self):
+        value = self.cleaned_data.get("late_after_seconds")
+        return None if value is None else alert_seconds(value)
+
+    def clean_long_running_seconds(self):
+        value = self.cleaned_data.get("long_running_seconds")
+        return None if value is None else alert_seconds(value)
+
     def clean_alert_threshold(self):
         value = self.cleaned_data.get("alert_threshold")
         if value is not None and value > MAX_ALERT_THRESHOLD:
@@ -300,6 +339,14 @@ class JobForm(ErrorListMixin, forms.ModelForm):
         data = super().clean()
         self._clean_schedule(data)
         self._clean_handler(data)
+        long_running, timeout = data.get("long_running_seconds"), data.get("timeout_seconds")
+        if long_running is not None and timeout is not None and long_running >= timeout:
+            self.add_error(
+                "long_running_seconds",
+                ValidationError(
+                    f"A long-running alert must come before the timeout ({timeout} s).", code="invalid"
+                ),
+            )
         return data
 
     def _clean_schedule(self, data):
@@ -462,12 +509,16 @@ class SettingField(forms.Field):
 
     def __init__(self, spec, **kwargs):
         self.spec = spec
+        if spec.multiline:
+            kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 3}))
         super().__init__(label=spec.label, help_text=spec.help_text, **kwargs)
 
     def to_python(self, value):
         return self.spec.clean(value)
 
     def prepare_value(self, value):
+        if self.spec.show is not None and isinstance(value, (list, tuple)):
+            return self.spec.show(value)
         if isinstance(value, (list, tuple)):
             return ", ".join(str(item) for item in value)
         return value

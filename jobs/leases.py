@@ -170,6 +170,12 @@ def holding(name: str, holder: str, epoch: int, *, now: datetime):
     return Lease.objects.filter(name=name, holder=holder, epoch=epoch, expires_at__gt=_clock(now))
 
 
+def database_time(now: datetime) -> datetime:
+    """The time to claim and judge by, read now: the database's clock on
+    PostgreSQL (shared by every host), the caller's `now` on SQLite."""
+    return _db_now() if connection.vendor == "postgresql" else now
+
+
 def _clock(now: datetime):
     return Now() if connection.vendor == "postgresql" else now
 

@@ -57,7 +57,7 @@ class Job(models.Model):
         PAUSED = "paused", "Paused"
         CRASHED = "crashed", "Crashed"
 
-    MIN_INTERVAL_SECONDS = 5
+    MIN_INTERVAL_SECONDS = cron.MIN_INTERVAL_SECONDS  # the floor is jobs.cron's (47004)
     MAX_INTERVAL_SECONDS = 366 * 86_400
     MAX_TIMEOUT_SECONDS = 86_400
     # What a person or program sets on a job (form, API, jobs-as-code file,
@@ -81,6 +81,10 @@ class Job(models.Model):
         "timeout_seconds",
         "alert_threshold",
         "alert_emails",
+        "alert_channels",
+        "alert_on",
+        "late_after_seconds",
+        "long_running_seconds",
         "notify_recovered",
         "state",
     ]
@@ -107,9 +111,17 @@ class Job(models.Model):
     timeout_seconds = models.PositiveIntegerField(default=600)
     alert_threshold = models.PositiveSmallIntegerField(default=3)
     alert_emails = models.JSONField(default=list, blank=True)
+    # Apprise URLs, each stored encrypted (jobs.channels); never shown in full.
+    alert_channels = models.JSONField(default=list, blank=True)
     notify_recovered = models.BooleanField(
         default=False, help_text="Also send a notice when the job next succeeds after a crash."
     )
+    # Which kinds of alert (jobs.alerts.KINDS); empty: the sys.job.alertOn setting.
+    alert_on = models.JSONField(default=list, blank=True)
+    # `late`: a fire not started this long after its time; `long_running`: a
+    # run still going after this long. Null: the config centre's default.
+    late_after_seconds = models.PositiveIntegerField(null=True, blank=True)
+    long_running_seconds = models.PositiveIntegerField(null=True, blank=True)
 
     state = models.CharField(max_length=10, choices=State.choices, default=State.ENABLED)
     consecutive_failures = models.PositiveIntegerField(default=0)
@@ -281,6 +293,8 @@ class Run(models.Model):
         MISFIRE = "misfire", "Misfire"
         OVERLAP = "overlap", "Overlap"
 
+    # Finished without success: the console offers to run these again.
+    RETRYABLE = (Status.FAILED, Status.TIMED_OUT, Status.INTERRUPTED, Status.CANCELLED)
     LIVE = (Status.QUEUED, Status.RUNNING)
     FINISHED = (
         Status.SUCCEEDED,
@@ -482,6 +496,9 @@ class Alert(models.Model):
     class Kind(models.TextChoices):
         CRASH = "crash", "Crashed"
         RECOVERED = "recovered", "Recovered"
+        FAILED = "failed", "Failed"
+        LATE = "late", "Late"
+        LONG_RUNNING = "long_running", "Long running"
 
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -493,9 +510,15 @@ class Alert(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="alerts")
     # The run whose outcome crossed the threshold (or recovered the job).
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    kind = models.CharField(max_length=10, choices=Kind.choices)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    # What happened, once: "late:<job>:<fire time>", "failed:<run>", "long_running:<run>".
+    # Unique, so a second scheduler noticing the same event writes nothing.
+    event = models.CharField(max_length=200, blank=True, default="")
     recipients = models.JSONField(default=list, blank=True)
+    # Recipients the mail server already accepted: a partial refusal is
+    # retried for the others alone.
+    delivered_to = models.JSONField(default=list, blank=True)
     subject = models.CharField(max_length=300)
     body_text = models.TextField()
     body_html = models.TextField()
@@ -518,6 +541,7 @@ class Alert(models.Model):
             ),
             # One crossing, one alert, even if the hook were called twice.
             models.UniqueConstraint("run", condition=Q(kind="crash"), name="alert_one_crash_per_run"),
+            models.UniqueConstraint("event", condition=~Q(event=""), name="alert_one_per_event"),
         ]
         indexes = [
             # outbox.AlertSender.claim_due(): pending alerts whose time has come.
@@ -526,6 +550,8 @@ class Alert(models.Model):
             ),
             # A job's alerts, newest first (the job page).
             models.Index(fields=["job", "-created_at", "-id"], name="alert_job_idx"),
+            # outbox: who was emailed within the last minute (the storm window).
+            models.Index(fields=["sent_at"], name="alert_sent_idx"),
         ]
 
     def __str__(self):
@@ -540,6 +566,49 @@ class Alert(models.Model):
         from jobs import links
 
         return links.job_path(self.job_id)
+
+
+class AlertDelivery(models.Model):
+    """The outbox for one alert on one channel (an Apprise URL): written with
+    the alert, delivered by the scheduler's send_alerts step with the same
+    guarantees as the email (claim lease, backoff, a permanent refusal shown).
+    Alerts for the same channel that are due together go out as one message
+    (a storm), and each of their rows records the result."""
+
+    Status = Alert.Status
+
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="deliveries")
+    # HMAC of the URL: one row per alert and channel, and the storm grouping.
+    channel_key = models.CharField(max_length=64)
+    channel = models.TextField()  # the URL, encrypted (jobs.channels)
+    channel_masked = models.CharField(max_length=300)
+    status = models.CharField(max_length=16, choices=Alert.Status.choices, default=Alert.Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    # Set by the claim that holds the row; the result is written by it only.
+    claim_token = models.CharField(max_length=32, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint("alert", "channel_key", name="alert_delivery_one_per_channel"),
+            models.CheckConstraint(
+                condition=~Q(status="pending") | Q(next_attempt_at__isnull=False),
+                name="alert_delivery_pending_has_next_attempt",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at", "id"], condition=Q(status="pending"), name="alert_delivery_due_idx"
+            ),
+            models.Index(fields=["channel_key", "-sent_at"], name="alert_delivery_channel_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.channel_masked} ({self.status})"
 
 
 class AuditEvent(models.Model):

@@ -6,7 +6,9 @@ else), and validates real answers against these schemas."""
 
 from jobs import cron
 from jobs.api import MAX_URL_CHARS
-from jobs.config import MAX_EMAILS
+from jobs.channels import MAX_CHANNELS
+from jobs.channels import MAX_URL_CHARS as MAX_CHANNEL_URL_CHARS
+from jobs.config import ALERT_KINDS, MAX_ALERT_SECONDS, MAX_EMAILS, MIN_ALERT_SECONDS
 from jobs.forms import MAX_ALERT_THRESHOLD, MAX_DESCRIPTION_CHARS
 from jobs.models import Job, Run
 from jobs.serializers import JOB_FIELDS
@@ -70,6 +72,16 @@ def _query(name: str, description: str, schema: dict) -> dict:
     return {"name": name, "in": "query", "required": False, "description": description, "schema": schema}
 
 
+RUN_FILTERS = [
+    _query("status", "Only these statuses (comma-separated).", {"type": "string"}),
+    _query("trigger", "Only this trigger.", {"type": "string", "enum": list(Run.Trigger.values)}),
+    _query("from", "Scheduled at or after (ISO-8601; no zone means UTC).", {"type": "string"}),
+    _query("to", "Scheduled before (ISO-8601).", {"type": "string"}),
+    _query("limit", "Page size.", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}),
+    _query("cursor", "next_cursor from the previous page.", {"type": "string"}),
+]
+
+
 JOB_INPUT_PROPERTIES = {
     "name": {
         "type": "string",
@@ -129,6 +141,32 @@ JOB_INPUT_PROPERTIES = {
         "maxItems": MAX_EMAILS,
         "items": {"type": "string", "format": "email"},
         "description": f"At most {MAX_EMAILS} distinct addresses (code too_many).",
+    },
+    "alert_channels": {
+        "type": "array",
+        "maxItems": MAX_CHANNELS,
+        "items": {"type": "string", "maxLength": MAX_CHANNEL_URL_CHARS},
+        "description": (
+            "Apprise URLs (slack://…, json://host/path …). Read back masked; "
+            "sending a masked URL back unchanged keeps the stored one."
+        ),
+    },
+    "alert_on": {
+        "type": "array",
+        "items": {"type": "string", "enum": list(ALERT_KINDS)},
+        "description": "Kinds of alert for this job; empty: the sys.job.alertOn setting.",
+    },
+    "late_after_seconds": {
+        "type": ["integer", "null"],
+        "minimum": MIN_ALERT_SECONDS,
+        "maximum": MAX_ALERT_SECONDS,
+        "description": "late: a fire not started this long after its time; null: sys.job.lateAfterSeconds.",
+    },
+    "long_running_seconds": {
+        "type": ["integer", "null"],
+        "minimum": MIN_ALERT_SECONDS,
+        "maximum": MAX_ALERT_SECONDS,
+        "description": "long_running: a run still going after this long (below the timeout); null: the setting.",
     },
     "notify_recovered": {
         "type": "boolean",
@@ -266,6 +304,77 @@ SCHEMAS = {
         "required": ["results", "next_cursor"],
         "properties": {
             "results": {"type": "array", "items": _ref("Run")},
+            "next_cursor": _nullable(
+                "string", description="Pass as `cursor` for the next page; null on the last."
+            ),
+        },
+    },
+    "Dashboard": {
+        "type": "object",
+        "required": [
+            "jobs_by_state",
+            "runs_24h_by_status",
+            "success_rate_24h",
+            "attention",
+            "running",
+            "running_count",
+        ],
+        "properties": {
+            "jobs_by_state": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "runs_24h_by_status": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "success_rate_24h": _nullable(
+                "number",
+                description="Percent of finished runs (succeeded, failed, timed out, interrupted) that succeeded.",
+            ),
+            "attention": {
+                "type": "array",
+                "description": "Crashed jobs, then failing ones (most failures first), at most 20.",
+                "items": {
+                    "type": "object",
+                    "required": ["id", "name", "state", "consecutive_failures"],
+                    "properties": {
+                        "id": {"type": "integer"},
+                        "name": {"type": "string"},
+                        "state": {"type": "string"},
+                        "consecutive_failures": {"type": "integer"},
+                    },
+                },
+            },
+            "running": {
+                "type": "array",
+                "items": _ref("Run"),
+                "description": "Queued and running runs, newest first, at most 20.",
+            },
+            "running_count": {"type": "integer"},
+        },
+    },
+    "UpcomingPage": {
+        "type": "object",
+        "required": ["results", "next_cursor"],
+        "properties": {
+            "results": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["job", "name", "at", "local", "timezone", "dst"],
+                    "properties": {
+                        "job": {"type": "integer"},
+                        "name": {"type": "string"},
+                        "at": {"type": "string", "format": "date-time", "description": "UTC."},
+                        "local": {
+                            "type": "string",
+                            "format": "date-time",
+                            "description": "In the job's zone.",
+                        },
+                        "timezone": {"type": "string"},
+                        "dst": _nullable(
+                            "string",
+                            enum=["repeated", "shifted", None],
+                            description="repeated: a local time that happens twice; shifted: the first fire after clocks changed.",
+                        ),
+                    },
+                },
+            },
             "next_cursor": _nullable(
                 "string", description="Pass as `cursor` for the next page; null on the last."
             ),
@@ -432,17 +541,42 @@ PATHS = {
         "get": {
             "operationId": "listRuns",
             "summary": "The job's runs, newest scheduled first.",
+            "parameters": RUN_FILTERS,
+            "responses": {"200": _json(_ref("RunPage"), "One page of runs."), **_errors("400", "401", "404")},
+        },
+    },
+    "/api/dashboard": {
+        "get": {
+            "operationId": "getDashboard",
+            "summary": "Jobs by state, the last 24 hours' runs by status and success rate, jobs needing attention, live runs.",
+            "responses": {"200": _json(_ref("Dashboard"), "The figures."), **_errors("401")},
+        },
+    },
+    "/api/upcoming": {
+        "get": {
+            "operationId": "listUpcomingFires",
+            "summary": "Fires of the next 24 hours or 7 days across jobs, earliest first.",
             "parameters": [
-                _query("status", "Only these statuses (comma-separated).", {"type": "string"}),
-                _query("trigger", "Only this trigger.", {"type": "string", "enum": list(Run.Trigger.values)}),
-                _query("from", "Scheduled at or after (ISO-8601; no zone means UTC).", {"type": "string"}),
-                _query("to", "Scheduled before (ISO-8601).", {"type": "string"}),
                 _query(
-                    "limit", "Page size.", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}
+                    "window", "How far ahead.", {"type": "string", "enum": ["24h", "7d"], "default": "24h"}
+                ),
+                _query(
+                    "limit", "Page size.", {"type": "integer", "minimum": 1, "maximum": 500, "default": 100}
                 ),
                 _query("cursor", "next_cursor from the previous page.", {"type": "string"}),
             ],
-            "responses": {"200": _json(_ref("RunPage"), "One page of runs."), **_errors("400", "401", "404")},
+            "responses": {"200": _json(_ref("UpcomingPage"), "One page of fires."), **_errors("400", "401")},
+        },
+    },
+    "/api/runs": {
+        "get": {
+            "operationId": "listAllRuns",
+            "summary": "Runs across all jobs (and one-off tasks), newest scheduled first.",
+            "parameters": [
+                _query("job", "Only this job's runs.", {"type": "integer", "minimum": 1}),
+                *RUN_FILTERS,
+            ],
+            "responses": {"200": _json(_ref("RunPage"), "One page of runs."), **_errors("400", "401")},
         },
     },
     "/api/runs/{run_id}": {

@@ -23,6 +23,19 @@ The scheduler calls `AlertSender.step(now)` on every pass (its
   hangs past the lease, the step abandons it (Python cannot kill a thread;
   it is a daemon and its late result is only used if it says "sent") and
   starts a fresh one.
+- Clock: claims are judged and written with the database's clock on
+  PostgreSQL (jobs.leases.database_time), like the leases, so a host whose
+  clock is off neither claims early nor holds a claim past its end.
+- A partial recipient refusal (the server took the message for some
+  recipients and refused others) keeps the accepted ones in `delivered_to`;
+  the retry goes to the refused ones alone.
+- Channels (jobs.channels, Apprise) have their own rows (AlertDelivery), one
+  per alert and channel, claimed, retried and given up on the same way. The
+  rows of one channel that are due together go out as one message listing
+  the jobs, and a channel gets at most one message a minute after the last
+  one it took (GROUP_WINDOW):
+  a storm of crashes is one message per channel per minute. Email does the
+  same per set of recipients (claim_companions, build_storm_email).
 - Results: accepted → `sent`. A 5xx reply → `failed_permanent`, keeping the
   server's reply. Anything else — a 4xx reply, a refused or dropped
   connection, a timeout — is temporary: retried after an exponential backoff
@@ -30,6 +43,7 @@ The scheduler calls `AlertSender.step(now)` on every pass (its
   next attempt would fall more than 24 h after the alert was written.
 """
 
+import hashlib
 import logging
 import queue
 import random
@@ -37,15 +51,20 @@ import smtplib
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives, get_connection
-from django.db.models import F, Min
+from django.core.mail.backends.smtp import EmailBackend as SMTPBackend
+from django.core.mail.message import sanitize_address
+from django.db.models import F, Max, Min
+from django.utils.html import escape
 
-from jobs.models import Alert
+from jobs import channels, leases, links
+from jobs.models import Alert, AlertDelivery
 
 log = logging.getLogger("cronboard.alerts")
 
@@ -54,6 +73,8 @@ RETRY_CAP = timedelta(hours=1)
 GIVE_UP_AFTER = timedelta(hours=24)
 CLAIM_BATCH = 10  # candidates read per claim; more than one so a lost race is not a lost pass
 REPLY_CHARS = 2000
+GROUP_WINDOW = timedelta(minutes=1)  # at most one message per channel per minute
+GROUP_MAX = 50  # alerts listed in one storm message
 
 
 def claim_lease() -> timedelta:
@@ -61,6 +82,12 @@ def claim_lease() -> timedelta:
     MAIL, RCPT, DATA — each waits at most EMAIL_TIMEOUT, and most answer at
     once. A send that outlives it may be repeated (same Message-ID)."""
     return timedelta(seconds=5 * settings.EMAIL_TIMEOUT + 5)
+
+
+def channel_lease() -> timedelta:
+    """Longer than one channel send: the fence's lookup, then Apprise's
+    connect and read, each bounded by ALERT_CHANNEL_TIMEOUT."""
+    return timedelta(seconds=3 * settings.ALERT_CHANNEL_TIMEOUT + 5)
 
 
 def retry_delay(attempts: int, rng: random.Random | None = None) -> timedelta:
@@ -77,7 +104,7 @@ def build_email(alert: Alert, *, connection=None) -> EmailMultiAlternatives:
         subject=alert.subject,
         body=alert.body_text,
         from_email=settings.DEFAULT_FROM_EMAIL,
-        to=list(alert.recipients),
+        to=[r for r in alert.recipients if r not in (alert.delivered_to or [])],
         connection=connection,
         headers={
             "Message-ID": alert.message_id,
@@ -87,6 +114,60 @@ def build_email(alert: Alert, *, connection=None) -> EmailMultiAlternatives:
     )
     message.attach_alternative(alert.body_html, "text/html")
     return message
+
+
+def build_storm_email(alerts: list[Alert], *, connection=None) -> EmailMultiAlternatives:
+    """One email for several alerts to the same recipients: each alert's
+    subject and its job's link. Its Message-ID is made from the alerts' ids,
+    so a retry of the same storm is recognisably the same email."""
+    jobs = {alert.job_id for alert in alerts}
+    subject = f"[Cronboard] {len(alerts)} alerts for {len(jobs)} job{'s' if len(jobs) != 1 else ''}"
+    lines = [f"{len(alerts)} alerts:", ""]
+    items = []
+    for alert in alerts:
+        url = links.job_url(alert.job_id)
+        lines += [f"- {alert.subject}", f"  {url}"]
+        items.append(f'<li>{escape(alert.subject)}<br><a href="{escape(url)}">{escape(url)}</a></li>')
+    digest = hashlib.sha256(",".join(str(a.pk) for a in alerts).encode()).hexdigest()[:16]
+    domain = alerts[0].message_id.rsplit("@", 1)[-1].rstrip(">") or "cronboard"
+    message = EmailMultiAlternatives(
+        subject=subject,
+        body="\n".join(lines) + "\n",
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        to=list(alerts[0].recipients),
+        connection=connection,
+        headers={
+            "Message-ID": f"<cronboard.storm.{digest}@{domain}>",
+            "Auto-Submitted": "auto-generated",
+            "X-Cronboard-Alert": "storm " + ",".join(str(a.pk) for a in alerts),
+        },
+    )
+    message.attach_alternative(f"<p>{escape(subject)}</p><ul>{''.join(items)}</ul>", "text/html")
+    return message
+
+
+def send_email(message: EmailMultiAlternatives) -> dict[str, tuple[int, str]]:
+    """Send; return the recipients the server refused while it took the
+    message for the others ({address: (code, reply)}). Django's SMTP backend
+    drops that answer, so for it the exchange is made here (the same steps as
+    its _send); another backend just sends. Raises what the send raises (all
+    recipients refused: SMTPRecipientsRefused)."""
+    backend = message.connection
+    if not isinstance(backend, SMTPBackend):
+        message.send(fail_silently=False)
+        return {}
+    encoding = message.encoding or settings.DEFAULT_CHARSET
+    from_email = sanitize_address(message.from_email, encoding)
+    recipients = [sanitize_address(addr, encoding) for addr in message.recipients()]
+    opened = backend.open()
+    try:
+        refused = backend.connection.sendmail(
+            from_email, recipients, message.message().as_bytes(linesep="\r\n")
+        )
+    finally:
+        if opened:
+            backend.close()
+    return {rcpt: (code, _text(reply)) for rcpt, (code, reply) in (refused or {}).items()}
 
 
 def describe_failure(exc: BaseException) -> tuple[bool, str]:
@@ -128,6 +209,83 @@ class Delivery:
     claimed_until: datetime  # what the claim wrote to next_attempt_at: the claim's token
     message: EmailMultiAlternatives | None
     error: BaseException | None = None
+    refused: dict = field(default_factory=dict)  # a partial refusal: {address: (code, reply)}
+    give_up_at: datetime | None = None  # this process's clock: abandon the send after this
+    others: list[int] = field(default_factory=list)  # a storm: the alerts sent in the same email
+
+    @property
+    def ids(self) -> list[int]:
+        return [self.alert_id, *self.others]
+
+    @property
+    def label(self) -> str:
+        return f"alert {self.alert_id}" + (
+            f" (with {', '.join(map(str, self.others))})" if self.others else ""
+        )
+
+    def send(self) -> None:
+        self.refused = send_email(self.message)
+
+
+@dataclass(eq=False)
+class ChannelDelivery:
+    """One channel's claimed rows (one alert, or a storm's) on their way."""
+
+    claim_token: str
+    ids: list[int]
+    attempts: int
+    created_at: datetime  # the oldest alert's
+    claimed_until: datetime
+    url: str | None
+    title: str
+    body: str
+    masked: str
+    result: channels.SendResult | None = None
+    error: BaseException | None = None
+    give_up_at: datetime | None = None
+
+    @property
+    def label(self) -> str:
+        return f"channel {self.masked} (deliveries {', '.join(map(str, self.ids))})"
+
+    def send(self) -> None:
+        if self.url is None:
+            self.result = channels.SendResult(
+                False, True, "the channel URL could not be decrypted (was SECRET_KEY changed?)"
+            )
+            return
+        self.result = channels.send(self.url, title=self.title, body=self.body)
+
+
+def storm_message(rows: list[AlertDelivery]) -> tuple[str, str]:
+    """(title, body) for one channel: the alert itself, or one message
+    listing every alert of a storm with its job's link."""
+    if len(rows) == 1:
+        return rows[0].alert.subject, rows[0].alert.body_text
+    lines = [f"{len(rows)} alerts:", ""]
+    for row in rows:
+        lines.append(f"- {row.alert.subject}")
+        lines.append(f"  {links.job_url(row.alert.job_id)}")
+    jobs = {row.alert.job_id for row in rows}
+    return f"[Cronboard] {len(rows)} alerts for {len(jobs)} job{'s' if len(jobs) != 1 else ''}", "\n".join(
+        lines
+    )
+
+
+def _recipient_key(recipients) -> tuple[str, ...]:
+    return tuple(sorted(str(r).lower() for r in recipients or []))
+
+
+def _recently_emailed(clock: datetime) -> dict[tuple[str, ...], datetime]:
+    """{recipients: when they were last sent an alert email}, within GROUP_WINDOW."""
+    last: dict[tuple[str, ...], datetime] = {}
+    for recipients, sent_at in Alert.objects.filter(sent_at__gt=clock - GROUP_WINDOW).values_list(
+        "recipients", "sent_at"
+    ):
+        key = _recipient_key(recipients)
+        if key not in last or sent_at > last[key]:
+            last[key] = sent_at
+    return last
 
 
 class _SenderThread:
@@ -146,7 +304,7 @@ class _SenderThread:
             if delivery is None:
                 return
             try:
-                delivery.message.send(fail_silently=False)
+                delivery.send()
             except BaseException as exc:
                 delivery.error = exc
             self._results.put(delivery)
@@ -161,7 +319,8 @@ class AlertSender:
         self._results: queue.SimpleQueue = queue.SimpleQueue()
         self._ready: list[Delivery] = []  # taken off the queue by wait_idle(), not yet written
         self._sender: _SenderThread | None = None
-        self.in_flight: Delivery | None = None
+        self.in_flight: Delivery | ChannelDelivery | None = None
+        self._channels_first = False  # alternate, so neither kind waits behind the other
 
     # -- the step ------------------------------------------------------------
 
@@ -169,10 +328,8 @@ class AlertSender:
         """Write back what the thread reported; if it is idle, claim the next
         due alert and hand it over. Never waits on the network."""
         did = self.collect(now)
-        if self.in_flight is not None and now >= self.in_flight.claimed_until:
-            log.error(
-                "alert %s: the send outlived its claim; abandoning the sender thread", self.in_flight.alert_id
-            )
+        if self.in_flight is not None and now >= self.in_flight.give_up_at:
+            log.error("%s: the send outlived its claim; abandoning the sender thread", self.in_flight.label)
             self._abandon()
         if self.in_flight is None:
             did |= self.claim_and_send(now)
@@ -196,23 +353,53 @@ class AlertSender:
         return did
 
     def claim_and_send(self, now: datetime) -> bool:
+        order = [self._claim_channel, self._claim_email]
+        if not self._channels_first:
+            order.reverse()
+        for claim in order:
+            if claim(now):
+                self._channels_first = claim == self._claim_email
+                return True
+        return False
+
+    def _claim_email(self, now: datetime) -> bool:
         alert = self.claim_due(now)
         if alert is None:
             return False
+        companions = self.claim_companions(alert)
         self.in_flight = Delivery(
             alert_id=alert.pk,
             attempts=alert.attempts,
-            created_at=alert.created_at,
+            created_at=min(a.created_at for a in [alert, *companions]),
             claimed_until=alert.next_attempt_at,
             message=None,
+            give_up_at=now + claim_lease(),
+            others=[a.pk for a in companions],
         )
         try:
             connection = get_connection(timeout=settings.EMAIL_TIMEOUT)
-            self.in_flight.message = build_email(alert, connection=connection)
+            self.in_flight.message = (
+                build_storm_email([alert, *companions], connection=connection)
+                if companions
+                else build_email(alert, connection=connection)
+            )
         except Exception as exc:
             self.in_flight.error = exc
             self._results.put(self.in_flight)
             return True
+        self._hand_over()
+        return True
+
+    def _claim_channel(self, now: datetime) -> bool:
+        claimed = self.claim_channel(now)
+        if claimed is None:
+            return False
+        self.in_flight = claimed
+        claimed.give_up_at = now + channel_lease()
+        self._hand_over()
+        return True
+
+    def _hand_over(self) -> None:
         if self._sender is None:
             self._sender = _SenderThread(self._results, self._wake)
         self._sender.inbox.put(self.in_flight)
@@ -220,54 +407,183 @@ class AlertSender:
 
     def claim_due(self, now: datetime) -> Alert | None:
         """The compare-and-set: only the sender whose update still finds the
-        alert pending at the time it read gets it, until `claim_lease()`."""
+        alert pending at the time it read gets it, until `claim_lease()`.
+        Judged by the database's clock on PostgreSQL."""
+        clock = leases.database_time(now)
         due = (
-            Alert.objects.filter(status=Alert.Status.PENDING, next_attempt_at__lte=now)
+            Alert.objects.filter(status=Alert.Status.PENDING, next_attempt_at__lte=clock)
             .order_by("next_attempt_at", "id")
-            .values_list("id", "next_attempt_at")[:CLAIM_BATCH]
+            .values_list("id", "next_attempt_at", "recipients")[:CLAIM_BATCH]
         )
-        until = now + claim_lease()
-        for alert_id, expected in due:
+        until = clock + claim_lease()
+        recent = _recently_emailed(clock)
+        for alert_id, expected, recipients in due:
+            last = recent.get(_recipient_key(recipients))
+            if last is not None:
+                # One email a minute to the same recipients: it waits, and goes
+                # out with the others that came meanwhile (a storm).
+                Alert.objects.filter(
+                    id=alert_id, status=Alert.Status.PENDING, next_attempt_at=expected
+                ).update(next_attempt_at=last + GROUP_WINDOW)
+                continue
             claimed = Alert.objects.filter(
                 id=alert_id, status=Alert.Status.PENDING, next_attempt_at=expected
-            ).update(next_attempt_at=until, attempts=F("attempts") + 1, last_attempt_at=now)
+            ).update(next_attempt_at=until, attempts=F("attempts") + 1, last_attempt_at=clock)
             if claimed:
                 return Alert.objects.get(pk=alert_id)
         return None
 
-    def record(self, delivery: Delivery, now: datetime) -> None:
+    def claim_companions(self, alert: Alert) -> list[Alert]:
+        """The other due alerts for the same recipients, none of them partly
+        delivered, claimed with the same compare-and-set and the same lease
+        end: they go out in one email with `alert` (a storm)."""
+        if alert.delivered_to:
+            return []
+        clock = alert.last_attempt_at
+        key = _recipient_key(alert.recipients)
+        candidates = (
+            Alert.objects.filter(status=Alert.Status.PENDING, next_attempt_at__lte=clock)
+            .exclude(pk=alert.pk)
+            .order_by("next_attempt_at", "id")
+            .values_list("id", "next_attempt_at", "recipients", "delivered_to")[: GROUP_MAX * 4]
+        )
+        claimed_ids = []
+        for other_id, expected, recipients, delivered in candidates:
+            if delivered or _recipient_key(recipients) != key or len(claimed_ids) >= GROUP_MAX - 1:
+                continue
+            if Alert.objects.filter(
+                id=other_id, status=Alert.Status.PENDING, next_attempt_at=expected
+            ).update(
+                next_attempt_at=alert.next_attempt_at, attempts=F("attempts") + 1, last_attempt_at=clock
+            ):
+                claimed_ids.append(other_id)
+        return list(Alert.objects.filter(pk__in=claimed_ids).order_by("created_at", "id"))
+
+    def claim_channel(self, now: datetime) -> ChannelDelivery | None:
+        """Claim the due rows of the channel whose turn is first, all at once
+        (a storm is one message), unless that channel had a message less than
+        GROUP_WINDOW ago: then its due rows wait for the window's end and are
+        sent together. Concurrent claimers get disjoint rows: the UPDATE
+        re-checks the row is still due, and marks it with its claim token."""
+        clock = leases.database_time(now)
+        due = AlertDelivery.objects.filter(status=Alert.Status.PENDING, next_attempt_at__lte=clock)
+        keys = due.order_by("next_attempt_at", "id").values_list("channel_key", flat=True)[:CLAIM_BATCH]
+        for key in dict.fromkeys(keys):
+            mine = due.filter(channel_key=key)
+            # The last message the channel took (a failed attempt is no message:
+            # retries keep their own backoff).
+            last = AlertDelivery.objects.filter(channel_key=key).aggregate(m=Max("sent_at"))["m"]
+            if last is not None and clock - last < GROUP_WINDOW:
+                mine.update(next_attempt_at=last + GROUP_WINDOW)
+                continue
+            token = uuid.uuid4().hex
+            ids = list(mine.order_by("id").values_list("id", flat=True)[:GROUP_MAX])
+            until = clock + channel_lease()
+            claimed = AlertDelivery.objects.filter(
+                id__in=ids, status=Alert.Status.PENDING, next_attempt_at__lte=clock
+            ).update(
+                claim_token=token, next_attempt_at=until, attempts=F("attempts") + 1, last_attempt_at=clock
+            )
+            if not claimed:
+                continue
+            rows = list(
+                AlertDelivery.objects.filter(claim_token=token)
+                .select_related("alert")
+                .order_by("alert__created_at", "id")
+            )
+            title, body = storm_message(rows)
+            return ChannelDelivery(
+                claim_token=token,
+                ids=[row.pk for row in rows],
+                attempts=max(row.attempts for row in rows),
+                created_at=min(row.alert.created_at for row in rows),
+                claimed_until=until,
+                url=channels.reveal(rows[0].channel),
+                title=title,
+                body=body,
+                masked=rows[0].channel_masked,
+            )
+        return None
+
+    def record(self, delivery: Delivery | ChannelDelivery, now: datetime) -> None:
         """Write one result. "Sent" is recorded whoever's claim it was (it is
         the truth); a failure only by the claim that is still current."""
+        if isinstance(delivery, ChannelDelivery):
+            self.record_channel(delivery, now)
+            return
+        if delivery.error is None and delivery.refused:
+            self.record_partial(delivery, now)
+            return
         if delivery.error is None:
-            Alert.objects.filter(pk=delivery.alert_id, status=Alert.Status.PENDING).update(
-                status=Alert.Status.SENT, sent_at=now, next_attempt_at=None
+            Alert.objects.filter(pk__in=delivery.ids, status=Alert.Status.PENDING).update(
+                status=Alert.Status.SENT, sent_at=leases.database_time(now), next_attempt_at=None
             )
-            log.info("alert %s sent (attempt %s)", delivery.alert_id, delivery.attempts)
+            log.info("%s sent (attempt %s)", delivery.label, delivery.attempts)
             return
         permanent, reply = describe_failure(delivery.error)
         ours = Alert.objects.filter(
-            pk=delivery.alert_id, status=Alert.Status.PENDING, next_attempt_at=delivery.claimed_until
+            pk__in=delivery.ids, status=Alert.Status.PENDING, next_attempt_at=delivery.claimed_until
         )
+        self._failed(ours, delivery, permanent, reply, now)
+
+    def record_partial(self, delivery: Delivery, now: datetime) -> None:
+        """The server took the message for some recipients and refused the
+        others: the accepted ones are done (kept in delivered_to, never sent
+        again); the refused ones are retried alone, or, when every refusal is
+        a 5xx, the alert stops there, naming them."""
+        alert = Alert.objects.filter(pk=delivery.alert_id).first()
+        if alert is None:
+            return
+        refused = {rcpt.lower() for rcpt in delivery.refused}
+        attempted = [r for r in alert.recipients if r not in (alert.delivered_to or [])]
+        accepted = [r for r in attempted if r.lower() not in refused]
+        delivered = list(alert.delivered_to or []) + accepted
+        # A storm's alerts share their recipients (and none was partly delivered).
+        Alert.objects.filter(pk__in=delivery.ids).update(delivered_to=delivered)
+        text = "; ".join(f"{rcpt}: {code} {reply}" for rcpt, (code, reply) in delivery.refused.items())
+        reply = f"delivered to {', '.join(delivered) or '—'}; refused: {text}"[:REPLY_CHARS]
+        permanent = all(500 <= code < 600 for code, _ in delivery.refused.values())
+        ours = Alert.objects.filter(
+            pk__in=delivery.ids, status=Alert.Status.PENDING, next_attempt_at=delivery.claimed_until
+        )
+        self._failed(ours, delivery, permanent, reply, now)
+
+    def record_channel(self, delivery: ChannelDelivery, now: datetime) -> None:
+        result = delivery.result
+        if result is None:  # the send raised (a plugin's bug)
+            exc = delivery.error
+            result = channels.SendResult(False, False, f"{type(exc).__name__}: {exc}"[:REPLY_CHARS])
+        if result.ok:
+            AlertDelivery.objects.filter(pk__in=delivery.ids, status=Alert.Status.PENDING).update(
+                status=Alert.Status.SENT,
+                sent_at=leases.database_time(now),
+                next_attempt_at=None,
+                last_error="",
+            )
+            log.info("%s sent (attempt %s)", delivery.label, delivery.attempts)
+            return
+        ours = AlertDelivery.objects.filter(claim_token=delivery.claim_token, status=Alert.Status.PENDING)
+        self._failed(ours, delivery, result.permanent, result.reply[:REPLY_CHARS], now)
+
+    def _failed(self, ours, delivery, permanent: bool, reply: str, now: datetime) -> None:
+        """A failed attempt: refused for good, given up, or retried after a backoff."""
         if permanent:
             ours.update(status=Alert.Status.FAILED_PERMANENT, last_error=reply, next_attempt_at=None)
-            log.error("alert %s refused by the mail server: %s", delivery.alert_id, reply)
+            log.error("%s refused: %s", delivery.label, reply)
             return
-        retry_at = now + retry_delay(delivery.attempts, self._rng)
+        clock = leases.database_time(now)
+        retry_at = clock + retry_delay(delivery.attempts, self._rng)
         if retry_at - delivery.created_at > GIVE_UP_AFTER:
             ours.update(
                 status=Alert.Status.FAILED,
                 next_attempt_at=None,
                 last_error=f"{reply} (gave up after {delivery.attempts} attempts)",
             )
-            log.error("alert %s: gave up after %s attempts: %s", delivery.alert_id, delivery.attempts, reply)
+            log.error("%s: gave up after %s attempts: %s", delivery.label, delivery.attempts, reply)
             return
         ours.update(next_attempt_at=retry_at, last_error=reply)
         log.warning(
-            "alert %s: attempt %s failed, retrying at %s: %s",
-            delivery.alert_id,
-            delivery.attempts,
-            retry_at,
-            reply,
+            "%s: attempt %s failed, retrying at %s: %s", delivery.label, delivery.attempts, retry_at, reply
         )
 
     # -- the loop's helpers ------------------------------------------------------
@@ -276,8 +592,13 @@ class AlertSender:
         """When the step next has something to do: the in-flight claim's end
         (the thread's result wakes the loop sooner), else the next due alert."""
         if self.in_flight is not None:
-            return self.in_flight.claimed_until
-        return Alert.objects.filter(status=Alert.Status.PENDING).aggregate(m=Min("next_attempt_at"))["m"]
+            return self.in_flight.give_up_at
+        times = [
+            model.objects.filter(status=Alert.Status.PENDING).aggregate(m=Min("next_attempt_at"))["m"]
+            for model in (Alert, AlertDelivery)
+        ]
+        times = [t for t in times if t is not None]
+        return min(times) if times else None
 
     def wait_idle(self, timeout: float) -> bool:
         """Block until the in-flight send has reported (for shutdown and tests)."""

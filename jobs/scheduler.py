@@ -48,6 +48,7 @@ from django.utils import timezone
 from jobs import alerts, leases
 from jobs.bulk import update_from_values
 from jobs.handlers.base import JobContext
+from jobs.heartbeat import HeartbeatPinger
 from jobs.listener import WakeListener
 from jobs.models import Job, Run, cap_message
 from jobs.outbox import AlertSender
@@ -115,6 +116,8 @@ class Scheduler:
         self.clock = clock
         self.pool = WorkerPool(max_workers or settings.JOBS_MAX_CONCURRENT_RUNS)
         self.alert_sender = AlertSender(wake=self.pool.wake)
+        self.heartbeat_pinger = HeartbeatPinger()  # CRONBOARD_HEARTBEAT_URL, if set
+        self.alert_watch = alerts.AlertWatch()  # late and long-running alerts
         self.misfire_threshold = timedelta(
             seconds=settings.JOBS_MISFIRE_THRESHOLD if misfire_threshold is None else misfire_threshold
         )
@@ -838,6 +841,8 @@ class Scheduler:
             self._alerts_written = True
         elif succeeded:
             self._alerts_written |= alerts.on_success(job=job, run=run, now=now) is not None
+        elif final:
+            self._alerts_written |= alerts.on_failed(job=job, run=run, now=now) is not None
 
     # -- liveness ----------------------------------------------------------------
 
@@ -952,7 +957,9 @@ class Scheduler:
         did |= self.enforce_deadlines(now)
         self.heartbeat(now)
         did |= self.sweep(now)
+        self._alerts_written |= self.alert_watch.step(now)
         did |= self.send_alerts(now)
+        self.heartbeat_pinger.step(now)
         if not self.draining:
             did |= self.lead(now)
             did |= self.plan_due(now)
@@ -1149,4 +1156,4 @@ def _seconds(delta: timedelta) -> str:
 def _wants_recovery_notice(run: Run) -> bool:
     """A success of this run's job may owe a "recovered" notice, which depends
     on the job's state and latest alert: its outcome is written the long way."""
-    return run.job is not None and run.job.notify_recovered
+    return run.job is not None and alerts.wants_recovered(run.job)

@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 
 from django.db import models
 
+from jobs import channels
 from jobs.handlers.registry import HandlerInfo
 from jobs.models import Job, Run
 
@@ -51,12 +52,17 @@ def iso(value: datetime | None) -> str | None:
     return f"{text}Z"
 
 
-def job_to_spec(job: Job) -> dict:
-    """What `jobs export` writes and `jobs import` reads back."""
+def job_to_spec(job: Job, *, with_secrets: bool = False) -> dict:
+    """What `jobs export` writes and `jobs import` reads back. Channel URLs
+    are masked unless `with_secrets` (a masked URL imported into the same
+    installation keeps the stored one)."""
     spec = {name: getattr(job, name) for name in JOB_FIELDS}
     if spec["state"] == Job.State.CRASHED:
         spec["state"] = Job.State.ENABLED
     spec["alert_emails"] = list(spec["alert_emails"] or [])
+    spec["alert_on"] = list(spec["alert_on"] or [])
+    plain = channels.plain_list(job.alert_channels)
+    spec["alert_channels"] = plain if with_secrets else [channels.mask(url) for url in plain]
     spec["properties"] = dict(spec["properties"] or {})
     return spec
 
@@ -65,6 +71,7 @@ def job_to_dict(job: Job) -> dict:
     """The API's view of a job: the spec plus identity and live state."""
     data = {name: getattr(job, name) for name in JOB_FIELDS}
     data.update(
+        alert_channels=channels.masked_list(job.alert_channels),
         id=job.pk,
         version=job.version,
         builtin=job.builtin,
@@ -179,4 +186,10 @@ def _type_problem(field: str, value) -> str | None:
         isinstance(value, list) and all(isinstance(item, str) for item in value)
     ):
         return "Must be a list of email addresses."
+    if field == "alert_channels" and not (
+        isinstance(value, list) and all(isinstance(item, str) for item in value)
+    ):
+        return "Must be a list of channel URLs."
+    if field == "alert_on" and not (isinstance(value, list) and all(isinstance(item, str) for item in value)):
+        return "Must be a list of kinds of alert."
     return None

@@ -224,11 +224,13 @@ def run_now(
     user=None,
     via: str = AuditEvent.Via.CONSOLE,
     trigger: str = Run.Trigger.MANUAL,
+    retry_of: Run | None = None,
     now: datetime | None = None,
 ) -> tuple[Run, bool]:
     """Queue a manual run. A job has at most one queued or running manual run
     (a partial unique index): asking again returns that run and False.
-    Refused (DemoModeError) in demo mode: the one place that rule lives."""
+    Refused (DemoModeError) in demo mode: the one place that rule lives.
+    `retry_of`, a finished run of the job, is named in the audit trail."""
     check_demo_mode("run now")
     now = now or timezone.now()
     _require_live(job)
@@ -245,7 +247,10 @@ def run_now(
                 created_by=user if getattr(user, "pk", None) else None,
                 **job.run_policy(),
             )
-            audit.record(job=job, action="run-now", user=user, via=via, changes={"run": [None, run.pk]})
+            changes = {"run": [None, run.pk]}
+            if retry_of is not None:
+                changes["retry_of"] = [None, retry_of.pk]
+            audit.record(job=job, action="run-now", user=user, via=via, changes=changes)
     except IntegrityError:
         existing = _live_manual_run(job)
         if existing is None:

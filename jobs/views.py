@@ -5,6 +5,7 @@ request, call a form or a service, render. htmx requests get the partial
 Access is decided by jobs.access only: every view needs a signed-in user;
 mutations need `can_edit` and POST (a GET never changes anything)."""
 
+import hashlib
 from datetime import UTC, datetime, timedelta
 from functools import wraps
 from urllib.parse import urlencode
@@ -12,13 +13,14 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
+from django.contrib.staticfiles import finders
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db import IntegrityError
 from django.db.models import BooleanField, F, Q
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Substr
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.urls import reverse
 from django.utils import timezone
@@ -26,8 +28,10 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from jobs import access, cron, services, tokens
+from jobs.alert_views import channel_rows
 from jobs.charts import duration_chart
 from jobs.forms import HTTP_FIELDS, JobForm, SettingsForm
+from jobs.handlers import registry
 from jobs.handlers.http import METHODS as HTTP_METHODS
 from jobs.handlers.sql import sql_enabled
 from jobs.leases import cluster_status
@@ -89,6 +93,12 @@ def _partial_or_page(request, template: str, partial: str, context: dict, *, sta
     return render(request, template, context, status=status)
 
 
+def _fingerprint(*parts) -> str:
+    """A short digest of what a live region shows, put on it as
+    data-poll-version: console.js polls less often while it stays the same."""
+    return hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()
+
+
 def _done(request, url: str):
     """After a successful POST: a redirect, which htmx must perform as a page load."""
     if request.htmx:
@@ -99,7 +109,8 @@ def _done(request, url: str):
 # -- job list ------------------------------------------------------------------
 
 
-def _job_list_context(request) -> dict:
+def _filtered_jobs(request):
+    """The visible jobs the list's filters (?q, state, kind, namespace) leave."""
     params = request.GET
     jobs = access.visible_jobs(request.user)
     query = params.get("q", "").strip()[:200]
@@ -114,6 +125,12 @@ def _job_list_context(request) -> dict:
     namespace = params.get("namespace", "")
     if namespace:
         jobs = jobs.filter(namespace=namespace)
+    return jobs, query, state, kind, namespace
+
+
+def _job_list_context(request) -> dict:
+    params = request.GET
+    jobs, query, state, kind, namespace = _filtered_jobs(request)
 
     sort = params.get("sort", "name")
     field = JOB_SORTS.get(sort.lstrip("-"))
@@ -124,6 +141,13 @@ def _job_list_context(request) -> dict:
 
     page = Paginator(jobs, JOBS_PER_PAGE).get_page(params.get("page"))
     rows = [{"job": job, "schedule": _describe_schedule(job)} for job in page.object_list]
+    poll_version = _fingerprint(
+        page.paginator.count,
+        [
+            (job.pk, job.version, job.state, job.next_fire_at, job.last_fire_at, job.last_status)
+            for job in page.object_list
+        ],
+    )
     filters = {
         k: v for k, v in (("q", query), ("state", state), ("kind", kind), ("namespace", namespace)) if v
     }
@@ -136,6 +160,7 @@ def _job_list_context(request) -> dict:
         "namespace": namespace,
         "sort": sort,
         "filter_query": urlencode(filters),
+        "poll_version": poll_version,
         "sort_links": {
             key: urlencode({**filters, "sort": key if sort != key else f"-{key}"}) for key in JOB_SORTS
         },
@@ -183,36 +208,157 @@ def job_list(request):
     return _partial_or_page(request, "jobs/job_list.html", "job-table", _job_list_context(request))
 
 
+BULK_ACTIONS = ("pause", "resume", "run", "delete")
+
+
+@login_required
+def job_export(request):
+    """The listed jobs (the list's filters, every page) as a `manage.py jobs
+    import` file: the same JSON as `manage.py jobs export`."""
+    import json
+
+    from jobs.serializers import job_to_spec
+
+    jobs, *_ = _filtered_jobs(request)
+    specs = [job_to_spec(job) for job in jobs.order_by("name")]
+    response = HttpResponse(
+        json.dumps(specs, indent=2, ensure_ascii=False), content_type="application/json; charset=utf-8"
+    )
+    response["Content-Disposition"] = 'attachment; filename="cronboard-jobs.json"'
+    return response
+
+
+MAX_IMPORT_BYTES = 2 * 1024 * 1024
+
+
+@login_required
+@staff_required
+@require_http_methods(["GET", "POST"])
+def job_import(request):
+    """Import a `manage.py jobs import` file in the console: the first POST
+    previews what would be created, updated or left alone (and every error,
+    with nothing saved); "Apply" imports it, all or nothing (jobs.imports)."""
+    from jobs import imports
+
+    context = {"text": "", "planned": None, "file_error": ""}
+    if request.method == "POST":
+        upload = request.FILES.get("file")
+        if upload is not None:
+            raw = upload.read(MAX_IMPORT_BYTES + 1)
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                text, context["file_error"] = "", "The file is not UTF-8 text."
+            if len(raw) > MAX_IMPORT_BYTES:
+                text, context["file_error"] = (
+                    "",
+                    f"The file is larger than {MAX_IMPORT_BYTES // 1024 // 1024} MB.",
+                )
+        else:
+            text = request.POST.get("text", "")
+        context["text"] = text
+        if not context["file_error"]:
+            try:
+                specs = imports.parse(text, source="The file")
+            except imports.ImportFileError as exc:
+                context["file_error"] = str(exc)
+            else:
+                if "apply" in request.POST:
+                    try:
+                        created, updated, unchanged = imports.apply(
+                            specs, user=request.user, via=AuditEvent.Via.CONSOLE
+                        )
+                    except imports.ImportFailed:
+                        pass  # the preview below shows why
+                    else:
+                        messages.success(
+                            request,
+                            f"Imported {len(specs)} job(s): {created} created, {updated} updated, {unchanged} unchanged.",
+                        )
+                        return _done(request, reverse("jobs:job_list"))
+                context["planned"] = imports.plan(specs, user=request.user)
+                context["counts"] = {
+                    action: sum(1 for p in context["planned"] if p.action == action)
+                    for action in ("create", "update", "unchanged", "invalid")
+                }
+    return render(request, "jobs/job_import.html", context)
+
+
 @login_required
 @require_POST
 @staff_required
 def job_bulk(request):
-    """Pause or resume the ticked jobs, then show the list as it was filtered."""
+    """Pause, resume, run or delete the ticked jobs, then show the list as it
+    was filtered. Nothing ticked is refused; a crashed job is never paused (a
+    pause would hide its crash): it is left crashed and the answer says so.
+    Delete first answers a confirmation naming the jobs; only a POST with
+    `confirm` deletes."""
     action = request.POST.get("action")
-    if action not in ("pause", "resume"):
-        messages.error(request, "Choose pause or resume.")
+    ids = [i for i in request.POST.getlist("ids") if i.isdigit()]
+    jobs = list(access.visible_jobs(request.user).filter(pk__in=ids).order_by("name")) if ids else []
+    if action not in BULK_ACTIONS:
+        messages.error(request, "Choose pause, resume, run or delete.")
+    elif not jobs:
+        verb = {"pause": "paused", "resume": "resumed", "run": "run", "delete": "deleted"}[action]
+        messages.error(request, f"Nothing was {verb}: tick the jobs to {action} first.")
+    elif action == "delete" and not request.POST.get("confirm"):
+        context = {**_job_list_context(request), "confirm_jobs": jobs}
+        if request.htmx:
+            return render(request, "jobs/job_list.html#bulk-delete-confirm", context)
+        return render(request, "jobs/job_bulk_delete.html", context)
     else:
-        ids = [i for i in request.POST.getlist("ids") if i.isdigit()]
-        jobs = list(access.visible_jobs(request.user).filter(pk__in=ids))
-        changed, refused = 0, []
-        for job in jobs:
-            try:
-                if action == "pause" and job.state != Job.State.PAUSED:
-                    services.pause_job(job=job, user=request.user)
-                    changed += 1
-                elif action == "resume" and job.state != Job.State.ENABLED:
-                    services.resume_job(job=job, user=request.user)
-                    changed += 1
-            except services.ServiceError as exc:
-                # Demo mode or an SQL job this user may not change: the rest go ahead.
-                refused.append(f"“{job.name}”: {exc}")
-        verb = "Paused" if action == "pause" else "Resumed"
-        messages.success(request, f"{verb} {changed} job{'s' if changed != 1 else ''}.")
-        for problem in refused:
-            messages.error(request, f"Not changed: {problem}")
+        _bulk_apply(request, action, jobs)
     if request.htmx:
         return render(request, "jobs/job_list.html#job-table", _job_list_context(request))
-    return redirect("jobs:job_list")
+    return redirect(f"{reverse('jobs:job_list')}?{request.GET.urlencode()}")
+
+
+def _names(jobs) -> str:
+    return ", ".join(f"“{job.name}”" for job in jobs)
+
+
+def _bulk_apply(request, action: str, jobs: list[Job]) -> None:
+    done, skipped, refused = [], [], []
+    for job in jobs:
+        try:
+            if action == "pause":
+                if job.state == Job.State.CRASHED:
+                    skipped.append(job)
+                elif job.state != Job.State.PAUSED:
+                    services.pause_job(job=job, user=request.user)
+                    done.append(job)
+            elif action == "resume":
+                if job.state != Job.State.ENABLED:
+                    services.resume_job(job=job, user=request.user)
+                    done.append(job)
+            elif action == "run":
+                _run, created = services.run_now(job=job, user=request.user)
+                (done if created else skipped).append(job)
+            else:
+                services.delete_job(job=job, user=request.user)
+                done.append(job)
+        except services.ServiceError as exc:
+            # Demo mode, an SQL job this user may not change, a built-in job
+            # that cannot be deleted: the rest go ahead.
+            refused.append((job, str(exc)))
+    verb = {"pause": "Paused", "resume": "Resumed", "run": "Queued a manual run of", "delete": "Deleted"}[
+        action
+    ]
+    text = f"{verb} {len(done)} job{'s' if len(done) != 1 else ''}."
+    if skipped and action == "pause":
+        them = "it" if len(skipped) == 1 else "them"
+        text += (
+            f" Left {len(skipped)} crashed job{'s' if len(skipped) != 1 else ''} crashed ({_names(skipped)}):"
+            f" re-enable or resume {them} to schedule {them} again."
+        )
+    elif skipped:
+        text += f" {_names(skipped)} already had a manual run queued or running."
+    (messages.warning if skipped else messages.success)(request, text)
+    reasons: dict[str, list[Job]] = {}
+    for job, reason in refused:
+        reasons.setdefault(reason, []).append(job)
+    for reason, refused_jobs in reasons.items():
+        messages.error(request, f"Not changed: {_names(refused_jobs)}: {reason}")
 
 
 # -- job form --------------------------------------------------------------------
@@ -234,6 +380,10 @@ FORM_LABELS = {
     "timeout_seconds": "Timeout (seconds)",
     "alert_threshold": "Alert after this many failed fires in a row",
     "alert_emails": "Alert emails",
+    "alert_channels": "Alert channels",
+    "alert_on": "Alert on",
+    "late_after_seconds": "Late after (seconds)",
+    "long_running_seconds": "Long running after (seconds)",
 }
 
 
@@ -263,12 +413,48 @@ PLACED_FIELDS = {
     "timeout_seconds",
     "alert_threshold",
     "alert_emails",
+    "alert_channels",
+    "alert_on",
+    "late_after_seconds",
+    "long_running_seconds",
 }
 
 
-def _form_context(form: JobForm, job: Job | None) -> dict:
+def _job_form(data=None, *, job: Job | None, user, initial=None) -> JobForm:
+    """The console's JobForm, its labels set before anything reads them: a
+    bound form caches each field's label when it validates, so labels set
+    later would show only on the blank form, not after a failed save."""
+    form = JobForm(data, instance=job, user=user, initial=initial)
     for name, label in FORM_LABELS.items():
         form.fields[name].label = label
+    form.fields["interval_seconds"].widget.attrs.update(
+        {"min": cron.MIN_INTERVAL_SECONDS, "data-min-code": cron.INTERVAL_TOO_SHORT}
+    )
+    form.fields["interval_seconds"].help_text = f"At least {cron.MIN_INTERVAL_SECONDS} seconds."
+    return form
+
+
+def _error_summary(form: JobForm) -> list[dict]:
+    """Each field's first error with a link to the field, for the summary above the form."""
+    out = []
+    for name, errors in form.errors.items():
+        if name == "__all__" or name not in form.fields:
+            continue
+        bound = form[name]
+        out.append({"id": bound.id_for_label, "label": bound.label, "message": errors[0]})
+    return out
+
+
+def _cron_error(form: JobForm) -> dict | None:
+    """The cron expression's coded error (47001…): the live preview shows it,
+    in place of the field's own copy, and drops it once the text is valid."""
+    for error in form.errors.as_data().get("cron_expression", []):
+        if str(error.code or "").isdigit():
+            return {"code": error.code, "message": error.messages[0]}
+    return None
+
+
+def _form_context(form: JobForm, job: Job | None) -> dict:
     kinds = Job.Kind.choices
     if not sql_enabled() and not (job and job.kind == Job.Kind.SQL):
         kinds = [choice for choice in kinds if choice[0] != Job.Kind.SQL]
@@ -280,9 +466,22 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
     form.fields["body"].widget.attrs.update({"rows": 3})
     form.fields["sql"].widget.attrs.update({"rows": 4})
     form.fields["alert_emails"].help_text = "Comma separated. Empty: the global alert emails (Settings)."
+    form.fields["alert_channels"].widget.attrs.update(
+        {"rows": 2, "placeholder": "json://hooks.example.com/path"}
+    )
+    form.fields["alert_on"].help_text = "None ticked: the kinds of alert in Settings."
+    form.fields["late_after_seconds"].help_text = "Empty: the default in Settings."
+    form.fields["long_running_seconds"].help_text = "Below the timeout. Empty: the default in Settings."
+    form.fields["alert_channels"].help_text = (
+        "Apprise URLs, one per line. Empty: the global alert channels (Settings). "
+        "Secrets are masked once saved; leave a masked line as it is to keep it."
+    )
     return {
         "form": form,
         "job": job,
+        "error_summary": _error_summary(form) if form.is_bound else [],
+        "error": _cron_error(form) if form.is_bound else None,
+        "handlers": registry.available(),
         "http_methods": HTTP_METHODS,
         "timezones": cron.known_zones(),
         "sql_enabled": sql_enabled(),
@@ -300,7 +499,7 @@ def _handler_properties(job: Job) -> dict:
 
 
 def _save_job_form(request, job: Job | None):
-    form = JobForm(request.POST, instance=job, user=request.user)
+    form = _job_form(request.POST, job=job, user=request.user)
     if form.is_valid():
         try:
             saved = services.save_job(
@@ -325,8 +524,38 @@ def _save_job_form(request, job: Job | None):
 def job_create(request):
     if request.method == "POST":
         return _save_job_form(request, None)
-    form = JobForm(user=request.user, initial={"cron_expression": "0 0 * * * *", "timezone": "UTC"})
+    form = _job_form(
+        job=None, user=request.user, initial={"cron_expression": "0 0 * * * *", "timezone": "UTC"}
+    )
     return render(request, "jobs/job_form.html", _form_context(form, None))
+
+
+def _clone_name(name: str) -> str:
+    """ "nightly (copy)", or "(copy 2)", … : a name no live job has."""
+    taken = set(Job.objects.live().filter(name__startswith=f"{name} (copy").values_list("name", flat=True))
+    candidate, n = f"{name} (copy)", 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{name} (copy {n})"
+    return candidate[: Job._meta.get_field("name").max_length]
+
+
+@login_required
+@staff_required
+def job_clone(request, job_id):
+    """The new-job form filled in from another job; saving creates a new job
+    (POST goes to job_create). It starts paused so it does not fire twice
+    what the original fires until someone looks at it."""
+    job = access.get_job_for_user(request.user, job_id)
+    initial = {name: getattr(job, name) for name in Job.EDITABLE_FIELDS}
+    initial.update(
+        name=_clone_name(job.name),
+        state=Job.State.PAUSED,
+        properties=_handler_properties(job),
+        **{name: (job.properties or {}).get(name, "") for name in (*HTTP_FIELDS, "sql")},
+    )
+    form = _job_form(job=None, user=request.user, initial=initial)
+    return render(request, "jobs/job_form.html", {**_form_context(form, None), "cloned_from": job})
 
 
 @login_required
@@ -335,7 +564,7 @@ def job_edit(request, job_id):
     job = access.get_job_for_user(request.user, job_id)
     if request.method == "POST":
         return _save_job_form(request, job)
-    form = JobForm(instance=job, user=request.user, initial={"properties": _handler_properties(job)})
+    form = _job_form(job=job, user=request.user, initial={"properties": _handler_properties(job)})
     return render(request, "jobs/job_form.html", _form_context(form, job))
 
 
@@ -358,11 +587,16 @@ def cron_preview(request):
         else:
             zone = cron.get_zone(zone_name)
             context["preview"] = preview
+            # Django's "T" format gives no abbreviation for an ambiguous local
+            # time (the repeated hour), exactly where it tells the two apart:
+            # the aware datetime's own tzname() knows which side of the fold.
             context["times"] = [
-                {"utc": utc, "local": utc.astimezone(zone), "dst": item.get("dst")}
+                {"utc": utc, "local": local, "abbr": local.tzname(), "dst": item.get("dst")}
                 for item in preview["times"]
                 for utc in [datetime.fromisoformat(item["utc"].replace("Z", "+00:00"))]
+                for local in [utc.astimezone(zone)]
             ]
+            context["zone_is_utc"] = cron.is_utc(zone)
     return render(request, "jobs/job_form.html#cron-preview", context)
 
 
@@ -429,6 +663,11 @@ def _history_context(job: Job, params) -> dict:
     filters = {k: v for k, v in (("status", status), ("trigger", trigger)) if v}
     live = _live_runs(job).exists()
     return {
+        "poll_version": _fingerprint(
+            live,
+            [(run.pk, run.status, run.finished_at) for run in page],
+            (job.version, job.state, job.next_fire_at, job.last_fire_at, job.consecutive_failures),
+        ),
         "runs": page,
         "status": status,
         "trigger": trigger,
@@ -436,6 +675,7 @@ def _history_context(job: Job, params) -> dict:
         "triggers": Run.Trigger.choices,
         "older_query": urlencode({**filters, "before": _cursor(page[-1])}) if older and page else "",
         "newer_query": urlencode({**filters, "after": _cursor(page[0])}) if newer and page else "",
+        "filter_query": urlencode(filters),
         "this_query": params.urlencode() if hasattr(params, "urlencode") else urlencode(params),
         "any_live": live,
     }
@@ -465,19 +705,23 @@ def _job_panels(job: Job) -> dict:
 @login_required
 def job_detail(request, job_id):
     job = access.get_job_for_user(request.user, job_id)
+    if request.htmx and request.htmx.target == "run-history":
+        # The history's filters and pages (their URL is this page's, pushed
+        # into the address bar): the same answer as job_runs.
+        return job_runs(request, job_id)
     context = {
         **_job_panels(job),
         "history": _history_context(job, request.GET),
         "audit_events": AuditEvent.objects.filter(job=job).order_by("-created_at", "-id")[:AUDIT_EVENTS],
     }
-    return _partial_or_page(request, "jobs/job_detail.html", "run-history", context)
+    return render(request, "jobs/job_detail.html", context)
 
 
 @login_required
 def job_runs(request, job_id):
-    """The run history alone (its filters, pages and live polling), with the
-    job's state, actions, summary and chart swapped out of band: a run that
-    finishes changes them too."""
+    """The run history alone (its live polling; its filters and pages come
+    through job_detail), with the job's state, crash banner, actions, summary
+    and chart swapped out of band: a run that finishes changes them too."""
     job = access.get_job_for_user(request.user, job_id)
     context = {**_job_panels(job), "history": _history_context(job, request.GET), "oob": True}
     return render(request, "jobs/job_detail.html#run-history", context)
@@ -550,6 +794,209 @@ def job_delete(request, job_id):
 
 # -- runs ------------------------------------------------------------------------------
 
+# ?since= on the all-runs page → how far back; "today" is since midnight UTC.
+MAX_LIVE_RUNS = 5000  # "running now" considers at most this many live runs
+RUN_WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7), "today": None}
+
+
+def _all_runs_context(request, *, now: datetime | None = None) -> dict:
+    """One page of runs across every job the user may see, newest first,
+    keyset-paginated like a job's history. ?status=live is "running now"."""
+    now = now or timezone.now()
+    params = request.GET
+    runs = (
+        access.visible_runs(request.user)
+        .select_related("job")
+        .only(
+            "id",
+            "job_id",
+            "job__name",
+            "job__timezone",
+            "handler",
+            "task_key",
+            "scheduled_at",
+            "started_at",
+            "finished_at",
+            "duration_ms",
+            "attempt",
+            "trigger",
+            "status",
+            "skip_reason",
+            "worker_id",
+        )
+        .annotate(error_head=Substr("error", 1, 200))
+    )
+    status = params.get("status", "")
+    if status == "live":
+        # The few live runs come from their partial index (run_live_idx);
+        # filtered inside the big ordered walk, SQLite would scan every run.
+        live_ids = list(Run.objects.filter(_LIVE).order_by().values_list("pk", flat=True)[:MAX_LIVE_RUNS])
+        runs = runs.filter(pk__in=live_ids)
+    elif status in Run.Status.values:
+        runs = runs.filter(status=status)
+    else:
+        status = ""
+    trigger = params.get("trigger", "")
+    if trigger in Run.Trigger.values:
+        runs = runs.filter(trigger=trigger)
+    else:
+        trigger = ""
+    job = None
+    if params.get("job", "").isdigit():
+        job = access.visible_jobs(request.user).filter(pk=int(params["job"])).only("id", "name").first()
+        runs = runs.filter(job_id=job.pk if job else -1)
+    since = params.get("since", "")
+    if since in RUN_WINDOWS:
+        start = RUN_WINDOWS[since]
+        runs = runs.filter(
+            scheduled_at__gte=now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+            if start is None
+            else now - start
+        )
+    else:
+        since = ""
+    before = _parse_cursor(params.get("before"))
+    if before:
+        runs = runs.older_than(*before)
+    page = list(runs.order_by("-scheduled_at", "-id")[: RUNS_PER_PAGE + 1])
+    older = len(page) > RUNS_PER_PAGE
+    page = page[:RUNS_PER_PAGE]
+    filters = {
+        k: v
+        for k, v in (
+            ("status", status),
+            ("trigger", trigger),
+            ("job", str(job.pk) if job else ""),
+            ("since", since),
+        )
+        if v
+    }
+    return {
+        "runs": page,
+        "status": status,
+        "trigger": trigger,
+        "since": since,
+        "filter_job": job,
+        "statuses": Run.Status.choices,
+        "triggers": Run.Trigger.choices,
+        "windows": [
+            ("1h", "Last hour"),
+            ("today", "Today (UTC)"),
+            ("24h", "Last 24 hours"),
+            ("7d", "Last 7 days"),
+        ],
+        "filter_query": urlencode(filters),
+        "this_query": params.urlencode(),
+        "older_query": urlencode({**filters, "before": _cursor(page[-1])}) if older and page else "",
+        "deeper": before is not None,
+        "poll_version": _fingerprint([(run.pk, run.status, run.finished_at) for run in page]),
+    }
+
+
+DASHBOARD_ATTENTION = 20  # crashed and failing jobs listed, worst first
+DASHBOARD_RUNNING = 20
+
+
+def dashboard_figures(user, *, now: datetime) -> dict:
+    """What the dashboard shows, also GET /api/dashboard: jobs by state, the
+    last 24 hours' runs by status and their success rate, the jobs that need
+    attention (crashed, then failing), what is running now."""
+    from django.db.models import Case, Count, When
+
+    jobs = access.visible_jobs(user)
+    by_state = dict(jobs.order_by().values_list("state").annotate(n=Count("id")))
+    since = now - timedelta(hours=24)
+    runs = access.visible_runs(user).filter(scheduled_at__gte=since, scheduled_at__lte=now)
+    by_status = dict(runs.order_by().values_list("status").annotate(n=Count("id")))
+    succeeded = by_status.get(Run.Status.SUCCEEDED, 0)
+    failed = sum(
+        by_status.get(s, 0) for s in (Run.Status.FAILED, Run.Status.TIMED_OUT, Run.Status.INTERRUPTED)
+    )
+    attention = list(
+        jobs.filter(Q(state=Job.State.CRASHED) | Q(consecutive_failures__gt=0))
+        .order_by(Case(When(state=Job.State.CRASHED, then=0), default=1), "-consecutive_failures", "name")
+        .only("id", "name", "state", "consecutive_failures", "last_fire_at", "last_status", "last_error")[
+            :DASHBOARD_ATTENTION
+        ]
+    )
+    live_ids = list(Run.objects.filter(_LIVE).order_by().values_list("pk", flat=True)[:MAX_LIVE_RUNS])
+    running = list(
+        access.visible_runs(user)
+        .filter(pk__in=live_ids)
+        .select_related("job")
+        .only("id", "status", "scheduled_at", "started_at", "trigger", "job__name", "handler", "task_key")
+        .order_by("-scheduled_at", "-id")[:DASHBOARD_RUNNING]
+    )
+    return {
+        "jobs_by_state": {state: by_state.get(state, 0) for state in Job.State.values},
+        "runs_24h_by_status": {status: by_status.get(status, 0) for status in Run.Status.values},
+        "success_rate_24h": round(100 * succeeded / (succeeded + failed), 1) if succeeded + failed else None,
+        "attention": attention,
+        "running": running,
+        "running_count": len(live_ids),
+    }
+
+
+def _status_bars(counts: dict) -> list[dict]:
+    """The 24 hours' runs by status as horizontal bars (percent of the largest)."""
+    top = max(counts.values(), default=0) or 1
+    return [
+        {
+            "status": status,
+            "label": label,
+            "count": counts[status],
+            "width": round(100 * counts[status] / top, 1),
+        }
+        for status, label in Run.Status.choices
+        if counts[status]
+    ]
+
+
+@login_required
+def dashboard(request):
+    figures = dashboard_figures(request.user, now=timezone.now())
+    context = {
+        **figures,
+        "state_tiles": [(v, label, figures["jobs_by_state"][v]) for v, label in Job.State.choices],
+        "bars": _status_bars(figures["runs_24h_by_status"]),
+        "poll_version": _fingerprint(
+            figures["jobs_by_state"],
+            figures["runs_24h_by_status"],
+            [(j.pk, j.state, j.consecutive_failures) for j in figures["attention"]],
+            [(r.pk, r.status) for r in figures["running"]],
+        ),
+    }
+    return _partial_or_page(request, "jobs/dashboard.html", "dashboard-body", context)
+
+
+@login_required
+def upcoming(request):
+    """Every fire of the next 24 hours (or 7 days) across jobs, in time order."""
+    from jobs import upcoming as fires
+
+    now = timezone.now()
+    window = request.GET.get("window", "24h")
+    if window not in fires.WINDOWS:
+        window = "24h"
+    after = fires.parse_cursor(request.GET.get("after"))
+    page, more = fires.upcoming_fires(
+        access.visible_jobs(request.user), start=now, end=now + fires.WINDOWS[window], after=after
+    )
+    context = {
+        "fires": page,
+        "window": window,
+        "windows": [("24h", "Next 24 hours"), ("7d", "Next 7 days")],
+        "later_query": urlencode({"window": window, "after": fires.cursor_of(page[-1])}) if more else "",
+        "deeper": after is not None,
+    }
+    return _partial_or_page(request, "jobs/upcoming.html", "upcoming-list", context)
+
+
+@login_required
+def run_list(request):
+    """All runs across jobs: "running now", "failed today", by job, trigger, time."""
+    return _partial_or_page(request, "jobs/run_list.html", "run-list", _all_runs_context(request))
+
 
 def _get_run_for_user(user, run_id) -> Run:
     run = get_object_or_404(Run.objects.select_related("job"), pk=run_id)
@@ -564,7 +1011,46 @@ def _get_run_for_user(user, run_id) -> Run:
 @login_required
 def run_detail(request, run_id):
     run = _get_run_for_user(request.user, run_id)
-    return _partial_or_page(request, "jobs/run_detail.html", "run-viewer", {"run": run, "job": run.job})
+    context = {"run": run, "job": run.job, "retryable": Run.RETRYABLE}
+    return _partial_or_page(request, "jobs/run_detail.html", "run-viewer", context)
+
+
+@login_required
+@require_POST
+@staff_required
+def run_retry(request, run_id):
+    """Run a failed (or timed out, interrupted, cancelled) run's job again,
+    now, as a manual run; the audit trail names the run it retries."""
+    run = _get_run_for_user(request.user, run_id)
+    if run.job_id is None or run.status not in Run.RETRYABLE:
+        messages.error(
+            request,
+            f"Run {run.pk} is {run.get_status_display().lower()}: only a failed run of a job can be retried.",
+        )
+        return _done(request, reverse("jobs:run_detail", args=[run.pk]))
+    try:
+        new, created = services.run_now(job=run.job, user=request.user, retry_of=run)
+    except services.ServiceError as exc:
+        messages.error(request, str(exc))
+    else:
+        if created:
+            messages.success(request, f"Queued run {new.pk} of “{run.job.name}”, a retry of run {run.pk}.")
+        else:
+            messages.info(
+                request, f"A manual run of “{run.job.name}” is already {new.status} (run {new.pk})."
+            )
+    return _done(request, reverse("jobs:job_detail", args=[run.job_id]))
+
+
+@login_required
+def run_log(request, run_id):
+    """A run's whole log as a text file (the page shows it too, but a file
+    is what a person greps or attaches to a ticket)."""
+    run = _get_run_for_user(request.user, run_id)
+    response = HttpResponse(run.log or "", content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.log"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 @login_required
@@ -605,7 +1091,7 @@ def settings_page(request):
             field.disabled = True
     from jobs.handlers.sql import role_warnings
 
-    context = {"form": form, "sql_role_warnings": role_warnings()}
+    context = {"form": form, "sql_role_warnings": role_warnings(), "channels": channel_rows()}
     return _partial_or_page(request, "jobs/settings.html", "settings-form", context)
 
 
@@ -618,6 +1104,13 @@ def _message_context(request) -> dict:
 @login_required
 def message_list(request):
     return _partial_or_page(request, "jobs/messages.html", "message-list", _message_context(request))
+
+
+@login_required
+def unread_count(request):
+    """The top bar's Messages link with its unread badge; every page polls it."""
+    unread = Message.objects.filter(user=request.user, read_at__isnull=True).count()
+    return render(request, "jobs/_unread_count.html", {"unread": unread})
 
 
 @login_required
@@ -636,23 +1129,43 @@ def message_read(request, message_id=None):
     return redirect("jobs:messages")
 
 
+NEW_TOKEN_SESSION_KEY = "cronboard_new_token"
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def profile(request):
-    """The user's API tokens: create one (its secret is shown on this answer
-    only, never again) or revoke one."""
-    new_secret = None
+    """The user's API tokens: create one or revoke one. Both POSTs redirect
+    (a reload never creates a second token); a new token's secret rides in
+    the session to the next page load, is shown there once and dropped."""
     if request.method == "POST":
         if "revoke" in request.POST:
             if tokens.revoke_token(user=request.user, token_id=request.POST["revoke"]):
                 messages.success(request, "Token revoked: programs using it are now refused.")
+            else:
+                messages.error(request, "No such active token: nothing was revoked.")
             return redirect("jobs:profile")
-        _token, new_secret = tokens.create_token(user=request.user, name=request.POST.get("name", ""))
+        token, secret = tokens.create_token(user=request.user, name=request.POST.get("name", ""))
+        request.session[NEW_TOKEN_SESSION_KEY] = {"id": token.pk, "secret": secret}
+        return redirect("jobs:profile")
+    new_token = request.session.pop(NEW_TOKEN_SESSION_KEY, None)
     return render(
         request,
         "jobs/profile.html",
-        {"api_tokens": request.user.api_tokens.all(), "new_secret": new_secret},
+        {
+            "api_tokens": request.user.api_tokens.all(),
+            "new_secret": new_token["secret"] if new_token else None,
+            "new_token_id": new_token["id"] if new_token else None,
+        },
     )
+
+
+def favicon(request):
+    """/favicon.ico, which browsers ask for whatever the page links."""
+    with open(finders.find("jobs/favicon.ico"), "rb") as icon:
+        response = HttpResponse(icon.read(), content_type="image/x-icon")
+    response["Cache-Control"] = "public, max-age=86400"
+    return response
 
 
 @login_required

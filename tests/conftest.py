@@ -9,6 +9,7 @@ pytest_plugins = [
     "tests.fixtures.browser",
     "tests.fixtures.smtp",
     "tests.fixtures.api",
+    "tests.fixtures.webhook",
 ]
 
 
@@ -22,6 +23,11 @@ def pytest_configure(config):
         "django.contrib.auth.hashers.MD5PasswordHasher",
         *settings.PASSWORD_HASHERS,
     ]
+    # Without SECRET_KEY or var/secret_key (a fresh clone) the settings draw a
+    # key for this process; the test session is one process, and nothing it
+    # encrypts outlives it, so that key serves as a real one here.
+    if settings.SECRET_KEY_SOURCE == "process":
+        settings.SECRET_KEY_SOURCE = "test session"
 
 
 @pytest.fixture(autouse=True)
@@ -31,3 +37,13 @@ def _plain_static_storage(settings):
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+
+
+@pytest.fixture(autouse=True)
+def _fresh_setting_cache():
+    # jobs.config caches a few settings per process; every test starts from its own database.
+    from jobs import config
+
+    config._CACHE.clear()
+    yield
+    config._CACHE.clear()

@@ -143,6 +143,13 @@ def test_unknown_zone_is_warned_about(staff_client, make_job):
 # -- history ------------------------------------------------------------------------------
 
 
+def pager_query(html: str, label: str) -> str:
+    """The query of the history's "Older →" / "← Newer" link (the section's
+    own polling URL carries a cursor too, when it shows a deeper page)."""
+    link = re.search(r'<a class="button small" href="[^"]*(\?[^"]+)"[^>]*>[←\s]*' + label, html)
+    return link.group(1).replace("&amp;", "&")
+
+
 def test_history_pages_newest_first_with_keyset_cursors(staff_client, make_job):
     job = make_job()
     runs = add_runs(job, 60)
@@ -151,12 +158,12 @@ def test_history_pages_newest_first_with_keyset_cursors(staff_client, make_job):
     first = history(staff_client, job)
     assert run_ids(first) == ids[:25]
     assert "Newer" not in first
-    older = re.search(r'hx-get="[^"]*(\?before=[^"]+)"', first).group(1).replace("&amp;", "&")
+    older = pager_query(first, "Older")
 
     second = history(staff_client, job, older)
     assert run_ids(second) == ids[25:50]
-    newer = re.search(r'hx-get="[^"]*(\?after=[^"]+)"', second).group(1).replace("&amp;", "&")
-    older = re.search(r'hx-get="[^"]*(\?before=[^"]+)"', second).group(1).replace("&amp;", "&")
+    newer = pager_query(second, "Newer")
+    older = pager_query(second, "Older")
 
     assert run_ids(history(staff_client, job, older)) == ids[50:]
     assert "Older" not in history(staff_client, job, older)
@@ -170,7 +177,7 @@ def test_history_breaks_ties_on_id(staff_client, make_job):
         for _ in range(30)
     ]
     first = history(staff_client, job)
-    older = re.search(r'(\?before=[^"]+)"', first).group(1).replace("&amp;", "&")
+    older = pager_query(first, "Older")
     seen = run_ids(first) + run_ids(history(staff_client, job, older))
     assert seen == sorted((r.pk for r in same_time), reverse=True)
 
@@ -235,17 +242,27 @@ def test_deep_history_page_costs_what_the_first_does(staff_client, make_job):
         assert "TEMP B-TREE" not in plan.upper(), plan
 
 
-def test_history_polls_only_while_something_runs(staff_client, make_job):
+def test_history_polls_fast_while_something_runs_and_slowly_otherwise(staff_client, make_job):
     job = make_job()
     add_runs(job, 2)
-    assert 'hx-trigger="every 2s"' not in history(staff_client, job)
+    idle = history(staff_client, job)
+    # Always polling (a short run that starts and ends between two looks still
+    # shows up), every 5 s backing off to 30 s while nothing changes…
+    assert 'hx-trigger="poll"' in idle and 'data-poll-min="5" data-poll-max="30"' in idle
+    assert 'data-live="no"' in idle
     running = Run.objects.create(
         job=job, scheduled_at=timezone.now(), trigger=Run.Trigger.MANUAL, status=Run.Status.RUNNING
     )
     polling = history(staff_client, job)
-    assert 'hx-trigger="every 2s"' in polling and "live" in polling
+    # …and every 2 s while a run is live.
+    assert 'data-poll-min="2" data-poll-max="2"' in polling and 'data-live="yes"' in polling
     Run.objects.filter(pk=running.pk).update(status=Run.Status.SUCCEEDED)
-    assert 'hx-trigger="every 2s"' not in history(staff_client, job)
+    done = history(staff_client, job)
+    assert 'data-live="no"' in done
+    # What the page shows changed: the version console.js compares changed too.
+    version = re.compile(r'data-poll-version="([0-9a-f]+)"')
+    assert len({version.search(page).group(1) for page in (idle, polling, done)}) == 3
+    assert version.search(done).group(1) == version.search(history(staff_client, job)).group(1)
 
 
 def test_detail_page_answers_htmx_history_target_with_the_partial(staff_client, make_job):

@@ -62,7 +62,7 @@ def test_unread_count_in_the_header(viewer_client, viewer_user, superuser):
     Message.objects.create(user=viewer_user, subject="old", read_at=timezone.now())
     Message.objects.create(user=superuser, subject="not yours")
     html = viewer_client.get(reverse("jobs:job_list")).content.decode()
-    assert '<span class="count" title="1 unread">1</span>' in html
+    assert '<span class="count" title="1 unread">1<span class="visually-hidden"> unread</span></span>' in html
 
 
 def test_messages_page_lists_only_mine_escaped(viewer_client, viewer_user, superuser):

@@ -122,3 +122,15 @@ def test_a_sqlite_database_in_a_missing_folder_is_reported(tmp_path):
     missing.parent.mkdir()
     assert sqlite_folder_errors(database) == []
     assert sqlite_folder_errors({**database, "NAME": ":memory:"}) == []
+
+
+def test_alert_channels_are_not_encrypted_with_a_key_of_this_process_only(settings):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from jobs import channels
+
+    settings.SECRET_KEY_SOURCE = "process"
+    with pytest.raises(ImproperlyConfigured, match="manage.py bootstrap"):
+        channels.encrypt("json://hooks.example.com/x")
+    settings.SECRET_KEY_SOURCE = "file"
+    assert channels.decrypt(channels.encrypt("json://hooks.example.com/x")) == "json://hooks.example.com/x"

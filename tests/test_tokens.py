@@ -13,10 +13,11 @@ from tests.fixtures.api import ApiClient
 
 
 def create_on_profile(client, name="deploy"):
+    """POST, then the GET it redirects to (the one page that shows the secret)."""
     response = client.post("/profile/", {"name": name})
-    assert response.status_code == 200
-    html = response.content.decode()
-    match = re.search(r"<code>(cb_[A-Za-z0-9_-]+)</code>", html)
+    assert response.status_code == 302 and response.url == "/profile/"
+    html = client.get(response.url).content.decode()
+    match = re.search(r"<code[^>]*>(cb_[A-Za-z0-9_-]+)</code>", html)
     assert match, html
     return match.group(1), html
 

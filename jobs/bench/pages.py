@@ -4,7 +4,7 @@ and `--runs` runs (a tenth of them on one job, so its history has a page
 ms and the number of SQL queries the page made.
 
 Written against the console's URL names (jobs:job_list, job_detail,
-job_runs, run_detail, cron_preview).
+job_runs, run_detail, run_list, cron_preview).
 """
 
 import logging
@@ -132,6 +132,13 @@ def pages(ids: dict) -> list[tuple[str, str]]:
             )
         out += [
             ("run log viewer (256 KB log)", reverse("jobs:run_detail", args=[ids["big_run"]])),
+            ("all runs", reverse("jobs:run_list")),
+            ("all runs, running now", reverse("jobs:run_list") + "?status=live"),
+            ("all runs, failed today", reverse("jobs:run_list") + "?status=failed&since=today"),
+            ("all runs of one job", reverse("jobs:run_list") + f"?job={ids['light']}"),
+            ("dashboard", reverse("jobs:dashboard")),
+            ("upcoming, next 24 hours", reverse("jobs:upcoming")),
+            ("upcoming, next 7 days", reverse("jobs:upcoming") + "?window=7d"),
             (
                 "cron preview",
                 reverse("jobs:cron_preview") + "?cron_expression=0+0+9+%3F+*+5%233&timezone=Europe%2FBerlin",

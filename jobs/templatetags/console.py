@@ -1,11 +1,11 @@
 """Small display helpers for the console templates."""
 
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django import template
 from django.utils import timezone
-from django.utils.html import escape
+from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 
 from jobs import access
@@ -104,3 +104,38 @@ def status_label(status: str) -> str:
         return Run.Status(status).label
     except ValueError:
         return status
+
+
+# http(s) URLs only (never javascript: or data:), up to whitespace or a
+# character that cannot be in one unescaped; trailing punctuation is the
+# sentence's, not the link's.
+_URL = re.compile(r"\bhttps?://[^\s<>\"'`]+", re.IGNORECASE)
+_TRAILING = ".,;:!?)]}’”"
+
+
+@register.filter
+def linkify(text) -> str:
+    """Message text (an alert's body, a flash message) with its http(s) links
+    made clickable. Everything else is escaped: the text may quote a job's
+    name, its error or its output."""
+    text = str(text or "")
+    out, last = [], 0
+    for match in _URL.finditer(text):
+        url = match.group(0).rstrip(_TRAILING)
+        end = match.start() + len(url)
+        out.append(str(escape(text[last : match.start()])))
+        out.append(f'<a href="{escape(url)}" rel="noopener noreferrer">{escape(url)}</a>')
+        last = end
+    out.append(str(escape(text[last:])))
+    return mark_safe("".join(out))
+
+
+@register.filter
+def relative_time(when: datetime | None) -> str:
+    """`relative` in a <time data-relative> element, which console.js keeps
+    counting (the same wording) between refreshes of the page part around it."""
+    if when is None:
+        return ""
+    return format_html(
+        '<time datetime="{}" data-relative>{}</time>', when.astimezone(UTC).isoformat(), relative(when)
+    )

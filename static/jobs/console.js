@@ -1,6 +1,8 @@
 // Cronboard console: small progressive enhancements. Every page works
 // without this file; with it, the job form shows only the fields that apply
-// and the property bag gets a key/value editor.
+// (and the chosen handler's help), the property bag gets a key/value editor,
+// live parts of pages refresh themselves, ticks in the job list survive its
+// redraws, and failed saves put the error summary in front of the reader.
 (function () {
   "use strict";
 
@@ -15,13 +17,57 @@
     if (!form) return;
     const kind = form.querySelector("[name=kind]");
     const schedule = form.querySelector("[name=schedule_type]");
+    const handler = form.querySelector("select[name=handler]");
     const update = function () {
       if (kind) showMatching(form, "data-kind", kind.value);
       if (schedule) showMatching(form, "data-schedule", schedule.value);
+      if (handler) showMatching(form, "data-handler-help", handler.value);
     };
     if (kind) kind.addEventListener("change", update);
     if (schedule) schedule.addEventListener("change", update);
+    if (handler) handler.addEventListener("change", update);
     update();
+    initIntervalCheck(form);
+  }
+
+  // The interval box says at once when it is below the floor the server
+  // enforces (its min attribute comes from jobs.cron.MIN_INTERVAL_SECONDS).
+  function initIntervalCheck(form) {
+    const input = form.querySelector("input[name=interval_seconds]");
+    if (!input) return;
+    const min = Number(input.getAttribute("min") || 0);
+    const check = function () {
+      const field = input.closest(".field");
+      let hint = field.querySelector(".live-error");
+      const text = input.value.trim();
+      let message = "";
+      if (text !== "" && !/^\d+$/.test(text)) message = "Enter a whole number of seconds.";
+      else if (text !== "" && Number(text) < min) message = "The interval must be at least " + min + " seconds.";
+      if (!message) {
+        if (hint) hint.remove();
+        input.removeAttribute("aria-invalid");
+        return;
+      }
+      if (!hint) {
+        hint = document.createElement("p");
+        hint.className = "error live-error";
+        hint.id = "interval-live-error";
+        field.append(hint);
+      }
+      const code = input.dataset.minCode;
+      hint.replaceChildren();
+      if (code && Number(text) < min) {
+        const badge = document.createElement("code");
+        badge.className = "code";
+        badge.textContent = code;
+        hint.append(badge, " ");
+      }
+      hint.append(message);
+      input.setAttribute("aria-invalid", "true");
+      input.setAttribute("aria-describedby", hint.id);
+    };
+    input.addEventListener("input", check);
+    check();
   }
 
   // The property bag: a JSON object in a textarea (what the server reads),
@@ -96,13 +142,241 @@
     });
   }
 
+  // Ticked job ids, kept across every redraw of the table (a search, a
+  // refresh) until a bulk action is sent with them.
+  const ticked = new Set();
+
   function initCheckAll(root) {
     root.querySelectorAll("[data-check-all]").forEach(function (box) {
       box.addEventListener("change", function () {
         const form = box.closest("form");
         form.querySelectorAll("input[name=" + box.dataset.checkAll + "]").forEach(function (other) {
           other.checked = box.checked;
+          if (box.checked) ticked.add(other.value);
+          else ticked.delete(other.value);
         });
+      });
+    });
+    const boxes = root.querySelectorAll("#bulk-form input[name=ids], input[form=bulk-form][name=ids]");
+    boxes.forEach(function (box) {
+      if (ticked.has(box.value)) box.checked = true;
+    });
+  }
+
+  document.addEventListener("change", function (event) {
+    const box = event.target;
+    if (box.matches && box.matches("#bulk-form input[name=ids]")) {
+      if (box.checked) ticked.add(box.value);
+      else ticked.delete(box.value);
+    }
+  });
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if (event.detail.elt && event.detail.elt.id === "bulk-form") ticked.clear();
+  });
+
+  // -- live parts of pages ------------------------------------------------
+  // An element with data-poll asks for itself again (its hx-get, on the
+  // "poll" event) every data-poll-min seconds. While it comes back with the
+  // same data-poll-version the wait grows by half, up to data-poll-max.
+  // Nothing is asked while the tab is hidden; showing it refreshes at once.
+  const polls = {};
+
+  function notePoll(el) {
+    if (!el.id) return;
+    const min = Number(el.dataset.pollMin) || 5;
+    const max = Math.max(min, Number(el.dataset.pollMax) || min);
+    const version = el.dataset.pollVersion || "";
+    const old = polls[el.id];
+    let wait = min;
+    if (old && old.polled && old.version === version) wait = Math.min(max, old.wait * 1.5);
+    polls[el.id] = { wait: wait, due: Date.now() + wait * 1000, version: version, polled: false, inflight: false };
+  }
+
+  function pollNow() {
+    if (document.visibilityState !== "visible" || !window.htmx) return;
+    const now = Date.now();
+    document.querySelectorAll("[data-poll]").forEach(function (el) {
+      if (!polls[el.id]) notePoll(el);
+      const state = polls[el.id];
+      if (!state || state.inflight || now < state.due) return;
+      state.inflight = true;
+      state.polled = true;
+      state.due = now + state.wait * 1000;
+      window.htmx.trigger(el, "poll");
+    });
+  }
+
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    const elt = event.detail.elt;
+    if (elt && elt.hasAttribute && elt.hasAttribute("data-poll") && document.visibilityState !== "visible") {
+      event.preventDefault();
+      if (polls[elt.id]) polls[elt.id].inflight = false;
+    }
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    const elt = event.detail.elt;
+    // Still on the page: the answer was not swapped in (an error), try again later.
+    if (elt && elt.id && polls[elt.id] && document.contains(elt) && polls[elt.id].inflight) {
+      polls[elt.id].inflight = false;
+    }
+  });
+  document.addEventListener("visibilitychange", function () {
+    if (document.visibilityState !== "visible") return;
+    Object.keys(polls).forEach(function (id) {
+      polls[id].due = 0;
+    });
+    pollNow();
+  });
+
+  // "in 23 s" / "5 min ago", worded as jobs.templatetags.console.relative.
+  function relativeText(when, now) {
+    const delta = (when - now) / 1000;
+    const seconds = Math.abs(delta);
+    let text;
+    if (seconds < 60) text = Math.floor(seconds) + " s";
+    else if (seconds < 3600) text = Math.floor(seconds / 60) + " min";
+    else if (seconds < 86400 * 2) text = Math.floor(seconds / 3600) + " h";
+    else text = Math.floor(seconds / 86400) + " days";
+    return delta >= 0 ? "in " + text : text + " ago";
+  }
+
+  function updateRelativeTimes() {
+    const now = Date.now();
+    document.querySelectorAll("time[data-relative]").forEach(function (el) {
+      const when = Date.parse(el.getAttribute("datetime"));
+      if (isNaN(when)) return;
+      const text = relativeText(when, now);
+      if (text === el.textContent) return;
+      const passed = el.textContent.indexOf("in ") === 0 && when <= now;
+      el.textContent = text;
+      // A fire time just passed: the part around it will have news soon.
+      const live = passed && el.closest("[data-poll]");
+      if (live && polls[live.id]) polls[live.id].due = Math.min(polls[live.id].due, now + 2000);
+    });
+  }
+
+  setInterval(function () {
+    updateRelativeTimes();
+    pollNow();
+  }, 1000);
+
+  // -- the top bar on a phone -----------------------------------------------
+  function initNavToggle() {
+    const button = document.querySelector(".nav-toggle");
+    if (!button || button.dataset.ready) return;
+    button.dataset.ready = "1";
+    const menu = document.getElementById(button.getAttribute("aria-controls"));
+    document.documentElement.classList.add("has-nav-toggle");
+    button.hidden = false;
+    const set = function (open) {
+      button.setAttribute("aria-expanded", String(open));
+      menu.classList.toggle("open", open);
+    };
+    button.addEventListener("click", function () {
+      set(button.getAttribute("aria-expanded") !== "true");
+    });
+    document.addEventListener("keydown", function (event) {
+      if (event.key === "Escape" && button.getAttribute("aria-expanded") === "true") {
+        set(false);
+        button.focus();
+      }
+    });
+  }
+
+  // -- forms after a failed save ------------------------------------------------
+  function focusErrorSummary(root) {
+    const summary = root.id === "form-errors" ? root : root.querySelector && root.querySelector("#form-errors");
+    if (!summary) return;
+    summary.scrollIntoView({ block: "start" });
+    summary.focus({ preventScroll: true });
+  }
+
+  // Editing a field marked with an error takes its mark away: the next save
+  // says again if it is still wrong. (The cron expression's mark follows its
+  // live preview instead, below.)
+  function clearFieldError(event) {
+    const field = event.target.closest && event.target.closest(".field.has-error");
+    if (!field || field.id === "field-cron_expression") return;
+    field.classList.remove("has-error");
+    field.querySelectorAll(".error:not(.live-error)").forEach(function (error) {
+      error.remove();
+    });
+    field.querySelectorAll("[aria-invalid]").forEach(function (input) {
+      if (!field.querySelector(".live-error")) input.removeAttribute("aria-invalid");
+    });
+  }
+  document.addEventListener("input", clearFieldError);
+  document.addEventListener("change", clearFieldError);
+
+  function syncCronField(root) {
+    const preview = root.id === "cron-preview" ? root : root.querySelector && root.querySelector("#cron-preview");
+    const field = document.getElementById("field-cron_expression");
+    if (!preview || !field) return;
+    const invalid = !!preview.querySelector("#cron-error");
+    const settled = invalid || !!preview.querySelector("#cron-description");
+    if (!settled) return; // still the placeholder: leave the server's verdict
+    field.classList.toggle("has-error", invalid);
+    const input = field.querySelector("input");
+    if (invalid) input.setAttribute("aria-invalid", "true");
+    else input.removeAttribute("aria-invalid");
+  }
+
+  // -- the run viewer -------------------------------------------------------------
+  let openingViewer = false;
+  let tailLog = true;
+  document.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("[data-opens-viewer]")) openingViewer = true;
+  });
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    const target = event.detail.target;
+    if (!target || target.id !== "run-viewer") return;
+    const log = target.querySelector("#run-log");
+    // Follow the log while its reader is at its end (or it has not started).
+    tailLog = !log || log.scrollHeight - log.scrollTop - log.clientHeight < 24;
+  });
+
+  function initRunViewer(root) {
+    const viewer = root.id === "run-viewer" ? root : root.querySelector && root.querySelector("#run-viewer");
+    if (!viewer) return;
+    const log = viewer.querySelector("#run-log");
+    if (log && viewer.hasAttribute("data-poll") && tailLog) log.scrollTop = log.scrollHeight;
+    if (openingViewer && viewer.children.length) {
+      openingViewer = false;
+      tailLog = true;
+      viewer.scrollIntoView({ block: "start" });
+      const title = viewer.querySelector("#run-viewer-title");
+      if (title) title.focus({ preventScroll: true });
+    }
+  }
+
+  // -- copy buttons ---------------------------------------------------------------
+  function initCopy(root) {
+    root.querySelectorAll("[data-copy]").forEach(function (button) {
+      if (button.dataset.ready) return;
+      button.dataset.ready = "1";
+      button.hidden = false;
+      const status = button.parentElement.querySelector("[data-copy-status]");
+      button.addEventListener("click", function () {
+        const source = document.querySelector(button.dataset.copy);
+        const text = source ? source.textContent : "";
+        const done = function (message) {
+          if (status) status.textContent = message;
+        };
+        const selectIt = function () {
+          const range = document.createRange();
+          range.selectNodeContents(source);
+          const selection = window.getSelection();
+          selection.removeAllRanges();
+          selection.addRange(range);
+          done("Selected: press Ctrl+C (⌘C) to copy.");
+        };
+        if (navigator.clipboard && navigator.clipboard.writeText) {
+          navigator.clipboard.writeText(text).then(function () {
+            done("Copied.");
+          }, selectIt);
+        } else {
+          selectIt();
+        }
       });
     });
   }
@@ -138,6 +412,20 @@
     initToggles(root);
     initPropertyBag(root);
     initCheckAll(root);
+    initNavToggle();
+    initCopy(root);
+    initRunViewer(root);
+    syncCronField(root);
+    focusErrorSummary(root);
+    // A part that asks something (bulk delete's confirmation) takes the focus.
+    const ask = root.matches && root.matches("[data-autofocus]") ? root : root.querySelector && root.querySelector("[data-autofocus]");
+    if (ask) {
+      ask.scrollIntoView({ block: "start" });
+      ask.focus({ preventScroll: true });
+    }
+    if (root.hasAttribute && root.hasAttribute("data-poll")) notePoll(root);
+    if (root.querySelectorAll) root.querySelectorAll("[data-poll]").forEach(notePoll);
+    updateRelativeTimes();
   }
 
   if (window.htmx) {

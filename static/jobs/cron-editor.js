@@ -11,7 +11,13 @@
     { key: "hour", label: "Hour", min: 0, max: 23 },
     { key: "dom", label: "Day of month", min: 1, max: 31 },
     { key: "month", label: "Month", min: 1, max: 12, hint: "1-12 or JAN-DEC" },
-    { key: "dow", label: "Day of week", min: 0, max: 7, hint: "0-7 (0 and 7 are Sunday) or SUN-SAT" },
+    {
+      key: "dow",
+      label: "Day of week",
+      min: 0,
+      max: 7,
+      hint: "0 or 7 = Sunday, 1 = Monday … 6 = Saturday, or SUN-SAT. Not Quartz's numbering (1 = Sunday there): Quartz's 1L is SUNL here.",
+    },
   ];
 
   const ALIASES = {
@@ -27,6 +33,7 @@
   // mode → [label, [[part, label, placeholder], …]]
   const MODES = {
     every: ["Every", []],
+    any: ["No specific value (?)", []],
     range: ["Range", [["from", "from", ""], ["to", "to", ""]]],
     step: ["Step", [["start", "starting at", "*"], ["end", "up to", "(end)"], ["every", "every", ""]]],
     specific: ["Specific", [["values", "values", "e.g. 1,15,30"]]],
@@ -39,8 +46,22 @@
     custom: ["Custom", [["text", "token", ""]]],
   };
 
+  const DAY_NAMES = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
+  const DAY_ABBR = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
+
+  // A day-of-week value ("1", "mon") → its name, or "" when it is not one.
+  function dayName(value) {
+    const text = String(value || "").trim().toUpperCase();
+    if (/^\d+$/.test(text)) return Number(text) <= 7 ? DAY_NAMES[Number(text)] : "";
+    const index = DAY_ABBR.indexOf(text);
+    return index >= 0 ? DAY_NAMES[index] : "";
+  }
+
   function modesFor(field) {
-    const modes = ["every", "range", "step", "specific"];
+    const modes = ["every"];
+    // "?" (no specific value) belongs to the two day fields, as error 47003 says.
+    if (field.key === "dom" || field.key === "dow") modes.push("any");
+    modes.push("range", "step", "specific");
     if (field.key === "dom") modes.push("last", "lastOffset", "nearest", "lastWeekday");
     if (field.key === "dow") modes.push("nth", "lastOf");
     modes.push("custom");
@@ -52,6 +73,7 @@
   // One field's token → {mode, parts}.
   function parseToken(token, field) {
     let m;
+    if (token === "?" && (field.key === "dom" || field.key === "dow")) return { mode: "any", parts: {} };
     if (token === "*" || token === "?") return { mode: "every", parts: {} };
     if ((m = token.match(new RegExp("^(\\*|\\?|" + VALUE.slice(1, -1) + ")(?:-" + VALUE + ")?/(\\d+)$")))) {
       return { mode: "step", parts: { start: m[1] === "*" || m[1] === "?" ? "" : m[1], end: m[2] || "", every: m[3] } };
@@ -81,6 +103,8 @@
     switch (state.mode) {
       case "every":
         return "*";
+      case "any":
+        return "?";
       case "range":
         return v("from", field.min) + "-" + v("to", field.max);
       case "step":
@@ -139,7 +163,8 @@
       const parts = document.createElement("span");
       parts.className = "cron-parts";
       const hint = document.createElement("small");
-      hint.className = "muted";
+      hint.className = "muted cron-hint";
+      hint.id = "cron-hint-" + field.key;
       hint.textContent = field.hint || field.min + "-" + field.max;
       row.append(label, parts, hint);
       container.append(row);
@@ -160,7 +185,21 @@
         input.placeholder = spec[2];
         input.value = entry.state.parts[spec[0]] || "";
         input.setAttribute("aria-label", entry.field.label + " " + spec[1]);
+        input.setAttribute("aria-describedby", "cron-hint-" + entry.field.key);
         label.append(input);
+        // A weekday typed as a number says which day it is (1 is Monday here).
+        if (entry.field.key === "dow" && spec[0] === "day") {
+          const echo = document.createElement("output");
+          echo.className = "day-name";
+          echo.dataset.dayFor = spec[0];
+          const show = function () {
+            const name = dayName(input.value);
+            echo.textContent = name ? "= " + name : "";
+          };
+          input.addEventListener("input", show);
+          show();
+          label.append(" ", echo);
+        }
         entry.parts.append(label);
       });
     }
@@ -226,7 +265,13 @@
     readRaw();
   }
 
-  window.CronEditor = { parseToken: parseToken, buildToken: buildToken, splitExpression: splitExpression, FIELDS: FIELDS };
+  window.CronEditor = {
+    parseToken: parseToken,
+    buildToken: buildToken,
+    splitExpression: splitExpression,
+    dayName: dayName,
+    FIELDS: FIELDS,
+  };
 
   if (window.htmx) {
     window.htmx.onLoad(init);

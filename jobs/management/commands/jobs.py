@@ -18,19 +18,12 @@ import sys
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
 
-from jobs import jsontext, services
-from jobs.forms import JobForm
+from jobs import imports, services
 from jobs.models import AuditEvent, Job
-from jobs.serializers import RUN_FIELDS, job_to_spec, run_to_dict, spec_errors, spec_to_form_data
+from jobs.serializers import RUN_FIELDS, job_to_spec, run_to_dict
 
 CLI = AuditEvent.Via.CLI
-
-
-class ImportFailed(Exception):
-    def __init__(self, errors):
-        self.errors = errors
 
 
 class Command(BaseCommand):
@@ -42,6 +35,11 @@ class Command(BaseCommand):
         p.add_argument("file")
         p = sub.add_parser("export", help="Print jobs as JSON (all live jobs, or the named ones).")
         p.add_argument("names", nargs="*")
+        p.add_argument(
+            "--with-secrets",
+            action="store_true",
+            help="Write alert channel URLs in full (they are masked otherwise).",
+        )
         sub.add_parser("list", help="One line per live job.")
         p = sub.add_parser("runs", help="A job's runs, newest scheduled first.")
         p.add_argument("name")
@@ -60,11 +58,16 @@ class Command(BaseCommand):
     # -- import / export --------------------------------------------------------
 
     def do_import(self, file, **_):
-        specs = self._read_specs(file)
         try:
-            with transaction.atomic():
-                created, updated, unchanged = self._upsert(specs)
-        except ImportFailed as failed:
+            text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"cannot read {file}: {exc.strerror}") from None
+        try:
+            specs = imports.parse(text, source=file)
+            created, updated, unchanged = imports.apply(specs, via=CLI)
+        except imports.ImportFileError as exc:
+            raise CommandError(str(exc)) from None
+        except imports.ImportFailed as failed:
             for error in failed.errors:
                 self.stderr.write(
                     f"error {error['code']}: job {error['job']!r}, field {error['field'] or '-'}: {error['message']}"
@@ -74,80 +77,18 @@ class Command(BaseCommand):
             f"imported {len(specs)} job(s): {created} created, {updated} updated, {unchanged} unchanged"
         )
 
-    def _read_specs(self, file):
-        try:
-            text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise CommandError(f"cannot read {file}: {exc.strerror}") from None
-        try:
-            json.loads(text)  # for the line and column of a syntax error
-            specs = jsontext.loads(text)  # duplicate keys, NaN, nesting beyond the stack
-        except json.JSONDecodeError as exc:
-            raise CommandError(
-                f"{file} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-            ) from None
-        except (jsontext.JsonTextError, RecursionError) as exc:
-            raise CommandError(
-                f"{file} is not valid JSON: {getattr(exc, 'message', 'nested too deeply')}"
-            ) from None
-        if isinstance(specs, dict):
-            specs = [specs]
-        if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
-            raise CommandError(f"{file} must hold a JSON list of job objects.")
-        names = [s.get("name") for s in specs]
-        dupes = sorted({str(n) for n in names if names.count(n) > 1})
-        if dupes:
-            raise CommandError(
-                f"{file} names these jobs more than once: {', '.join(dupes)}; nothing was saved."
-            )
-        return specs
-
-    def _upsert(self, specs):
-        errors, created, updated, unchanged = [], 0, 0, 0
-        for index, spec in enumerate(specs):
-            label = spec.get("name") or f"#{index + 1}"
-            # The JSON's own problems (unknown keys, wrong types), as the API reports them.
-            shape = spec_errors(spec)
-            errors.extend({"job": label, **e} for e in shape)
-            instance = (
-                Job.objects.live().filter(name=spec.get("name")).first()
-                if isinstance(spec.get("name"), str)
-                else None
-            )
-            if (
-                instance is not None
-                and instance.state == Job.State.CRASHED
-                and spec.get("state") == "enabled"
-            ):
-                # An export writes a crashed job as enabled (crashed is kept,
-                # never set): importing it back leaves it crashed; `jobs
-                # resume` re-enables it.
-                spec = {**spec, "state": Job.State.CRASHED}
-            form = JobForm(data=spec_to_form_data(spec, instance=instance), instance=instance, user=None)
-            if not form.is_valid():
-                errors.extend({"job": label, **e} for e in form.error_list())
-                continue
-            if shape:
-                continue
-            _job, changed = services.save_job_if_changed(job=form.save(commit=False), via=CLI)
-            if instance is None:
-                created += 1
-            elif changed:
-                updated += 1
-            else:
-                unchanged += 1
-        if errors:
-            raise ImportFailed(errors)
-        return created, updated, unchanged
-
-    def do_export(self, names, **_):
+    def do_export(self, names, with_secrets=False, **_):
         jobs = Job.objects.live().order_by("name")
         if names:
             jobs = jobs.filter(name__in=names)
             missing = sorted(set(names) - set(jobs.values_list("name", flat=True)))
             if missing:
                 raise CommandError(f"no such job: {', '.join(missing)}")
-        self.stdout.write(json.dumps([job_to_spec(j) for j in jobs], indent=2, ensure_ascii=False))
+        self.stdout.write(
+            json.dumps(
+                [job_to_spec(j, with_secrets=with_secrets) for j in jobs], indent=2, ensure_ascii=False
+            )
+        )
 
     # -- reading ------------------------------------------------------------------
 

@@ -1,0 +1,399 @@
+"""Alert channels: Apprise URLs (Slack, Teams, Discord, Telegram, DingTalk,
+Feishu, WeCom, ntfy, a JSON webhook …) that alerts are sent to besides email.
+
+One place for what a channel URL may be and how it is kept:
+
+- Parsed by Apprise itself (`Apprise.instantiate`), so a URL that Apprise
+  cannot send to is refused when it is saved, not when the first crash comes.
+  `mailto://` is refused: email goes through the alert emails (SMTP, with
+  the outbox's Message-ID and partial-refusal handling).
+- Encrypted at rest: each URL is stored as a Fernet token under a key derived
+  by HKDF-SHA256 from SECRET_KEY (SECRET_KEY_FALLBACKS still decrypt, so a
+  rotated key does not lose the channels).
+- Never shown back in full: `mask()` keeps the scheme, the host of a webhook
+  and the first characters of each other part. Saving a masked URL back
+  unchanged keeps the stored URL (`clean_channels`).
+- Webhook targets pass the HTTP jobs' fence (jobs.fence) when saved and again
+  before every send (`check_fence`).
+"""
+
+import base64
+import hashlib
+import hmac
+import ipaddress
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured, ValidationError
+
+from jobs import fence
+
+log = logging.getLogger("cronboard.alerts")
+
+MAX_CHANNELS = 20
+MAX_URL_CHARS = 2000
+MASK = "****"
+# Generic webhooks: the host is whatever server the operator names.
+WEBHOOK_SCHEMAS = {"json", "jsons", "form", "forms", "xml", "xmls"}
+# Services Apprise reaches at their own fixed address: the URL's "host" is a
+# token (slack://T…/B…/…), not where it connects. Every other schema is
+# fenced on its host; one whose host does not resolve is refused (closed).
+FIXED_ENDPOINT_SCHEMAS = {
+    "slack",
+    "tgram",
+    "discord",
+    "dingtalk",
+    "feishu",
+    "lark",
+    "wecombot",
+    "msteams",
+    "pover",
+}
+# Options that say how to send, not where or with which secret: shown as is.
+PLAIN_OPTIONS = {"method", "format", "mode", "priority", "image", "footer", "blocks", "redirect", "verify"}
+REFUSED_SCHEMAS = {"mailto", "mailtos"}
+_HTTP_CODE_RE = re.compile(r"error=(\d{3})\b")
+_URL_RE = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+
+
+class _MaskURLs(logging.Filter):
+    """Apprise logs URLs it cannot parse, in full: mask every URL in its
+    records, so a secret typed into a bad channel URL never reaches a log."""
+
+    def filter(self, record):
+        text = record.getMessage()
+        masked = _URL_RE.sub(lambda m: mask(m.group(0)), text)
+        if masked != text:
+            record.msg, record.args = masked, ()
+        return True
+
+
+logging.getLogger("apprise").addFilter(_MaskURLs())
+
+
+# -- encryption ------------------------------------------------------------------
+
+
+def _fernet_for(secret: str) -> Fernet:
+    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"cronboard alert channels v1").derive(
+        secret.encode()
+    )
+    return Fernet(base64.urlsafe_b64encode(key))
+
+
+@lru_cache(maxsize=4)
+def _fernet(secret: str, fallbacks: tuple[str, ...]) -> MultiFernet:
+    return MultiFernet([_fernet_for(secret), *(_fernet_for(old) for old in fallbacks)])
+
+
+def _keys() -> MultiFernet:
+    return _fernet(settings.SECRET_KEY, tuple(getattr(settings, "SECRET_KEY_FALLBACKS", ()) or ()))
+
+
+def encrypt(url: str) -> str:
+    if settings.SECRET_KEY_SOURCE == "process":
+        # A key drawn for this process only (config/settings.py): the URL
+        # would be stored where no other process could ever read it.
+        raise ImproperlyConfigured(
+            "No SECRET_KEY: alert channels are encrypted with it, so it must be one every process shares. "
+            "Set SECRET_KEY, or run `python manage.py bootstrap` once, which writes "
+            f"{settings.SECRET_KEY_FILE}."
+        )
+    return _keys().encrypt(url.encode()).decode()
+
+
+def decrypt(token: str) -> str | None:
+    """The URL, or None when the token is not ours (another SECRET_KEY)."""
+    try:
+        return _keys().decrypt(str(token).encode()).decode()
+    except (InvalidToken, ValueError, TypeError):
+        return None
+
+
+def reveal(stored: str) -> str | None:
+    """The URL a stored entry stands for: a token decrypted; a plain URL
+    written to the database by hand (not through a form, the API or an
+    import, which always encrypt) is taken as it is, and encrypted the next
+    time the job is saved. None for a token this SECRET_KEY cannot read."""
+    url = decrypt(stored)
+    if url is not None:
+        return url
+    text = str(stored)
+    if "://" in text and not text.startswith("gAAAAA"):  # every Fernet token starts so
+        return text
+    return None
+
+
+def channel_key(url: str) -> str:
+    """Identifies a channel without revealing it (the storm grouping and the
+    one-delivery-per-alert-and-channel constraint use it)."""
+    return hmac.new(settings.SECRET_KEY.encode(), url.encode(), hashlib.sha256).hexdigest()
+
+
+# -- masking -----------------------------------------------------------------------
+
+
+def _hint(text: str) -> str:
+    return text if len(text) <= 3 else text[:2] + MASK
+
+
+def _looks_like_host(host: str) -> bool:
+    if host == "localhost" or "." in host:
+        return True
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return True
+    except ValueError:
+        return False
+
+
+def mask(url: str) -> str:
+    """The URL with its secrets replaced: the password and query values, and
+    all but the first characters of the user name, path segments and (for a
+    service whose "host" is a token) the host."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return MASK
+    schema = parts.scheme.lower()
+    host = parts.hostname or ""
+    shown_host = host if schema in WEBHOOK_SCHEMAS or _looks_like_host(host) else _hint(host)
+    if ":" in shown_host:
+        shown_host = f"[{shown_host}]"
+    netloc = shown_host + (f":{port}" if port else "")
+    if parts.username is not None:
+        netloc = (
+            f"{quote(_hint(unquote(parts.username)), safe='*')}"
+            + (":" + MASK if parts.password else "")
+            + "@"
+            + netloc
+        )
+    path = "/".join(_hint(unquote(segment)) for segment in parts.path.split("/"))
+    query = [
+        (name, value if name.lower() in PLAIN_OPTIONS else MASK)
+        for name, value in parse_qsl(parts.query, keep_blank_values=True)
+    ]
+    text = f"{schema}://{netloc}{path}"
+    if query:
+        text += "?" + urlencode(query, safe="*")
+    return text
+
+
+def masked_list(tokens) -> list[str]:
+    return [mask(url) for url in plain_list(tokens)]
+
+
+def plain_list(tokens) -> list[str]:
+    """The stored tokens decrypted; one that no longer decrypts is dropped
+    (and logged) rather than allowed to break an alert."""
+    urls = []
+    for token in tokens if isinstance(tokens, (list, tuple)) else []:
+        url = reveal(token)
+        if url is None:
+            log.error("an alert channel could not be decrypted (was SECRET_KEY changed?); skipped")
+            continue
+        urls.append(url)
+    return urls
+
+
+# -- validation --------------------------------------------------------------------
+
+
+def _apprise():
+    import apprise
+
+    return apprise
+
+
+def instantiate(url: str):
+    """The Apprise plugin for `url`, set up to send with a bounded timeout and
+    without following redirects; ValidationError if Apprise cannot use it."""
+    apprise = _apprise()
+    asset = apprise.AppriseAsset(http_redirects=False)
+    plugin = apprise.Apprise.instantiate(url, asset=asset, suppress_exceptions=True)
+    if plugin is None:
+        raise ValidationError(
+            f"“{mask(url)}” is not a channel URL Apprise can send to (see its list of services).",
+            code="invalid_channel",
+        )
+    plugin.redirects = False
+    timeout = float(settings.ALERT_CHANNEL_TIMEOUT)
+    plugin.socket_connect_timeout = timeout
+    plugin.socket_read_timeout = timeout
+    return plugin
+
+
+def fence_url(url: str, plugin=None) -> str | None:
+    """The http(s) URL whose host the fence must pass, or None for a service
+    reached at its own fixed address (hooks.slack.com, api.telegram.org …)."""
+    plugin = plugin or instantiate(url)
+    schema = urlsplit(url).scheme.lower()
+    host = str(getattr(plugin, "host", "") or "")
+    if not host or schema in FIXED_ENDPOINT_SCHEMAS:
+        return None
+    if schema in ("ntfy", "ntfys") and getattr(plugin, "mode", "") == "cloud":
+        return None  # ntfy://topic: the public ntfy.sh
+    scheme = "https" if getattr(plugin, "secure", False) else "http"
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    port = getattr(plugin, "port", None)
+    return f"{scheme}://{host}" + (f":{port}" if isinstance(port, int) else "") + "/"
+
+
+def check_fence(url: str, plugin=None, *, resolver=None) -> None:
+    """Raise fence.FenceError when the channel's target is fenced off."""
+    target = fence_url(url, plugin)
+    if target is not None:
+        fence.check_url(target, resolver=resolver)
+
+
+def validate(url: str) -> str:
+    """One channel URL as typed; returns it stripped or raises ValidationError."""
+    url = url.strip()
+    if not url:
+        raise ValidationError("A channel URL is empty.", code="invalid_channel")
+    if len(url) > MAX_URL_CHARS:
+        raise ValidationError(
+            f"A channel URL is longer than {MAX_URL_CHARS} characters.", code="invalid_channel"
+        )
+    if any(ord(c) < 32 for c in url):
+        raise ValidationError("A channel URL contains control characters.", code="invalid_channel")
+    if MASK in url:
+        raise ValidationError(
+            f"“{url}” is masked: the secret it stood for is not stored here. Enter the full URL "
+            "(or export with --with-secrets to carry channels to another installation).",
+            code="masked_channel",
+        )
+    schema = urlsplit(url).scheme.lower() if "://" in url else ""
+    if not schema:
+        raise ValidationError(
+            f"“{mask(url)}” is not a URL (it needs a scheme such as json://).", code="invalid_channel"
+        )
+    if schema in REFUSED_SCHEMAS:
+        raise ValidationError(
+            "Email goes through the alert emails, not a mailto:// channel.", code="invalid_channel"
+        )
+    plugin = instantiate(url)
+    try:
+        check_fence(url, plugin)
+    except fence.FenceError as exc:
+        raise ValidationError(
+            f"“{mask(url)}”: the target is fenced off: {exc.reason}", code="fenced_channel"
+        ) from None
+    return url
+
+
+def _as_items(value) -> list:
+    if value in (None, ""):
+        return []
+    if isinstance(value, str):
+        return [line for line in value.replace("\r", "\n").split("\n") if line.strip()]
+    if isinstance(value, (list, tuple)):
+        if not all(isinstance(item, str) for item in value):
+            raise ValidationError("Give channels as a list of URLs.", code="invalid_channel")
+        return list(value)
+    raise ValidationError("Give channels as a list of URLs.", code="invalid_channel")
+
+
+def clean_channels(value, stored=()) -> list[str]:
+    """Channel URLs as typed (a list, or text with one per line) → the stored
+    tokens. An item equal to the mask of a stored channel keeps that channel
+    (its secret unchanged); a stored token (as read back from the database)
+    is kept; anything else is validated and encrypted. Raises
+    ValidationError naming the bad URL; duplicates are dropped."""
+    items = _as_items(value)
+    if len(items) > MAX_CHANNELS:
+        raise ValidationError(f"A job can have at most {MAX_CHANNELS} channels.", code="too_many")
+    stored_pairs = [
+        (token if decrypt(token) is not None else encrypt(url), url)
+        for token in (stored or [])
+        if (url := reveal(token)) is not None
+    ]
+    used: set[int] = set()
+    tokens, seen = [], set()
+    for position, item in enumerate(items):
+        item = item.strip()
+        if not item:
+            continue
+        match = None
+        if (known := decrypt(item)) is not None:
+            match = (item, known)
+        else:
+            candidates = [
+                i for i, (_t, url) in enumerate(stored_pairs) if i not in used and mask(url) == item
+            ]
+            if candidates:
+                index = position if position in candidates else candidates[0]
+                used.add(index)
+                match = stored_pairs[index]
+        if match is None:
+            url = validate(item)
+            match = (encrypt(url), url)
+        if match[1] in seen:
+            continue
+        seen.add(match[1])
+        tokens.append(match[0])
+    return tokens
+
+
+# -- sending -----------------------------------------------------------------------
+
+
+@dataclass
+class SendResult:
+    ok: bool
+    permanent: bool = False
+    reply: str = ""
+
+
+class _ThreadLogs(logging.Handler):
+    """Apprise reports why a send failed only in its log: keep this thread's."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.thread = threading.get_ident()
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        if record.thread == self.thread and record.levelno >= logging.WARNING:
+            self.lines.append(record.getMessage())
+
+
+def send(url: str, *, title: str, body: str) -> SendResult:
+    """Send one message now through Apprise, after the fence check. Blocks up
+    to about twice ALERT_CHANNEL_TIMEOUT. A 4xx answer (but 408/429), a URL
+    Apprise refuses or a fenced-off target is permanent; the rest is worth
+    another try."""
+    try:
+        plugin = instantiate(url)
+    except ValidationError as exc:
+        return SendResult(False, True, " ".join(exc.messages))
+    try:
+        check_fence(url, plugin)
+    except fence.FenceError as exc:
+        transient = exc.reason.startswith("could not resolve")
+        return SendResult(False, not transient, f"blocked by the fence: {exc.reason}")
+    handler = _ThreadLogs()
+    apprise_log = logging.getLogger("apprise")  # its level: settings.LOGGING (WARNING)
+    apprise_log.addHandler(handler)
+    try:
+        ok = bool(plugin.notify(body=body, title=title))
+    except Exception as exc:  # a plugin bug must not kill the sender thread
+        return SendResult(False, False, f"{type(exc).__name__}: {exc}"[:2000])
+    finally:
+        apprise_log.removeHandler(handler)
+    if ok:
+        return SendResult(True)
+    reply = " ".join(handler.lines)[:2000] or "the service did not accept the message"
+    codes = [int(c) for c in _HTTP_CODE_RE.findall(reply)]
+    permanent = bool(codes) and all(400 <= c < 500 and c not in (408, 425, 429) for c in codes)
+    return SendResult(False, permanent, reply)

@@ -1,0 +1,116 @@
+"""Jobs as code: reading a `jobs import` file and upserting its jobs by
+name, all or nothing. `manage.py jobs import` and the console's import page
+(with its preview of what would change) both go through here, so a file is
+read and validated the same way by both; JobForm decides what is valid."""
+
+import json
+from dataclasses import dataclass, field
+
+from django.db import transaction
+
+from jobs import audit, jsontext, services
+from jobs.forms import JobForm
+from jobs.models import AuditEvent, Job
+from jobs.serializers import spec_errors, spec_to_form_data
+
+
+class ImportFileError(ValueError):
+    """The file is not a list of job objects (bad JSON, names twice, …)."""
+
+
+class ImportFailed(Exception):
+    """Some jobs are invalid: [{job, code, message, field}]; nothing was saved."""
+
+    def __init__(self, errors):
+        super().__init__(f"{len(errors)} error(s)")
+        self.errors = errors
+
+
+def parse(text: str, *, source: str = "the file") -> list[dict]:
+    """The job specs in a file's text; ImportFileError says what is wrong."""
+    try:
+        json.loads(text)  # for the line and column of a syntax error
+        specs = jsontext.loads(text)  # duplicate keys, NaN, nesting beyond the stack
+    except json.JSONDecodeError as exc:
+        raise ImportFileError(
+            f"{source} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
+    except (jsontext.JsonTextError, RecursionError) as exc:
+        raise ImportFileError(
+            f"{source} is not valid JSON: {getattr(exc, 'message', 'nested too deeply')}"
+        ) from None
+    if isinstance(specs, dict):
+        specs = [specs]
+    if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
+        raise ImportFileError(f"{source} must hold a JSON list of job objects.")
+    names = [s.get("name") for s in specs]
+    dupes = sorted({str(n) for n in names if names.count(n) > 1})
+    if dupes:
+        raise ImportFileError(
+            f"{source} names these jobs more than once: {', '.join(dupes)}; nothing was saved."
+        )
+    return specs
+
+
+@dataclass
+class Planned:
+    """What importing one spec would do."""
+
+    name: str
+    action: str  # "create" | "update" | "unchanged" | "invalid"
+    changes: dict = field(default_factory=dict)  # {field: [stored, imported]}
+    errors: list = field(default_factory=list)
+    form: JobForm | None = None
+
+
+def plan(specs: list[dict], *, user=None) -> list[Planned]:
+    """Validate every spec against what is stored, changing nothing."""
+    out = []
+    for index, spec in enumerate(specs):
+        label = (
+            spec.get("name") if isinstance(spec.get("name"), str) and spec.get("name") else f"#{index + 1}"
+        )
+        # The JSON's own problems (unknown keys, wrong types), as the API reports them.
+        errors = [{"job": label, **e} for e in spec_errors(spec)]
+        instance = (
+            Job.objects.live().filter(name=spec.get("name")).first()
+            if isinstance(spec.get("name"), str)
+            else None
+        )
+        # Before the form: validating copies the new values onto the instance.
+        before = audit.snapshot(instance) if instance is not None else None
+        if instance is not None and instance.state == Job.State.CRASHED and spec.get("state") == "enabled":
+            # An export writes a crashed job as enabled (crashed is kept,
+            # never set): importing it back leaves it crashed; `jobs resume`
+            # (or Re-enable in the console) re-enables it.
+            spec = {**spec, "state": Job.State.CRASHED}
+        form = JobForm(data=spec_to_form_data(spec, instance=instance), instance=instance, user=user)
+        if not form.is_valid():
+            errors.extend({"job": label, **e} for e in form.error_list())
+        if errors:
+            out.append(Planned(label, "invalid", errors=errors))
+            continue
+        changes = audit.diff(before, audit.snapshot(form.save(commit=False)))
+        action = "create" if instance is None else "update" if changes else "unchanged"
+        out.append(Planned(label, action, changes=changes, form=form))
+    return out
+
+
+def apply(specs: list[dict], *, user=None, via: str = AuditEvent.Via.CLI) -> tuple[int, int, int]:
+    """Upsert every spec or none: ImportFailed lists the problems. Returns
+    (created, updated, unchanged); an unchanged job is not written at all."""
+    created = updated = unchanged = 0
+    with transaction.atomic():
+        planned = plan(specs, user=user)
+        errors = [e for p in planned for e in p.errors]
+        if errors:
+            raise ImportFailed(errors)
+        for item in planned:
+            _job, changed = services.save_job_if_changed(job=item.form.save(commit=False), user=user, via=via)
+            if item.action == "create":
+                created += 1
+            elif changed:
+                updated += 1
+            else:
+                unchanged += 1
+    return created, updated, unchanged

@@ -1,0 +1,724 @@
+"""Issue 15 in a real headless Chromium (Debian's, via Playwright): every
+page at desktop (1360×900) and phone (390×844) width under axe-core, bulk
+actions after a search, live refreshes, failed saves, the cron editor.
+
+axe-core comes from the PyPI package axe-playwright-python (pinned in
+requirements-dev.txt), which ships axe.min.js; it is evaluated into the page
+through Playwright, so no CDN and no change to the Content-Security-Policy."""
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from jobs.models import Alert, Job, Message, Run
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+DESKTOP = {"width": 1360, "height": 900}
+PHONE = {"width": 390, "height": 844}
+# Polls start at 5 s and back off; a refresh is awaited this long.
+LIVE_TIMEOUT = 20_000
+
+
+@pytest.fixture
+def staff(db):
+    return get_user_model().objects.create_user("ada", "ada@example.com", "pw-ada-123", is_staff=True)
+
+
+def make_job(**fields) -> Job:
+    from tests.factories import make_job as build
+
+    return build(**fields)
+
+
+@pytest.fixture
+def open_page(browser, live_server):
+    """open_page(viewport) → a signed-out page at that size; all closed at the end."""
+    contexts = []
+
+    def _open(viewport=DESKTOP, **options):
+        context = browser.new_context(base_url=live_server.url, viewport=viewport, **options)
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(10_000)
+        page.js_errors = []
+        page.on("pageerror", lambda exc: page.js_errors.append(str(exc)))
+        return page
+
+    yield _open
+    for context in contexts:
+        context.close()
+
+
+def sign_in(page, username="ada", password="pw-ada-123"):
+    page.goto("/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_selector("h1:has-text('Jobs')")
+    return page
+
+
+def serious_violations(page) -> list[str]:
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page).response
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']} — "
+        + "; ".join(", ".join(node["target"]) for node in v["nodes"][:5])
+        for v in results["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+def save_screenshot(page, name: str, *, full_page: bool = True) -> None:
+    """Like the `screenshot` fixture, for pages of other sizes (docs/screenshots
+    with CRONBOARD_SCREENSHOTS=docs, see docs/development.md)."""
+    from tests.fixtures.browser import SCREENSHOTS
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=full_page)
+
+
+def fits_width(page) -> tuple[int, int]:
+    return page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+
+
+def seed_console(staff_user):
+    """A bit of everything, so every badge colour and table is on some page."""
+    now = timezone.now()
+    billing = make_job(
+        name="billing-sync",
+        description="Pushes invoices to the ledger",
+        namespace="finance",
+        cron_expression="0 */15 * * * *",
+        timezone="Europe/Berlin",
+        next_fire_at=now + timedelta(minutes=7),
+        last_status="succeeded",
+        last_duration_ms=1840,
+        last_fire_at=now - timedelta(minutes=8),
+        properties={"region": "eu-west", "endpoint": "https://ledger.example/api/v2/invoices/push"},
+    )
+    make_job(
+        name="cache-warmer",
+        kind=Job.Kind.HTTP,
+        handler="",
+        properties={"url": "https://example.com/warm"},
+        schedule_type=Job.ScheduleType.INTERVAL,
+        cron_expression="",
+        interval_seconds=300,
+        state=Job.State.PAUSED,
+        last_status="cancelled",
+        last_fire_at=now - timedelta(days=2),
+    )
+    crashed = make_job(
+        name="import-orders",
+        description="Pulls orders from the shop",
+        state=Job.State.CRASHED,
+        consecutive_failures=3,
+        last_status="timed_out",
+        last_error="timed out after 600 s",
+        last_fire_at=now - timedelta(hours=3),
+    )
+    statuses = [
+        "succeeded",
+        "failed",
+        "skipped",
+        "cancelled",
+        "timed_out",
+        "interrupted",
+        "queued",
+        "running",
+    ]
+    runs = [
+        Run.objects.create(
+            job=billing,
+            scheduled_at=now - timedelta(minutes=10 * (len(statuses) - i)),
+            started_at=now - timedelta(minutes=10 * (len(statuses) - i)),
+            finished_at=None
+            if status in ("queued", "running")
+            else now - timedelta(minutes=10 * (len(statuses) - i) - 1),
+            duration_ms=None if status in ("queued", "running", "skipped") else 1200 + i,
+            trigger="schedule",
+            status=status,
+            worker_id="node-1",
+            skip_reason="overlap" if status == "skipped" else "",
+            error="boom" if status == "failed" else "",
+            log="line 1\nline 2\n",
+        )
+        for i, status in enumerate(statuses)
+    ]
+    for i, status in enumerate(["sent", "pending", "failed", "undeliverable"]):
+        Alert.objects.create(
+            job=crashed,
+            kind="crash",
+            status=status,
+            recipients=["ops@example.com"] if status != "undeliverable" else [],
+            subject="import-orders crashed",
+            body_text="x",
+            body_html="x",
+            message_id=f"<alert-{i}@cronboard>",
+            next_attempt_at=now if status == "pending" else None,
+            sent_at=now if status == "sent" else None,
+            last_error="550 refused" if status == "failed" else "",
+        )
+    Message.objects.create(
+        user=staff_user,
+        job=crashed,
+        subject="“import-orders” crashed",
+        body=f"Re-enable it on the job page: http://testserver/jobs/{crashed.pk}/",
+    )
+    from jobs import tokens
+
+    tokens.create_token(user=staff_user, name="deploy script")
+    return billing, crashed, runs
+
+
+def console_urls(billing, runs) -> list[str]:
+    return [
+        "/",
+        "/jobs/new/",
+        f"/jobs/{billing.pk}/",
+        f"/jobs/{billing.pk}/edit/",
+        f"/jobs/{billing.pk}/clone/",
+        f"/jobs/{billing.pk}/delete/",
+        f"/runs/{runs[1].pk}/",
+        "/runs/",
+        "/runs/?status=failed&since=today",
+        "/upcoming/",
+        "/upcoming/?window=7d",
+        "/jobs/",
+        "/jobs/import/",
+        "/settings/",
+        "/messages/",
+        "/alerts/",
+        "/cluster/",
+        "/profile/",
+        "/jobs/999999/",  # the 404 page
+    ]
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_every_page_passes_axe_and_fits_the_width(open_page, staff, viewport):
+    billing, _crashed, runs = seed_console(staff)
+    page = open_page(viewport)
+    page.goto("/login/")
+    assert serious_violations(page) == [], "/login/"
+    assert fits_width(page)[0] <= viewport["width"], "/login/"
+    sign_in(page)
+    problems = {}
+    for url in console_urls(billing, runs):
+        page.goto(url)
+        page.wait_for_load_state("networkidle")
+        found = serious_violations(page)
+        scroll_width, inner_width = fits_width(page)
+        if scroll_width > inner_width:
+            found.append(f"page is {scroll_width} px wide in a {inner_width} px window")
+        if url.endswith(("/new/", "/edit/")):
+            # Every field stays inside the form's card.
+            sticking_out = page.evaluate(
+                """() => { const card = document.getElementById("job-form").getBoundingClientRect();
+                   return [...document.querySelectorAll("#job-form input, #job-form select, #job-form textarea")]
+                     .filter(el => el.offsetParent && el.getBoundingClientRect().right > card.right + 0.5)
+                     .map(el => el.name || el.dataset.part || el.tagName); }"""
+            )
+            if sticking_out:
+                found.append(f"fields wider than the card: {sticking_out}")
+        if found:
+            problems[url] = found
+        shots = {
+            "/jobs/": "phone-job-list",
+            "/jobs/new/": "phone-job-form",
+            f"/jobs/{billing.pk}/": "phone-job-page",
+        }
+        desktop_shots = {"/": "dashboard", "/runs/": "all-runs", "/upcoming/": "upcoming"}
+        if viewport is PHONE and url in shots:
+            save_screenshot(page, shots[url])
+        elif viewport is DESKTOP and url in desktop_shots:
+            save_screenshot(page, desktop_shots[url])
+    assert problems == {}
+    assert page.js_errors == []
+
+
+def test_phone_top_bar_spans_the_width_and_the_menu_folds(open_page, staff):
+    page = sign_in(open_page(PHONE))
+    bar = page.locator("header.topbar")
+    box = bar.bounding_box()
+    assert box["x"] == 0 and box["width"] == PHONE["width"]
+    toggle = page.locator("button.nav-toggle")
+    expect(toggle).to_be_visible()
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    expect(page.locator("#topbar-menu")).to_be_hidden()
+    toggle.click()
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    menu = page.locator("#topbar-menu")
+    expect(menu).to_be_visible()
+    # Everything in the menu sits on the dark bar, inside the window.
+    for name in ("Jobs", "Alerts", "Cluster", "Settings", "Messages", "ada", "Sign out"):
+        item = menu.get_by_text(name, exact=True).first
+        expect(item).to_be_visible()
+        item_box = item.bounding_box()
+        bar_box = bar.bounding_box()
+        assert (
+            bar_box["y"] <= item_box["y"]
+            and item_box["y"] + item_box["height"] <= bar_box["y"] + bar_box["height"]
+        )
+        assert item_box["x"] + item_box["width"] <= PHONE["width"]
+    save_screenshot(page, "phone-menu", full_page=False)
+    page.keyboard.press("Escape")
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    expect(toggle).to_be_focused()
+    # At desktop width there is no button: the links are simply there.
+    page.set_viewport_size(DESKTOP)
+    expect(toggle).to_be_hidden()
+    expect(page.locator("#topbar-menu")).to_be_visible()
+
+
+# -- 1. bulk actions after a search ------------------------------------------------------------------
+
+
+def test_bulk_pause_after_a_search_keeps_the_ticks(open_page, staff):
+    a, b = make_job(name="sync-a"), make_job(name="sync-b")
+    other = make_job(name="other")
+    crashed = make_job(name="sync-crashed", state=Job.State.CRASHED, consecutive_failures=3)
+    page = sign_in(open_page())
+    page.fill("input[name=q]", "sync-")
+    expect(page.locator("#job-table tbody tr")).to_have_count(3)
+    page.click(f"#tick-{a.pk}")  # focus leaves the search box: its change event must not redraw
+    page.click(f"#tick-{b.pk}")
+    page.wait_for_timeout(800)  # longer than the 300 ms the redraw used to take
+    expect(page.locator(f"#tick-{a.pk}")).to_be_checked()
+    expect(page.locator(f"#tick-{b.pk}")).to_be_checked()
+    # A refresh of the table (what the poll does) keeps them too.
+    with page.expect_response(
+        lambda r: "sort=" in r.url and r.request.headers.get("hx-trigger") == "job-table"
+    ):
+        page.evaluate("htmx.trigger('#job-table', 'poll')")
+    expect(page.locator(f"#tick-{a.pk}")).to_be_checked()
+    expect(page.locator(f"#tick-{b.pk}")).to_be_checked()
+    page.click("#bulk-form button[value=pause]")
+    expect(page.locator("#flash")).to_contain_text("Paused 2 jobs.")
+    expect(page.locator(f"#job-row-{a.pk}")).to_contain_text("Paused")
+    assert set(Job.objects.filter(pk__in=[a.pk, b.pk]).values_list("state", flat=True)) == {"paused"}
+    assert Job.objects.get(pk=other.pk).state == Job.State.ENABLED
+    # The ticks went with the action.
+    expect(page.locator("#bulk-form input[name=ids]:checked")).to_have_count(0)
+
+    # Nothing ticked: refused, not "Paused 0 jobs."
+    page.click("#bulk-form button[value=pause]")
+    expect(page.locator("#flash .flash.error")).to_contain_text("Nothing was paused")
+
+    # A crashed job stays crashed, and the answer says so.
+    page.click(f"#tick-{crashed.pk}")
+    page.click("#bulk-form button[value=pause]")
+    expect(page.locator("#flash")).to_contain_text("Left 1 crashed job crashed")
+    expect(page.locator(f"#job-row-{crashed.pk}")).to_contain_text("Crashed")
+    assert Job.objects.get(pk=crashed.pk).state == Job.State.CRASHED
+    assert page.js_errors == []
+
+
+# -- 3. live ----------------------------------------------------------------------------------------------
+
+
+def test_the_job_list_refreshes_states_and_times_on_its_own(open_page, staff):
+    job = make_job(name="soon", next_fire_at=timezone.now() + timedelta(seconds=40))
+    page = sign_in(open_page())
+    page.evaluate("window.__noReload = 1")
+    row = page.locator(f"#job-row-{job.pk}")
+    expect(row).to_contain_text("Enabled")
+    countdown = row.locator("time[data-relative]").first
+    first = countdown.inner_text()
+    assert re.fullmatch(r"in \d+ s", first)
+    expect(countdown).not_to_have_text(first, timeout=3000)  # it counts down between refreshes
+    Job.objects.filter(pk=job.pk).update(state=Job.State.CRASHED, consecutive_failures=3, next_fire_at=None)
+    expect(row).to_contain_text("Crashed", timeout=LIVE_TIMEOUT)
+    assert page.evaluate("window.__noReload") == 1
+    assert page.js_errors == []
+
+
+def test_the_job_page_refreshes_after_re_enable_and_a_new_crash(open_page, staff):
+    job = make_job(name="flaky", state=Job.State.CRASHED, consecutive_failures=3, last_status="failed")
+    page = sign_in(open_page())
+    page.goto(f"/jobs/{job.pk}/")
+    expect(page.locator("#crash-banner")).to_be_visible()
+    page.click("button:has-text('Re-enable')")
+    expect(page.locator("#job-state")).to_have_text("Enabled")
+    expect(page.locator("#crash-banner")).to_have_count(0)
+    page.evaluate("window.__noReload = 1")
+    # Meanwhile the scheduler runs it (a short run, never live when the page looked) and it crashes again.
+    now = timezone.now()
+    run = Run.objects.create(
+        job=job,
+        scheduled_at=now,
+        started_at=now,
+        finished_at=now,
+        duration_ms=5,
+        trigger="schedule",
+        status="failed",
+        error="boom",
+    )
+    Job.objects.filter(pk=job.pk).update(
+        state=Job.State.CRASHED, consecutive_failures=3, next_fire_at=None, last_fire_at=now
+    )
+    expect(page.locator(f"#run-{run.pk}")).to_contain_text("Failed", timeout=LIVE_TIMEOUT)
+    expect(page.locator("#job-state")).to_have_text("Crashed")
+    expect(page.locator("#crash-banner")).to_be_visible()
+    expect(page.locator("#job-actions")).to_contain_text("Re-enable")
+    assert page.evaluate("window.__noReload") == 1
+    assert page.js_errors == []
+
+
+def test_the_unread_badge_refreshes(open_page, staff):
+    page = sign_in(open_page())
+    expect(page.locator("#unread-count .count")).to_have_count(0)
+    Message.objects.create(user=staff, subject="job crashed")
+    expect(page.locator("#unread-count .count")).to_have_text(re.compile(r"^1"), timeout=LIVE_TIMEOUT)
+
+
+def test_the_run_viewer_refreshes_its_status_and_tails_the_log(open_page, staff):
+    job = make_job(name="long")
+    now = timezone.now()
+    log = "".join(f"line {i}\n" for i in range(200))
+    run = Run.objects.create(
+        job=job, scheduled_at=now, started_at=now, trigger="manual", status="running", log=log
+    )
+    page = sign_in(open_page())
+    page.goto(f"/jobs/{job.pk}/")
+    page.click(f"#run-{run.pk} a")
+    viewer = page.locator("#run-viewer")
+    expect(viewer).to_contain_text("Running")
+    expect(viewer).to_be_in_viewport()
+    expect(page.locator("#run-viewer-title")).to_be_focused()
+    Run.objects.filter(pk=run.pk).update(log=log + "line 200: the newest\n")
+    expect(page.locator("#run-log")).to_contain_text("line 200: the newest", timeout=8000)
+    # Tailing: the log box is scrolled to its end (once htmx has settled the swap).
+    page.wait_for_function(
+        "(() => { const l = document.getElementById('run-log'); return l && l.scrollHeight - l.scrollTop - l.clientHeight < 24; })()",
+        timeout=5000,
+    )
+    Run.objects.filter(pk=run.pk).update(status="succeeded", finished_at=timezone.now(), duration_ms=1500)
+    expect(viewer.locator(".badge").first).to_have_text("Succeeded", timeout=8000)
+    expect(viewer).not_to_have_attribute("data-poll", "")
+    assert page.js_errors == []
+
+
+def test_polling_stops_while_the_tab_is_hidden_and_backs_off_when_nothing_changes(open_page, staff):
+    page = open_page()
+    page.clock.install()
+    sign_in(page)
+    polls = []
+    page.on("request", lambda r: polls.append(r.url) if r.headers.get("hx-trigger") == "job-table" else None)
+
+    def advance(seconds, settle=0.7):
+        # The fake clock also flows at the real pace; the answer needs a moment.
+        page.clock.run_for(int(seconds * 1000))
+        page.wait_for_timeout(int(settle * 1000))
+
+    advance(6.2)  # polls are checked once a second: the first is due 5 s after the load
+    assert len(polls) == 1
+    advance(4, settle=0.2)
+    assert len(polls) == 1  # nothing changed: the next one waits 7.5 s, not 5
+    advance(3.5)
+    assert len(polls) == 2
+    page.evaluate(
+        "Object.defineProperty(document, 'visibilityState', {value: 'hidden', configurable: true});"
+        "document.dispatchEvent(new Event('visibilitychange'))"
+    )
+    advance(60, settle=0.3)
+    assert len(polls) == 2  # hidden: not one request
+    page.evaluate(
+        "Object.defineProperty(document, 'visibilityState', {value: 'visible', configurable: true});"
+        "document.dispatchEvent(new Event('visibilitychange'))"
+    )
+    page.wait_for_timeout(700)
+    assert len(polls) == 3  # shown again: refreshed at once
+
+
+# -- 4. after a failed save ----------------------------------------------------------------------------
+
+
+def test_a_failed_save_focuses_the_summary_and_errors_clear_when_fixed(open_page, staff):
+    page = sign_in(open_page())
+    page.goto("/jobs/new/")
+    labels_before = page.locator("#job-form label[for]").all_inner_texts()
+    page.select_option("#id_handler", "demo.echo")
+    page.fill("#id_cron_expression", "0 0 12 5 * 1")
+    page.fill("#id_alert_threshold", "5000")
+    page.click("button:has-text('Create job')")
+    summary = page.locator("#form-errors")
+    expect(summary).to_be_focused()
+    expect(summary).to_be_in_viewport()
+    expect(summary).to_contain_text("Name")
+    assert page.locator("#job-form label[for]").all_inner_texts() == labels_before
+    # 47003 is said once under the expression, not twice.
+    below = page.locator("#job-form fieldset")
+    assert "".join(below.all_inner_texts()).count("47003") == 1
+    # Fixed fields lose their errors.
+    page.fill("#id_name", "fixed")
+    expect(page.locator("#field-name .error")).to_have_count(0)
+    expect(page.locator("#field-name")).not_to_have_class(re.compile("has-error"))
+    page.fill("#id_alert_threshold", "3")
+    expect(page.locator("#field-alert_threshold .error")).to_have_count(0)
+    page.fill("#id_cron_expression", "0 0 12 5 * ?")
+    expect(page.locator("#cron-description")).to_be_visible()
+    expect(page.locator("#cron-error")).to_have_count(0)
+    expect(page.locator("#field-cron_expression")).not_to_have_class(re.compile("has-error"))
+    assert (
+        "47003"
+        not in page.locator("#job-form").inner_text().split("Nothing was saved")[-1].split("Job\n", 1)[-1]
+    )
+    page.click("button:has-text('Create job')")
+    expect(page.locator("h1")).to_contain_text("fixed")
+    assert page.js_errors == []
+
+
+# -- 6. handler help --------------------------------------------------------------------------------------
+
+
+def test_picking_a_handler_shows_what_it_does_and_reads(open_page, staff):
+    page = sign_in(open_page())
+    page.goto("/jobs/new/")
+    help_box = page.locator("#handler-help")
+    expect(help_box).to_be_hidden()
+    page.select_option("#id_handler", "demo.sleep")
+    expect(help_box).to_contain_text("Sleeps for")
+    expect(help_box.locator("div:not([hidden]) dt")).to_have_text(["seconds"])
+    expect(help_box).to_contain_text("how long to sleep")
+    page.select_option("#id_handler", "demo.echo")
+    shown = help_box.locator("> div:not([hidden])")
+    expect(shown).to_have_count(1)
+    expect(shown).to_contain_text("Logs its properties")
+    expect(shown).to_contain_text("It reads no properties.")
+
+
+# -- 7. tokens, history URLs -----------------------------------------------------------------------------
+
+
+def test_a_token_is_shown_once_copied_and_revoked_after_asking(open_page, staff, live_server):
+    page = open_page(permissions=["clipboard-read", "clipboard-write"])
+    sign_in(page)
+    page.goto("/profile/")
+    page.fill("#token-name", "laptop")
+    page.click("text=Create token")
+    secret = page.locator("#new-token-secret").inner_text()
+    assert secret.startswith("cb_") and "/profile/" in page.url
+    page.click("#new-token button[data-copy]")
+    expect(page.locator("#new-token [data-copy-status]")).to_have_text("Copied.")
+    assert page.evaluate("navigator.clipboard.readText()") == secret
+    page.reload()
+    expect(page.locator("#new-token")).to_have_count(0)
+    from jobs.models import APIToken
+
+    assert APIToken.objects.filter(user=staff).count() == 1
+    token = APIToken.objects.get(user=staff)
+    row = page.locator(f"#token-{token.pk}")
+    confirm = row.get_by_role("button", name="Revoke “laptop”")
+    expect(confirm).to_be_hidden()
+    row.locator("summary").click()
+    expect(row).to_contain_text("cannot be undone")
+    confirm.click()
+    expect(page.locator("#flash")).to_contain_text("Token revoked")
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    assert page.js_errors == []
+
+
+def test_history_filters_and_pages_are_in_the_url(open_page, staff):
+    job = make_job(name="busy")
+    now = timezone.now()
+    Run.objects.bulk_create(
+        Run(
+            job=job,
+            scheduled_at=now - timedelta(minutes=i),
+            trigger="schedule",
+            status="failed" if i % 2 else "succeeded",
+        )
+        for i in range(60)
+    )
+    page = sign_in(open_page())
+    page.goto(f"/jobs/{job.pk}/")
+    page.select_option("#run-history select[name=status]", "failed")
+    expect(page).to_have_url(re.compile(rf"/jobs/{job.pk}/\?status=failed"))
+    expect(page.locator("#run-history tbody tr")).to_have_count(25)
+    page.click("#run-history a:has-text('Older')")
+    expect(page).to_have_url(re.compile(r"status=failed&before="))
+    older_url = page.url
+    page.go_back()
+    expect(page).to_have_url(re.compile(rf"/jobs/{job.pk}/\?status=failed&trigger=$"))
+    expect(page.locator("#run-history select[name=status]")).to_have_value("failed")
+    # A bookmark of the deeper page opens it.
+    page.goto(older_url)
+    expect(page.locator("#run-history a:has-text('Newer')")).to_be_visible()
+    expect(page.locator("#run-history select[name=status]")).to_have_value("failed")
+
+
+def test_the_run_viewer_opens_in_view(open_page, staff):
+    job = make_job(name="many")
+    now = timezone.now()
+    Run.objects.bulk_create(
+        Run(
+            job=job,
+            scheduled_at=now - timedelta(minutes=i),
+            trigger="schedule",
+            status="succeeded",
+            log=f"run {i}",
+        )
+        for i in range(25)
+    )
+    page = sign_in(open_page())
+    page.goto(f"/jobs/{job.pk}/")
+    last = page.locator("#run-history tbody tr").last.locator("a")
+    last.scroll_into_view_if_needed()
+    last.click()
+    expect(page.locator("#run-viewer #run-log")).to_contain_text("run 24")
+    expect(page.locator("#run-viewer")).to_be_in_viewport()
+    expect(page.locator("#run-viewer-title")).to_be_focused()
+
+
+# -- 8. the cron editor ---------------------------------------------------------------------------------
+
+
+def test_cron_editor_question_mark_utc_weekday_hint_and_interval_floor(open_page, staff):
+    page = sign_in(open_page())
+    page.goto("/jobs/new/")
+    raw = page.locator("#id_cron_expression")
+    dom = page.locator("select.cron-mode[data-field=dom]")
+    dow = page.locator("select.cron-mode[data-field=dow]")
+    # "?" is in the day fields' menus, both ways.
+    page.select_option("select.cron-mode[data-field=dom]", "any")
+    expect(raw).to_have_value("0 0 * ? * *")
+    raw.fill("0 0 12 ? * MON")
+    expect(dom).to_have_value("any")
+    raw.fill("0 0 12 1 * ?")
+    expect(dow).to_have_value("any")
+    expect(page.locator("#cron-description")).to_be_visible()
+    assert "any" not in page.locator("select.cron-mode[data-field=hour] option").evaluate_all(
+        "os => os.map(o => o.value)"
+    )
+
+    # UTC: one time column.
+    expect(page.locator("#cron-times thead th")).to_have_count(3)
+    expect(page.locator("#cron-times thead")).to_contain_text("In UTC")
+    expect(page.locator("#cron-times tbody tr").first.locator("td")).to_have_count(3)
+    page.fill("#id_timezone", "Europe/Berlin")
+    expect(page.locator("#cron-times thead th")).to_have_count(4)
+
+    # Day of week: what the numbers mean, and which day a typed one is.
+    expect(page.locator("#cron-hint-dow")).to_contain_text("1 = Monday")
+    expect(page.locator("#cron-hint-dow")).to_contain_text("Quartz")
+    page.select_option("select.cron-mode[data-field=dow]", "lastOf")
+    page.select_option("select.cron-mode[data-field=dom]", "any")
+    page.fill("input[data-field=dow][data-part=day]", "1")
+    expect(page.locator(".cron-field[data-field=dow] output.day-name")).to_have_text("= Monday")
+    expect(raw).to_have_value("0 0 12 ? * 1L")
+    expect(page.locator("#cron-description")).to_contain_text("last Monday")
+
+    # "Days before the last" is not cut off.
+    page.select_option("select.cron-mode[data-field=dom]", "lastOffset")
+    fits = dom.evaluate(
+        """select => {
+            const text = select.options[select.selectedIndex].text;
+            const style = getComputedStyle(select);
+            const ctx = document.createElement("canvas").getContext("2d");
+            ctx.font = style.font;
+            const padding = parseFloat(style.paddingLeft) + parseFloat(style.paddingRight);
+            return [ctx.measureText(text).width + padding + 16, select.clientWidth];
+        }"""
+    )
+    assert fits[0] <= fits[1], fits
+
+    # The interval box refuses less than 5 s as it is typed.
+    page.select_option("#id_schedule_type", "interval")
+    page.fill("#id_interval_seconds", "0")
+    hint = page.locator("#interval-live-error")
+    expect(hint).to_contain_text("47004")
+    expect(hint).to_contain_text("at least 5 seconds")
+    expect(page.locator("#id_interval_seconds")).to_have_attribute("aria-invalid", "true")
+    page.fill("#id_interval_seconds", "5")
+    expect(hint).to_have_count(0)
+    assert page.js_errors == []
+
+
+def test_the_skip_link_is_the_first_tab_stop_and_leads_to_the_content(open_page, staff):
+    make_job(name="first-job")
+    page = sign_in(open_page())
+    page.goto("/jobs/")
+    page.keyboard.press("Tab")
+    skip = page.locator("a.skip-link")
+    expect(skip).to_be_focused()
+    expect(skip).to_be_in_viewport()
+    page.keyboard.press("Enter")
+    expect(page.locator("main")).to_be_focused()
+    # The next Tab lands on the page's first control, past the navigation.
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Import…")).to_be_focused()
+
+
+def test_bulk_delete_names_the_jobs_and_asks_first(open_page, staff):
+    a, b = make_job(name="old-a"), make_job(name="old-b")
+    keep = make_job(name="keep")
+    page = sign_in(open_page())
+    page.fill("input[name=q]", "old-")
+    expect(page.locator("#job-table tbody tr")).to_have_count(2)
+    page.click(f"#tick-{a.pk}")
+    page.click(f"#tick-{b.pk}")
+    page.click("#bulk-form button[value=delete]")
+    title = page.locator("#bulk-delete-title")
+    expect(title).to_have_text("Delete 2 jobs?")
+    expect(title).to_be_focused()
+    expect(page.locator("#bulk-delete-confirm li")).to_have_text(["old-a", "old-b"])
+    assert Job.objects.live().filter(pk__in=[a.pk, b.pk]).count() == 2
+    page.click("#bulk-delete-confirm button:has-text('Delete 2 jobs')")
+    expect(page.locator("#flash")).to_contain_text("Deleted 2 jobs.")
+    expect(page.locator("#job-table tbody")).to_contain_text("No jobs match")
+    assert not Job.objects.live().filter(pk__in=[a.pk, b.pk]).exists()
+    assert Job.objects.live().filter(pk=keep.pk).exists()
+    assert page.js_errors == []
+
+
+def test_all_runs_running_now_and_filters_in_the_url(open_page, staff):
+    job = make_job(name="worker")
+    now = timezone.now()
+    running = Run.objects.create(
+        job=job, scheduled_at=now, started_at=now, trigger="schedule", status="running"
+    )
+    done = Run.objects.create(
+        job=job, scheduled_at=now - timedelta(minutes=5), trigger="schedule", status="succeeded"
+    )
+    page = sign_in(open_page())
+    page.click("nav.nav >> text=Runs")
+    expect(page.locator("#all-runs tbody tr")).to_have_count(2)
+    page.click("text=Running now")
+    expect(page.locator("#all-runs tbody tr")).to_have_count(1)
+    expect(page.locator(f"#run-{running.pk}")).to_contain_text("Running")
+    page.select_option("#run-filters select[name=status]", "succeeded")
+    expect(page).to_have_url(re.compile(r"/runs/\?status=succeeded"))
+    expect(page.locator(f"#run-{done.pk}")).to_be_visible()
+    # It refreshes itself: the running run finishes and shows up under "succeeded".
+    Run.objects.filter(pk=running.pk).update(status="succeeded", finished_at=timezone.now(), duration_ms=10)
+    expect(page.locator(f"#run-{running.pk}")).to_contain_text("Succeeded", timeout=LIVE_TIMEOUT)
+    assert page.js_errors == []
+
+
+def test_import_preview_in_the_browser(open_page, staff):
+    make_job(name="known", cron_expression="0 * * * * *")
+    page = sign_in(open_page())
+    page.click("text=Import…")
+    page.fill(
+        "#import-text",
+        '[{"name": "known", "handler": "demo.echo", "cron_expression": "0 */5 * * * *"},'
+        ' {"name": "fresh", "handler": "demo.echo", "cron_expression": "0 0 * * * *"}]',
+    )
+    page.click("button:has-text('Preview')")
+    expect(page.locator("#import-preview-title")).to_be_focused()
+    expect(page.locator("#import-preview")).to_contain_text("1 to create · 1 to update")
+    assert serious_violations(page) == []
+    assert not Job.objects.filter(name="fresh").exists()
+    page.click("button:has-text('Apply')")
+    expect(page.locator("#flash")).to_contain_text("Imported 2 job(s): 1 created, 1 updated, 0 unchanged.")
+    assert Job.objects.get(name="known").cron_expression == "0 */5 * * * *"
+    assert page.js_errors == []
