@@ -7,6 +7,12 @@ request line itself, as an HTML error. 8190 is the most gunicorn allows;
 the API refuses URLs longer than jobs.api.MAX_URL_CHARS (4096) as JSON
 (414, code uri_too_long), so every over-long URL a client can send under
 /api/ up to that size gets a JSON answer. Longer request lines still get
-gunicorn's own error (docs/api.md)."""
+gunicorn's own error (docs/api.md).
+
+control_socket_disable: gunicorn 27 otherwise opens a control socket at
+~/.gunicorn/gunicorn.ctl, one path shared by every gunicorn of the user, so
+two of them (a second checkout, the tests' server) remove each other's.
+Nothing here uses the control interface (gunicornc)."""
 
 limit_request_line = 8190
+control_socket_disable = True

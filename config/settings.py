@@ -5,7 +5,9 @@ ImproperlyConfigured naming the variable. Defaults are safe for local use.
 """
 
 import ipaddress
+import re
 import socket
+import warnings
 from datetime import timedelta
 from pathlib import Path
 
@@ -51,18 +53,28 @@ def _int(name, default, *, minimum=None):
 
 
 DEBUG = _bool("DEBUG", False)
-SECRET_KEY = env("SECRET_KEY", default="")
-if not SECRET_KEY:
-    if not DEBUG and _bool("CRONBOARD_REQUIRE_SECRET_KEY", False):
-        raise ImproperlyConfigured("SECRET_KEY must be set in production")
-    # Local use: a per-checkout key, stable across restarts so sessions survive.
-    _key_file = BASE_DIR / "var" / "secret_key"
-    _key_file.parent.mkdir(exist_ok=True)
-    if not _key_file.exists():
-        from django.core.management.utils import get_random_secret_key
 
-        _key_file.write_text(get_random_secret_key())
-    SECRET_KEY = _key_file.read_text().strip()
+# Importing the settings writes nothing: `manage.py bootstrap` (which the run
+# command calls) writes SECRET_KEY_FILE, and `collectstatic` fills STATIC_ROOT.
+SECRET_KEY_FILE = BASE_DIR / "var" / "secret_key"
+SECRET_KEY = env("SECRET_KEY", default="")
+if SECRET_KEY:
+    SECRET_KEY_SOURCE = "environment"
+elif not DEBUG and _bool("CRONBOARD_REQUIRE_SECRET_KEY", False):
+    raise ImproperlyConfigured("SECRET_KEY must be set in production")
+elif SECRET_KEY_FILE.exists():
+    # Local use: a per-checkout key, stable across restarts so sessions survive.
+    SECRET_KEY = SECRET_KEY_FILE.read_text().strip()
+    SECRET_KEY_SOURCE = "file"
+else:
+    # Neither (a fresh clone: `manage.py check`, migrate, the tests): a random
+    # key for this process only. Commands that sign nothing work with it;
+    # config/wsgi.py refuses to serve with it, since every gunicorn worker
+    # would draw its own and sessions would not survive from one to the next.
+    from django.core.management.utils import get_random_secret_key
+
+    SECRET_KEY = get_random_secret_key()
+    SECRET_KEY_SOURCE = "process"
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -139,8 +151,9 @@ if DATABASES["default"].get("ENGINE") not in ("django.db.backends.sqlite3", "dja
     )
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    if DATABASES["default"]["NAME"] != ":memory:":
-        Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    # Nothing is created here: var/ is in the repository (var/.gitkeep) and
+    # the Dockerfile makes it; another folder that is missing is reported by
+    # the check in jobs/checks.py instead of SQLite's "unable to open".
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
             # WAL lets the console read while the scheduler writes; IMMEDIATE
@@ -239,7 +252,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns on every request without it
+# Until collectstatic creates STATIC_ROOT, whitenoise warns that it is
+# missing at every start; the storage below serves files as they are then.
+warnings.filterwarnings("ignore", message=re.escape(f"No directory at: {STATIC_ROOT}"))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},

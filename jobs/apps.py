@@ -6,6 +6,7 @@ class JobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
+        from jobs import checks  # noqa: F401  (registers them)
         from jobs.handlers import registry
 
         registry.autodiscover()

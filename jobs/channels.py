@@ -32,7 +32,7 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 
 from jobs import fence
 
@@ -99,6 +99,14 @@ def _keys() -> MultiFernet:
 
 
 def encrypt(url: str) -> str:
+    if settings.SECRET_KEY_SOURCE == "process":
+        # A key drawn for this process only (config/settings.py): the URL
+        # would be stored where no other process could ever read it.
+        raise ImproperlyConfigured(
+            "No SECRET_KEY: alert channels are encrypted with it, so it must be one every process shares. "
+            "Set SECRET_KEY, or run `python manage.py bootstrap` once, which writes "
+            f"{settings.SECRET_KEY_FILE}."
+        )
     return _keys().encrypt(url.encode()).decode()
 
 

@@ -129,6 +129,22 @@ def live_node_holders(*, now: datetime) -> set[str]:
     )
 
 
+def node_problem(worker_id: str, *, now: datetime) -> str | None:
+    """None while the scheduler running as `worker_id` holds its node lease
+    (renewed every JOBS_LEASE_RENEW_SECONDS from its loop, so a hung or dead
+    scheduler loses it within JOBS_LEASE_TTL_SECONDS); else why it does not.
+    The same test of liveness as the sweep's: `Lease.is_live`."""
+    lease, clock = current(node_lease_name(worker_id), now=now)
+    if lease is None:
+        return f"no scheduler has ever run as {worker_id}"
+    if not lease.holder:
+        return f"the scheduler {worker_id} stopped (it released its lease at shutdown)"
+    if not lease.is_live(clock):
+        last = lease.renewed_at.isoformat() if lease.renewed_at else "never"
+        return f"the scheduler {worker_id} has not renewed its lease since {last} (expired {lease.expires_at.isoformat()})"
+    return None
+
+
 def record_leadership(grant: Grant, worker_id: str, *, keep: int = 100) -> None:
     """History for the cluster page: one row per new leader epoch."""
     LeadershipChange.objects.create(

@@ -27,6 +27,11 @@ def pytest_configure(config):
         "django.contrib.auth.hashers.MD5PasswordHasher",
         *settings.PASSWORD_HASHERS,
     ]
+    # Without SECRET_KEY or var/secret_key (a fresh clone) the settings draw a
+    # key for this process; the test session is one process, and nothing it
+    # encrypts outlives it, so that key serves as a real one here.
+    if settings.SECRET_KEY_SOURCE == "process":
+        settings.SECRET_KEY_SOURCE = "test session"
 
 
 @pytest.fixture(autouse=True)

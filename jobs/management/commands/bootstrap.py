@@ -1,10 +1,15 @@
-"""First-run set-up: a first superuser (password printed once) and a few
-demo jobs, each only when there is none yet. Safe to run on every start."""
+"""First-run set-up: the local secret key file (when SECRET_KEY is not set),
+a first superuser (password printed once) and a few demo jobs, each only when
+there is none yet. Safe to run on every start."""
 
+import os
 import secrets
+from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
+from django.core.management.utils import get_random_secret_key
 
 from jobs import services
 from jobs.models import AuditEvent, Job
@@ -60,6 +65,8 @@ class Command(BaseCommand):
         parser.add_argument("--no-demo", action="store_true", help="Do not seed demo jobs.")
 
     def handle(self, *args, username, no_demo, **options):
+        if settings.SECRET_KEY_SOURCE != "environment":
+            self.write_secret_key(Path(settings.SECRET_KEY_FILE))
         User = get_user_model()
         admin = User.objects.filter(is_superuser=True).order_by("pk").first()
         if admin is None:
@@ -74,3 +81,18 @@ class Command(BaseCommand):
         for spec in DEMO_JOBS:
             services.save_job(job=Job(owner=admin, **spec), user=admin, via=AuditEvent.Via.SYSTEM)
         self.stdout.write(f"Seeded {len(DEMO_JOBS)} demo jobs.")
+
+    def write_secret_key(self, path: Path) -> None:
+        """The key the web and scheduler processes of this checkout read at
+        start (config/settings.py), readable by this user only. An existing
+        one is kept: replacing it would sign everyone out."""
+        if path.exists():
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another bootstrap got there first: keep its key
+            return
+        with os.fdopen(fd, "w") as f:
+            f.write(get_random_secret_key())
+        self.stdout.write(f"Wrote a new secret key to {path}.")
