@@ -115,6 +115,42 @@ def coerce_properties(value) -> dict[str, str]:
     return clean
 
 
+def kind_property_errors(kind: str, properties: dict, *, sql_write: bool = False) -> list:
+    """[(field, ValidationError)] for a job kind's own rules on its (already
+    coerced) properties: the one check for a job's properties and for a run's
+    overrides merged over them."""
+    errors = []
+    if kind == Job.Kind.HTTP:
+        from jobs.handlers.http import validate_http_properties
+
+        for field, message in validate_http_properties(properties).items():
+            errors.append((field, ValidationError(message, code="fence" if field == "url" else "invalid")))
+    elif kind == Job.Kind.SQL:
+        from jobs.handlers.sql import validate_sql_properties
+
+        for field, message in validate_sql_properties(properties, write=sql_write).items():
+            errors.append((field, ValidationError(message, code="invalid")))
+    return errors
+
+
+def clean_run_properties(job: Job, value) -> dict[str, str]:
+    """A run's property overrides (run now with parameters): coerced like a
+    job's properties, then the job kind's rules checked on the job's
+    properties with the overrides merged over them. Returns the overrides
+    alone (what the run records); raises ValidationError (field
+    "properties") naming the first problem."""
+    overrides = coerce_properties(value)
+    merged = {**(job.properties or {}), **overrides}
+    if len(merged) > MAX_PROPERTIES:
+        raise ValidationError(f"A job can have at most {MAX_PROPERTIES} properties.", code="invalid")
+    for field, error in kind_property_errors(job.kind, merged, sql_write=job.sql_write):
+        message = error.messages[0]
+        raise ValidationError(
+            message if field == "properties" else f"{field}: {message}", code=error.code or "invalid"
+        )
+    return overrides
+
+
 class PropertiesField(forms.Field):
     widget = forms.Textarea
 
@@ -434,26 +470,12 @@ class JobForm(ErrorListMixin, forms.ModelForm):
                 if data.get(name):
                     properties[name] = data[name]
             properties.setdefault("method", "GET")
-            from jobs.handlers.http import validate_http_properties
-
-            for field, message in validate_http_properties(properties).items():
-                self.add_error(
-                    field if field in self.fields else "properties",
-                    ValidationError(message, code="fence" if field == "url" else "invalid"),
-                )
         elif kind == Job.Kind.SQL:
             data["handler"] = ""
             if data.get("sql"):
                 properties["sql"] = data["sql"]
-            from jobs.handlers.sql import validate_sql_properties
-
-            for field, message in validate_sql_properties(
-                properties, write=bool(data.get("sql_write"))
-            ).items():
-                self.add_error(
-                    field if field in self.fields else "properties",
-                    ValidationError(message, code="invalid"),
-                )
+        for field, error in kind_property_errors(kind, properties, sql_write=bool(data.get("sql_write"))):
+            self.add_error(field if field in self.fields else "properties", error)
         data["properties"] = properties
 
     def save(self, commit=True):

@@ -195,6 +195,11 @@ RUN_PROPERTIES = {
     "duration_ms": _nullable("integer"),
     "result": {"type": "string"},
     "error": {"type": "string"},
+    "properties": {
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "description": "A task's properties; a job's run: its property overrides ({} if none).",
+    },
 }
 TASK_RUN_PROPERTIES = {
     "handler": {"type": "string", "description": "One-off tasks only: the task's handler."},
@@ -529,6 +534,27 @@ PATHS = {
         "post": {
             "operationId": "runJob",
             "summary": "Queue a manual run (staff; refused in demo mode).",
+            "description": (
+                "The body may be empty. `properties` overrides the job's properties for this run only "
+                "(merged over them, validated like the job's own; 400 with field `properties` if not)."
+            ),
+            "requestBody": {
+                "required": False,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "properties": {
+                                "properties": {
+                                    "type": "object",
+                                    "additionalProperties": {"type": ["string", "number", "boolean", "null"]},
+                                }
+                            },
+                        }
+                    }
+                },
+            },
             "responses": {
                 "201": _json(_ref("Run"), "The queued run."),
                 "200": _json(_ref("Run"), "A manual run was already queued or running: that run."),

@@ -640,7 +640,11 @@ class Scheduler:
             attempt=run.attempt,
             scheduled_at=run.scheduled_at,
             deadline=deadline,
-            properties=dict((run.properties if run.is_task else job.properties) or {}),
+            # A job's run: the job's properties with the run's overrides (run
+            # now with parameters, or copied by a retry) merged over them.
+            properties=dict(run.properties or {})
+            if run.is_task
+            else {**job.properties, **(run.properties or {})},
             job_id=job.pk if job else None,
             job_name=job.name if job else "",
             task_key=run.task_key,

@@ -225,15 +225,29 @@ def run_now(
     via: str = AuditEvent.Via.CONSOLE,
     trigger: str = Run.Trigger.MANUAL,
     retry_of: Run | None = None,
+    properties=None,
     now: datetime | None = None,
 ) -> tuple[Run, bool]:
     """Queue a manual run. A job has at most one queued or running manual run
     (a partial unique index): asking again returns that run and False.
     Refused (DemoModeError) in demo mode: the one place that rule lives.
-    `retry_of`, a finished run of the job, is named in the audit trail."""
+    `retry_of`, a finished run of the job, is named in the audit trail, and
+    its property overrides are used again unless `properties` is given.
+    `properties`: overrides for this run only (a dict or its JSON text),
+    merged over the job's by the executor; validated by
+    forms.clean_run_properties (ValidationError) and, since they change what
+    runs, allowed only to whoever may edit the job (check_job_change)."""
     check_demo_mode("run now")
     now = now or timezone.now()
     _require_live(job)
+    if properties is None and retry_of is not None:
+        properties = retry_of.properties or None
+    overrides = {}
+    if properties not in (None, "", {}):
+        from jobs.forms import clean_run_properties
+
+        check_job_change(kinds=[job.kind], user=user, action="override the properties of")
+        overrides = clean_run_properties(job, properties)
     existing = _live_manual_run(job)
     if existing is not None:
         return existing, False
@@ -245,11 +259,14 @@ def run_now(
                 run_after=now,
                 trigger=trigger,
                 created_by=user if getattr(user, "pk", None) else None,
+                properties=overrides,
                 **job.run_policy(),
             )
             changes = {"run": [None, run.pk]}
             if retry_of is not None:
                 changes["retry_of"] = [None, retry_of.pk]
+            if overrides:
+                changes["properties"] = [None, overrides]
             audit.record(job=job, action="run-now", user=user, via=via, changes=changes)
     except IntegrityError:
         existing = _live_manual_run(job)

@@ -767,9 +767,18 @@ def job_resume(request, job_id):
 def job_run_now(request, job_id):
     # Demo mode refuses in services.run_now; _job_action shows its message.
     def run(job):
-        run, created = services.run_now(job=job, user=request.user)
+        try:
+            run, created = services.run_now(
+                job=job, user=request.user, properties=request.POST.get("properties", "").strip() or None
+            )
+        except ValidationError as exc:
+            messages.error(
+                request, f"Not run: the property overrides are not valid: {' '.join(exc.messages)}"
+            )
+            return
         if created:
-            messages.success(request, f"Queued a manual run of “{job.name}”.")
+            overrides = f" with {len(run.properties)} property override(s)" if run.properties else ""
+            messages.success(request, f"Queued a manual run of “{job.name}”{overrides}.")
         else:
             messages.info(request, f"A manual run of “{job.name}” is already {run.status}.")
 
@@ -1032,6 +1041,11 @@ def run_retry(request, run_id):
         new, created = services.run_now(job=run.job, user=request.user, retry_of=run)
     except services.ServiceError as exc:
         messages.error(request, str(exc))
+    except ValidationError as exc:
+        messages.error(
+            request,
+            f"Not retried: the run's property overrides are no longer valid: {' '.join(exc.messages)}",
+        )
     else:
         if created:
             messages.success(request, f"Queued run {new.pk} of “{run.job.name}”, a retry of run {run.pk}.")
