@@ -17,7 +17,7 @@ from django.utils import timezone
 from jobs import audit
 from jobs.handlers import registry
 from jobs.listener import CHANNEL
-from jobs.models import AuditEvent, Job, Run
+from jobs.models import AuditEvent, Job, JobDependency, Run
 
 
 class StaleJobError(Exception):
@@ -142,9 +142,33 @@ def save_job_if_changed(
             job.mark_saved(now, before=stored)
         job.save()
         job.refresh_from_db(fields=["version"])
+        save_dependencies(job, renamed_from=stored.name if stored and stored.name != job.name else None)
         audit.record(job=job, action="create" if creating else "edit", user=user, via=via, changes=changes)
         wake_schedulers()
     return job, True
+
+
+def save_dependencies(job: Job, *, renamed_from: str | None = None) -> None:
+    """Write the JobDependency rows the scheduler follows from `job.after`
+    (validated by JobForm: live upstreams, no cycle), and, when the job was
+    renamed, keep the `after` of the jobs that run after it naming it."""
+    wanted = {item["job"]: item["on"] for item in job.after or []}
+    upstreams = {j.name: j for j in Job.objects.live().filter(name__in=list(wanted)).exclude(pk=job.pk)}
+    JobDependency.objects.filter(downstream=job).exclude(
+        upstream__in=[u.pk for u in upstreams.values()]
+    ).delete()
+    for name, upstream in upstreams.items():
+        JobDependency.objects.update_or_create(
+            downstream=job, upstream=upstream, defaults={"on": wanted[name]}
+        )
+    if renamed_from:
+        for downstream in Job.objects.filter(upstream_links__upstream=job).distinct():
+            after = [
+                {**item, "job": job.name} if item.get("job") == renamed_from else item
+                for item in downstream.after or []
+            ]
+            if after != downstream.after:
+                Job.objects.filter(pk=downstream.pk).update(after=after)
 
 
 STALE_MESSAGE = (

@@ -713,6 +713,10 @@ def job_detail(request, job_id):
         **_job_panels(job),
         "history": _history_context(job, request.GET),
         "audit_events": AuditEvent.objects.filter(job=job).order_by("-created_at", "-id")[:AUDIT_EVENTS],
+        # The workflow: which jobs this one runs after, and which run after it
+        # (a deleted or paused one shows as such).
+        "upstream_links": job.upstream_links.select_related("upstream").order_by("upstream__name"),
+        "downstream_links": job.downstream_links.select_related("downstream").order_by("downstream__name"),
     }
     return render(request, "jobs/job_detail.html", context)
 
@@ -1020,7 +1024,13 @@ def _get_run_for_user(user, run_id) -> Run:
 @login_required
 def run_detail(request, run_id):
     run = _get_run_for_user(request.user, run_id)
-    context = {"run": run, "job": run.job, "retryable": Run.RETRYABLE}
+    context = {
+        "run": run,
+        "job": run.job,
+        "retryable": Run.RETRYABLE,
+        "caused_by": run.caused_by if run.caused_by_id else None,
+        "caused_runs": list(run.caused_runs.select_related("job").order_by("id")[:50]),
+    }
     return _partial_or_page(request, "jobs/run_detail.html", "run-viewer", context)
 
 
