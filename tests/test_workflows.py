@@ -297,3 +297,22 @@ def test_the_console_form_edits_after_and_schedule_none(make_job, staff_client):
     assert response.status_code in (302, 303), response.content.decode()[-3000:]
     b = Job.objects.get(name="B")
     assert b.after == [{"job": "A", "on": "failure"}] and b.upstream_links.get().upstream.name == "A"
+
+
+def test_an_http_job_started_by_an_upstream_run_names_it_in_headers(settings):
+    from jobs.handlers.http import HttpJobHandler
+    from tests.test_fence import TestServer
+    from tests.test_http_handler import make_ctx
+
+    server = TestServer("127.0.0.2", name="target")
+    try:
+        settings.JOBS_HTTP_ALLOWED_HOSTS = ["127.0.0.2"]
+        ctx = make_ctx({"url": server.url("/echo"), "method": "GET"})
+        ctx.upstream = {"job": "nightly", "run_id": 42, "status": "succeeded", "result": "ok"}
+        result = HttpJobHandler().run(ctx)
+    finally:
+        server.stop()
+    headers = json.loads(result.split("\n", 1)[1])["headers"]
+    assert headers["X-Cronboard-Upstream-Job"] == "nightly"
+    assert headers["X-Cronboard-Upstream-Run"] == "42"
+    assert headers["X-Cronboard-Upstream-Status"] == "succeeded"
