@@ -281,6 +281,11 @@ if len(JOBS_WORKER_ID) > 190 or any(c.isspace() for c in JOBS_WORKER_ID):
 JOBS_SCHEDULER_ENABLED = _bool("JOBS_SCHEDULER_ENABLED", True)
 JOBS_MAX_CONCURRENT_RUNS = _int("JOBS_MAX_CONCURRENT_RUNS", 8, minimum=1)
 JOBS_SQL_ENABLED = _bool("JOBS_SQL_ENABLED", False)
+# Command jobs (kind command) run programs on this host as the scheduler's OS
+# user: off unless turned on; optionally limited to these programs.
+JOBS_COMMAND_ENABLED = _bool("JOBS_COMMAND_ENABLED", False)
+JOBS_COMMAND_ALLOWED = env.list("JOBS_COMMAND_ALLOWED", default=[])
+JOBS_COMMAND_KILL_GRACE_SECONDS = _int("JOBS_COMMAND_KILL_GRACE_SECONDS", 5, minimum=0)
 JOBS_MAX_MESSAGE_CHARS = _int("JOBS_MAX_MESSAGE_CHARS", 262144)
 JOBS_MISFIRE_THRESHOLD = _int("JOBS_MISFIRE_THRESHOLD", 60, minimum=0)
 JOBS_SHUTDOWN_GRACE = _int("JOBS_SHUTDOWN_GRACE", 30, minimum=0)

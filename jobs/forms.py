@@ -130,6 +130,12 @@ def kind_property_errors(kind: str, properties: dict, *, sql_write: bool = False
 
         for field, message in validate_sql_properties(properties, write=sql_write).items():
             errors.append((field, ValidationError(message, code="invalid")))
+    elif kind == Job.Kind.COMMAND:
+        from jobs.handlers.command import validate_command_properties
+
+        for field, message in validate_command_properties(properties).items():
+            code = "command_disabled" if field == "kind" else "invalid"
+            errors.append((field, ValidationError(message, code=code)))
     return errors
 
 
@@ -622,6 +628,8 @@ class JobForm(ErrorListMixin, forms.ModelForm):
             data["handler"] = ""
             if data.get("sql"):
                 properties["sql"] = data["sql"]
+        elif kind == Job.Kind.COMMAND:
+            data["handler"] = ""
         for field, error in kind_property_errors(kind, properties, sql_write=bool(data.get("sql_write"))):
             self.add_error(field if field in self.fields else "properties", error)
         data["properties"] = properties

@@ -43,6 +43,7 @@ class Job(models.Model):
         PYTHON = "python", "Python handler"
         HTTP = "http", "HTTP request"
         SQL = "sql", "SQL statement"
+        COMMAND = "command", "Command on the scheduler's host"
 
     class ScheduleType(models.TextChoices):
         CRON = "cron", "Cron"

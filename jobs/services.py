@@ -42,8 +42,10 @@ def check_demo_mode(action: str) -> None:
         raise DemoModeError(f"Demo mode: {action} is turned off on this server.")
 
 
-# Kinds that reach outside the process: the network and the database.
-GUARDED_KINDS = (Job.Kind.HTTP, Job.Kind.SQL)
+# Kinds that reach outside the process: the network, the database, the host.
+GUARDED_KINDS = (Job.Kind.HTTP, Job.Kind.SQL, Job.Kind.COMMAND)
+# Kinds only superusers may create, edit or run with other properties.
+SUPERUSER_KINDS = (Job.Kind.SQL, Job.Kind.COMMAND)
 
 
 _PARTICIPLES = {"create or edit": "created or edited", "resume": "resumed", "re-enable": "re-enabled"}
@@ -63,8 +65,10 @@ def check_job_change(*, kinds: Iterable[str | None], user, action: str, runs: bo
     if runs and guarded and getattr(settings, "DEMO_MODE", False):
         label = " and ".join(kind.upper() for kind in guarded)
         raise DemoModeError(f"Demo mode: {label} jobs cannot be {_PARTICIPLES.get(action, action)}.")
-    if Job.Kind.SQL in kinds and user is not None and not getattr(user, "is_superuser", False):
-        raise ForbiddenError(f"Only superusers can {action} SQL jobs.")
+    restricted = [kind for kind in SUPERUSER_KINDS if kind in kinds]
+    if restricted and user is not None and not getattr(user, "is_superuser", False):
+        label = " and ".join("SQL" if kind == Job.Kind.SQL else kind for kind in restricted)
+        raise ForbiddenError(f"Only superusers can {action} {label} jobs.")
 
 
 def wake_schedulers(sender: str = "") -> None:

@@ -32,6 +32,7 @@ from jobs.alert_views import channel_rows
 from jobs.charts import duration_chart
 from jobs.forms import HTTP_FIELDS, JobForm, SettingsForm
 from jobs.handlers import registry
+from jobs.handlers.command import command_enabled
 from jobs.handlers.http import METHODS as HTTP_METHODS
 from jobs.handlers.sql import sql_enabled
 from jobs.leases import cluster_status
@@ -458,6 +459,9 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
     kinds = Job.Kind.choices
     if not sql_enabled() and not (job and job.kind == Job.Kind.SQL):
         kinds = [choice for choice in kinds if choice[0] != Job.Kind.SQL]
+        form.fields["kind"].choices = kinds
+    if not command_enabled() and not (job and job.kind == Job.Kind.COMMAND):
+        kinds = [choice for choice in kinds if choice[0] != Job.Kind.COMMAND]
         form.fields["kind"].choices = kinds
     form.fields["properties"].widget.attrs.update({"data-property-bag": "", "rows": 4})
     form.fields["timezone"].widget.attrs.update({"list": "timezone-names", "autocomplete": "off"})

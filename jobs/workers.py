@@ -61,6 +61,10 @@ def resolve_handler(kind: str, name: str) -> JobHandler:
         from jobs.handlers.sql import SqlJobHandler
 
         return SqlJobHandler()
+    if kind == "command":
+        from jobs.handlers.command import CommandJobHandler
+
+        return CommandJobHandler()
     return registry.get(name)()
 
 
