@@ -191,6 +191,8 @@ def _live_runs(job: Job):
 
 
 def _describe_schedule(job: Job) -> str:
+    if job.schedule_type == Job.ScheduleType.NONE:
+        return "No schedule: by hand or after upstream jobs"
     if job.schedule_type == Job.ScheduleType.INTERVAL:
         seconds = job.interval_seconds or 0
         for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):

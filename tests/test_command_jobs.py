@@ -224,3 +224,31 @@ def test_jobs_command_allowed_limits_the_programs(superuser_api, settings):
         assert response.status_code == 400 and response.json()["field"] == "properties", response.content
     with pytest.raises(HandlerError, match="JOBS_COMMAND_ALLOWED"):
         CommandJobHandler().run(make_ctx({"command": "/bin/true"}))
+
+
+@pytest.mark.django_db
+def test_a_cancelled_command_run_is_recorded_cancelled_and_its_group_killed(make_job):
+    from jobs import services
+
+    job = make_job(
+        kind=Job.Kind.COMMAND, handler="", properties={"command": json.dumps([PY, "-c", STUBBORN])}
+    )
+    s = Scheduler(worker_id="node-c2", max_workers=2, clock=lambda: T0, misfire_threshold=60)
+    try:
+        run = Run.objects.create(job=job, scheduled_at=T0, run_after=T0, trigger="manual")
+        assert s.claim_queued(T0)
+        flight = s.pool.flights[run.pk]
+        until = time.monotonic() + 20
+        while " ready " not in flight.ctx.log_text() and time.monotonic() < until:
+            time.sleep(0.05)
+        child = ready_pid(flight.ctx.log_text())
+        run.refresh_from_db()
+        services.cancel_run(run=run)
+        s.heartbeat(T0)
+        run.refresh_from_db()
+        assert run.status == "cancelled"
+        assert flight.done.wait(20)
+        assert gone(child)
+    finally:
+        for f in list(s.pool.flights.values()):
+            s.pool.abandon(f.run_id)

@@ -316,3 +316,10 @@ def test_an_http_job_started_by_an_upstream_run_names_it_in_headers(settings):
     assert headers["X-Cronboard-Upstream-Job"] == "nightly"
     assert headers["X-Cronboard-Upstream-Run"] == "42"
     assert headers["X-Cronboard-Upstream-Status"] == "succeeded"
+
+
+def test_the_job_list_shows_a_job_without_a_schedule(make_job, staff_client):
+    make_job(name="A")
+    make_job(name="B", schedule_type="none", cron_expression="", after=[{"job": "A", "on": "success"}])
+    page = staff_client.get("/jobs/").content.decode()
+    assert "after 1 job" in page and "every None s" not in page
