@@ -30,7 +30,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.views.decorators.csrf import csrf_exempt
 
 from jobs import access, cron, jsontext, services, tokens
-from jobs.forms import JobForm, TaskForm, check_instant
+from jobs.forms import PROPERTY_FIELDS, JobForm, TaskForm, check_instant
 from jobs.handlers import registry
 from jobs.models import AuditEvent, Job, Run
 from jobs.serializers import handler_to_dict, job_to_dict, run_to_dict, spec_errors, spec_to_form_data
@@ -50,8 +50,6 @@ MAX_URL_CHARS = 4096
 
 # Form error codes that mean "not allowed" rather than "not valid".
 REFUSAL_CODES = {"forbidden", "demo_mode"}
-# The form's convenience fields for HTTP and SQL jobs are properties in the API.
-PROPERTY_FIELDS = {"url", "method", "headers", "body", "sql"}
 
 
 def _api_field(field: str | None) -> str | None:

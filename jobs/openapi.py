@@ -235,7 +235,8 @@ SCHEMAS = {
         "properties": {
             "code": {
                 "type": "string",
-                "description": "e.g. required, invalid, unique, 47003, stale_version, forbidden.",
+                "description": "e.g. required, invalid, unique, 47003, stale_version, forbidden; "
+                "invalid_text: a NUL or a lone surrogate, which no database stores.",
             },
             "message": {"type": "string"},
             "field": _nullable("string"),

@@ -8,6 +8,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.utils import timezone
 
 from jobs.handlers.base import HandlerError, JobContext
 from jobs.handlers.command import CommandJobHandler, parse_command
@@ -127,33 +128,41 @@ def test_a_command_ignoring_sigterm_past_its_timeout_is_killed_with_its_children
     assert gone(child)
 
 
-@pytest.mark.django_db
-def test_through_the_scheduler_a_timeout_is_recorded_and_the_group_killed(make_job):
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_through_the_scheduler_a_timeout_is_recorded_and_the_group_killed(make_job, settings, executor):
+    settings.JOBS_EXECUTOR = executor
     job = make_job(
         kind=Job.Kind.COMMAND,
         handler="",
         properties={"command": json.dumps([PY, "-c", STUBBORN])},
         timeout_seconds=5,
     )
-    now = [T0]
+    # A real clock: a run in a child process reads its deadline by the real time.
+    base = timezone.now()
+    now = [base]
     s = Scheduler(worker_id="node-c", max_workers=2, clock=lambda: now[0], misfire_threshold=60)
     try:
-        run = Run.objects.create(job=job, scheduled_at=T0, run_after=T0, trigger="manual", timeout_seconds=5)
-        assert s.claim_queued(T0)
+        run = Run.objects.create(
+            job=job, scheduled_at=base, run_after=base, trigger="manual", timeout_seconds=5
+        )
+        assert s.claim_queued(base)
         flight = s.pool.flights[run.pk]
         until = time.monotonic() + 20
         while " ready " not in flight.ctx.log_text() and time.monotonic() < until:
             time.sleep(0.05)
+        assert " ready " in flight.ctx.log_text(), (flight.ctx.log_text(), Run.objects.get(pk=run.pk).error)
         child = ready_pid(flight.ctx.log_text())
-        now[0] = T0 + timedelta(seconds=10)
+        now[0] = base + timedelta(seconds=10)
         assert s.enforce_deadlines(now[0])
         run.refresh_from_db()
         assert run.status == "timed_out"
-        assert flight.done.wait(20)
         assert gone(child)
     finally:
         for f in list(s.pool.flights.values()):
             s.pool.abandon(f.run_id)
+        if hasattr(s.pool, "close"):
+            s.pool.close()
 
 
 @pytest.mark.parametrize(
@@ -241,6 +250,7 @@ def test_a_cancelled_command_run_is_recorded_cancelled_and_its_group_killed(make
         until = time.monotonic() + 20
         while " ready " not in flight.ctx.log_text() and time.monotonic() < until:
             time.sleep(0.05)
+        assert " ready " in flight.ctx.log_text(), (flight.ctx.log_text(), Run.objects.get(pk=run.pk).error)
         child = ready_pid(flight.ctx.log_text())
         run.refresh_from_db()
         services.cancel_run(run=run)

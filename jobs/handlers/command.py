@@ -40,6 +40,9 @@ CLEAN_ENV_NAMES = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LO
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 STDERR_TAIL_CHARS = 2000
 MAX_ENV = 100
+# In a child of the process executor, which SIGKILLs it 2 s after SIGTERM
+# (jobs.processes.GRACE_SECONDS): the program's grace before its SIGKILL.
+EXECUTOR_GRACE_SHARE = 1.0
 DISABLED_MESSAGE = "Command jobs are turned off on this server (JOBS_COMMAND_ENABLED)"
 
 
@@ -236,6 +239,21 @@ class CommandJobHandler(JobHandler):
             )
         except OSError as exc:
             raise HandlerError(f"could not start {argv[0]!r}: {exc.strerror or exc}") from None
+        # Under the process executor this handler runs in the main thread of
+        # a child that the scheduler stops with SIGTERM (then SIGKILL after
+        # its own short grace): turn that into a cancel, so the program's
+        # whole group is stopped before this process goes.
+        previous, grace = None, settings.JOBS_COMMAND_KILL_GRACE_SECONDS
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGTERM, lambda *_: ctx.cancelled.set())
+            grace = min(grace, EXECUTOR_GRACE_SHARE)
+        try:
+            return self._supervise(ctx, proc, argv, grace)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+    def _supervise(self, ctx: JobContext, proc: subprocess.Popen, argv: list[str], grace: float) -> str:
         out = _CappedLog(ctx, settings.JOBS_MAX_MESSAGE_CHARS)
         stderr_tail: collections.deque[str] = collections.deque(maxlen=200)
         readers = [
@@ -251,7 +269,7 @@ class CommandJobHandler(JobHandler):
             elif ctx.remaining_seconds <= 0:
                 stopped = "timed out"
             if stopped:
-                _stop_group(proc, ctx)
+                _stop_group(proc, ctx, grace)
                 break
             ctx.cancelled.wait(0.1)
         code = proc.wait()
@@ -284,14 +302,13 @@ def _kill_group(pgid: int, sig: int) -> None:
         pass
 
 
-def _stop_group(proc: subprocess.Popen, ctx: JobContext) -> None:
+def _stop_group(proc: subprocess.Popen, ctx: JobContext, grace: float) -> None:
     """SIGTERM to the whole group, SIGKILL after the grace."""
     ctx.log(f"stopping: SIGTERM to process group {proc.pid}")
     _kill_group(proc.pid, signal.SIGTERM)
-    grace = settings.JOBS_COMMAND_KILL_GRACE_SECONDS
     until = time.monotonic() + grace
     while proc.poll() is None and time.monotonic() < until:
         time.sleep(0.05)
     if proc.poll() is None:
-        ctx.log(f"still running after {grace} s: SIGKILL to process group {proc.pid}")
+        ctx.log(f"still running after {grace:g} s: SIGKILL to process group {proc.pid}")
     _kill_group(proc.pid, signal.SIGKILL)

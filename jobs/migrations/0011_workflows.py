@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobs", "0009_alerts"),
+        ("jobs", "0010_poison"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
