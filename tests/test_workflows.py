@@ -10,6 +10,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from jobs import imports, services
 from jobs.forms import JobForm
@@ -323,3 +324,35 @@ def test_the_job_list_shows_a_job_without_a_schedule(make_job, staff_client):
     make_job(name="B", schedule_type="none", cron_expression="", after=[{"job": "A", "on": "success"}])
     page = staff_client.get("/jobs/").content.decode()
     assert "after 1 job" in page and "every None s" not in page
+
+
+@register("test.workflow_upstream_echo")
+class UpstreamEcho(JobHandler):
+    """Module level, so a child process of the process executor imports it."""
+
+    def run(self, ctx):
+        return json.dumps(ctx.upstream)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ctx_upstream_reaches_a_handler_in_a_child_process(make_job, settings):
+    settings.JOBS_EXECUTOR = "process"
+    a = make_job(name="A", handler="test.workflow_upstream_echo")
+    b = make_job(name="B", handler="test.workflow_upstream_echo", schedule_type="none", cron_expression="")
+    JobDependency.objects.create(upstream=a, downstream=b, on="success")
+    s = Scheduler(worker_id="node-p", max_workers=2, clock=timezone.now, misfire_threshold=60)
+    try:
+        first, _ = services.run_now(job=a)
+        until = time.monotonic() + 60
+        while time.monotonic() < until and not Run.objects.filter(job=b, status="succeeded").exists():
+            s.claim_queued(timezone.now())
+            s.collect(s.pool.wait(0.1), timezone.now())
+    finally:
+        s.pool.close()
+    (b_run,) = Run.objects.filter(job=b)
+    assert json.loads(b_run.result) == {
+        "job": "A",
+        "run_id": first.pk,
+        "status": "succeeded",
+        "result": "null",
+    }
