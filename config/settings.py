@@ -318,6 +318,11 @@ if JOBS_RUN_MEMORY_MB and JOBS_EXECUTOR != "process":
         "JOBS_RUN_MEMORY_MB caps the memory of a run's child process: it needs JOBS_EXECUTOR=process"
     )
 JOBS_SQL_ENABLED = _bool("JOBS_SQL_ENABLED", False)
+# Command jobs (kind command) run programs on this host as the scheduler's OS
+# user: off unless turned on; optionally limited to these programs.
+JOBS_COMMAND_ENABLED = _bool("JOBS_COMMAND_ENABLED", False)
+JOBS_COMMAND_ALLOWED = env.list("JOBS_COMMAND_ALLOWED", default=[])
+JOBS_COMMAND_KILL_GRACE_SECONDS = _int("JOBS_COMMAND_KILL_GRACE_SECONDS", 5, minimum=0)
 JOBS_MAX_MESSAGE_CHARS = _int("JOBS_MAX_MESSAGE_CHARS", 262144)
 JOBS_MISFIRE_THRESHOLD = _int("JOBS_MISFIRE_THRESHOLD", 60, minimum=0)
 JOBS_SHUTDOWN_GRACE = _int("JOBS_SHUTDOWN_GRACE", 30, minimum=0)

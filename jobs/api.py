@@ -196,8 +196,16 @@ def _require_edit(request) -> None:
         raise ApiError(403, "forbidden", "Only staff can change jobs and start runs.")
 
 
-def _json_body(request) -> dict:
+def _json_body(request, *, optional: bool = False) -> dict:
+    """The body's JSON object; `optional`: an empty body (or an empty form,
+    which is what many clients send for a bare POST) reads as {}."""
+    if optional and request.content_type in ("multipart/form-data", "application/x-www-form-urlencoded"):
+        if request.POST or request.FILES:
+            raise ApiError(400, "invalid_json", "Send a JSON object as the request body.")
+        return {}
     raw = _read_body(request)
+    if optional and not raw.strip():
+        return {}
     if not raw:
         raise ApiError(400, "invalid_json", "Send a JSON object as the request body.")
     try:
@@ -339,7 +347,27 @@ def job_run(request, job_id):
     """Queue a manual run; while one is queued or running, answer that one (200, not 201)."""
     _require_edit(request)
     job = _job(request, job_id)
-    run, created = services.run_now(job=job, user=request.user, via=VIA, trigger=Run.Trigger.API)
+    # An empty body is a plain run; {"properties": {...}} overrides for this run only.
+    payload = _json_body(request, optional=True)
+    unknown = sorted(set(payload) - {"properties"})
+    if unknown:
+        raise ApiError.invalid(
+            [
+                {"code": "unknown_field", "message": f"Unknown field “{name[:50]}”.", "field": name[:50]}
+                for name in unknown
+            ]
+        )
+    try:
+        run, created = services.run_now(
+            job=job, user=request.user, via=VIA, trigger=Run.Trigger.API, properties=payload.get("properties")
+        )
+    except ValidationError as exc:
+        raise ApiError.invalid(
+            [
+                {"code": exc.code or "invalid", "message": message, "field": "properties"}
+                for message in exc.messages
+            ]
+        ) from None
     return JsonResponse(run_to_dict(run), status=201 if created else 200)
 
 

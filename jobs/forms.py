@@ -144,6 +144,49 @@ def coerce_properties(value) -> dict[str, str]:
     return clean
 
 
+def kind_property_errors(kind: str, properties: dict, *, sql_write: bool = False) -> list:
+    """[(field, ValidationError)] for a job kind's own rules on its (already
+    coerced) properties: the one check for a job's properties and for a run's
+    overrides merged over them."""
+    errors = []
+    if kind == Job.Kind.HTTP:
+        from jobs.handlers.http import validate_http_properties
+
+        for field, message in validate_http_properties(properties).items():
+            errors.append((field, ValidationError(message, code="fence" if field == "url" else "invalid")))
+    elif kind == Job.Kind.SQL:
+        from jobs.handlers.sql import validate_sql_properties
+
+        for field, message in validate_sql_properties(properties, write=sql_write).items():
+            errors.append((field, ValidationError(message, code="invalid")))
+    elif kind == Job.Kind.COMMAND:
+        from jobs.handlers.command import validate_command_properties
+
+        for field, message in validate_command_properties(properties).items():
+            code = "command_disabled" if field == "kind" else "invalid"
+            errors.append((field, ValidationError(message, code=code)))
+    return errors
+
+
+def clean_run_properties(job: Job, value) -> dict[str, str]:
+    """A run's property overrides (run now with parameters): coerced like a
+    job's properties, then the job kind's rules checked on the job's
+    properties with the overrides merged over them. Returns the overrides
+    alone (what the run records); raises ValidationError (field
+    "properties") naming the first problem."""
+    validate_storable(value)  # what StorableTextMixin checks on a job form's fields
+    overrides = coerce_properties(value)
+    merged = {**(job.properties or {}), **overrides}
+    if len(merged) > MAX_PROPERTIES:
+        raise ValidationError(f"A job can have at most {MAX_PROPERTIES} properties.", code="invalid")
+    for field, error in kind_property_errors(job.kind, merged, sql_write=job.sql_write):
+        message = error.messages[0]
+        raise ValidationError(
+            message if field == "properties" else f"{field}: {message}", code=error.code or "invalid"
+        )
+    return overrides
+
+
 class PropertiesField(forms.Field):
     widget = forms.Textarea
 
@@ -191,11 +234,103 @@ class AlertKindsField(forms.Field):
         return parse_alert_kinds(value)
 
 
+MAX_UPSTREAMS = 50
+# Workflow codes (docs/api.md): an upstream that is not a live job, and an
+# `after` that would make a job wait for itself.
+CODE_UNKNOWN_UPSTREAM = "47007"
+CODE_CYCLE = "47008"
+
+
+def coerce_after(value) -> list[dict]:
+    """A job's upstreams, [{"job": NAME, "on": "success"|"failure"|"finish"}],
+    from a list or its JSON text; "on" defaults to success. Unknown names
+    and cycles are JobForm.clean's business (they need the other jobs)."""
+    from jobs.models import JobDependency
+
+    if value in (None, ""):
+        return []
+    if isinstance(value, str):
+        try:
+            value = jsontext.loads(value)
+        except jsontext.JsonTextError as exc:
+            raise ValidationError(f"“After” must be a JSON list: {exc.message}", code="invalid") from None
+    if not isinstance(value, list):
+        raise ValidationError("“After” must be a list of {job, on} objects.", code="invalid")
+    if len(value) > MAX_UPSTREAMS:
+        raise ValidationError(f"A job can follow at most {MAX_UPSTREAMS} upstream jobs.", code="invalid")
+    clean, seen = [], set()
+    for item in value:
+        if isinstance(item, str):
+            item = {"job": item}
+        if not isinstance(item, dict) or set(item) - {"job", "on"}:
+            raise ValidationError("Each upstream is an object with “job” and “on”.", code="invalid")
+        name, on = item.get("job"), item.get("on", JobDependency.On.SUCCESS)
+        if not isinstance(name, str) or not name.strip() or len(name) > 200 or "\x00" in name:
+            raise ValidationError("Each upstream needs the name of a job in “job”.", code="invalid")
+        if on not in JobDependency.On.values:
+            raise ValidationError(
+                f"“on” must be one of {', '.join(JobDependency.On.values)}, not “{str(on)[:50]}”.",
+                code="invalid",
+            )
+        name = name.strip()
+        if name in seen:
+            raise ValidationError(f"“{name[:100]}” is named twice in “after”.", code="invalid")
+        seen.add(name)
+        clean.append({"job": name, "on": on})
+    return clean
+
+
+def dependency_graph() -> dict[str, set[str]]:
+    """Live job name → the names of the live jobs it runs after."""
+    from jobs.models import JobDependency
+
+    graph: dict[str, set[str]] = {}
+    rows = JobDependency.objects.filter(
+        downstream__deleted_at__isnull=True, upstream__deleted_at__isnull=True
+    ).values_list("downstream__name", "upstream__name")
+    for downstream, upstream in rows:
+        graph.setdefault(downstream, set()).add(upstream)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]], start: str) -> list[str] | None:
+    """A path start → … → start following upstream edges, or None."""
+    stack = [(start, [start])]
+    seen = set()
+    while stack:
+        node, path = stack.pop()
+        for upstream in sorted(graph.get(node, ())):
+            if upstream == start:
+                return [*path, start]
+            if upstream not in seen:
+                seen.add(upstream)
+                stack.append((upstream, [*path, upstream]))
+    return None
+
+
+class AfterField(forms.Field):
+    widget = forms.Textarea
+
+    def to_python(self, value):
+        return coerce_after(value)
+
+    def prepare_value(self, value):
+        if isinstance(value, list):
+            return json.dumps(value, indent=2)
+        return value
+
+
 class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
     """Create or edit a job. Pass `user` (None = a trusted caller such as the
     shell) so SQL jobs can be limited to superusers."""
 
     properties = PropertiesField(required=False)
+    after = AfterField(
+        required=False,
+        label="Runs after",
+        help_text='Upstream jobs, a JSON list: [{"job": "name", "on": "success"}] — "on" is success, failure or '
+        "finish. Each final run of an upstream that matches starts this job once.",
+    )
     alert_emails = EmailListField(required=False)
     alert_channels = ChannelListField(required=False)
     alert_on = AlertKindsField(required=False)
@@ -211,8 +346,11 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         model = Job
         fields = Job.EDITABLE_FIELDS
 
-    def __init__(self, *args, user=None, **kwargs):
+    def __init__(self, *args, user=None, workflow=None, **kwargs):
         self.user = user
+        # `jobs import`: {name: [upstream names]} of the file's jobs, which
+        # are saved together: they count as existing, with these edges.
+        self.workflow = workflow or {}
         super().__init__(*args, **kwargs)
         self.fields["handler"].widget = forms.Select(choices=self.handler_choices())
         self.fields["state"].choices = [
@@ -369,6 +507,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         data = super().clean()
         self._clean_schedule(data)
         self._clean_handler(data)
+        self._clean_after(data)
         long_running, timeout = data.get("long_running_seconds"), data.get("timeout_seconds")
         if long_running is not None and timeout is not None and long_running >= timeout:
             self.add_error(
@@ -380,6 +519,11 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         return data
 
     def _clean_schedule(self, data):
+        if data.get("schedule_type") == Job.ScheduleType.NONE:
+            # Runs only by hand or after an upstream job: no schedule fields.
+            data["cron_expression"] = ""
+            data["interval_seconds"] = None
+            return
         if data.get("schedule_type") == Job.ScheduleType.INTERVAL:
             seconds = data.get("interval_seconds")
             if seconds is None and "interval_seconds" not in self.errors:
@@ -414,6 +558,53 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
             except cron.CronError as exc:
                 self.add_error("cron_expression", ValidationError(exc.message, code=str(exc.code)))
             data["interval_seconds"] = None
+
+    def _clean_after(self, data):
+        """Upstreams must be live jobs (or jobs of the same import file),
+        never the job itself, and must not close a loop (47007, 47008)."""
+        after = data.get("after") or []
+        name = (data.get("name") or self.instance.name or "").strip()
+        if not after or not name:
+            return
+        names = [item["job"] for item in after]
+        live = set(Job.objects.live().filter(name__in=names).values_list("name", flat=True))
+        if self.instance.pk:
+            live.discard(self.instance.name)  # the job itself, under its stored name
+            live.discard(name)
+        unknown = [n for n in names if n not in live and n not in self.workflow and n != name]
+        if unknown:
+            self.add_error(
+                "after",
+                ValidationError(
+                    f"No job named {', '.join(f'“{n[:100]}”' for n in unknown[:5])} to run after.",
+                    code=CODE_UNKNOWN_UPSTREAM,
+                ),
+            )
+            return
+        graph = dependency_graph()
+        if (
+            self.instance.pk
+            and self.instance.name != name
+            and self.instance.name in graph | {n for ups in graph.values() for n in ups}
+        ):
+            old = self.instance.name
+            graph = {
+                (name if d == old else d): {name if u == old else u for u in ups} for d, ups in graph.items()
+            }
+        for other, ups in self.workflow.items():
+            graph[other] = set(ups)
+        graph[name] = set(names)
+        cycle = find_cycle(graph, name)
+        if cycle:
+            self.add_error(
+                "after",
+                ValidationError(
+                    "A job cannot run after itself: "
+                    + " → ".join(f"“{n[:100]}”" for n in reversed(cycle))
+                    + ".",
+                    code=CODE_CYCLE,
+                ),
+            )
 
     def _job_change_refusal(self, kind) -> bool:
         """Ask services.check_job_change (the one place for demo mode and
@@ -464,27 +655,15 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
                 if data.get(name):
                     properties[name] = data[name]
             properties.setdefault("method", "GET")
-            from jobs.handlers.http import validate_http_properties
-
-            for field, message in validate_http_properties(properties).items():
-                self.add_error(
-                    field if field in self.fields else "properties",
-                    ValidationError(message, code="fence" if field == "url" else "invalid"),
-                )
         elif kind == Job.Kind.SQL:
             data["handler"] = ""
             for name in SQL_FIELDS:
                 if data.get(name):
                     properties[name] = data[name]
-            from jobs.handlers.sql import validate_sql_properties
-
-            for field, message in validate_sql_properties(
-                properties, write=bool(data.get("sql_write"))
-            ).items():
-                self.add_error(
-                    field if field in self.fields else "properties",
-                    ValidationError(message, code="invalid"),
-                )
+        elif kind == Job.Kind.COMMAND:
+            data["handler"] = ""
+        for field, error in kind_property_errors(kind, properties, sql_write=bool(data.get("sql_write"))):
+            self.add_error(field if field in self.fields else "properties", error)
         data["properties"] = properties
 
     def save(self, commit=True):

@@ -67,6 +67,7 @@ class Planned:
 def plan(specs: list[dict], *, user=None) -> list[Planned]:
     """Validate every spec against what is stored, changing nothing."""
     out = []
+    workflow = _workflow(specs)
     for index, spec in enumerate(specs):
         name = spec.get("name")
         # Shown in the console and on a terminal: text no database stores
@@ -88,7 +89,9 @@ def plan(specs: list[dict], *, user=None) -> list[Planned]:
             # never set): importing it back leaves it crashed; `jobs resume`
             # (or Re-enable in the console) re-enables it.
             spec = {**spec, "state": Job.State.CRASHED}
-        form = JobForm(data=spec_to_form_data(spec, instance=instance), instance=instance, user=user)
+        form = JobForm(
+            data=spec_to_form_data(spec, instance=instance), instance=instance, user=user, workflow=workflow
+        )
         if not form.is_valid():
             errors.extend({"job": label, **e} for e in form.error_list())
         errors = [{**e, "message": storable(e["message"])} for e in errors]
@@ -110,7 +113,7 @@ def apply(specs: list[dict], *, user=None, via: str = AuditEvent.Via.CLI) -> tup
         errors = [e for p in planned for e in p.errors]
         if errors:
             raise ImportFailed(errors)
-        for item in planned:
+        for item in _upstreams_first(planned):
             _job, changed = services.save_job_if_changed(job=item.form.save(commit=False), user=user, via=via)
             if item.action == "create":
                 created += 1
@@ -119,3 +122,45 @@ def apply(specs: list[dict], *, user=None, via: str = AuditEvent.Via.CLI) -> tup
             else:
                 unchanged += 1
     return created, updated, unchanged
+
+
+def _workflow(specs: list[dict]) -> dict[str, list[str]]:
+    """{name: [upstream names]} of the file's jobs (those whose `after` reads
+    as a list; JobForm reports the others), so jobs of one file may follow
+    each other in any order and a loop through the file is found."""
+    from django.core.exceptions import ValidationError
+
+    from jobs.forms import coerce_after
+
+    graph = {}
+    for spec in specs:
+        name = spec.get("name")
+        if not isinstance(name, str) or not name.strip():
+            continue
+        try:
+            after = coerce_after(spec.get("after"))
+        except ValidationError:
+            after = []
+        graph[name.strip()] = [item["job"] for item in after]
+    return graph
+
+
+def _upstreams_first(planned: list[Planned]) -> list[Planned]:
+    """The planned jobs with each job's upstreams of the same file saved
+    before it (there is no cycle: JobForm refused those)."""
+    by_name = {item.form.cleaned_data["name"]: item for item in planned}
+    order, done = [], set()
+
+    def visit(item, depth=0):
+        name = item.form.cleaned_data["name"]
+        if name in done or depth > len(planned):
+            return
+        done.add(name)
+        for upstream in item.form.cleaned_data.get("after") or []:
+            if upstream["job"] in by_name:
+                visit(by_name[upstream["job"]], depth + 1)
+        order.append(item)
+
+    for item in planned:
+        visit(item)
+    return order

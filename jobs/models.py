@@ -55,10 +55,13 @@ class Job(models.Model):
         PYTHON = "python", "Python handler"
         HTTP = "http", "HTTP request"
         SQL = "sql", "SQL statement"
+        COMMAND = "command", "Command on the scheduler's host"
 
     class ScheduleType(models.TextChoices):
         CRON = "cron", "Cron"
         INTERVAL = "interval", "Interval"
+        # No schedule of its own: runs by hand or after an upstream job.
+        NONE = "none", "None (by hand or after other jobs)"
 
     class MisfirePolicy(models.TextChoices):
         SKIP = "skip", "Skip missed fires"
@@ -81,6 +84,7 @@ class Job(models.Model):
         "kind",
         "handler",
         "properties",
+        "after",
         "sql_write",
         "schedule_type",
         "cron_expression",
@@ -108,6 +112,11 @@ class Job(models.Model):
     handler = models.CharField(max_length=200, blank=True)
     properties = models.JSONField(default=dict, blank=True)
     sql_write = models.BooleanField(default=False, help_text="SQL jobs only: allow the statement to write.")
+    # Upstream jobs, as written by a person or file: [{"job": NAME, "on":
+    # "success" | "failure" | "finish"}]. Validated by JobForm (unknown
+    # names, cycles); services.save_job writes the JobDependency rows the
+    # scheduler follows from it (and renames keep it current).
+    after = models.JSONField(default=list, blank=True)
 
     schedule_type = models.CharField(max_length=10, choices=ScheduleType.choices, default=ScheduleType.CRON)
     cron_expression = models.CharField(max_length=cron.MAX_EXPRESSION_CHARS, blank=True)
@@ -163,6 +172,7 @@ class Job(models.Model):
                 condition=(
                     Q(schedule_type="cron") & ~Q(cron_expression="")
                     | Q(schedule_type="interval", interval_seconds__gte=MIN_INTERVAL_SECONDS)
+                    | Q(schedule_type="none")
                 ),
                 name="job_schedule_field_set",
             ),
@@ -214,6 +224,8 @@ class Job(models.Model):
         Cron: the next matching instant in the job's zone. Interval: the last
         fire plus the interval, or `after` plus the interval when that is
         already past: missed windows are never replayed."""
+        if self.schedule_type == self.ScheduleType.NONE:
+            return None
         if self.schedule_type == self.ScheduleType.INTERVAL:
             step = timedelta(seconds=self.interval_seconds)
             if last_fire is not None and last_fire + step > after:
@@ -290,6 +302,7 @@ class Run(models.Model):
         CATCH_UP = "catch_up", "Catch-up"
         API = "api", "API"
         TASK = "task", "One-off task"
+        UPSTREAM = "upstream", "After an upstream run"
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -304,6 +317,9 @@ class Run(models.Model):
     class SkipReason(models.TextChoices):
         MISFIRE = "misfire", "Misfire"
         OVERLAP = "overlap", "Overlap"
+        # A downstream job not started after its upstream run finished.
+        PAUSED = "paused", "Job paused"
+        CRASHED = "crashed", "Job crashed"
 
     # Finished without success: the console offers to run these again.
     RETRYABLE = (Status.FAILED, Status.TIMED_OUT, Status.INTERRUPTED, Status.CANCELLED)
@@ -344,6 +360,11 @@ class Run(models.Model):
     # The leader lease epoch under which the fire was planned (PostgreSQL
     # clusters); null for manual runs, tasks and single-node SQLite.
     planned_epoch = models.PositiveBigIntegerField(null=True, blank=True)
+    # trigger=upstream: the upstream run whose final outcome started this one
+    # (each attempt of a retried downstream run keeps it).
+    caused_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="caused_runs"
+    )
 
     # Execution policy, copied from the job when the fire is planned (a later
     # edit does not change a fire under way); set by the caller for tasks.
@@ -386,6 +407,14 @@ class Run(models.Model):
             models.CheckConstraint(
                 condition=Q(trigger="task") | Q(job__isnull=False), name="run_job_unless_task"
             ),
+            # Each upstream run starts (or skips) each downstream job once,
+            # however many schedulers record outcomes.
+            models.UniqueConstraint(
+                "job",
+                "caused_by",
+                condition=Q(caused_by__isnull=False, attempt=1),
+                name="run_one_per_upstream_run",
+            ),
         ]
         indexes = [
             # claim_queued(): the oldest runnable queued runs.
@@ -420,6 +449,39 @@ class Run(models.Model):
     @property
     def lateness(self) -> timedelta | None:
         return self.started_at - self.scheduled_at if self.started_at else None
+
+
+class JobDependency(models.Model):
+    """An edge of the workflow graph: `downstream` runs after each final
+    outcome of `upstream` that matches `on`. Written from Job.after by
+    services.save_job; read by the scheduler when a run finishes."""
+
+    class On(models.TextChoices):
+        SUCCESS = "success", "On success"
+        FAILURE = "failure", "On failure"
+        FINISH = "finish", "On any finish"
+
+    downstream = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="upstream_links")
+    upstream = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="downstream_links")
+    on = models.CharField(max_length=10, choices=On.choices, default=On.SUCCESS)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint("downstream", "upstream", name="job_dependency_unique_edge"),
+        ]
+        indexes = [models.Index(fields=["upstream"], name="job_dependency_upstream_idx")]
+
+    def __str__(self):
+        return f"{self.upstream_id} → {self.downstream_id} ({self.on})"
+
+    # Which final run statuses each `on` follows. A cancelled run counts
+    # only for `finish`; a skipped fire never ran and starts nothing.
+    MATCHES = {
+        On.SUCCESS: {"succeeded"},
+        On.FAILURE: {"failed", "timed_out", "interrupted"},
+        On.FINISH: {"succeeded", "failed", "timed_out", "interrupted", "cancelled"},
+    }
 
 
 def _run_column_in(column: str, values) -> RawSQL:

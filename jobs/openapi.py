@@ -109,7 +109,26 @@ JOB_INPUT_PROPERTIES = {
         "description": "Parameters for the handler; url/method/headers/body for http, sql for sql. "
         "Names are trimmed; two equal names are refused (code duplicate_key).",
     },
-    "schedule_type": {"type": "string", "enum": list(Job.ScheduleType.values)},
+    "after": {
+        "type": "array",
+        "maxItems": 50,
+        "description": "Upstream jobs: this job runs after each final run of each that matches `on` "
+        "(default success). An unknown upstream is refused with code 47007, a cycle with 47008.",
+        "items": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["job"],
+            "properties": {
+                "job": {"type": "string", "maxLength": 200},
+                "on": {"type": "string", "enum": ["success", "failure", "finish"], "default": "success"},
+            },
+        },
+    },
+    "schedule_type": {
+        "type": "string",
+        "enum": list(Job.ScheduleType.values),
+        "description": "none: no schedule of its own (runs by hand or after upstream jobs).",
+    },
     "cron_expression": {
         "type": "string",
         "maxLength": cron.MAX_EXPRESSION_CHARS,
@@ -195,6 +214,14 @@ RUN_PROPERTIES = {
     "duration_ms": _nullable("integer"),
     "result": {"type": "string"},
     "error": {"type": "string"},
+    "properties": {
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "description": "A task's properties; a job's run: its property overrides ({} if none).",
+    },
+    "caused_by": _nullable(
+        "integer", description="trigger upstream: the upstream run that started this one."
+    ),
 }
 TASK_RUN_PROPERTIES = {
     "handler": {"type": "string", "description": "One-off tasks only: the task's handler."},
@@ -530,6 +557,27 @@ PATHS = {
         "post": {
             "operationId": "runJob",
             "summary": "Queue a manual run (staff; refused in demo mode).",
+            "description": (
+                "The body may be empty. `properties` overrides the job's properties for this run only "
+                "(merged over them, validated like the job's own; 400 with field `properties` if not)."
+            ),
+            "requestBody": {
+                "required": False,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "properties": {
+                                "properties": {
+                                    "type": "object",
+                                    "additionalProperties": {"type": ["string", "number", "boolean", "null"]},
+                                }
+                            },
+                        }
+                    }
+                },
+            },
             "responses": {
                 "201": _json(_ref("Run"), "The queued run."),
                 "200": _json(_ref("Run"), "A manual run was already queued or running: that run."),

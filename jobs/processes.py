@@ -67,6 +67,7 @@ CONTEXT_FIELDS = (
     "job_name",
     "task_key",
     "sql_write",
+    "upstream",
     "job",
     "run",
 )

@@ -57,7 +57,7 @@ from jobs.bulk import update_from_values
 from jobs.handlers.base import JobContext
 from jobs.heartbeat import HeartbeatPinger
 from jobs.listener import WakeListener
-from jobs.models import LIVE_RUN, Job, Run, cap_message
+from jobs.models import LIVE_RUN, Job, JobDependency, Run, cap_message
 from jobs.outbox import AlertSender
 from jobs.workers import Flight, HandlerRef, Outcome, make_pool
 
@@ -646,11 +646,16 @@ class Scheduler:
             attempt=run.attempt,
             scheduled_at=run.scheduled_at,
             deadline=deadline,
-            properties=dict((run.properties if run.is_task else job.properties) or {}),
+            # A job's run: the job's properties with the run's overrides (run
+            # now with parameters, or copied by a retry) merged over them.
+            properties=dict(run.properties or {})
+            if run.is_task
+            else {**job.properties, **(run.properties or {})},
             job_id=job.pk if job else None,
             job_name=job.name if job else "",
             task_key=run.task_key,
             sql_write=bool(job and job.sql_write),
+            upstream=_upstream_of(run),
             job=job,
             run=run,
             log_keep=self.max_message_chars,
@@ -814,6 +819,86 @@ class Scheduler:
             ],
             assign=["last_status", "last_error", "last_duration_ms", "consecutive_failures"],
         )
+        finished = []
+        for run, outcome in common:
+            if run.pk in touched and run.job_id is not None:
+                run.status, run.result = outcome.status, written[run.pk]["result"]
+                finished.append(run)
+        self._start_downstream(finished, now)
+
+    def _start_downstream(self, runs: list[Run], now: datetime) -> int:
+        """Each finished run (its final attempt) starts each job that runs
+        after its job on this outcome, in the transaction that records the
+        outcome: a queued run with trigger `upstream` and caused_by the run.
+        A downstream job that is paused or crashed, or still running from
+        before (the overlap rule), gets a skipped run saying so instead; a
+        deleted one nothing. The unique (job, caused_by) index makes a second
+        write of the same pair impossible (ignored, not an error)."""
+        runs = [run for run in runs if run.job_id is not None and not run.is_task]
+        if not runs:
+            return 0
+        edges = list(
+            JobDependency.objects.filter(upstream_id__in={run.job_id for run in runs}).select_related(
+                "downstream"
+            )
+        )
+        if not edges:
+            return 0
+        busy = set(
+            Run.objects.filter(LIVE_RUN, job_id__in={edge.downstream_id for edge in edges}).values_list(
+                "job_id", flat=True
+            )
+        )
+        rows = []
+        for run in runs:
+            for edge in edges:
+                job = edge.downstream
+                if edge.upstream_id != run.job_id or run.status not in JobDependency.MATCHES[edge.on]:
+                    continue
+                if job.is_deleted:
+                    continue
+                fields = dict(
+                    job=job,
+                    caused_by_id=run.pk,
+                    scheduled_at=now,
+                    run_after=now,
+                    trigger=Run.Trigger.UPSTREAM,
+                    created_at=now,
+                    **job.run_policy(),
+                )
+                upstream = f"run {run.pk} of “{run.job.name if run.job else run.job_id}” ({run.status})"
+                if job.state != Job.State.ENABLED:
+                    reason = (
+                        Run.SkipReason.PAUSED if job.state == Job.State.PAUSED else Run.SkipReason.CRASHED
+                    )
+                    rows.append(
+                        Run(
+                            **fields,
+                            status=Run.Status.SKIPPED,
+                            skip_reason=reason,
+                            finished_at=now,
+                            worker_id=self.worker_id,
+                            error=f"not started after {upstream}: the job is {job.state}",
+                        )
+                    )
+                elif job.pk in busy:
+                    rows.append(
+                        Run(
+                            **fields,
+                            status=Run.Status.SKIPPED,
+                            skip_reason=Run.SkipReason.OVERLAP,
+                            finished_at=now,
+                            worker_id=self.worker_id,
+                            error=f"not started after {upstream}: the previous run was still running",
+                        )
+                    )
+                else:
+                    busy.add(job.pk)
+                    rows.append(Run(**fields, status=Run.Status.QUEUED))
+        Run.objects.bulk_create(rows, ignore_conflicts=True)
+        if any(row.status == Run.Status.QUEUED for row in rows):
+            self._queued_next = now
+        return len(rows)
 
     def _record(
         self, run: Run, status: str, now: datetime, *, result="", error="", log_text="", retry=True
@@ -844,6 +929,9 @@ class Scheduler:
                     duration_ms,
                 )
                 self._record_on_job(run, final=not retry, now=now)
+                if not retry:
+                    run.result = outcome["result"]
+                    self._start_downstream([run], now)
         return True
 
     def _queue_retry(self, run: Run, now: datetime) -> Run:
@@ -864,6 +952,7 @@ class Scheduler:
             handler=run.handler,
             task_key=run.task_key,
             properties=run.properties,
+            caused_by_id=run.caused_by_id,
             created_by_id=run.created_by_id,
             created_at=now,
         )
@@ -1227,6 +1316,22 @@ def _scheduler_process_alive(pid: int) -> bool:
             return b"runscheduler" in f.read()
     except OSError:
         return True
+
+
+def _upstream_of(run: Run) -> dict | None:
+    """What a downstream run's handler sees as ctx.upstream: the upstream
+    run's job name, id, status and result (None for other runs)."""
+    if not run.caused_by_id:
+        return None
+    upstream = Run.objects.select_related("job").filter(pk=run.caused_by_id).first()
+    if upstream is None:
+        return {"job": "", "run_id": run.caused_by_id, "status": "", "result": ""}
+    return {
+        "job": upstream.job.name if upstream.job else "",
+        "run_id": upstream.pk,
+        "status": upstream.status,
+        "result": upstream.result,
+    }
 
 
 def _seconds(delta: timedelta) -> str:

@@ -105,6 +105,10 @@ def run_to_dict(run: Run, *, with_log: bool = False) -> dict:
         "duration_ms": run.duration_ms,
         "result": run.result,
         "error": run.error,
+        # A task's properties; a job's run: its overrides ({} if none).
+        "properties": dict(run.properties or {}),
+        # trigger=upstream: the upstream run that started this one.
+        "caused_by": run.caused_by_id,
     }
     if run.is_task:
         data.update(handler=run.handler, task_key=run.task_key)

@@ -23,6 +23,7 @@ from jobs.models import (
     DEFAULT_TIMEOUT_SECONDS,
     AuditEvent,
     Job,
+    JobDependency,
     Run,
 )
 
@@ -49,8 +50,10 @@ def check_demo_mode(action: str) -> None:
         raise DemoModeError(f"Demo mode: {action} is turned off on this server.")
 
 
-# Kinds that reach outside the process: the network and the database.
-GUARDED_KINDS = (Job.Kind.HTTP, Job.Kind.SQL)
+# Kinds that reach outside the process: the network, the database, the host.
+GUARDED_KINDS = (Job.Kind.HTTP, Job.Kind.SQL, Job.Kind.COMMAND)
+# Kinds only superusers may create, edit or run with other properties.
+SUPERUSER_KINDS = (Job.Kind.SQL, Job.Kind.COMMAND)
 
 
 _PARTICIPLES = {"create or edit": "created or edited", "resume": "resumed", "re-enable": "re-enabled"}
@@ -70,8 +73,10 @@ def check_job_change(*, kinds: Iterable[str | None], user, action: str, runs: bo
     if runs and guarded and getattr(settings, "DEMO_MODE", False):
         label = " and ".join(kind.upper() for kind in guarded)
         raise DemoModeError(f"Demo mode: {label} jobs cannot be {_PARTICIPLES.get(action, action)}.")
-    if Job.Kind.SQL in kinds and user is not None and not getattr(user, "is_superuser", False):
-        raise ForbiddenError(f"Only superusers can {action} SQL jobs.")
+    restricted = [kind for kind in SUPERUSER_KINDS if kind in kinds]
+    if restricted and user is not None and not getattr(user, "is_superuser", False):
+        label = " and ".join("SQL" if kind == Job.Kind.SQL else kind for kind in restricted)
+        raise ForbiddenError(f"Only superusers can {action} {label} jobs.")
 
 
 def wake_schedulers(sender: str = "") -> None:
@@ -149,9 +154,33 @@ def save_job_if_changed(
             job.mark_saved(now, before=stored)
         job.save()
         job.refresh_from_db(fields=["version"])
+        save_dependencies(job, renamed_from=stored.name if stored and stored.name != job.name else None)
         audit.record(job=job, action="create" if creating else "edit", user=user, via=via, changes=changes)
         wake_schedulers()
     return job, True
+
+
+def save_dependencies(job: Job, *, renamed_from: str | None = None) -> None:
+    """Write the JobDependency rows the scheduler follows from `job.after`
+    (validated by JobForm: live upstreams, no cycle), and, when the job was
+    renamed, keep the `after` of the jobs that run after it naming it."""
+    wanted = {item["job"]: item["on"] for item in job.after or []}
+    upstreams = {j.name: j for j in Job.objects.live().filter(name__in=list(wanted)).exclude(pk=job.pk)}
+    JobDependency.objects.filter(downstream=job).exclude(
+        upstream__in=[u.pk for u in upstreams.values()]
+    ).delete()
+    for name, upstream in upstreams.items():
+        JobDependency.objects.update_or_create(
+            downstream=job, upstream=upstream, defaults={"on": wanted[name]}
+        )
+    if renamed_from:
+        for downstream in Job.objects.filter(upstream_links__upstream=job).distinct():
+            after = [
+                {**item, "job": job.name} if item.get("job") == renamed_from else item
+                for item in downstream.after or []
+            ]
+            if after != downstream.after:
+                Job.objects.filter(pk=downstream.pk).update(after=after)
 
 
 STALE_MESSAGE = (
@@ -232,15 +261,29 @@ def run_now(
     via: str = AuditEvent.Via.CONSOLE,
     trigger: str = Run.Trigger.MANUAL,
     retry_of: Run | None = None,
+    properties=None,
     now: datetime | None = None,
 ) -> tuple[Run, bool]:
     """Queue a manual run. A job has at most one queued or running manual run
     (a partial unique index): asking again returns that run and False.
     Refused (DemoModeError) in demo mode: the one place that rule lives.
-    `retry_of`, a finished run of the job, is named in the audit trail."""
+    `retry_of`, a finished run of the job, is named in the audit trail, and
+    its property overrides are used again unless `properties` is given.
+    `properties`: overrides for this run only (a dict or its JSON text),
+    merged over the job's by the executor; validated by
+    forms.clean_run_properties (ValidationError) and, since they change what
+    runs, allowed only to whoever may edit the job (check_job_change)."""
     check_demo_mode("run now")
     now = now or timezone.now()
     _require_live(job)
+    if properties is None and retry_of is not None:
+        properties = retry_of.properties or None
+    overrides = {}
+    if properties not in (None, "", {}):
+        from jobs.forms import clean_run_properties
+
+        check_job_change(kinds=[job.kind], user=user, action="override the properties of")
+        overrides = clean_run_properties(job, properties)
     existing = _live_manual_run(job)
     if existing is not None:
         return existing, False
@@ -252,11 +295,14 @@ def run_now(
                 run_after=now,
                 trigger=trigger,
                 created_by=user if getattr(user, "pk", None) else None,
+                properties=overrides,
                 **job.run_policy(),
             )
             changes = {"run": [None, run.pk]}
             if retry_of is not None:
                 changes["retry_of"] = [None, retry_of.pk]
+            if overrides:
+                changes["properties"] = [None, overrides]
             audit.record(job=job, action="run-now", user=user, via=via, changes=changes)
     except IntegrityError:
         existing = _live_manual_run(job)

@@ -30,6 +30,7 @@ from jobs.alert_views import channel_rows
 from jobs.charts import duration_chart
 from jobs.forms import KIND_FIELDS, PROPERTY_FIELDS, JobForm, SettingsForm, TokenForm
 from jobs.handlers import registry
+from jobs.handlers.command import command_enabled
 from jobs.handlers.http import METHODS as HTTP_METHODS
 from jobs.handlers.sql import sql_enabled
 from jobs.leases import cluster_status
@@ -161,6 +162,8 @@ def _live_runs(job: Job):
 
 
 def _describe_schedule(job: Job) -> str:
+    if job.schedule_type == Job.ScheduleType.NONE:
+        return "No schedule: by hand or after upstream jobs"
     if job.schedule_type == Job.ScheduleType.INTERVAL:
         seconds = job.interval_seconds or 0
         for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
@@ -430,6 +433,9 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
     if not sql_enabled() and not (job and job.kind == Job.Kind.SQL):
         kinds = [choice for choice in kinds if choice[0] != Job.Kind.SQL]
         form.fields["kind"].choices = kinds
+    if not command_enabled() and not (job and job.kind == Job.Kind.COMMAND):
+        kinds = [choice for choice in kinds if choice[0] != Job.Kind.COMMAND]
+        form.fields["kind"].choices = kinds
     form.fields["properties"].widget.attrs.update({"data-property-bag": "", "rows": 4})
     form.fields["timezone"].widget.attrs.update({"list": "timezone-names", "autocomplete": "off"})
     form.fields["description"].widget.attrs.update({"rows": 2})
@@ -684,6 +690,10 @@ def job_detail(request, job_id):
         **_job_panels(job),
         "history": _history_context(job, request.GET),
         "audit_events": AuditEvent.objects.filter(job=job).order_by("-created_at", "-id")[:AUDIT_EVENTS],
+        # The workflow: which jobs this one runs after, and which run after it
+        # (a deleted or paused one shows as such).
+        "upstream_links": job.upstream_links.select_related("upstream").order_by("upstream__name"),
+        "downstream_links": job.downstream_links.select_related("downstream").order_by("downstream__name"),
     }
     return render(request, "jobs/job_detail.html", context)
 
@@ -738,9 +748,18 @@ def job_resume(request, job_id):
 def job_run_now(request, job_id):
     # Demo mode refuses in services.run_now; _job_action shows its message.
     def run(job):
-        run, created = services.run_now(job=job, user=request.user)
+        try:
+            run, created = services.run_now(
+                job=job, user=request.user, properties=request.POST.get("properties", "").strip() or None
+            )
+        except ValidationError as exc:
+            messages.error(
+                request, f"Not run: the property overrides are not valid: {' '.join(exc.messages)}"
+            )
+            return
         if created:
-            messages.success(request, f"Queued a manual run of “{job.name}”.")
+            overrides = f" with {len(run.properties)} property override(s)" if run.properties else ""
+            messages.success(request, f"Queued a manual run of “{job.name}”{overrides}.")
         else:
             messages.info(request, f"A manual run of “{job.name}” is already {run.status}.")
 
@@ -972,7 +991,13 @@ def run_list(request):
 @login_required
 def run_detail(request, run_id):
     run = access.get_run_for_user(request.user, run_id)
-    context = {"run": run, "job": run.job, "retryable": Run.RETRYABLE}
+    context = {
+        "run": run,
+        "job": run.job,
+        "retryable": Run.RETRYABLE,
+        "caused_by": run.caused_by if run.caused_by_id else None,
+        "caused_runs": list(run.caused_runs.select_related("job").order_by("id")[:50]),
+    }
     return _partial_or_page(request, "jobs/run_detail.html", "run-viewer", context)
 
 
@@ -993,6 +1018,11 @@ def run_retry(request, run_id):
         new, created = services.run_now(job=run.job, user=request.user, retry_of=run)
     except services.ServiceError as exc:
         messages.error(request, str(exc))
+    except ValidationError as exc:
+        messages.error(
+            request,
+            f"Not retried: the run's property overrides are no longer valid: {' '.join(exc.messages)}",
+        )
     else:
         if created:
             messages.success(request, f"Queued run {new.pk} of “{run.job.name}”, a retry of run {run.pk}.")

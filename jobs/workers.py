@@ -76,7 +76,7 @@ class HandlerRef:
     def module(self) -> str | None:
         """The module that registered a python handler here (a child process
         imports it before looking the name up); None if it is not registered."""
-        if self.kind in ("http", "sql") or not registry.is_registered(self.name):
+        if self.kind in ("http", "sql", "command") or not registry.is_registered(self.name):
             return None
         return registry.get(self.name).__module__
 
@@ -124,6 +124,10 @@ def resolve_handler(kind: str, name: str) -> JobHandler:
         from jobs.handlers.sql import SqlJobHandler
 
         return SqlJobHandler()
+    if kind == "command":
+        from jobs.handlers.command import CommandJobHandler
+
+        return CommandJobHandler()
     return registry.get(name)()
 
 

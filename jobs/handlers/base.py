@@ -31,6 +31,9 @@ class JobContext:
     job_name: str = ""
     task_key: str = ""
     sql_write: bool = False
+    # A run started after an upstream job's run (trigger `upstream`):
+    # {"job": name, "run_id": id, "status": final status, "result": text}.
+    upstream: dict | None = None
     # The Job and Run rows as they were when the run started: read them, do
     # not save them (the scheduler owns every write to both).
     job: Any = None

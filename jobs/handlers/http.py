@@ -93,6 +93,15 @@ def parse_timeout(value) -> float | None:
     return seconds
 
 
+def upstream_headers(upstream: dict) -> dict[str, str]:
+    """The headers an HTTP job started after an upstream run sends."""
+    return {
+        "X-Cronboard-Upstream-Job": str(upstream.get("job", "")).encode("ascii", "backslashreplace").decode(),
+        "X-Cronboard-Upstream-Run": str(upstream.get("run_id", "")),
+        "X-Cronboard-Upstream-Status": str(upstream.get("status", "")),
+    }
+
+
 def validate_http_properties(props: dict) -> dict[str, str]:
     """Field → human error for an HTTP job's properties ({} if fine),
     including the fence check on `url` (with real DNS)."""
@@ -160,6 +169,11 @@ class HttpJobHandler(JobHandler):
             timeout = parse_timeout(props.get("timeout"))
         except ValueError as exc:
             raise HandlerError(f"invalid properties: {exc}") from None
+        if ctx.upstream:
+            # A run started after an upstream job: say which run, as headers
+            # (docs/handlers.md); the job's own headers are not overridden.
+            own = {name.lower() for name, _ in headers}
+            headers += [(n, v) for n, v in upstream_headers(ctx.upstream).items() if n.lower() not in own]
         remaining = ctx.remaining_seconds
         timeout = remaining if timeout is None else min(timeout, remaining)
         if timeout <= 0:

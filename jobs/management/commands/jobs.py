@@ -17,6 +17,7 @@ import json
 import sys
 from pathlib import Path
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs import imports, services
@@ -46,8 +47,17 @@ class Command(BaseCommand):
         p.add_argument("name")
         p.add_argument("--limit", type=int, default=20)
         p.add_argument("--json", dest="as_json", action="store_true", help="One JSON object per line.")
+        p = sub.add_parser("run", help="Queue a manual run.")
+        p.add_argument("name")
+        p.add_argument(
+            "--set",
+            dest="overrides",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="Override a property for this run only (repeatable).",
+        )
         for action, text in [
-            ("run", "Queue a manual run."),
             ("pause", "Pause a job."),
             ("resume", "Resume a paused job or re-enable a crashed one."),
         ]:
@@ -127,11 +137,21 @@ class Command(BaseCommand):
 
     # -- actions ------------------------------------------------------------------
 
-    def do_run(self, name, **_):
+    def do_run(self, name, overrides=(), **_):
+        properties = {}
+        for item in overrides:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise CommandError(f"--set takes KEY=VALUE, not “{item}”.")
+            if key.strip() in properties:
+                raise CommandError(f"--set names “{key.strip()}” twice.")
+            properties[key.strip()] = value
         try:
-            run, created = services.run_now(job=self._job(name), via=CLI)
+            run, created = services.run_now(job=self._job(name), via=CLI, properties=properties or None)
         except services.ServiceError as exc:
             raise CommandError(storable(str(exc))) from None
+        except ValidationError as exc:
+            raise CommandError(storable(f"Invalid --set: {' '.join(exc.messages)}")) from None
         self.stdout.write(f"{'queued' if created else 'already queued'}: run {run.pk} of {name}")
 
     def do_pause(self, name, **_):

@@ -1,0 +1,264 @@
+"""Command jobs (kind command): a real program in its own session, its
+output in the log, its exit status, the kill of its whole group at the
+timeout, a clean environment, and who may create them."""
+
+import json
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.utils import timezone
+
+from jobs.handlers.base import HandlerError, JobContext
+from jobs.handlers.command import CommandJobHandler, parse_command
+from jobs.models import Job, Run
+from jobs.scheduler import Scheduler
+
+T0 = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)
+PY = sys.executable
+
+
+@pytest.fixture(autouse=True)
+def _enabled(settings):
+    settings.JOBS_COMMAND_ENABLED = True
+    settings.JOBS_COMMAND_KILL_GRACE_SECONDS = 1
+
+
+def make_ctx(props, *, clock=lambda: T0, seconds=60):
+    return JobContext(
+        run_id=7,
+        fire_id="f-1",
+        attempt=1,
+        scheduled_at=T0,
+        deadline=T0 + timedelta(seconds=seconds),
+        properties=props,
+        job_name="cmd",
+        _clock=clock,
+    )
+
+
+def ready_pid(log: str) -> int:
+    """The child's pid from the program's "ready PID" line."""
+    return int(next(line for line in log.splitlines() if line.split()[1:2] == ["ready"]).split()[-1])
+
+
+def gone(pid: int) -> bool:
+    """Not running (absent, or a zombie waiting for its reaper) within a few
+    seconds: SIGKILL is delivered asynchronously."""
+    until = time.monotonic() + 10
+    while not _gone(pid) and time.monotonic() < until:
+        time.sleep(0.05)
+    return _gone(pid)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def test_a_command_that_prints_and_exits_3_fails_with_its_status_and_stderr():
+    script = "import sys; print('hello out', flush=True); print('bad thing', file=sys.stderr); sys.exit(3)"
+    ctx = make_ctx({"command": json.dumps([PY, "-c", script])})
+    with pytest.raises(HandlerError) as info:
+        CommandJobHandler().run(ctx)
+    assert str(info.value).startswith("exit status 3") and "bad thing" in str(info.value)
+    assert "hello out" in ctx.log_text() and "stderr: bad thing" in ctx.log_text()
+
+
+def test_a_string_command_is_split_like_a_shell_and_run_without_one(tmp_path):
+    ctx = make_ctx({"command": f"{PY} -c 'print(\"a; b\")' ; echo", "cwd": str(tmp_path)})
+    assert CommandJobHandler().run(ctx) == "exit status 0"
+    assert "a; b" in ctx.log_text(), "no shell: the ; is an argument, not a second command"
+    shell = make_ctx({"command": "echo one; echo two", "shell": "true"})
+    CommandJobHandler().run(shell)
+    assert "one" in shell.log_text() and "two" in shell.log_text()
+
+
+def test_the_environment_is_clean_plus_the_jobs_env(monkeypatch):
+    for name in ("SECRET_KEY", "DATABASE_URL", "EMAIL_URL", "JOBS_SQL_DATABASE_URL", "CRONBOARD_CHANNEL_KEY"):
+        monkeypatch.setenv(name, "leak-" + name)
+    script = "import json, os; print(json.dumps(dict(os.environ)))"
+    ctx = make_ctx({"command": json.dumps([PY, "-c", script]), "env": '{"FOO": "bar"}'})
+    ctx.upstream = {"job": "up", "run_id": 5, "status": "succeeded", "result": ""}
+    CommandJobHandler().run(ctx)
+    line = next(line for line in ctx.log_text().splitlines() if "{" in line)
+    env = json.loads(line[line.index("{") :])
+    assert "leak-" not in line
+    assert env["FOO"] == "bar" and env["CRONBOARD_RUN_ID"] == "7" and env["CRONBOARD_JOB"] == "cmd"
+    assert env["CRONBOARD_UPSTREAM_RUN_ID"] == "5" and env["CRONBOARD_UPSTREAM_STATUS"] == "succeeded"
+    assert set(env) <= {
+        "PATH",
+        "HOME",
+        "LANG",
+        "LC_ALL",
+        "TZ",
+        "TMPDIR",
+        "USER",
+        "LOGNAME",
+        "FOO",
+        "LC_CTYPE",
+    } | {n for n in env if n.startswith("CRONBOARD_")}
+
+
+STUBBORN = (
+    "import signal, subprocess, sys, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)'])\n"
+    "print('rea' + 'dy', child.pid, flush=True)\n"
+    "time.sleep(120)\n"
+)
+
+
+def test_a_command_ignoring_sigterm_past_its_timeout_is_killed_with_its_children():
+    # The clock passes the deadline once the program and its child are up.
+    holder = {}
+    clock = lambda: T0 + (timedelta(hours=1) if " ready " in holder["ctx"].log_text() else timedelta(0))
+    ctx = holder["ctx"] = make_ctx({"command": json.dumps([PY, "-c", STUBBORN])}, clock=clock, seconds=30)
+    with pytest.raises(HandlerError) as info:
+        CommandJobHandler().run(ctx)
+    assert str(info.value).startswith("timed out")
+    text = ctx.log_text()
+    child = ready_pid(text)
+    assert "SIGTERM" in text and "SIGKILL" in text
+    assert gone(child)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_through_the_scheduler_a_timeout_is_recorded_and_the_group_killed(make_job, settings, executor):
+    settings.JOBS_EXECUTOR = executor
+    job = make_job(
+        kind=Job.Kind.COMMAND,
+        handler="",
+        properties={"command": json.dumps([PY, "-c", STUBBORN])},
+        timeout_seconds=5,
+    )
+    # A real clock: a run in a child process reads its deadline by the real time.
+    base = timezone.now()
+    now = [base]
+    s = Scheduler(worker_id="node-c", max_workers=2, clock=lambda: now[0], misfire_threshold=60)
+    try:
+        run = Run.objects.create(
+            job=job, scheduled_at=base, run_after=base, trigger="manual", timeout_seconds=5
+        )
+        assert s.claim_queued(base)
+        flight = s.pool.flights[run.pk]
+        until = time.monotonic() + 20
+        while " ready " not in flight.ctx.log_text() and time.monotonic() < until:
+            time.sleep(0.05)
+        assert " ready " in flight.ctx.log_text(), (flight.ctx.log_text(), Run.objects.get(pk=run.pk).error)
+        child = ready_pid(flight.ctx.log_text())
+        now[0] = base + timedelta(seconds=10)
+        assert s.enforce_deadlines(now[0])
+        run.refresh_from_db()
+        assert run.status == "timed_out"
+        assert gone(child)
+    finally:
+        for f in list(s.pool.flights.values()):
+            s.pool.abandon(f.run_id)
+        if hasattr(s.pool, "close"):
+            s.pool.close()
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"command": ""}, "empty"),
+        ({"command": "'unclosed"}, "split"),
+        ({"command": "[1, 2]"}, "text"),
+        ({"command": "ls", "shell": "maybe"}, "shell"),
+    ],
+)
+def test_unusable_commands_are_refused(props, message):
+    with pytest.raises(ValueError, match=message):
+        parse_command(props)
+
+
+CMD_JOB = {
+    "name": "backup",
+    "kind": "command",
+    "cron_expression": "0 0 3 * * *",
+    "properties": {"command": '["/bin/echo", "hi"]'},
+}
+
+
+@pytest.mark.django_db
+def test_only_superusers_create_or_change_command_jobs(staff_api, superuser_api, make_job):
+    refused = staff_api.post("/api/jobs", CMD_JOB)
+    assert refused.status_code == 403 and refused.json()["code"] == "forbidden"
+    created = superuser_api.post("/api/jobs", CMD_JOB)
+    assert created.status_code == 201, created.content
+    job_id = created.json()["id"]
+    assert staff_api.patch(f"/api/jobs/{job_id}", {"description": "x"}).status_code == 403
+    other = make_job(name="plain")
+    to_command = staff_api.patch(
+        f"/api/jobs/{other.pk}", {"kind": "command", "properties": CMD_JOB["properties"]}
+    )
+    assert to_command.status_code == 403
+    override = staff_api.post(f"/api/jobs/{job_id}/run", {"properties": {"command": "rm -rf /tmp/x"}})
+    assert override.status_code == 403 and not Run.objects.filter(job_id=job_id).exists()
+
+
+@pytest.mark.django_db
+def test_command_jobs_are_off_by_default_and_blocked_in_demo_mode(superuser_api, settings):
+    settings.JOBS_COMMAND_ENABLED = False
+    off = superuser_api.post("/api/jobs", CMD_JOB)
+    assert off.status_code == 400 and off.json()["code"] == "command_disabled"
+    settings.JOBS_COMMAND_ENABLED = True
+    settings.DEMO_MODE = True
+    demo = superuser_api.post("/api/jobs", CMD_JOB)
+    assert demo.status_code == 403 and demo.json()["code"] == "demo_mode"
+    assert not Job.objects.filter(name="backup").exists()
+    with pytest.raises(HandlerError, match="Demo mode"):
+        CommandJobHandler().run(make_ctx({"command": "/bin/echo hi"}))
+
+
+@pytest.mark.django_db
+def test_jobs_command_allowed_limits_the_programs(superuser_api, settings):
+    settings.JOBS_COMMAND_ALLOWED = ["echo", "/usr/bin/pg_dump"]
+    allowed = {**CMD_JOB, "properties": {"command": "echo hi"}}
+    assert superuser_api.post("/api/jobs", allowed).status_code == 201
+    for command, shell in (('["/bin/rm", "-rf", "/"]', ""), ("echo hi", "true"), ("/tmp/echo x", "")):
+        body = {
+            **CMD_JOB,
+            "name": f"n{len(command)}{shell}",
+            "properties": {"command": command, "shell": shell},
+        }
+        response = superuser_api.post("/api/jobs", body)
+        assert response.status_code == 400 and response.json()["field"] == "properties", response.content
+    with pytest.raises(HandlerError, match="JOBS_COMMAND_ALLOWED"):
+        CommandJobHandler().run(make_ctx({"command": "/bin/true"}))
+
+
+@pytest.mark.django_db
+def test_a_cancelled_command_run_is_recorded_cancelled_and_its_group_killed(make_job):
+    from jobs import services
+
+    job = make_job(
+        kind=Job.Kind.COMMAND, handler="", properties={"command": json.dumps([PY, "-c", STUBBORN])}
+    )
+    s = Scheduler(worker_id="node-c2", max_workers=2, clock=lambda: T0, misfire_threshold=60)
+    try:
+        run = Run.objects.create(job=job, scheduled_at=T0, run_after=T0, trigger="manual")
+        assert s.claim_queued(T0)
+        flight = s.pool.flights[run.pk]
+        until = time.monotonic() + 20
+        while " ready " not in flight.ctx.log_text() and time.monotonic() < until:
+            time.sleep(0.05)
+        assert " ready " in flight.ctx.log_text(), (flight.ctx.log_text(), Run.objects.get(pk=run.pk).error)
+        child = ready_pid(flight.ctx.log_text())
+        run.refresh_from_db()
+        services.cancel_run(run=run)
+        s.heartbeat(T0)
+        run.refresh_from_db()
+        assert run.status == "cancelled"
+        assert flight.done.wait(20)
+        assert gone(child)
+    finally:
+        for f in list(s.pool.flights.values()):
+            s.pool.abandon(f.run_id)
