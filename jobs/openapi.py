@@ -386,6 +386,19 @@ SCHEMAS = {
 }
 
 JOB_ID = _id_param("job_id", "job")
+# From a created job to what can be done with it (clients and Schemathesis's stateful phase follow these).
+JOB_LINKS = {
+    name: {"operationId": operation, "parameters": {"job_id": "$response.body#/id"}}
+    for name, operation in (
+        ("GetJob", "getJob"),
+        ("ReplaceJob", "replaceJob"),
+        ("UpdateJob", "updateJob"),
+        ("ToggleJob", "toggleJob"),
+        ("RunJob", "runJob"),
+        ("ListRuns", "listRuns"),
+        ("DeleteJob", "deleteJob"),
+    )
+}
 RUN_ID = _id_param("run_id", "run")
 
 PATHS = {
@@ -404,7 +417,10 @@ PATHS = {
             "operationId": "createJob",
             "summary": "Create a job (staff).",
             "requestBody": _body(_ref("JobCreate")),
-            "responses": {"201": _json(_ref("Job"), "The new job."), **_errors("400", "401", "403")},
+            "responses": {
+                "201": {**_json(_ref("Job"), "The new job."), "links": JOB_LINKS},
+                **_errors("400", "401", "403"),
+            },
         },
     },
     "/api/jobs/{job_id}": {
@@ -568,6 +584,21 @@ def _with_transport_errors(paths: dict) -> dict:
     return out
 
 
+def _with_handler_names(schemas: dict) -> dict:
+    """Inputs name a handler from the registry (filled at start-up, hence
+    here and not in SCHEMAS): a job may leave it empty (http and sql jobs),
+    a task may not."""
+    from jobs.handlers import registry
+
+    names = sorted(info.name for info in registry.available())
+    out = dict(schemas)
+    for name, allowed in (("JobInput", ["", *names]), ("JobCreate", ["", *names]), ("TaskInput", names)):
+        properties = dict(out[name]["properties"])
+        properties["handler"] = {**properties["handler"], "enum": allowed}
+        out[name] = {**out[name], "properties": properties}
+    return out
+
+
 def document(request=None) -> dict:
     from jobs.api import ninja_api
 
@@ -592,7 +623,7 @@ def document(request=None) -> dict:
         "security": [{"bearerAuth": []}, {"sessionAuth": []}],
         "paths": _with_transport_errors({**PATHS, **paths}),
         "components": {
-            "schemas": {**SCHEMAS, **generated["components"]["schemas"]},
+            "schemas": {**_with_handler_names(SCHEMAS), **generated["components"]["schemas"]},
             "securitySchemes": {
                 "bearerAuth": {
                     "type": "http",
