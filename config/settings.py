@@ -12,6 +12,9 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+# The fence owns its default block list (and the names of its ranges).
+from jobs.fence import DEFAULT_BLOCKED
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -93,6 +96,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "jobs.text.StorableQueryMiddleware",
     # Last, as django-axes asks: it turns a lockout signalled by the
     # authentication backend into the 429 response.
     "axes.middleware.AxesMiddleware",
@@ -282,6 +286,24 @@ if len(JOBS_WORKER_ID) > 190 or any(c.isspace() for c in JOBS_WORKER_ID):
     raise ImproperlyConfigured("JOBS_WORKER_ID must be at most 190 characters, without spaces")
 JOBS_SCHEDULER_ENABLED = _bool("JOBS_SCHEDULER_ENABLED", True)
 JOBS_MAX_CONCURRENT_RUNS = _int("JOBS_MAX_CONCURRENT_RUNS", 8, minimum=1)
+# Where handlers run (jobs.workers): "process", a child process per run that
+# the scheduler can kill; "thread", a thread of the scheduler (its memory
+# shared, nothing killed: for handlers that must share the scheduler's memory).
+JOBS_EXECUTOR = env.str("JOBS_EXECUTOR", default="process").strip().lower()
+if JOBS_EXECUTOR not in ("process", "thread"):
+    raise ImproperlyConfigured(f"JOBS_EXECUTOR must be process or thread, got {JOBS_EXECUTOR!r}")
+# A run's address space in MB (RLIMIT_AS of its child process); 0: no cap.
+JOBS_RUN_MEMORY_MB = _int("JOBS_RUN_MEMORY_MB", 0, minimum=0)
+if JOBS_RUN_MEMORY_MB and JOBS_RUN_MEMORY_MB < 256:
+    raise ImproperlyConfigured(
+        f"JOBS_RUN_MEMORY_MB must be 0 (no cap) or at least 256 (a run process with Django loaded "
+        f"reserves about 130 MB of address space before its handler starts, and each thread a handler "
+        f"starts reserves more), got {JOBS_RUN_MEMORY_MB}"
+    )
+if JOBS_RUN_MEMORY_MB and JOBS_EXECUTOR != "process":
+    raise ImproperlyConfigured(
+        "JOBS_RUN_MEMORY_MB caps the memory of a run's child process: it needs JOBS_EXECUTOR=process"
+    )
 JOBS_SQL_ENABLED = _bool("JOBS_SQL_ENABLED", False)
 JOBS_MAX_MESSAGE_CHARS = _int("JOBS_MAX_MESSAGE_CHARS", 262144)
 JOBS_MISFIRE_THRESHOLD = _int("JOBS_MISFIRE_THRESHOLD", 60, minimum=0)
@@ -298,20 +320,7 @@ if JOBS_LEASE_RENEW_SECONDS >= JOBS_LEASE_TTL_SECONDS:
 JOBS_HANDLER_MODULES = env.list("JOBS_HANDLER_MODULES", default=[])
 DEMO_MODE = _bool("DEMO_MODE", False)
 
-_DEFAULT_BLOCKED = [
-    "127.0.0.0/8",
-    "::1/128",
-    "169.254.0.0/16",
-    "fe80::/10",
-    "fd00:ec2::/32",
-    # Metadata services that sit outside link-local: single addresses, so
-    # the shared 100.64.0.0/10 space stays usable for internal services.
-    "100.100.100.200/32",
-    "192.0.0.192/32",
-    "0.0.0.0/8",
-    "::/128",
-]
-JOBS_HTTP_BLOCKED_CIDRS = env.list("JOBS_HTTP_BLOCKED_CIDRS", default=_DEFAULT_BLOCKED)
+JOBS_HTTP_BLOCKED_CIDRS = env.list("JOBS_HTTP_BLOCKED_CIDRS", default=list(DEFAULT_BLOCKED))
 for _cidr in JOBS_HTTP_BLOCKED_CIDRS:
     try:
         ipaddress.ip_network(_cidr, strict=False)

@@ -1,8 +1,15 @@
 """Who may see and change what. Views, the API and JobScope decide access
 only through these helpers."""
 
+from functools import wraps
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
 from django.db.models import Q
 from django.http import Http404
+from django.shortcuts import resolve_url
+from django_htmx.http import HttpResponseClientRedirect
 
 from jobs.models import Job, Run
 
@@ -54,3 +61,21 @@ def get_run_for_user(user, run_id) -> Run:
         return visible_runs(user).select_related("job").get(pk=int(run_id))
     except (Run.DoesNotExist, ValueError, TypeError, OverflowError):
         raise Http404("No such run.") from None
+
+
+def login_required(view):
+    """Django's login_required, except that an htmx request (a fragment whose
+    session expired) is told to load the login page as a whole page instead
+    of having the login form swapped into the fragment."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if can_view(request.user):
+            return view(request, *args, **kwargs)
+        if request.htmx:
+            back = request.htmx.current_url_abs_path or request.get_full_path()
+            login_url = f"{resolve_url(settings.LOGIN_URL)}?{urlencode({'next': back})}"
+            return HttpResponseClientRedirect(login_url)
+        return redirect_to_login(request.get_full_path())
+
+    return wrapper

@@ -3,14 +3,13 @@ job's alerts (a fragment the job page loads), and the settings page's
 "send test email" action. Self-contained so the console can slot them in."""
 
 from django.conf import settings
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Q
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from jobs import alerts, channels, links
-from jobs.access import can_edit, can_view, get_job_for_user
+from jobs.access import can_edit, can_view, get_job_for_user, login_required
 from jobs.config import get_setting, parse_email_list
 from jobs.models import Alert, AlertDelivery
 from jobs.outbox import describe_failure

@@ -36,7 +36,7 @@ from ninja.utils import normalize_path, replace_path_param_notation
 
 from jobs import access, cron, jsontext, services, tokens
 from jobs import api_schemas as schemas
-from jobs.forms import JobForm, TaskForm, check_instant
+from jobs.forms import PROPERTY_FIELDS, JobForm, TaskForm, check_instant
 from jobs.handlers import registry
 from jobs.models import AuditEvent, Job, Run
 from jobs.serializers import handler_to_dict, job_to_dict, run_to_dict, spec_errors, spec_to_form_data
@@ -54,8 +54,6 @@ MAX_URL_CHARS = 4096
 
 # Form error codes that mean "not allowed" rather than "not valid".
 REFUSAL_CODES = {"forbidden", "demo_mode"}
-# The form's convenience fields for HTTP and SQL jobs are properties in the API.
-PROPERTY_FIELDS = {"url", "method", "headers", "body", "sql"}
 
 
 def _api_field(field: str | None) -> str | None:

@@ -31,7 +31,11 @@ class ErrorItem(Schema):
 class Error(Schema):
     """Every error answer: `code` says why, `field` where; `errors` lists every problem."""
 
-    code: str = Field(..., description="e.g. required, invalid, unique, 47003, stale_version, forbidden.")
+    code: str = Field(
+        ...,
+        description="e.g. required, invalid, unique, 47003, stale_version, forbidden; "
+        "invalid_text: a NUL or a lone surrogate, which no database stores.",
+    )
     message: str
     field: str | None
     errors: list[ErrorItem] = Field(

@@ -115,10 +115,9 @@ ALIASES = {
 _FIELD_SPLIT = re.compile(r"[ \t]+")
 
 
-@lru_cache(maxsize=4096)
-def _normalize_text(expr: str) -> str:
+def _shape(expr: str) -> str:
     """Shape only: aliases, field count, spacing, case. Values are checked by
-    `_compile`."""
+    `CronSchedule`."""
     text = expr
     if not text:
         raise CronError(MALFORMED, "Enter a cron expression, e.g. 0 30 3 * * ?")
@@ -143,6 +142,12 @@ def _normalize_text(expr: str) -> str:
             f"without seconds, got {len(fields)}",
         )
     return " ".join(fields).upper()
+
+
+# The caches wrap plain functions rather than decorate them: mutmut does not
+# mutate decorated functions, and these bodies are worth mutating
+# (docs/development.md, "Mutation testing").
+_normalize_text = lru_cache(maxsize=4096)(_shape)
 
 
 def normalize(expr: str) -> str:
@@ -278,8 +283,8 @@ def _is_interval_token(token: str) -> bool:
     return token in ("*", "?") or "-" in token or "/" in token
 
 
-def _mask_to_list(bits: int, first: int, last: int) -> tuple[int, ...]:
-    return tuple(i for i in range(first, last + 1) if bits >> i & 1)
+def _mask_to_list(bits: int) -> tuple[int, ...]:
+    return tuple(i for i in range(bits.bit_length()) if bits >> i & 1)
 
 
 def _next_table(values: tuple[int, ...], last: int) -> tuple[int, ...]:
@@ -309,8 +314,9 @@ def _days_in_month(year: int, month: int) -> int:
 
 
 def _first_weekday(year: int, month: int) -> int:
-    """Cron weekday (0 = Sunday) of the 1st of the month."""
-    return (date(year, month, 1).weekday() + 1) % 7
+    """Cron weekday of the 1st of the month, 1-7 where 7 (like 0) is Sunday:
+    the callers take weekdays modulo 7."""
+    return date(year, month, 1).isoweekday()
 
 
 # --- the schedule ------------------------------------------------------------
@@ -361,10 +367,10 @@ class CronSchedule:
                 f"Day-of-month ({dom}) and day-of-week ({dow}) cannot both be set: use ? in one of them",
             )
 
-        self.seconds = _mask_to_list(second_bits, 0, 59)
-        self.minutes = _mask_to_list(minute_bits, 0, 59)
-        self.hours = _mask_to_list(hour_bits, 0, 23)
-        self.months = _mask_to_list(month_bits, 1, 12)
+        self.seconds = _mask_to_list(second_bits)
+        self.minutes = _mask_to_list(minute_bits)
+        self.hours = _mask_to_list(hour_bits)
+        self.months = _mask_to_list(month_bits)
         self._sec_next = _next_table(self.seconds, 59)
         self._min_next = _next_table(self.minutes, 59)
         self._hour_next = _next_table(self.hours, 23)
@@ -447,7 +453,7 @@ class CronSchedule:
         elif self._nearest_weekday:
             candidates = [self._w_day] if self._w_day <= days_in_month else []
         else:
-            candidates = [d for d in range(1, days_in_month + 1) if self._dom_bits >> d & 1]
+            candidates = [d for d in _mask_to_list(self._dom_bits) if d <= days_in_month]
         if self._nearest_weekday:
             candidates = [self._nearest(d, days_in_month, first_weekday) for d in candidates]
         days = []
@@ -483,11 +489,11 @@ class CronSchedule:
         return False
 
     def _why_never(self) -> str:
+        # Only day-of-month can be the cause: with day-of-week restricted,
+        # day-of-month is free (47003), and every weekday form (n#5 included)
+        # occurs in some month of at least 29 days, which every month list has.
         names = ", ".join(_MONTH_LABELS[m] for m in self.months)
-        dom, dow = self.fields[3], self.fields[5]
-        if dow in ("*", "?"):
-            return f"day-of-month {dom} never falls in {names}"
-        return f"day-of-week {dow} never falls in {names}"
+        return f"day-of-month {self.fields[3]} never falls in {names}"
 
     # -- search in local wall time
 
@@ -509,12 +515,12 @@ class CronSchedule:
                 return None
         return h, self.minutes[0], self.seconds[0]
 
-    def _find(self, start: datetime, inclusive: bool) -> datetime | None:
-        """Earliest matching naive wall time at/after `start` (whole seconds)."""
-        if not inclusive:
-            if start >= _LAST_SECOND:
-                return None
-            start = start + _ONE_SECOND
+    def _find(self, start: datetime) -> datetime | None:
+        """Earliest matching naive wall time strictly after `start` (whole
+        seconds; only its fields are read, so an aware `start` is fine).
+        OverflowError after the last second of year 9999 (`_next` reads it
+        as "past the horizon")."""
+        start = start + _ONE_SECOND
         year, month, day = start.year, start.month, start.day
         same_day_time = (start.hour, start.minute, start.second)
         if self._month_next[month] != month:
@@ -558,14 +564,15 @@ class CronSchedule:
             return None
 
     def _next_unchecked(self, after: datetime, zone: tzinfo) -> tuple[datetime, str | None] | None:
-        start_utc = after.astimezone(UTC).replace(microsecond=0, tzinfo=None)
+        start = after.astimezone(UTC).replace(microsecond=0)
         if zone is UTC:
-            found = self._find(start_utc, False)
+            found = self._find(start)
             return None if found is None else (found.replace(tzinfo=UTC), None)
 
-        local = start_utc.replace(tzinfo=UTC).astimezone(zone)
+        # Searches below are strictly after `wall`: one second before a
+        # window's first second makes the search include it.
+        local = start.astimezone(zone)
         wall = local.replace(tzinfo=None, fold=0)
-        inclusive = False
         first, second = _offsets(zone, wall)
         if first > second:
             # Start inside the repeated hour. Its wall-clock window is
@@ -573,26 +580,26 @@ class CronSchedule:
             transition = _transition(zone, wall - first, wall - second, second)
             repeat_start, repeat_end = transition + second, transition + first
             if local.fold == 0:
-                found = self._find(wall, inclusive)
+                found = self._find(wall)
                 if found is not None and found < repeat_end:
                     return _aware(found - first), "repeated"
-                wall, inclusive = repeat_start, True
+                wall = repeat_start - _ONE_SECOND
             if self.is_interval_based:
-                found = self._find(wall, inclusive)
+                found = self._find(wall)
                 if found is not None and found < repeat_end:
                     return _aware(found - second), "repeated"
-            wall, inclusive = repeat_end, True
+            wall = repeat_end - _ONE_SECOND
 
-        found = self._find(wall, inclusive)
+        found = self._find(wall)
         if found is None:
             return None
         first, second = _offsets(zone, found)
-        if first == second:
-            return _aware(found - first), None
+        if first > second:
+            return _aware(found - first), "repeated"
         if first < second:
             # In a spring-forward gap: fire at the first instant after it.
             return _aware(_transition(zone, found - second, found - first, second)), "skipped"
-        return _aware(found - first), "repeated"
+        return _aware(found - first), None
 
     def next_after(self, after: datetime, tz: ZoneInfo | tzinfo | str) -> datetime | None:
         """The next fire time (aware, UTC, whole seconds) strictly after
@@ -613,7 +620,6 @@ class CronSchedule:
 
 
 _ONE_SECOND = timedelta(seconds=1)
-_LAST_SECOND = datetime(MAX_YEAR, 12, 31, 23, 59, 59)
 _MONTH_LABELS = ("", *(n.title() for n in _MONTH_NAMES))
 
 
@@ -622,12 +628,10 @@ def _aware(naive_utc: datetime) -> datetime:
 
 
 def _offsets(zone: tzinfo, wall: datetime) -> tuple[timedelta, timedelta]:
-    """UTC offsets of a wall time in its first and second reading. Equal:
-    ordinary time; first > second: repeated (fall back); first < second: gap."""
-    return (
-        wall.replace(tzinfo=zone, fold=0).utcoffset(),
-        wall.replace(tzinfo=zone, fold=1).utcoffset(),
-    )
+    """UTC offsets of a naive wall time (fold=0) in its first and second
+    reading. Equal: ordinary time; first > second: repeated (fall back);
+    first < second: gap."""
+    return wall.replace(tzinfo=zone).utcoffset(), wall.replace(tzinfo=zone, fold=1).utcoffset()
 
 
 def _transition(zone: tzinfo, before: datetime, after: datetime, offset_after: timedelta) -> datetime:
@@ -647,9 +651,7 @@ def _transition(zone: tzinfo, before: datetime, after: datetime, offset_after: t
 # --- public helpers ----------------------------------------------------------
 
 
-@lru_cache(maxsize=2048)
-def _compile(normalized: str) -> CronSchedule:
-    return CronSchedule(normalized)
+_compile = lru_cache(maxsize=2048)(CronSchedule)
 
 
 def parse(expr: str) -> CronSchedule:
@@ -717,15 +719,17 @@ def get_zone(name: str) -> ZoneInfo:
     return _load_zone(zone_name(name))
 
 
-@lru_cache(maxsize=1024)
-def _load_zone(canonical: str) -> ZoneInfo:
-    # Keyed on canonical names only: a few hundred entries at most.
+def _read_zone(canonical: str) -> ZoneInfo:
     try:
         return ZoneInfo(canonical)
     except (ZoneInfoNotFoundError, ValueError, OSError):
         raise CronError(
             UNKNOWN_ZONE, f"Unknown time zone {canonical!r}: use an IANA name such as America/New_York"
         ) from None
+
+
+# Keyed on canonical names only: a few hundred entries at most.
+_load_zone = lru_cache(maxsize=1024)(_read_zone)
 
 
 def is_utc(zone: tzinfo) -> bool:
@@ -783,10 +787,7 @@ def _day_phrase(schedule: CronSchedule) -> str | None:
 def _fallback_description(schedule: CronSchedule) -> str:
     sec, minute, hour, dom, month, dow = schedule.fields
     parts = [f"At second {sec}, minute {minute}, hour {hour}"]
-    phrase = _day_phrase(schedule)
-    if phrase:
-        parts.append(phrase)
-    elif schedule._dom_last:
+    if schedule._dom_last:
         offset = schedule._last_offset
         day = (
             "the last day" if not offset else f"{offset} day{'s' if offset != 1 else ''} before the last day"
@@ -799,7 +800,8 @@ def _fallback_description(schedule: CronSchedule) -> str:
     elif dom not in ("*", "?"):
         parts.append(f"on day-of-month {dom}")
     if schedule._nth or schedule._dow_last:
-        weekday = _DAY_LABELS[(schedule._dow_bits & -schedule._dow_bits).bit_length() - 1]
+        # A single day: its bit, or bits 0 and 7 for Sunday (label 7 is Sunday too).
+        weekday = _DAY_LABELS[schedule._dow_bits.bit_length() - 1]
         which = "last" if schedule._dow_last else _ORDINALS[schedule._nth]
         parts.append(f"on the {which} {weekday} of the month")
     elif dow not in ("*", "?"):

@@ -41,12 +41,16 @@ REDIRECT_STATUSES = {301, 302, 303, 307, 308}
 # X-Auth-Token, …), not just these. Only Cronboard's User-Agent goes along.
 DEFAULT_USER_AGENT = ("User-Agent", "Cronboard")
 
-_RANGE_LABELS = {
+# The default of JOBS_HTTP_BLOCKED_CIDRS (config/settings.py reads it from
+# here), each range with the name the fence gives it in a refusal.
+DEFAULT_BLOCKED = {
     "127.0.0.0/8": "loopback",
     "::1/128": "loopback",
     "169.254.0.0/16": "link-local / cloud metadata",
     "fe80::/10": "link-local",
     "fd00:ec2::/32": "cloud metadata",
+    # Metadata services that sit outside link-local: single addresses, so
+    # the shared 100.64.0.0/10 space stays usable for internal services.
     "100.100.100.200/32": "Alibaba cloud metadata",
     "192.0.0.192/32": "Oracle cloud metadata",
     "0.0.0.0/8": "unspecified",
@@ -78,8 +82,8 @@ class RequestFailed(Exception):
 
 
 def _range_label(network: IPNetwork) -> str:
-    if str(network) in _RANGE_LABELS:
-        return _RANGE_LABELS[str(network)]
+    if str(network) in DEFAULT_BLOCKED:
+        return DEFAULT_BLOCKED[str(network)]
     for test, label in [
         ("is_loopback", "loopback"),
         ("is_link_local", "link-local"),
@@ -331,7 +335,9 @@ def _unmap(ip: IPAddress) -> IPAddress:
 
 
 def system_resolver(host: str, port: int) -> list[str]:
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    # One entry per address (SOCK_STREAM alone does that; TCP is implied). The
+    # port would only be copied into the socket addresses, which are not used.
+    infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     return [info[4][0] for info in infos]
 
 
@@ -375,7 +381,7 @@ def _resolve(host: str, port: int, resolver: Resolver) -> list[IPAddress]:
     addresses: list[IPAddress] = []
     for answer in answers:
         try:
-            ip = ipaddress.ip_address(str(answer).split("%", 1)[0])
+            ip = ipaddress.ip_address(str(answer).partition("%")[0])  # no zone suffix
         except ValueError:
             raise FenceError(f"{host} resolved to {answer!r}, which is not an IP address") from None
         ip = _unmap(ip)
@@ -401,8 +407,8 @@ class FencedResponse:
     reason: str
     headers: http.client.HTTPMessage
     body: bytes
-    elapsed: float  # seconds, from the first lookup to the last byte
     final_url: str
+    elapsed: float = 0.0  # seconds, from the first lookup to the last byte (set by fenced_request)
     redirects: list[str] = field(default_factory=list)
     truncated: bool = False  # the body was longer than max_body
 
@@ -415,11 +421,11 @@ def _connect_pinned(addresses: Iterable[IPAddress], port: int, timeout: float) -
     error: OSError | None = None
     for ip in addresses:
         family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock = socket.socket(family)  # a TCP socket
         try:
             sock.settimeout(timeout)
             sock.connect((str(ip), port))
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
             return sock
         except OSError as exc:
             sock.close()
@@ -432,8 +438,8 @@ class _PinnedHTTPConnection(http.client.HTTPConnection):
     resolves to now. `host` still names the Host header (and, for HTTPS, SNI
     and the certificate check)."""
 
-    def __init__(self, target: Target, timeout: float, **kwargs):
-        super().__init__(target.parsed.host, target.parsed.port, timeout=timeout, **kwargs)
+    def __init__(self, target: Target, timeout: float):
+        super().__init__(target.parsed.host, target.parsed.port, timeout=timeout)
         self._addresses = target.addresses
         self.raw_sock: socket.socket | None = None  # the TLS socket, for HTTPS
 
@@ -526,7 +532,8 @@ def _exchange(target, method, headers, body, deadline, max_body, cancelled, ssl_
         conn = _PinnedHTTPConnection(target, remaining)
     done = threading.Event()
     if cancelled is not None:
-        threading.Thread(target=_abort_when_cancelled, args=(conn, cancelled, done), daemon=True).start()
+        # Not a daemon: `done` is set in the finally below, so it ends with the request.
+        threading.Thread(target=_abort_when_cancelled, args=(conn, cancelled, done)).start()
     where = f"{target.parsed.host}:{target.parsed.port}"
     try:
         conn.request(method, target.parsed.target, body=body, headers=dict(headers))
@@ -542,13 +549,18 @@ def _exchange(target, method, headers, body, deadline, max_body, cancelled, ssl_
                 break
             chunks.append(chunk)
             size += len(chunk)
+        # A cancel shuts the socket down, which reads as the end of the body;
+        # so does a server that closes early. Neither is a complete response.
+        if cancelled is not None and cancelled.is_set():
+            raise RequestFailed("cancelled")
+        if size <= max_body and response.length:
+            raise http.client.IncompleteRead(b"".join(chunks), response.length)
         data = b"".join(chunks)
         return FencedResponse(
             status=response.status,
             reason=response.reason,
             headers=response.headers,
             body=data[:max_body],
-            elapsed=0.0,
             final_url=target.url,
             truncated=size > max_body,
         )

@@ -14,16 +14,30 @@ from datetime import UTC, datetime
 from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import ProhibitNullCharactersValidator
 
 from jobs import channels, cron, jsontext
 from jobs.config import ALERT_KINDS, alert_seconds, parse_alert_kinds, parse_email_list
 from jobs.handlers import registry
-from jobs.models import Job
+from jobs.models import (
+    DEFAULT_ALERT_THRESHOLD,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_RETRY_INTERVAL_SECONDS,
+    DEFAULT_TIMEOUT_SECONDS,
+    Job,
+)
+from jobs.text import validate_storable
 
 MAX_PROPERTIES = 100
 MAX_PROPERTY_CHARS = 65_536
 MAX_PROPERTY_NAME_CHARS = 200
+# Properties the job form edits as fields of their own, by kind (the API
+# names them `properties.<name>` in its errors; the console's property bag
+# leaves them out).
 HTTP_FIELDS = ("url", "method", "headers", "body")
+SQL_FIELDS = ("sql",)
+KIND_FIELDS = {Job.Kind.HTTP: HTTP_FIELDS, Job.Kind.SQL: SQL_FIELDS}
+PROPERTY_FIELDS = frozenset(HTTP_FIELDS + SQL_FIELDS)
 NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 MAX_ALERT_THRESHOLD = 1000
 MAX_DESCRIPTION_CHARS = 2000
@@ -51,6 +65,26 @@ def check_instant(value: datetime) -> datetime:
     if value is None or not EARLIEST_INSTANT <= value <= LATEST_INSTANT:
         raise ValidationError("Give a date-time between the years 1900 and 9000.", code="out_of_range")
     return value
+
+
+class StorableTextMixin:
+    """Every field of the form refuses text no database stores (NUL, lone
+    surrogates; jobs.text), in its value and, for properties, in names and
+    values at any depth: the same error on SQLite and PostgreSQL, from the
+    console, the API and `jobs import` alike. Checked before the field's
+    own clean_<field>, which may look the value up in the database."""
+
+    def full_clean(self):
+        # Here rather than in __init__: some forms add fields after it.
+        # Django's own NUL check on text fields gives way to this one, so a
+        # NUL is one error with one code wherever it is.
+        for field in self.fields.values():
+            if validate_storable not in field.validators:
+                field.validators = [
+                    *(v for v in field.validators if not isinstance(v, ProhibitNullCharactersValidator)),
+                    validate_storable,
+                ]
+        super().full_clean()
 
 
 class ErrorListMixin:
@@ -102,11 +136,6 @@ def coerce_properties(value) -> dict[str, str]:
         if isinstance(item, (dict, list)):
             raise ValidationError(f"Property “{key}” must be text, not a list or object.", code="invalid")
         text = "" if item is None else (str(item).lower() if isinstance(item, bool) else str(item))
-        if "\x00" in key or "\x00" in text:
-            # PostgreSQL cannot store NUL in text or jsonb.
-            raise ValidationError(
-                f"Property “{key.replace(chr(0), '')}” contains a NUL character.", code="invalid"
-            )
         if len(text) > MAX_PROPERTY_CHARS:
             raise ValidationError(
                 f"Property “{key}” is longer than {MAX_PROPERTY_CHARS} characters.", code="invalid"
@@ -162,7 +191,7 @@ class AlertKindsField(forms.Field):
         return parse_alert_kinds(value)
 
 
-class JobForm(ErrorListMixin, forms.ModelForm):
+class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
     """Create or edit a job. Pass `user` (None = a trusted caller such as the
     shell) so SQL jobs can be limited to superusers."""
 
@@ -208,7 +237,7 @@ class JobForm(ErrorListMixin, forms.ModelForm):
         self.fields["max_retries"].widget.attrs["max"] = 100
         if self.instance.pk:
             self.fields["version"].initial = self.instance.version
-            for name in ("url", "method", "headers", "body", "sql"):
+            for name in PROPERTY_FIELDS:
                 self.fields[name].initial = (self.instance.properties or {}).get(name, "")
 
     @staticmethod
@@ -287,7 +316,7 @@ class JobForm(ErrorListMixin, forms.ModelForm):
     def clean_timeout_seconds(self):
         value = self.cleaned_data.get("timeout_seconds")
         if value is None:
-            return 600
+            return DEFAULT_TIMEOUT_SECONDS
         if not 1 <= value <= Job.MAX_TIMEOUT_SECONDS:
             raise ValidationError(
                 f"The timeout must be between 1 and {Job.MAX_TIMEOUT_SECONDS:,} seconds (24 hours).",
@@ -298,7 +327,7 @@ class JobForm(ErrorListMixin, forms.ModelForm):
     def clean_max_retries(self):
         value = self.cleaned_data.get("max_retries")
         if value is None:
-            return 0
+            return DEFAULT_MAX_RETRIES
         if value > 100:
             raise ValidationError("At most 100 retries.", code="invalid")
         return value
@@ -306,10 +335,11 @@ class JobForm(ErrorListMixin, forms.ModelForm):
     def clean_retry_interval_seconds(self):
         value = self.cleaned_data.get("retry_interval_seconds")
         if value is None:
-            return 60
+            return DEFAULT_RETRY_INTERVAL_SECONDS
         if value > Job.MAX_TIMEOUT_SECONDS:
             raise ValidationError(
-                "The retry interval can be at most 86,400 seconds (24 hours).", code="invalid"
+                f"The retry interval can be at most {Job.MAX_TIMEOUT_SECONDS:,} seconds (24 hours).",
+                code="invalid",
             )
         return value
 
@@ -331,7 +361,7 @@ class JobForm(ErrorListMixin, forms.ModelForm):
             raise ValidationError(
                 f"The alert threshold can be at most {MAX_ALERT_THRESHOLD}.", code="invalid"
             )
-        return 3 if value is None else value
+        return DEFAULT_ALERT_THRESHOLD if value is None else value
 
     # -- the whole job -------------------------------------------------------------
 
@@ -443,8 +473,9 @@ class JobForm(ErrorListMixin, forms.ModelForm):
                 )
         elif kind == Job.Kind.SQL:
             data["handler"] = ""
-            if data.get("sql"):
-                properties["sql"] = data["sql"]
+            for name in SQL_FIELDS:
+                if data.get(name):
+                    properties[name] = data[name]
             from jobs.handlers.sql import validate_sql_properties
 
             for field, message in validate_sql_properties(
@@ -464,7 +495,7 @@ class JobForm(ErrorListMixin, forms.ModelForm):
         return job
 
 
-class TaskForm(ErrorListMixin, forms.Form):
+class TaskForm(StorableTextMixin, ErrorListMixin, forms.Form):
     """A one-off task for `services.enqueue` (the API's POST /api/tasks)."""
 
     handler = forms.CharField(max_length=200)
@@ -496,12 +527,20 @@ class TaskForm(ErrorListMixin, forms.Form):
             key=data["key"],
             properties=data.get("properties") or {},
             run_after=data.get("run_after"),
-            max_retries=0 if data.get("max_retries") is None else data["max_retries"],
-            retry_interval_seconds=60
+            max_retries=DEFAULT_MAX_RETRIES if data.get("max_retries") is None else data["max_retries"],
+            retry_interval_seconds=DEFAULT_RETRY_INTERVAL_SECONDS
             if data.get("retry_interval_seconds") is None
             else data["retry_interval_seconds"],
-            timeout_seconds=600 if data.get("timeout_seconds") is None else data["timeout_seconds"],
+            timeout_seconds=DEFAULT_TIMEOUT_SECONDS
+            if data.get("timeout_seconds") is None
+            else data["timeout_seconds"],
         )
+
+
+class TokenForm(StorableTextMixin, forms.Form):
+    """A new API token's name (the profile page)."""
+
+    name = forms.CharField(max_length=100, required=False)
 
 
 class SettingField(forms.Field):
@@ -524,7 +563,7 @@ class SettingField(forms.Field):
         return value
 
 
-class SettingsForm(forms.Form):
+class SettingsForm(StorableTextMixin, forms.Form):
     """Every key of the config centre; saves only when all of them are valid."""
 
     def __init__(self, *args, **kwargs):

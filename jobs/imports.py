@@ -12,6 +12,7 @@ from jobs import audit, jsontext, services
 from jobs.forms import JobForm
 from jobs.models import AuditEvent, Job
 from jobs.serializers import spec_errors, spec_to_form_data
+from jobs.text import find_unstorable, storable
 
 
 class ImportFileError(ValueError):
@@ -37,7 +38,7 @@ def parse(text: str, *, source: str = "the file") -> list[dict]:
         ) from None
     except (jsontext.JsonTextError, RecursionError) as exc:
         raise ImportFileError(
-            f"{source} is not valid JSON: {getattr(exc, 'message', 'nested too deeply')}"
+            storable(f"{source} is not valid JSON: {getattr(exc, 'message', 'nested too deeply')}")
         ) from None
     if isinstance(specs, dict):
         specs = [specs]
@@ -47,7 +48,7 @@ def parse(text: str, *, source: str = "the file") -> list[dict]:
     dupes = sorted({str(n) for n in names if names.count(n) > 1})
     if dupes:
         raise ImportFileError(
-            f"{source} names these jobs more than once: {', '.join(dupes)}; nothing was saved."
+            storable(f"{source} names these jobs more than once: {', '.join(dupes)}; nothing was saved.")
         )
     return specs
 
@@ -67,14 +68,17 @@ def plan(specs: list[dict], *, user=None) -> list[Planned]:
     """Validate every spec against what is stored, changing nothing."""
     out = []
     for index, spec in enumerate(specs):
-        label = (
-            spec.get("name") if isinstance(spec.get("name"), str) and spec.get("name") else f"#{index + 1}"
-        )
+        name = spec.get("name")
+        # Shown in the console and on a terminal: text no database stores
+        # (jobs.text) is shown, like the messages quoting it, repaired.
+        label = storable(name) if isinstance(name, str) and name else f"#{index + 1}"
         # The JSON's own problems (unknown keys, wrong types), as the API reports them.
         errors = [{"job": label, **e} for e in spec_errors(spec)]
+        # A name the form will refuse as text no database stores is not
+        # looked up: the lookup itself would fail.
         instance = (
-            Job.objects.live().filter(name=spec.get("name")).first()
-            if isinstance(spec.get("name"), str)
+            Job.objects.live().filter(name=name).first()
+            if isinstance(name, str) and not find_unstorable(name)
             else None
         )
         # Before the form: validating copies the new values onto the instance.
@@ -87,6 +91,7 @@ def plan(specs: list[dict], *, user=None) -> list[Planned]:
         form = JobForm(data=spec_to_form_data(spec, instance=instance), instance=instance, user=user)
         if not form.is_valid():
             errors.extend({"job": label, **e} for e in form.error_list())
+        errors = [{**e, "message": storable(e["message"])} for e in errors]
         if errors:
             out.append(Planned(label, "invalid", errors=errors))
             continue

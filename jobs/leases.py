@@ -21,6 +21,7 @@ import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Exists
 from django.db.models.functions import Now
@@ -29,8 +30,16 @@ from jobs.models import LeadershipChange, Lease, Run
 
 NODE_PREFIX = "node:"
 LEADER = "leader"
-TTL = timedelta(seconds=30)
-RENEW_EVERY = timedelta(seconds=10)
+
+
+def lease_ttl() -> timedelta:
+    """How long a lease holds without renewal (JOBS_LEASE_TTL_SECONDS)."""
+    return timedelta(seconds=settings.JOBS_LEASE_TTL_SECONDS)
+
+
+def renew_period() -> timedelta:
+    """How often a holder renews its leases (JOBS_LEASE_RENEW_SECONDS, less than the TTL)."""
+    return timedelta(seconds=settings.JOBS_LEASE_RENEW_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -51,14 +60,16 @@ def acquire(
     *,
     now: datetime,
     epoch: int | None = None,
-    ttl: timedelta = TTL,
+    ttl: timedelta | None = None,
     info: dict | None = None,
 ) -> Grant | None:
     """Renew the lease if `holder` holds it at `epoch`; else take it, with a
     new epoch, when it is free or expired, or when it is held under our own
     worker id and we never held it (`epoch` None: a process that died under
     this id; runscheduler checked it is gone). None while another holds it,
-    including another process of ours that took it over since `epoch`."""
+    including another process of ours that took it over since `epoch`.
+    `ttl` defaults to lease_ttl()."""
+    ttl = lease_ttl() if ttl is None else ttl
     safe_create(name)
     with transaction.atomic():
         lease, clock = _locked(name, now)

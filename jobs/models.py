@@ -8,9 +8,23 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.expressions import RawSQL
 from django.utils.timezone import now as _now
 
 from jobs import cron
+from jobs.logbuffer import cap_text
+from jobs.text import storable
+
+# What a job or a one-off task gets when it does not say (the model, the job
+# form, the API, `jobs import`, services.enqueue).
+DEFAULT_MAX_RETRIES = 0
+DEFAULT_RETRY_INTERVAL_SECONDS = 60
+DEFAULT_TIMEOUT_SECONDS = 600
+DEFAULT_ALERT_THRESHOLD = 3
+# The limits on them: the interval floor is the cron module's (error 47004);
+# a run's timeout (and an HTTP job's own request timeout) is at most a day.
+MIN_INTERVAL_SECONDS = cron.MIN_INTERVAL_SECONDS
+MAX_TIMEOUT_SECONDS = 86_400
 
 
 class JobQuerySet(models.QuerySet):
@@ -25,17 +39,15 @@ class JobQuerySet(models.QuerySet):
 
 
 def cap_message(text: str | None, limit: int | None) -> str:
-    """Cap a log, result or error at `limit` characters (≤ 0: no cap). Past
-    the cap the head and the tail are kept and the middle is replaced by a
-    marker that states the original length."""
+    """A log, result or error as it is written: capped at `limit` characters
+    (≤ 0: no cap) and storable on both databases (jobs.text.storable: NUL
+    and lone surrogates become U+FFFD). Past the cap the head and the tail
+    are kept and the middle is replaced by a marker that states the
+    original length (jobs.logbuffer.cap_text, which a running log is capped
+    by too). Every outcome text a handler produced is written through this
+    function."""
     text = text or ""
-    if limit is None or limit <= 0 or len(text) <= limit:
-        return text
-    marker = f"\n[… {{omitted}} characters omitted; original length {len(text)} characters …]\n"
-    room = max(limit - len(marker.format(omitted=len(text))), 2)
-    head = room // 2
-    tail = room - head
-    return text[:head] + marker.format(omitted=len(text) - head - tail) + text[len(text) - tail :]
+    return storable(cap_text(text, text, len(text), limit))
 
 
 class Job(models.Model):
@@ -57,9 +69,9 @@ class Job(models.Model):
         PAUSED = "paused", "Paused"
         CRASHED = "crashed", "Crashed"
 
-    MIN_INTERVAL_SECONDS = cron.MIN_INTERVAL_SECONDS  # the floor is jobs.cron's (47004)
+    MIN_INTERVAL_SECONDS = MIN_INTERVAL_SECONDS
     MAX_INTERVAL_SECONDS = 366 * 86_400
-    MAX_TIMEOUT_SECONDS = 86_400
+    MAX_TIMEOUT_SECONDS = MAX_TIMEOUT_SECONDS
     # What a person or program sets on a job (form, API, jobs-as-code file,
     # audit trail); everything else is the scheduler's bookkeeping.
     EDITABLE_FIELDS = [
@@ -106,10 +118,10 @@ class Job(models.Model):
     )
     run_once = models.BooleanField(default=False)
 
-    max_retries = models.PositiveSmallIntegerField(default=0)
-    retry_interval_seconds = models.PositiveIntegerField(default=60)
-    timeout_seconds = models.PositiveIntegerField(default=600)
-    alert_threshold = models.PositiveSmallIntegerField(default=3)
+    max_retries = models.PositiveSmallIntegerField(default=DEFAULT_MAX_RETRIES)
+    retry_interval_seconds = models.PositiveIntegerField(default=DEFAULT_RETRY_INTERVAL_SECONDS)
+    timeout_seconds = models.PositiveIntegerField(default=DEFAULT_TIMEOUT_SECONDS)
+    alert_threshold = models.PositiveSmallIntegerField(default=DEFAULT_ALERT_THRESHOLD)
     alert_emails = models.JSONField(default=list, blank=True)
     # Apprise URLs, each stored encrypted (jobs.channels); never shown in full.
     alert_channels = models.JSONField(default=list, blank=True)
@@ -150,12 +162,12 @@ class Job(models.Model):
             models.CheckConstraint(
                 condition=(
                     Q(schedule_type="cron") & ~Q(cron_expression="")
-                    | Q(schedule_type="interval", interval_seconds__gte=5)
+                    | Q(schedule_type="interval", interval_seconds__gte=MIN_INTERVAL_SECONDS)
                 ),
                 name="job_schedule_field_set",
             ),
             models.CheckConstraint(
-                condition=Q(timeout_seconds__gte=1, timeout_seconds__lte=86_400),
+                condition=Q(timeout_seconds__gte=1, timeout_seconds__lte=MAX_TIMEOUT_SECONDS),
                 name="job_timeout_range",
             ),
         ]
@@ -335,9 +347,9 @@ class Run(models.Model):
 
     # Execution policy, copied from the job when the fire is planned (a later
     # edit does not change a fire under way); set by the caller for tasks.
-    max_retries = models.PositiveSmallIntegerField(default=0)
-    retry_interval_seconds = models.PositiveIntegerField(default=60)
-    timeout_seconds = models.PositiveIntegerField(default=600)
+    max_retries = models.PositiveSmallIntegerField(default=DEFAULT_MAX_RETRIES)
+    retry_interval_seconds = models.PositiveIntegerField(default=DEFAULT_RETRY_INTERVAL_SECONDS)
+    timeout_seconds = models.PositiveIntegerField(default=DEFAULT_TIMEOUT_SECONDS)
 
     # One-off tasks (trigger=task) have no job: they name their handler.
     handler = models.CharField(max_length=200, blank=True)
@@ -408,6 +420,23 @@ class Run(models.Model):
     @property
     def lateness(self) -> timedelta | None:
         return self.started_at - self.scheduled_at if self.started_at else None
+
+
+def _run_column_in(column: str, values) -> RawSQL:
+    """`"jobs_run"."<column>" IN ('a', 'b')`, the values written as literals."""
+    assert all(str(v).replace("_", "").isalnum() for v in values), values
+    listed = ", ".join(f"'{v}'" for v in values)
+    return RawSQL(f'"{Run._meta.db_table}"."{column}" IN ({listed})', (), output_field=models.BooleanField())
+
+
+# A run is live (queued or running); a run was started by hand. SQLite uses a
+# partial index (run_live_idx, run_one_live_manual_per_job) only when the
+# query states the index's condition as literals, never with bound
+# parameters: with `status__in=Run.LIVE` the overlap check walked every run
+# the job ever had (bench: a job's whole history per fire). Filter live runs
+# of a job, or of a worker, with these.
+LIVE_RUN = _run_column_in("status", Run.LIVE)
+MANUAL_RUN = _run_column_in("trigger", Run.MANUAL_TRIGGERS)
 
 
 class Setting(models.Model):

@@ -39,10 +39,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
+from django.db import (
+    DatabaseError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connection,
+    transaction,
+)
 from django.db.backends.signals import connection_created
-from django.db.models import BooleanField, Min
-from django.db.models.expressions import RawSQL
+from django.db.models import Min
 from django.utils import timezone
 
 from jobs import alerts, leases
@@ -50,9 +57,9 @@ from jobs.bulk import update_from_values
 from jobs.handlers.base import JobContext
 from jobs.heartbeat import HeartbeatPinger
 from jobs.listener import WakeListener
-from jobs.models import Job, Run, cap_message
+from jobs.models import LIVE_RUN, Job, Run, cap_message
 from jobs.outbox import AlertSender
-from jobs.workers import Flight, Outcome, WorkerPool, resolve_handler
+from jobs.workers import Flight, HandlerRef, Outcome, make_pool
 
 log = logging.getLogger("cronboard.scheduler")
 
@@ -66,15 +73,6 @@ CLAIM_BATCH = 100
 # for it, and is written in that pass's batch.
 COLLECT_WITHIN = timedelta(milliseconds=50)
 LAST_ERROR_CHARS = 4000  # a job keeps this much of its last run's error
-
-
-# A run is live (queued or running), written as literals: SQLite uses a
-# partial index (run_live_idx) only when the query states its condition that
-# way, never with bound parameters. With `status__in=Run.LIVE` the overlap
-# check walked every run the job ever had (bench: a job's whole history per
-# fire).
-LIVE_RUN = RawSQL("\"jobs_run\".\"status\" IN ('queued', 'running')", (), output_field=BooleanField())
-assert set(Run.LIVE) == {"queued", "running"}
 
 
 class WorkerIdInUse(Exception):
@@ -103,27 +101,34 @@ class Scheduler:
         misfire_threshold: int | None = None,
         max_message_chars: int | None = None,
         clustered: bool | None = None,
+        executor: str | None = None,
     ):
         self.worker_id = worker_id or settings.JOBS_WORKER_ID
         # Several nodes may share a PostgreSQL database; SQLite is single-node.
         self.clustered = connection.vendor == "postgresql" if clustered is None else clustered
-        self.lease_ttl = timedelta(seconds=settings.JOBS_LEASE_TTL_SECONDS)
-        self.lease_renew = timedelta(seconds=settings.JOBS_LEASE_RENEW_SECONDS)
+        self.lease_ttl = leases.lease_ttl()
+        self.lease_renew = leases.renew_period()
         self.leader_epoch: int | None = None
         self.node_epoch: int | None = None
         self._last_lead: datetime | None = None
         self.listener: WakeListener | None = None
         self.clock = clock
-        self.pool = WorkerPool(max_workers or settings.JOBS_MAX_CONCURRENT_RUNS)
-        self.alert_sender = AlertSender(wake=self.pool.wake)
-        self.heartbeat_pinger = HeartbeatPinger()  # CRONBOARD_HEARTBEAT_URL, if set
-        self.alert_watch = alerts.AlertWatch()  # late and long-running alerts
         self.misfire_threshold = timedelta(
             seconds=settings.JOBS_MISFIRE_THRESHOLD if misfire_threshold is None else misfire_threshold
         )
         self.max_message_chars = (
             settings.JOBS_MAX_MESSAGE_CHARS if max_message_chars is None else max_message_chars
         )
+        # Threads or child processes (JOBS_EXECUTOR), see jobs.workers.
+        self.executor = executor or settings.JOBS_EXECUTOR
+        self.pool = make_pool(
+            max_workers or settings.JOBS_MAX_CONCURRENT_RUNS,
+            executor=self.executor,
+            log_keep=self.max_message_chars,
+        )
+        self.alert_sender = AlertSender(wake=self.pool.wake)
+        self.heartbeat_pinger = HeartbeatPinger()  # CRONBOARD_HEARTBEAT_URL, if set
+        self.alert_watch = alerts.AlertWatch()  # late and long-running alerts
         self.stopping = False
         self.draining = False
         self._pending: list[Outcome] = []
@@ -198,6 +203,7 @@ class Scheduler:
     # -- start-up ------------------------------------------------------------
 
     def start(self, now: datetime) -> None:
+        self.pool.warm()  # the run processes, before the first fire needs one
         self._node_info["started_at"] = now.isoformat()
         if self.clustered:
             self._limit_idle_transactions()
@@ -647,6 +653,7 @@ class Scheduler:
             sql_write=bool(job and job.sql_write),
             job=job,
             run=run,
+            log_keep=self.max_message_chars,
             _clock=self.clock,
         )
         flight = Flight(
@@ -660,7 +667,7 @@ class Scheduler:
             ctx=ctx,
         )
         kind, name = (Job.Kind.PYTHON, run.handler) if run.is_task else (job.kind, job.handler)
-        self.pool.start(flight, lambda: resolve_handler(kind, name))
+        self.pool.start(flight, HandlerRef(str(kind), name))
 
     def collect(self, outcomes: list[Outcome], now: datetime) -> bool:
         """Write finished runs back, all in one transaction (one commit for the
@@ -671,12 +678,56 @@ class Scheduler:
             return False
         batch = [(o, self.pool.flights[o.run_id]) for o in self._pending if o.run_id in self.pool.flights]
         if batch:
-            with transaction.atomic():
-                self._record_outcomes([(flight.ctx.run, outcome) for outcome, flight in batch], now)
+            items = [(flight.ctx.run, outcome) for outcome, flight in batch]
+            try:
+                with transaction.atomic():
+                    self._record_outcomes(items, now)
+            except Exception as exc:
+                if is_connection_error(exc):
+                    raise  # the loop backs off; the outcomes stay pending
+                log.warning(
+                    "writing %d outcome(s) in one batch failed (%s: %s); writing each alone",
+                    len(items),
+                    type(exc).__name__,
+                    exc,
+                )
+                for run, outcome in items:
+                    self._record_alone(
+                        run,
+                        outcome.status,
+                        now,
+                        lambda item=(run, outcome): self._record_outcomes([item], now),
+                    )
             for outcome, _ in batch:
                 self.pool.flights.pop(outcome.run_id, None)
         self._pending.clear()
         return True
+
+    def _record_alone(self, run: Run, status: str, now: datetime, write: Callable[[], object]) -> None:
+        """`write` one run's outcome (`status`) in a transaction of its own. If
+        that fails for its data (not its connection), the run is recorded
+        `failed` with what went wrong, so the batch and the loop go on; if
+        even that cannot be written, the run is left to the sweep."""
+        try:
+            with transaction.atomic():
+                write()
+            return
+        except Exception as exc:
+            if is_connection_error(exc):
+                raise
+            problem = f"{type(exc).__name__}: {exc}"
+        log.error("the outcome of run %s could not be written (%s); recording it failed", run.pk, problem)
+        explanation = (
+            f"The run ended ({status}), but its outcome could not be written to the database: "
+            f"{problem}. It is recorded as failed instead, without its result and log."
+        )
+        try:
+            with transaction.atomic():
+                self._record(run, Run.Status.FAILED, now, error=explanation, retry=False)
+        except Exception as exc:
+            if is_connection_error(exc):
+                raise
+            log.exception("run %s could not be recorded failed either; the sweep will interrupt it", run.pk)
 
     def enforce_deadlines(self, now: datetime) -> bool:
         expired = [f for f in self.pool.flights.values() if f.deadline <= now]
@@ -693,7 +744,10 @@ class Scheduler:
         """Record a run this process gives up on (timeout, cancel, shutdown)
         with the log it has so far, then free its slot; the handler is told
         to stop and its late outcome is ignored."""
-        self._record(flight.ctx.run, status, now, error=error, log_text=flight.ctx.log_text())
+        run, log_text = flight.ctx.run, flight.ctx.log_text()
+        self._record_alone(
+            run, status, now, lambda: self._record(run, status, now, error=error, log_text=log_text)
+        )
         self.pool.abandon(flight.run_id)
 
     # -- recording outcomes ----------------------------------------------------
@@ -751,7 +805,7 @@ class Scheduler:
                 (
                     run.job_id,
                     outcome.status,
-                    outcome.error[:LAST_ERROR_CHARS],
+                    written[run.pk]["error"][:LAST_ERROR_CHARS],
                     written[run.pk]["duration_ms"],
                     0,
                 )
@@ -761,10 +815,12 @@ class Scheduler:
             assign=["last_status", "last_error", "last_duration_ms", "consecutive_failures"],
         )
 
-    def _record(self, run: Run, status: str, now: datetime, *, result="", error="", log_text="") -> bool:
+    def _record(
+        self, run: Run, status: str, now: datetime, *, result="", error="", log_text="", retry=True
+    ) -> bool:
         """Write a run's outcome (only if it is still running: a run already
-        timed out or swept is left as it is), queue its retry, and update its
-        job, all in one transaction."""
+        timed out or swept is left as it is), queue its retry (unless told
+        not to), and update its job, all in one transaction."""
         outcome = self._outcome(run, status, now, result=result, error=error, log_text=log_text)
         duration_ms = outcome["duration_ms"]
         # No savepoint: inside collect()'s batch a failure rolls the whole
@@ -773,11 +829,20 @@ class Scheduler:
             touched = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(**outcome)
             if not touched:
                 return False
-            retry = status in (Run.Status.FAILED, Run.Status.INTERRUPTED) and run.attempt <= run.max_retries
+            retry = (
+                retry
+                and status in (Run.Status.FAILED, Run.Status.INTERRUPTED)
+                and run.attempt <= run.max_retries
+            )
             if retry:
                 self._queue_retry(run, now)
             if run.job_id is not None:
-                run.status, run.error, run.finished_at, run.duration_ms = status, error, now, duration_ms
+                run.status, run.error, run.finished_at, run.duration_ms = (
+                    status,
+                    outcome["error"],
+                    now,
+                    duration_ms,
+                )
                 self._record_on_job(run, final=not retry, now=now)
         return True
 
@@ -859,12 +924,12 @@ class Scheduler:
         ids = list(self.pool.flights)
         Run.objects.filter(pk__in=ids, status=Run.Status.RUNNING).update(heartbeat_at=now)
         for flight in list(self.pool.flights.values()):
-            text = flight.ctx.log_text()
-            if len(text) != flight.log_flushed:
+            written = flight.ctx.log_chars
+            if written != flight.log_flushed:
                 Run.objects.filter(pk=flight.run_id, status=Run.Status.RUNNING).update(
-                    log=cap_message(text, self.max_message_chars)
+                    log=cap_message(flight.ctx.log_text(), self.max_message_chars)
                 )
-                flight.log_flushed = len(text)
+                flight.log_flushed = written
         for run_id in Run.objects.filter(pk__in=ids, cancel_requested=True).values_list("pk", flat=True):
             flight = self.pool.flights.get(run_id)
             if flight is None:
@@ -1123,11 +1188,26 @@ class Scheduler:
                     now,
                     f"the scheduler stopped (shutdown grace of {grace:g} s ran out) before the run finished",
                 )
+        self.pool.close()
         self.alert_sender.stop(self.clock, wait=min(grace, settings.EMAIL_TIMEOUT))
         if self.listener is not None:
             self.listener.stop()
         connection_created.disconnect(dispatch_uid=self._idle_limit_uid)
         leases.release(leases.node_lease_name(self.worker_id), self.worker_id, epoch=self.node_epoch)
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """Whether a failed write failed for the connection or the server's state
+    (lost connection, restart, lock, deadlock, timeout), so the same write
+    may succeed later, rather than for the values it wrote (a constraint, a
+    NUL or a lone surrogate, a value too long), which fail again however
+    often they are written. Only the first keeps the loop's back-off."""
+    if not isinstance(exc, (OperationalError, InterfaceError)):
+        return False
+    # PostgreSQL's class 54 (program limit exceeded: a row or index entry too
+    # large) arrives as an OperationalError but is the data's.
+    sqlstate = getattr(exc.__cause__, "sqlstate", None) or ""
+    return not sqlstate.startswith("54")
 
 
 def _scheduler_process_alive(pid: int) -> bool:

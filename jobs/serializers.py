@@ -8,6 +8,7 @@ from django.db import models
 from jobs import channels
 from jobs.handlers.registry import HandlerInfo
 from jobs.models import Job, Run
+from jobs.text import CODE, find_unstorable, storable
 
 # The writable fields of a job, in the jobs-as-code file and the API.
 JOB_FIELDS = Job.EDITABLE_FIELDS
@@ -160,7 +161,15 @@ def spec_errors(spec: dict) -> list[dict]:
         if field in JOB_READ_ONLY_FIELDS:
             continue
         if field not in JOB_FIELDS and field != "version":
-            errors.append({"code": "unknown_field", "message": f"Unknown field “{field}”.", "field": field})
+            if problem := find_unstorable(field):
+                # The field's name is the bad input: named, it could not be shown or stored.
+                errors.append(
+                    {"code": CODE, "message": f"A field name contains {problem}.", "field": storable(field)}
+                )
+            else:
+                errors.append(
+                    {"code": "unknown_field", "message": f"Unknown field “{field}”.", "field": field}
+                )
             continue
         problem = _type_problem(field, value)
         if problem:

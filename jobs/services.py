@@ -17,7 +17,14 @@ from django.utils import timezone
 from jobs import audit
 from jobs.handlers import registry
 from jobs.listener import CHANNEL
-from jobs.models import AuditEvent, Job, Run
+from jobs.models import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_RETRY_INTERVAL_SECONDS,
+    DEFAULT_TIMEOUT_SECONDS,
+    AuditEvent,
+    Job,
+    Run,
+)
 
 
 class StaleJobError(Exception):
@@ -289,9 +296,9 @@ class TaskRequest:
     key: str
     properties: dict[str, str] = field(default_factory=dict)
     run_after: datetime | None = None
-    max_retries: int = 0
-    retry_interval_seconds: int = 60
-    timeout_seconds: int = 600
+    max_retries: int = DEFAULT_MAX_RETRIES
+    retry_interval_seconds: int = DEFAULT_RETRY_INTERVAL_SECONDS
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
 
 
 def enqueue(
@@ -300,9 +307,9 @@ def enqueue(
     key: str,
     properties: dict[str, str] | None = None,
     run_after: datetime | None = None,
-    max_retries: int = 0,
-    retry_interval_seconds: int = 60,
-    timeout_seconds: int = 600,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    retry_interval_seconds: int = DEFAULT_RETRY_INTERVAL_SECONDS,
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS,
 ) -> Run:
     """Queue a one-off task. One (handler, key) has at most one queued or
     running task: enqueuing it again returns the existing one."""

@@ -10,32 +10,30 @@ from datetime import UTC, datetime, timedelta
 from functools import wraps
 from urllib.parse import urlencode
 
-from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.views import redirect_to_login
 from django.contrib.staticfiles import finders
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db import IntegrityError
-from django.db.models import BooleanField, F, Q
-from django.db.models.expressions import RawSQL
+from django.db.models import F, Q
 from django.db.models.functions import Substr
-from django.http import Http404, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render, resolve_url
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from jobs import access, cron, services, tokens
+from jobs.access import login_required
 from jobs.alert_views import channel_rows
 from jobs.charts import duration_chart
-from jobs.forms import HTTP_FIELDS, JobForm, SettingsForm
+from jobs.forms import KIND_FIELDS, PROPERTY_FIELDS, JobForm, SettingsForm, TokenForm
 from jobs.handlers import registry
 from jobs.handlers.http import METHODS as HTTP_METHODS
 from jobs.handlers.sql import sql_enabled
 from jobs.leases import cluster_status
-from jobs.models import AuditEvent, Job, Message, Run
+from jobs.models import LIVE_RUN, MANUAL_RUN, AuditEvent, Job, Message, Run
 
 JOBS_PER_PAGE = 50
 RUNS_PER_PAGE = 25
@@ -54,24 +52,6 @@ JOB_SORTS = {
 
 
 # -- access --------------------------------------------------------------------
-
-
-def login_required(view):
-    """Django's login_required, except that an htmx request (a fragment whose
-    session expired) is told to load the login page as a whole page instead
-    of having the login form swapped into the fragment."""
-
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        if access.can_view(request.user):
-            return view(request, *args, **kwargs)
-        if request.htmx:
-            back = request.htmx.current_url_abs_path or request.get_full_path()
-            login_url = f"{resolve_url(settings.LOGIN_URL)}?{urlencode({'next': back})}"
-            return HttpResponseClientRedirect(login_url)
-        return redirect_to_login(request.get_full_path())
-
-    return wrapper
 
 
 def staff_required(view):
@@ -176,17 +156,8 @@ def _job_list_context(request) -> dict:
     }
 
 
-# SQLite uses a partial index only when the query states the index's
-# condition as literals, never as bound parameters; written out like this the
-# live-run checks use run_live_idx / run_one_live_manual_per_job instead of
-# walking all of a job's runs.
-_LIVE = RawSQL("\"jobs_run\".\"status\" IN ('queued', 'running')", (), output_field=BooleanField())
-_MANUAL = RawSQL("\"jobs_run\".\"trigger\" IN ('manual', 'api')", (), output_field=BooleanField())
-assert set(Run.LIVE) == {"queued", "running"} and set(Run.MANUAL_TRIGGERS) == {"manual", "api"}
-
-
 def _live_runs(job: Job):
-    return Run.objects.filter(_LIVE, job=job)
+    return Run.objects.filter(LIVE_RUN, job=job)
 
 
 def _describe_schedule(job: Job) -> str:
@@ -494,7 +465,7 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
 def _handler_properties(job: Job) -> dict:
     """The property bag without the keys the HTTP/SQL fields edit, so a key is
     never shown (and edited) twice."""
-    own = HTTP_FIELDS if job.kind == Job.Kind.HTTP else ("sql",) if job.kind == Job.Kind.SQL else ()
+    own = KIND_FIELDS.get(job.kind, ())
     return {k: v for k, v in (job.properties or {}).items() if k not in own}
 
 
@@ -552,7 +523,7 @@ def job_clone(request, job_id):
         name=_clone_name(job.name),
         state=Job.State.PAUSED,
         properties=_handler_properties(job),
-        **{name: (job.properties or {}).get(name, "") for name in (*HTTP_FIELDS, "sql")},
+        **{name: (job.properties or {}).get(name, "") for name in PROPERTY_FIELDS},
     )
     form = _job_form(job=None, user=request.user, initial=initial)
     return render(request, "jobs/job_form.html", {**_form_context(form, None), "cloned_from": job})
@@ -697,7 +668,7 @@ def _job_panels(job: Job) -> dict:
         "schedule": _describe_schedule(job),
         "chart": _chart(job),
         "live_manual_run": next(
-            iter(_live_runs(job).filter(_MANUAL).only("id", "status").order_by()[:1]), None
+            iter(_live_runs(job).filter(MANUAL_RUN).only("id", "status").order_by()[:1]), None
         ),
     }
 
@@ -830,7 +801,7 @@ def _all_runs_context(request, *, now: datetime | None = None) -> dict:
     if status == "live":
         # The few live runs come from their partial index (run_live_idx);
         # filtered inside the big ordered walk, SQLite would scan every run.
-        live_ids = list(Run.objects.filter(_LIVE).order_by().values_list("pk", flat=True)[:MAX_LIVE_RUNS])
+        live_ids = list(Run.objects.filter(LIVE_RUN).order_by().values_list("pk", flat=True)[:MAX_LIVE_RUNS])
         runs = runs.filter(pk__in=live_ids)
     elif status in Run.Status.values:
         runs = runs.filter(status=status)
@@ -919,7 +890,7 @@ def dashboard_figures(user, *, now: datetime) -> dict:
             :DASHBOARD_ATTENTION
         ]
     )
-    live_ids = list(Run.objects.filter(_LIVE).order_by().values_list("pk", flat=True)[:MAX_LIVE_RUNS])
+    live_ids = list(Run.objects.filter(LIVE_RUN).order_by().values_list("pk", flat=True)[:MAX_LIVE_RUNS])
     running = list(
         access.visible_runs(user)
         .filter(pk__in=live_ids)
@@ -998,19 +969,9 @@ def run_list(request):
     return _partial_or_page(request, "jobs/run_list.html", "run-list", _all_runs_context(request))
 
 
-def _get_run_for_user(user, run_id) -> Run:
-    run = get_object_or_404(Run.objects.select_related("job"), pk=run_id)
-    if run.job_id is None:
-        if not access.can_view(user):
-            raise Http404("No such run.")
-    else:
-        access.get_job_for_user(user, run.job_id)
-    return run
-
-
 @login_required
 def run_detail(request, run_id):
-    run = _get_run_for_user(request.user, run_id)
+    run = access.get_run_for_user(request.user, run_id)
     context = {"run": run, "job": run.job, "retryable": Run.RETRYABLE}
     return _partial_or_page(request, "jobs/run_detail.html", "run-viewer", context)
 
@@ -1021,7 +982,7 @@ def run_detail(request, run_id):
 def run_retry(request, run_id):
     """Run a failed (or timed out, interrupted, cancelled) run's job again,
     now, as a manual run; the audit trail names the run it retries."""
-    run = _get_run_for_user(request.user, run_id)
+    run = access.get_run_for_user(request.user, run_id)
     if run.job_id is None or run.status not in Run.RETRYABLE:
         messages.error(
             request,
@@ -1046,7 +1007,7 @@ def run_retry(request, run_id):
 def run_log(request, run_id):
     """A run's whole log as a text file (the page shows it too, but a file
     is what a person greps or attaches to a ticket)."""
-    run = _get_run_for_user(request.user, run_id)
+    run = access.get_run_for_user(request.user, run_id)
     response = HttpResponse(run.log or "", content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.log"'
     response["X-Content-Type-Options"] = "nosniff"
@@ -1057,7 +1018,7 @@ def run_log(request, run_id):
 @require_POST
 @staff_required
 def run_cancel(request, run_id):
-    run = _get_run_for_user(request.user, run_id)
+    run = access.get_run_for_user(request.user, run_id)
     if services.cancel_run(run=run, user=request.user):
         messages.success(request, f"Cancelling run {run.pk}.")
     else:
@@ -1145,7 +1106,12 @@ def profile(request):
             else:
                 messages.error(request, "No such active token: nothing was revoked.")
             return redirect("jobs:profile")
-        token, secret = tokens.create_token(user=request.user, name=request.POST.get("name", ""))
+        form = TokenForm(request.POST)
+        if not form.is_valid():
+            for errors in form.errors.values():
+                messages.error(request, f"Token name: {' '.join(errors)}")
+            return redirect("jobs:profile")
+        token, secret = tokens.create_token(user=request.user, name=form.cleaned_data["name"])
         request.session[NEW_TOKEN_SESSION_KEY] = {"id": token.pk, "secret": secret}
         return redirect("jobs:profile")
     new_token = request.session.pop(NEW_TOKEN_SESSION_KEY, None)

@@ -1,6 +1,12 @@
-"""Runs handlers in threads, so the scheduler loop never waits on one.
+"""Executors: where handlers run, so the scheduler loop never waits on one.
 
-Each run is handed to an idle daemon worker thread; a new one is started
+JOBS_EXECUTOR picks one (`make_pool`): `process` (the default,
+jobs.processes.ProcessPool) runs each run in a child process that can be
+killed; `thread` (WorkerPool, below) runs it in a thread of the scheduler,
+sharing its memory. Both keep only the capped head and tail of a run's log
+(jobs.logbuffer) and report the same outcomes.
+
+The thread executor: each run is handed to an idle daemon worker thread; a new one is started
 only when none is idle (starting a thread per run cost the loop more than a
 no-op handler does). A run that passes its deadline (or is cancelled) has
 its `cancelled` event set and is *abandoned*: its slot is freed at once and
@@ -17,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.conf import settings
 from django.db import connections
 
 from jobs.handlers import registry
@@ -34,6 +41,9 @@ class Outcome:
     log: str = ""
 
 
+MEMORY_ERROR = "MemoryError: the handler ran out of memory"
+
+
 @dataclass
 class Flight:
     """A run this process is executing."""
@@ -49,6 +59,59 @@ class Flight:
     thread: threading.Thread | None = None
     log_flushed: int = field(default=0)
     done: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
+class HandlerRef:
+    """Which handler a run executes, in a form a child process can resolve
+    too: the job's kind and, for python jobs, the registered name. Calling
+    it makes the handler instance."""
+
+    kind: str
+    name: str = ""
+
+    def __call__(self) -> JobHandler:
+        return resolve_handler(self.kind, self.name)
+
+    def module(self) -> str | None:
+        """The module that registered a python handler here (a child process
+        imports it before looking the name up); None if it is not registered."""
+        if self.kind in ("http", "sql") or not registry.is_registered(self.name):
+            return None
+        return registry.get(self.name).__module__
+
+
+def make_pool(size: int, *, executor: str | None = None, log_keep: int | None = None):
+    """The executor JOBS_EXECUTOR (or `executor`) names, with `size` slots."""
+    executor = executor or settings.JOBS_EXECUTOR
+    log_keep = settings.JOBS_MAX_MESSAGE_CHARS if log_keep is None else log_keep
+    if executor == "process":
+        from jobs.processes import ProcessPool
+
+        return ProcessPool(size, memory_mb=settings.JOBS_RUN_MEMORY_MB, log_keep=log_keep)
+    if executor == "thread":
+        return WorkerPool(size)
+    raise ValueError(f"unknown executor {executor!r} (process or thread)")
+
+
+def run_handler(
+    ctx: JobContext, make_handler: Callable[[], JobHandler], *, memory_error: str = MEMORY_ERROR
+) -> Outcome:
+    """Run one handler and turn how it ended into an outcome (without its log)."""
+    try:
+        handler = make_handler()
+        value = handler.run(ctx)
+        return Outcome(ctx.run_id, "succeeded", result="" if value is None else str(value))
+    except HandlerError as exc:
+        return Outcome(ctx.run_id, "failed", error=str(exc) or type(exc).__name__)
+    except registry.UnknownHandler as exc:
+        return Outcome(ctx.run_id, "failed", error=str(exc))
+    except MemoryError:
+        # No traceback: formatting one may need the memory that ran out.
+        return Outcome(ctx.run_id, "failed", error=memory_error)
+    except BaseException as exc:
+        detail = traceback.format_exc()[-TRACEBACK_CHARS:]
+        return Outcome(ctx.run_id, "failed", error=f"{type(exc).__name__}: {exc}\n\n{detail}")
 
 
 def resolve_handler(kind: str, name: str) -> JobHandler:
@@ -150,19 +213,15 @@ class WorkerPool:
                 self._idle += 1
             self._outcomes.put(outcome)
 
+    def warm(self) -> None:
+        """Nothing to start ahead: a thread starts in microseconds."""
+
+    def close(self, timeout: float = 0) -> None:
+        """Nothing to stop: idle worker threads exit by themselves."""
+
     def _execute(self, flight: Flight, make_handler: Callable[[], JobHandler]) -> Outcome:
         ctx = flight.ctx
-        try:
-            handler = make_handler()
-            value = handler.run(ctx)
-            outcome = Outcome(flight.run_id, "succeeded", result="" if value is None else str(value))
-        except HandlerError as exc:
-            outcome = Outcome(flight.run_id, "failed", error=str(exc) or type(exc).__name__)
-        except registry.UnknownHandler as exc:
-            outcome = Outcome(flight.run_id, "failed", error=str(exc))
-        except BaseException as exc:
-            detail = traceback.format_exc()[-TRACEBACK_CHARS:]
-            outcome = Outcome(flight.run_id, "failed", error=f"{type(exc).__name__}: {exc}\n\n{detail}")
+        outcome = run_handler(ctx, make_handler)
         try:
             # Handlers that used the ORM opened connections in this thread.
             connections.close_all()

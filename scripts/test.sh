@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command: install what the tests need (virtualenv, Python packages,
 # Debian's chromium and PostgreSQL server), check lint and format with ruff,
-# then run the whole suite.
+# then run the whole suite. Extra arguments go to pytest; the fast lane for
+# day-to-day work is  bash scripts/test.sh -m "not slow and not browser and not postgres"
+# (docs/development.md). CI runs everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

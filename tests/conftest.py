@@ -1,14 +1,18 @@
 """Shared fixtures. Area-specific fixtures live in tests/fixtures/<area>.py and
 are listed in pytest_plugins below."""
 
+import os
+
 import pytest
 
 pytest_plugins = [
     "tests.fixtures.core",
+    "tests.fixtures.processes",  # before the fixtures that import it
     "tests.fixtures.postgres",
     "tests.fixtures.browser",
     "tests.fixtures.smtp",
     "tests.fixtures.api",
+    "tests.fixtures.databases",
     "tests.fixtures.webhook",
 ]
 
@@ -42,3 +46,16 @@ def _fresh_setting_cache():
     config._CACHE.clear()
     yield
     config._CACHE.clear()
+
+
+@pytest.fixture(autouse=True)
+def _thread_executor(settings):
+    """In-process tests run handlers in threads (JOBS_EXECUTOR=thread): their
+    handlers are closures over test state (gates, call lists) and their
+    database is in memory, neither of which a child process can share. The
+    process executor is covered by tests/test_executor*.py with real child
+    processes, and every test that starts `runscheduler` as a process runs
+    it with the default executor (process) unless it says otherwise.
+    CRONBOARD_TEST_EXECUTOR=process runs the in-process tests with child
+    processes anyway (docs/development.md says which fail then, and why)."""
+    settings.JOBS_EXECUTOR = os.environ.get("CRONBOARD_TEST_EXECUTOR", "thread")

@@ -5,7 +5,7 @@ says the time has come, so nobody sleeps through a backoff. Only the SMTP
 conversation itself runs in real time."""
 
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -13,10 +13,9 @@ from django.utils import timezone
 from jobs import alerts, outbox
 from jobs.models import Alert, Run
 from jobs.outbox import AlertSender
-from jobs.scheduler import Scheduler
+from tests.fixtures.core import T0
 from tests.fixtures.smtp import use_smtp
 
-T0 = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
 LATER = timedelta(hours=2)  # past any backoff the step could have chosen
 
 
@@ -131,12 +130,14 @@ def test_server_down_then_up_delivers_after_it_returns(smtp_server, settings, cr
 
 
 def test_silent_server_times_out_while_the_scheduler_keeps_firing_jobs(
-    blackhole_smtp, settings, crashed_alert, make_job
+    blackhole_smtp, settings, crashed_alert, make_job, make_scheduler
 ):
     use_smtp(settings, blackhole_smtp, timeout=3)
-    Alert.objects.update(next_attempt_at=timezone.now())  # this test runs on the real clock
+    # This test runs on the real clock: the alert is written now, not at T0
+    # (an alert older than a day is given up, not retried).
+    Alert.objects.update(created_at=timezone.now(), next_attempt_at=timezone.now())
     echo = make_job(name="heartbeat", handler="demo.echo", next_fire_at=timezone.now())
-    scheduler = Scheduler(worker_id="test-node", max_workers=2)
+    scheduler = make_scheduler(worker_id="test-node", max_workers=2)
 
     started = time.monotonic()
     scheduler.run_pass(timezone.now())
@@ -194,7 +195,7 @@ def test_a_send_that_outlives_its_claim_is_abandoned_and_retried(
     assert len(smtp_server.received) == 1
 
 
-def test_scheduler_wakes_for_the_next_due_alert(crashed_alert):
-    scheduler = Scheduler(worker_id="test-node", max_workers=1)
+def test_scheduler_wakes_for_the_next_due_alert(crashed_alert, make_scheduler):
+    scheduler = make_scheduler(worker_id="test-node", max_workers=1)
     Alert.objects.update(next_attempt_at=T0 + timedelta(milliseconds=300))
     assert scheduler.next_wakeup(T0) == T0 + timedelta(milliseconds=300)

@@ -9,7 +9,7 @@ import sys
 import textwrap
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -18,35 +18,16 @@ from jobs.config import set_setting
 from jobs.handlers import JobHandler, register
 from jobs.handlers.registry import unregister
 from jobs.models import Alert, AlertDelivery, Job, Run
-from jobs.scheduler import Scheduler
+from tests.fixtures.core import T0, drain
 
 ROOT = Path(__file__).resolve().parent.parent
-T0 = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self, now=T0):
-        self.now = now
-
-    def __call__(self):
-        return self.now
-
-    def advance(self, **kwargs):
-        self.now += timedelta(**kwargs)
-        return self.now
 
 
 @pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def scheduler(clock):
-    s = Scheduler(worker_id="node-a", max_workers=1, clock=clock, misfire_threshold=60, clustered=False)
-    yield s
-    for flight in list(s.pool.flights.values()):
-        s.pool.abandon(flight.run_id)
+def scheduler(make_scheduler, clock):
+    return make_scheduler(
+        worker_id="node-a", max_workers=1, clock=clock, misfire_threshold=60, clustered=False
+    )
 
 
 @pytest.fixture
@@ -64,18 +45,11 @@ def gate():
     unregister("test.kinds_gate")
 
 
-def finish_all(scheduler, clock, timeout=10.0):
-    until = time.monotonic() + timeout
-    while scheduler.pool.flights and time.monotonic() < until:
-        scheduler.collect(scheduler.pool.wait(0.2), clock())
-    assert not scheduler.pool.flights
-
-
 def fire(scheduler, clock, job):
     Job.objects.filter(pk=job.pk).update(next_fire_at=clock())
     scheduler.plan_due(clock())
     scheduler.claim_queued(clock())
-    finish_all(scheduler, clock)
+    drain(scheduler, clock())
 
 
 def kinds():
@@ -108,7 +82,7 @@ def test_a_failed_fire_retried_alerts_once_after_its_last_attempt(make_job, sche
     fire(scheduler, clock, job)
     assert kinds() == [], "a retry is queued: the fire has not failed yet"
     scheduler.claim_queued(clock.advance(seconds=2))
-    finish_all(scheduler, clock)
+    drain(scheduler, clock())
     assert kinds() == ["failed"]
 
 
@@ -139,10 +113,12 @@ def test_recovered_from_the_kinds_list(make_job, scheduler, clock):
 # -- late ----------------------------------------------------------------------------------
 
 
-def test_a_fire_missed_while_the_scheduler_was_down_is_one_late_alert_at_start_up(make_job, clock):
+def test_a_fire_missed_while_the_scheduler_was_down_is_one_late_alert_at_start_up(
+    make_scheduler, make_job, clock
+):
     job = make_job(next_fire_at=T0, alert_on=["late"], late_after_seconds=60)
     clock.now = T0 + timedelta(minutes=10)  # the scheduler comes back ten minutes later
-    scheduler = Scheduler(worker_id="node-a", clock=clock, misfire_threshold=60, clustered=False)
+    scheduler = make_scheduler(worker_id="node-a", clock=clock, misfire_threshold=60, clustered=False)
     scheduler.start(clock())
     scheduler.run_pass(clock())
     (alert,) = Alert.objects.all()
@@ -154,9 +130,9 @@ def test_a_fire_missed_while_the_scheduler_was_down_is_one_late_alert_at_start_u
     assert Run.objects.filter(job=job, skip_reason="misfire").exists(), "the fire was still handled"
 
 
-def test_not_late_before_its_threshold(make_job, clock):
+def test_not_late_before_its_threshold(make_scheduler, make_job, clock):
     make_job(next_fire_at=T0, alert_on=["late"], late_after_seconds=120)
-    scheduler = Scheduler(worker_id="node-a", clock=clock, misfire_threshold=600, clustered=False)
+    scheduler = make_scheduler(worker_id="node-a", clock=clock, misfire_threshold=600, clustered=False)
     scheduler.alert_watch.step(T0 + timedelta(seconds=119))
     assert Alert.objects.count() == 0
     scheduler.alert_watch.step(T0 + timedelta(seconds=125))  # the watch looks every 5 s
@@ -176,9 +152,9 @@ def test_a_fire_queued_without_a_free_slot_is_late(make_job, scheduler, clock, g
     assert not scheduler.alert_watch.step(clock.advance(seconds=20))
 
 
-def test_a_job_that_did_not_ask_for_late_gets_none(make_job, clock):
+def test_a_job_that_did_not_ask_for_late_gets_none(make_scheduler, make_job, clock):
     make_job(next_fire_at=T0)
-    Scheduler(worker_id="node-a", clock=clock, clustered=False).alert_watch.step(T0 + timedelta(hours=1))
+    make_scheduler(worker_id="node-a", clock=clock, clustered=False).alert_watch.step(T0 + timedelta(hours=1))
     assert Alert.objects.count() == 0
 
 
@@ -212,7 +188,9 @@ def test_long_running_defaults_to_half_the_timeout(make_job, scheduler, clock, g
     assert scheduler.alert_watch.step(T0 + timedelta(seconds=55))
 
 
-def test_late_alerts_go_to_the_channels_too(make_job, clock, webhook_server, loopback_fence_open):
+def test_late_alerts_go_to_the_channels_too(
+    make_scheduler, make_job, clock, webhook_server, loopback_fence_open
+):
     from jobs import channels
 
     make_job(
@@ -221,7 +199,9 @@ def test_late_alerts_go_to_the_channels_too(make_job, clock, webhook_server, loo
         late_after_seconds=60,
         alert_channels=[channels.encrypt(webhook_server.url())],
     )
-    Scheduler(worker_id="node-a", clock=clock, clustered=False).alert_watch.step(T0 + timedelta(minutes=5))
+    make_scheduler(worker_id="node-a", clock=clock, clustered=False).alert_watch.step(
+        T0 + timedelta(minutes=5)
+    )
     (delivery,) = AlertDelivery.objects.all()
     assert delivery.alert.kind == "late"
 

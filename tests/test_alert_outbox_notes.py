@@ -5,7 +5,7 @@ database's clock (PostgreSQL, through a real server in a subprocess)."""
 import subprocess
 import sys
 import textwrap
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,10 +13,10 @@ import pytest
 from jobs import alerts
 from jobs.models import Alert
 from jobs.outbox import AlertSender
+from tests.fixtures.core import T0
 from tests.fixtures.smtp import use_smtp
 
 ROOT = Path(__file__).resolve().parent.parent
-T0 = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
 LATER = timedelta(hours=2)
 
 

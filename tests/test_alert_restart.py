@@ -1,19 +1,16 @@
 """The outbox across process deaths: the real `manage.py runscheduler`
 against a file SQLite database and a loopback SMTP server."""
 
-import os
 import signal
-import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures import processes
+from tests.fixtures.processes import stop
+
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
 
 SETUP = """
 from django.contrib.auth import get_user_model
@@ -33,74 +30,36 @@ Job.objects.create(
 """
 
 
-class Site:
+ALERT_COLUMNS = ("status", "attempts", "message_id", "last_error")
+
+
+class Site(processes.Site):
     """A scratch deployment: its own database file and environment."""
 
-    def __init__(self, tmp_path: Path, smtp_url: str):
-        self.db = tmp_path / "cronboard.sqlite3"
-        self.log = tmp_path / "scheduler.log"
-        self.env = {
-            **os.environ,
-            "DATABASE_URL": f"sqlite:///{self.db}",
-            "EMAIL_URL": smtp_url,
-            "EMAIL_TIMEOUT": "1",
-            "JOBS_WORKER_ID": "restart-test",
-            "JOBS_SHUTDOWN_GRACE": "2",
-            "PYTHONUNBUFFERED": "1",
-        }
-
-    def manage(self, *args: str) -> None:
-        subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=self.env,
-            check=True,
-            capture_output=True,
-            timeout=120,
+    def __init__(self, tmp_path: Path, migrated: Path, smtp_url: str):
+        super().__init__(
+            tmp_path,
+            processes.copy_sqlite(migrated, tmp_path / "cronboard.sqlite3"),
+            EMAIL_URL=smtp_url,
+            EMAIL_TIMEOUT="1",
+            JOBS_WORKER_ID="restart-test",
+            JOBS_SHUTDOWN_GRACE="2",
         )
 
-    def start_scheduler(self, *args: str) -> subprocess.Popen:
-        with self.log.open("a") as log:
-            return subprocess.Popen(
-                [sys.executable, "manage.py", "runscheduler", *args],
-                cwd=ROOT,
-                env=self.env,
-                stdout=log,
-                stderr=log,
-            )
-
     def alert(self) -> dict | None:
-        with sqlite3.connect(self.db, timeout=10) as conn:
-            conn.row_factory = sqlite3.Row
-            row = conn.execute("SELECT status, attempts, message_id, last_error FROM jobs_alert").fetchone()
-        return dict(row) if row else None
+        rows = self.sql(f"SELECT {', '.join(ALERT_COLUMNS)} FROM jobs_alert")
+        return dict(zip(ALERT_COLUMNS, rows[0], strict=True)) if rows else None
 
-    def wait_for(self, predicate, timeout: float, what: str):
-        until = time.monotonic() + timeout
-        while time.monotonic() < until:
-            value = predicate()
-            if value:
-                return value
-            time.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}; scheduler log:\n{self.log.read_text()}")
+    def wait_for(self, check, timeout: float, what: str):
+        return super().wait_for(check, timeout, what, every=0.05)
 
 
 @pytest.fixture
-def site(tmp_path, smtp_server):
-    site = Site(tmp_path, smtp_server.url)
-    site.manage("migrate", "--no-input")
+def site(tmp_path, migrated_sqlite, smtp_server):
+    site = Site(tmp_path, migrated_sqlite, smtp_server.url)
     site.manage("shell", "-c", SETUP)
-    return site
-
-
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    yield site
+    site.stop_all(timeout=20)
 
 
 def test_scheduler_killed_mid_send_sends_after_restart_once_more_with_the_same_message_id(site, smtp_server):
@@ -109,7 +68,7 @@ def test_scheduler_killed_mid_send_sends_after_restart_once_more_with_the_same_m
     smtp_server.handler.reply_delay = 0.8
     first = site.start_scheduler()
     try:
-        assert smtp_server.handler.arrived.wait(60), site.log.read_text()
+        assert smtp_server.handler.arrived.wait(60), site.log("scheduler")
         first.send_signal(signal.SIGKILL)
         first.wait(10)
     finally:

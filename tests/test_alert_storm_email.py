@@ -2,14 +2,13 @@
 out as one email listing the jobs, and the recipients get at most one alert
 email a minute. Against the real aiosmtpd server (tests/fixtures/smtp.py)."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from jobs import alerts
 from jobs.models import Alert
 from jobs.outbox import AlertSender
+from tests.fixtures.core import T0
 from tests.fixtures.smtp import use_smtp
-
-T0 = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
 
 
 def step(sender: AlertSender, now: datetime) -> bool:

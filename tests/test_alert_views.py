@@ -1,7 +1,5 @@
 """The console's alert pages and the "send test email" action, through HTTP."""
 
-from datetime import UTC, datetime
-
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -9,9 +7,8 @@ from django.urls import reverse
 from jobs import alerts
 from jobs.config import set_setting
 from jobs.models import Alert
+from tests.fixtures.core import T0
 from tests.fixtures.smtp import use_smtp
-
-T0 = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture

@@ -4,8 +4,7 @@ a real SMTP server is in test_alert_delivery.py."""
 
 import random
 import smtplib
-import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -18,8 +17,8 @@ from jobs.models import Alert, Job, Message, Run
 from jobs.outbox import AlertSender, Delivery
 from jobs.scheduler import Scheduler
 from jobs.services import resume_job, run_now
+from tests.fixtures.core import T0, drain
 
-T0 = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
 
 
@@ -27,10 +26,7 @@ def finish_runs(scheduler: Scheduler, now: datetime) -> None:
     """Plan and start what is due at `now`, and write back every outcome."""
     scheduler.plan_due(now)
     scheduler.claim_queued(now)
-    until = time.monotonic() + 10
-    while scheduler.pool.flights and time.monotonic() < until:
-        scheduler.collect(scheduler.pool.wait(1), now)
-    assert not scheduler.pool.flights
+    drain(scheduler, now)
 
 
 def deliver(sender: AlertSender, now: datetime) -> bool:
@@ -42,8 +38,8 @@ def deliver(sender: AlertSender, now: datetime) -> bool:
 
 
 @pytest.fixture
-def scheduler(db):
-    return Scheduler(worker_id="test-node", max_workers=2)
+def scheduler(db, make_scheduler):
+    return make_scheduler(worker_id="test-node", max_workers=2)
 
 
 @pytest.fixture

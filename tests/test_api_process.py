@@ -2,10 +2,6 @@
 against a real web server (gunicorn) and a real scheduler process."""
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -13,89 +9,27 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.fixtures import processes
+
 pytestmark = pytest.mark.slow
 
-MAKE_TOKEN = """
-from django.contrib.auth import get_user_model
-from jobs import tokens
-user = get_user_model().objects.create_user("{name}", password="pw-{name}-123", is_staff={staff})
-print(tokens.create_token(user=user, name="e2e")[1])
-"""
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Server:
-    def __init__(self, tmp_path: Path):
-        self.env = {
-            **os.environ,
-            "DATABASE_URL": f"sqlite:///{tmp_path / 'e2e.sqlite3'}",
-            "JOBS_WORKER_ID": "e2e",
-            "JOBS_SHUTDOWN_GRACE": "2",
-            "PYTHONUNBUFFERED": "1",
-        }
-        self.tmp_path = tmp_path
-        self.procs: list[subprocess.Popen] = []
-        self.manage("migrate", "--noinput", "-v0")
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-
-    def manage(self, *args):
-        return subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=REPO,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        ).stdout
+class Server(processes.Site):
+    def __init__(self, tmp_path: Path, migrated: Path):
+        super().__init__(
+            tmp_path,
+            processes.copy_sqlite(migrated, tmp_path / "e2e.sqlite3"),
+            JOBS_WORKER_ID="e2e",
+            JOBS_SHUTDOWN_GRACE="2",
+        )
+        self.base = None
 
     def token(self, name: str, *, staff: bool) -> str:
-        return self.manage("shell", "-c", MAKE_TOKEN.format(name=name, staff=staff)).strip().splitlines()[-1]
-
-    def start(self, *command, name):
-        log = open(self.tmp_path / f"{name}.log", "w")
-        self.procs.append(
-            subprocess.Popen(command, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        )
+        return self.create_token(name, staff=staff)
 
     def start_all(self):
-        self.start(
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "config.wsgi",
-            "--bind",
-            f"127.0.0.1:{self.port}",
-            "--workers",
-            "2",
-            name="web",
-        )
-        self.start(sys.executable, "manage.py", "runscheduler", name="scheduler")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"{self.base}/healthz", timeout=2)
-                return
-            except OSError:
-                time.sleep(0.2)
-        raise AssertionError("the web server did not start: " + (self.tmp_path / "web.log").read_text())
-
-    def stop_all(self):
-        for proc in self.procs:
-            proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        self.base = self.start_web()
+        self.start_scheduler()
 
 
 class Client:
@@ -120,10 +54,10 @@ class Client:
 
 
 @pytest.fixture
-def server(tmp_path):
-    site = Server(tmp_path)
+def server(tmp_path, migrated_sqlite):
+    site = Server(tmp_path, migrated_sqlite)
     yield site
-    site.stop_all()
+    site.stop_all(timeout=15)
 
 
 def test_a_program_drives_a_job_from_creation_to_deletion(server):
@@ -161,7 +95,7 @@ def test_a_program_drives_a_job_from_creation_to_deletion(server):
     while run["status"] in ("queued", "running") and time.monotonic() < deadline:
         time.sleep(0.3)
         _status, run = api.call("GET", f"/api/runs/{run['id']}")
-    assert run["status"] == "succeeded", (run, (server.tmp_path / "scheduler.log").read_text()[-2000:])
+    assert run["status"] == "succeeded", (run, server.log("scheduler")[-2000:])
     assert "greeting = hello" in run["log"] and run["result"] == "1 properties"
 
     status, page = viewer.call("GET", f"{job_url}/runs?status=succeeded&limit=5")

@@ -7,19 +7,20 @@ PostgreSQL's clock, kill -9, SIGSTOP) is in test_cluster_processes.py."""
 
 import logging
 import os
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
 from jobs import leases
 from jobs.models import Job, LeadershipChange, Run
-from jobs.scheduler import Scheduler, WorkerIdInUse
+from jobs.scheduler import WorkerIdInUse
+from tests.fixtures.core import T0
 
-T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
-
-def node(worker_id: str) -> Scheduler:
-    return Scheduler(worker_id=worker_id, clustered=True, clock=lambda: T0)
+@pytest.fixture
+def node(make_scheduler):
+    """node(worker_id): a clustered scheduler whose clock stands at T0."""
+    return lambda worker_id: make_scheduler(worker_id=worker_id, clustered=True, clock=lambda: T0)
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def due_job(make_job):
     return make_job(schedule_type=Job.ScheduleType.INTERVAL, interval_seconds=5, next_fire_at=T0)
 
 
-def test_only_the_leader_plans(due_job):
+def test_only_the_leader_plans(node, due_job):
     a, b = node("a"), node("b")
     assert a.lead(T0) is True
     assert b.lead(T0) is False
@@ -40,7 +41,7 @@ def test_only_the_leader_plans(due_job):
     assert (run.status, run.worker_id) == ("queued", ""), "the fire waits in the queue for any node to claim"
 
 
-def test_leader_that_stalled_past_its_lease_claims_nothing(due_job, caplog):
+def test_leader_that_stalled_past_its_lease_claims_nothing(node, due_job, caplog):
     """The epoch fence: `a` decided it leads (epoch 1), stalled past its lease,
     and `b` took over (epoch 2). `a` still believes it leads; its claim's
     UPDATE checks the lease and touches nothing. Without the lease condition in
@@ -48,7 +49,7 @@ def test_leader_that_stalled_past_its_lease_claims_nothing(due_job, caplog):
     tell a stale leader from a live one: the job row is exactly as `a` read it)."""
     a, b = node("a"), node("b")
     a.lead(T0)
-    later = T0 + leases.TTL + timedelta(seconds=1)
+    later = T0 + leases.lease_ttl() + timedelta(seconds=1)
     assert b.lead(later) is True
     Job.objects.filter(pk=due_job.pk).update(next_fire_at=later)
     assert a.is_leader(later)  # its belief is stale: nothing told it yet
@@ -63,10 +64,10 @@ def test_leader_that_stalled_past_its_lease_claims_nothing(due_job, caplog):
     assert Run.objects.get().planned_epoch == 2
 
 
-def test_leader_whose_lease_lapsed_with_no_successor_claims_nothing_until_it_renews(due_job):
+def test_leader_whose_lease_lapsed_with_no_successor_claims_nothing_until_it_renews(node, due_job):
     a = node("a")
     a.lead(T0)
-    later = T0 + leases.TTL + timedelta(seconds=1)
+    later = T0 + leases.lease_ttl() + timedelta(seconds=1)
     Job.objects.filter(pk=due_job.pk).update(next_fire_at=later)
 
     a.plan_due(later)
@@ -77,7 +78,7 @@ def test_leader_whose_lease_lapsed_with_no_successor_claims_nothing_until_it_ren
     assert Run.objects.get().planned_epoch == 2
 
 
-def test_a_standby_takes_over_within_forty_seconds_of_the_leaders_last_renewal(db):
+def test_a_standby_takes_over_within_forty_seconds_of_the_leaders_last_renewal(node, db):
     a, b = node("a"), node("b")
     a.lead(T0)  # then a dies: it never renews again
     took_over_at = None
@@ -93,7 +94,7 @@ def test_a_standby_takes_over_within_forty_seconds_of_the_leaders_last_renewal(d
     ]
 
 
-def test_renewals_keep_the_epoch_and_are_not_leadership_changes(db):
+def test_renewals_keep_the_epoch_and_are_not_leadership_changes(node, db):
     a = node("a")
     for second in range(0, 60, 10):
         a.lead(T0 + timedelta(seconds=second))
@@ -101,7 +102,7 @@ def test_renewals_keep_the_epoch_and_are_not_leadership_changes(db):
     assert LeadershipChange.objects.count() == 1
 
 
-def test_shutdown_hands_the_lease_to_a_standby_at_its_next_try(db):
+def test_shutdown_hands_the_lease_to_a_standby_at_its_next_try(node, db):
     a, b = node("a"), node("b")
     a.start(T0)
     a.lead(T0)
@@ -109,7 +110,7 @@ def test_shutdown_hands_the_lease_to_a_standby_at_its_next_try(db):
     assert b.lead(T0 + timedelta(seconds=1)) is True
 
 
-def test_a_second_live_process_with_the_same_worker_id_is_refused(db):
+def test_a_second_live_process_with_the_same_worker_id_is_refused(node, db):
     first = node("n1")
     first._node_info.update(host="elsewhere", pid=4242)
     first.start(T0)
@@ -118,7 +119,7 @@ def test_a_second_live_process_with_the_same_worker_id_is_refused(db):
         node("n1").check_identity(T0 + timedelta(seconds=5))
 
 
-def test_a_restart_after_kill_9_on_the_same_host_does_not_wait_for_the_dead_process(db):
+def test_a_restart_after_kill_9_on_the_same_host_does_not_wait_for_the_dead_process(node, db):
     dead = node("n1")
     dead._node_info["pid"] = _a_pid_that_is_not_running()
     dead.start(T0)
@@ -129,12 +130,12 @@ def test_a_restart_after_kill_9_on_the_same_host_does_not_wait_for_the_dead_proc
     assert successor.node_epoch == 2
 
 
-def test_a_process_that_lost_its_worker_id_to_a_successor_stops(db):
+def test_a_process_that_lost_its_worker_id_to_a_successor_stops(node, db):
     old = node("n1")
     old.start(T0)
-    node("n1").start(T0 + leases.TTL + timedelta(seconds=1))  # old stalled past its node lease
+    node("n1").start(T0 + leases.lease_ttl() + timedelta(seconds=1))  # old stalled past its node lease
 
-    old.renew_node_lease(T0 + leases.TTL + timedelta(seconds=2))
+    old.renew_node_lease(T0 + leases.lease_ttl() + timedelta(seconds=2))
 
     assert old.stopping
 
@@ -149,14 +150,14 @@ def _a_pid_that_is_not_running() -> int:
         pid -= 1
 
 
-def test_a_batched_claim_under_a_lost_lease_claims_nothing(make_job):
+def test_a_batched_claim_under_a_lost_lease_claims_nothing(node, make_job):
     """The batch statement carries the epoch fence: `a` lost the lease to `b`,
     so none of its plans moves a job row, although every row is as it read it."""
     jobs = [make_job(name=f"fenced-{i}", schedule_type=Job.ScheduleType.INTERVAL, interval_seconds=5, next_fire_at=T0)
             for i in range(3)]  # fmt: skip
     a, b = node("a"), node("b")
     a.lead(T0)
-    later = T0 + leases.TTL + timedelta(seconds=1)
+    later = T0 + leases.lease_ttl() + timedelta(seconds=1)
     for job in jobs:
         job.busy = False
     plans = [a.plan_fire(job, T0) for job in jobs]

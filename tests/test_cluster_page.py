@@ -68,7 +68,7 @@ def test_cluster_status_json_for_scripts(two_nodes):
     data = json.loads(out.getvalue())
     assert set(data) == {"leader", "lease_expires_at", "epoch", "nodes"}
     assert data["leader"] == "sched-2" and data["epoch"] == 1
-    assert data["lease_expires_at"] == (two_nodes + leases.TTL).isoformat()
+    assert data["lease_expires_at"] == (two_nodes + leases.lease_ttl()).isoformat()
     assert [set(n) for n in data["nodes"]] == [{"worker_id", "host", "pid", "last_heartbeat", "running"}] * 2
     assert [(n["worker_id"], n["pid"], n["running"]) for n in data["nodes"]] == [
         ("sched-1", 101, 1),

@@ -9,63 +9,37 @@ import itertools
 import os
 import signal
 import subprocess
-import sys
 import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures import processes
+from tests.fixtures.processes import wait_for
+
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
 TICK = 5  # seconds, the shortest interval a job may have
 
 
-class Cluster:
+class Cluster(processes.Site):
     """Scheduler processes sharing one database, and SQL to look at it."""
 
-    def __init__(self, server, dbname: str, workdir: Path, **env: str):
+    def __init__(self, server, dbname: str, migrated: str, workdir: Path, **env: str):
         self.server = server
         self.dbname = dbname
-        self.workdir = workdir
-        url = server.create_database(dbname)
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("JOBS_", "DATABASE_URL"))}
-        self.env = {**base, "DATABASE_URL": url, "LOG_LEVEL": "INFO", "PYTHONUNBUFFERED": "1", **env}
-        self.nodes: dict[str, subprocess.Popen] = {}
-        self.manage("migrate", "-v", "0")
+        url = server.create_database(dbname, template=migrated)
+        super().__init__(workdir, url, LOG_LEVEL="INFO", **env)
+
+    @property
+    def nodes(self) -> dict[str, subprocess.Popen]:
+        return self.processes
 
     # -- processes ---------------------------------------------------------------
 
-    def manage(self, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env={**self.env, **env},
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-
-    def django(self, code: str) -> str:
-        done = self.manage("shell", "-v", "0", "-c", code)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    def start(self, worker_id: str, **env: str) -> subprocess.Popen:
-        log = open(self.workdir / f"{worker_id}.log", "a")
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "runscheduler"],
-            cwd=ROOT,
-            env={**self.env, "JOBS_WORKER_ID": worker_id, **env},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()
-        self.nodes[worker_id] = process
-        return process
+    def start_node(self, worker_id: str, **env: str) -> subprocess.Popen:
+        return self.start_scheduler(worker_id, JOBS_WORKER_ID=worker_id, **env)
 
     def kill(self, worker_id: str) -> None:
         process = self.nodes[worker_id]
@@ -93,30 +67,7 @@ class Cluster:
             time.sleep(0.05)
         raise AssertionError(f"{worker_id} was never idle for {timeout:g} s")
 
-    def stop_all(self, timeout: float = 30) -> dict[str, int]:
-        for process in self.nodes.values():
-            if process.poll() is None:
-                os.kill(process.pid, signal.SIGCONT)
-                process.send_signal(signal.SIGTERM)
-        codes = {}
-        for worker_id, process in self.nodes.items():
-            try:
-                codes[worker_id] = process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                codes[worker_id] = process.wait(10)
-        return codes
-
-    def log(self, worker_id: str) -> str:
-        return (self.workdir / f"{worker_id}.log").read_text(errors="replace")
-
     # -- the database --------------------------------------------------------------
-
-    def sql(self, query: str, params=()) -> list[tuple]:
-        # A new connection each time: the server may have restarted since.
-        with self.server.connect(self.dbname) as conn:
-            cursor = conn.execute(query, params)
-            return cursor.fetchall() if cursor.description else []
 
     def leader(self) -> tuple[str, int] | None:
         rows = self.sql(
@@ -162,16 +113,6 @@ class Cluster:
         )
 
 
-def wait_for(check, timeout: float, what: str, every: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-
-
 def process_state(pid: int) -> str:
     """R, S, T (stopped), Z … from /proc/<pid>/stat."""
     stat = Path(f"/proc/{pid}/stat").read_text()
@@ -195,45 +136,44 @@ def assert_one_row_per_slot(runs: list[tuple], *, gaps_allowed: bool = False) ->
 
 
 @pytest.fixture
-def cluster_factory(postgres_server, tmp_path):
+def cluster_factory(postgres_server, migrated_postgres, tmp_path):
     clusters = []
 
     def make(dbname: str, **env: str) -> Cluster:
-        cluster = Cluster(postgres_server, dbname, tmp_path, **env)
+        cluster = Cluster(postgres_server, dbname, migrated_postgres, tmp_path, **env)
         clusters.append(cluster)
         return cluster
 
     yield make
     for cluster in clusters:
-        for process in cluster.nodes.values():
-            if process.poll() is None:
-                process.kill()
-                process.wait(10)
+        cluster.stop_all(sig=signal.SIGKILL, timeout=10)
 
 
 def test_worker_identity_on_postgresql(cluster_factory):
     cluster = cluster_factory("cluster_identity")
 
-    missing = cluster.manage("runscheduler", timeout=30)
+    missing = cluster.manage("runscheduler", timeout=30, check=False)
     assert missing.returncode != 0 and "JOBS_WORKER_ID is not set" in missing.stderr
 
-    first = cluster.start("n1")
+    first = cluster.start_node("n1")
     wait_for(lambda: cluster.leader(), 20, "n1 to start and lead")
-    twin = cluster.manage("runscheduler", timeout=30, JOBS_WORKER_ID="n1")
+    twin = cluster.manage("runscheduler", timeout=30, check=False, JOBS_WORKER_ID="n1")
     assert twin.returncode != 0
     assert (
         f"Another scheduler is running as JOBS_WORKER_ID=n1 (host {os.uname().nodename}, pid {first.pid}"
         in twin.stderr
     )
 
-    disabled = cluster.manage("runscheduler", timeout=30, JOBS_WORKER_ID="n2", JOBS_SCHEDULER_ENABLED="false")
+    disabled = cluster.manage(
+        "runscheduler", timeout=30, check=False, JOBS_WORKER_ID="n2", JOBS_SCHEDULER_ENABLED="false"
+    )
     assert disabled.returncode != 0 and "serves pages only" in disabled.stderr
 
     # kill -9 leaves n1's node lease live for up to 30 s: a restart on this
     # host sees its pid is gone and does not wait for the lease to lapse.
     cluster.kill("n1")
     started = time.monotonic()
-    second = cluster.start("n1")
+    second = cluster.start_node("n1")
     wait_for(
         lambda: cluster.sql(
             "SELECT 1 FROM jobs_lease WHERE name = 'node:n1' AND (info->>'pid')::int = %s", [second.pid]
@@ -258,7 +198,7 @@ def test_lease_times_come_from_the_database_clock_not_the_hosts(cluster_factory)
         "b = leases.acquire('leader', 'b', now=timezone.now() + hour)\n"
         "c = leases.acquire('leader', 'a', epoch=a.epoch, now=timezone.now() - hour)\n"
         "db_now = leases._db_now()\n"
-        "print(b is None, c.epoch == a.epoch, abs((c.expires_at - db_now) - leases.TTL) < timedelta(seconds=2))\n"
+        "print(b is None, c.epoch == a.epoch, abs((c.expires_at - db_now) - leases.lease_ttl()) < timedelta(seconds=2))\n"
     )
     assert out.split() == ["True", "True", "True"]
 
@@ -290,7 +230,7 @@ def test_a_scheduler_stalled_inside_a_transaction_has_it_ended_by_the_server(clu
 def test_three_schedulers_plan_each_fire_once_and_a_standby_replaces_a_killed_leader(cluster_factory):
     cluster = cluster_factory("cluster_kill")
     for worker_id in ("n1", "n2", "n3"):
-        cluster.start(worker_id)
+        cluster.start_node(worker_id)
     leader, epoch = wait_for(cluster.leader, 20, "a leader")
     cluster.create_jobs("tick", 1, interval=TICK, enabled=True)
 
@@ -349,7 +289,7 @@ def test_a_leader_stalled_past_its_lease_claims_nothing_when_it_wakes(cluster_fa
     )
     cluster.create_jobs("burst", 300, interval=3600, enabled=False)
     for worker_id in ("n1", "n2", "n3"):
-        cluster.start(worker_id, CRONBOARD_TEST_STALL_FILE=str(tmp_path / f"stall-{worker_id}"))
+        cluster.start_node(worker_id, CRONBOARD_TEST_STALL_FILE=str(tmp_path / f"stall-{worker_id}"))
     stalled, old_epoch = wait_for(cluster.leader, 20, "a leader")
     cluster.create_jobs("tick", 1, interval=TICK, enabled=True)
     pid = cluster.nodes[stalled].pid
@@ -414,7 +354,7 @@ def test_a_thousand_jobs_due_at_once_fire_exactly_once_across_three_nodes(cluste
     cluster = cluster_factory("cluster_thousand")
     cluster.create_jobs("many", 1000, interval=3600, enabled=False, handler="demo.sleep", seconds="0.05")
     for worker_id in ("n1", "n2", "n3"):
-        cluster.start(worker_id)
+        cluster.start_node(worker_id)
     _, epoch = wait_for(cluster.leader, 20, "a leader")
 
     assert cluster.fire_all("many") == 1000
@@ -494,7 +434,7 @@ def test_a_scheduler_analyzes_its_tables_if_the_planner_has_no_statistics_yet(cl
         "SELECT relname FROM pg_class WHERE relname IN ('jobs_job', 'jobs_run') AND reltuples < 0 ORDER BY 1"
     )
     assert cluster.sql(never) == [("jobs_job",), ("jobs_run",)]
-    cluster.start("n1")
+    cluster.start_node("n1")
     wait_for(lambda: not cluster.sql(never), 20, "n1 to analyze its tables")
     jobs = cluster.sql("SELECT count(*) FROM jobs_job")[0][0]  # 50 and the built-in retention job
     assert cluster.sql("SELECT reltuples FROM pg_class WHERE relname = 'jobs_job'") == [(float(jobs),)]
@@ -506,7 +446,7 @@ def test_schedulers_ride_out_a_database_restart_without_losing_or_repeating_a_fi
 ):
     cluster = cluster_factory("cluster_restart")
     for worker_id in ("n1", "n2", "n3"):
-        cluster.start(worker_id)
+        cluster.start_node(worker_id)
     wait_for(cluster.leader, 20, "a leader")
     cluster.create_jobs("tick", 1, interval=TICK, enabled=True)
     wait_for(lambda: len(cluster.runs_of("tick-0")) >= 2, 3 * TICK, "two fires")

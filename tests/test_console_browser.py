@@ -12,6 +12,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from jobs.models import Job, Run
+from tests.fixtures.core import drain
 
 pytestmark = [
     pytest.mark.browser,
@@ -261,9 +262,7 @@ def test_crashed_job_is_re_enabled(page, login, staff):
     assert job.state == Job.State.ENABLED and job.consecutive_failures == 0
 
 
-def test_run_now_and_watch_it_finish(page, login, staff, screenshot):
-    from jobs.scheduler import Scheduler
-
+def test_run_now_and_watch_it_finish(page, login, staff, screenshot, make_scheduler):
     job = make_job(
         name="echo",
         description="Logs its properties",
@@ -311,10 +310,10 @@ def test_run_now_and_watch_it_finish(page, login, staff, screenshot):
     expect(page.locator("#run-history")).to_have_attribute("data-live", "yes")  # polls every 2 s
     remember_page(page)
 
-    scheduler = Scheduler(worker_id="browser-test")
+    scheduler = make_scheduler(worker_id="browser-test")
     now = timezone.now()
     assert scheduler.claim_queued(now)
-    scheduler.collect(scheduler.pool.wait(5), timezone.now())
+    drain(scheduler, timezone.now(), timeout=5)
     manual.refresh_from_db()
     assert manual.status == Run.Status.SUCCEEDED, manual.error
 

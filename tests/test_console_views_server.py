@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from tests.fixtures import processes
 from tests.test_input_limits_server import JOB, Web
 
 pytestmark = pytest.mark.slow
@@ -16,12 +17,13 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def web(request, tmp_path):
     if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'views.sqlite3'}"
+        url = processes.copy_sqlite(request.getfixturevalue("migrated_sqlite"), tmp_path / "views.sqlite3")
     else:
-        url = request.getfixturevalue("postgres_server").create_database("console_views")
+        template = request.getfixturevalue("migrated_postgres")
+        url = request.getfixturevalue("postgres_server").create_database("console_views", template=template)
     server = Web(tmp_path, url)
     yield server
-    server.stop()
+    server.stop_all(timeout=15)
 
 
 def test_runs_upcoming_and_dashboard_on_a_real_server(web):

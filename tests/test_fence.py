@@ -12,97 +12,14 @@ import subprocess
 import threading
 import time
 from contextlib import redirect_stdout
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from jobs.fence import FenceError, Policy, RequestFailed, check_url, fenced_request
+from tests.fixtures.http import TestServer
 
 # --- loopback test servers --------------------------------------------------
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):  # keep pytest output clean
-        pass
-
-    def _respond(self, status, body=b"", headers=()):
-        self.send_response(status)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def _handle(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        server = self.server
-        server.requests.append(
-            {"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body}
-        )
-        url = urlsplit(self.path)
-        query = {k: v[0] for k, v in parse_qs(url.query).items()}
-        if url.path == "/redirect":
-            self._respond(int(query.get("code", 302)), headers=[("Location", query["to"])])
-        elif url.path == "/loop":
-            self._respond(302, headers=[("Location", "/loop")])
-        elif url.path.startswith("/status/"):
-            status = int(url.path.rsplit("/", 1)[1])
-            self._respond(
-                status, f"body of a {status}".encode(), [("Content-Type", "text/plain; charset=utf-8")]
-            )
-        elif url.path == "/echo":
-            echoed = {"method": self.command, "headers": dict(self.headers), "body": body.decode()}
-            self._respond(200, json.dumps(echoed).encode(), [("Content-Type", "application/json")])
-        elif url.path == "/slow":
-            time.sleep(float(query.get("s", 5)))
-            self._respond(200, b"finally")
-        elif url.path == "/big":
-            self._respond(200, b"x" * int(query.get("n", 100_000)))
-        else:
-            self._respond(
-                200, f"hello from {server.name}".encode(), [("Content-Type", "text/plain; charset=utf-8")]
-            )
-
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
-
-
-class TestServer:
-    """A threaded HTTP(S) server on a loopback address that records requests."""
-
-    __test__ = False
-
-    def __init__(self, host="127.0.0.1", port=0, *, name="server", tls=None):
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        server_class = type(
-            "Server", (ThreadingHTTPServer,), {"address_family": family, "daemon_threads": True}
-        )
-        self.httpd = server_class((host, port), _Handler)
-        if tls is not None:
-            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
-        self.httpd.requests = []
-        self.httpd.name = name
-        self.host, self.port = host, self.httpd.server_address[1]
-        self.scheme = "https" if tls else "http"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self._thread.start()
-
-    @property
-    def requests(self):
-        return self.httpd.requests
-
-    def url(self, path="/", host=None):
-        host = host or (f"[{self.host}]" if ":" in self.host else self.host)
-        return f"{self.scheme}://{host}:{self.port}{path}"
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture(scope="module")

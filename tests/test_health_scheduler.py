@@ -10,22 +10,21 @@ import subprocess
 import sys
 import textwrap
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import time_machine
 
-from jobs.scheduler import Scheduler
+from tests.fixtures.core import T0
 
 ROOT = Path(__file__).resolve().parent.parent
-T0 = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def renewed(db):
+def renewed(db, make_scheduler):
     """A scheduler that renewed its node lease at T0 (its heartbeat)."""
-    scheduler = Scheduler(worker_id="node-a", clock=lambda: T0, clustered=False)
+    scheduler = make_scheduler(worker_id="node-a", clock=lambda: T0, clustered=False)
     scheduler.renew_node_lease(T0)
     return scheduler
 

@@ -1,14 +1,12 @@
 """CRONBOARD_HEARTBEAT_URL: the scheduler pings an external monitor once a
 minute through the fence, against a real receiver on loopback."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
 from jobs.heartbeat import HeartbeatPinger
-from jobs.scheduler import Scheduler
-
-T0 = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
+from tests.fixtures.core import T0
 
 
 def test_pings_once_a_minute(webhook_server, loopback_fence_open):
@@ -45,9 +43,9 @@ def test_a_dead_monitor_is_logged_and_retried_next_minute(webhook_server, loopba
 
 
 @pytest.mark.django_db
-def test_the_scheduler_pass_pings(webhook_server, loopback_fence_open, settings):
+def test_the_scheduler_pass_pings(webhook_server, loopback_fence_open, settings, make_scheduler):
     settings.CRONBOARD_HEARTBEAT_URL = webhook_server.url("/hc", schema="http")
-    scheduler = Scheduler(worker_id="node-hb", clock=lambda: T0, clustered=False)
+    scheduler = make_scheduler(worker_id="node-hb", clock=lambda: T0, clustered=False)
     scheduler.run_pass(T0)
     assert scheduler.heartbeat_pinger.wait(15)
     scheduler.run_pass(T0 + timedelta(seconds=5))

@@ -4,14 +4,15 @@ properties, validation for the form/API layer, and the fence at run time."""
 import json
 import threading
 import time
-from datetime import UTC, timedelta
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from jobs.handlers.base import HandlerError, JobContext
 from jobs.handlers.http import HttpJobHandler, parse_expect_status, parse_headers, validate_http_properties
-from tests.test_fence import TestServer
+from tests.fixtures.core import T0, drain
+from tests.fixtures.http import TestServer
 
 
 def make_ctx(props: dict, *, seconds: float = 10) -> JobContext:
@@ -228,22 +229,15 @@ def test_expect_status_parsing():
 
 
 @pytest.mark.django_db
-def test_http_job_runs_through_the_scheduler(make_job, server):
-    from datetime import datetime
-
-    from jobs.scheduler import Scheduler
-
-    t0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
-    scheduler = Scheduler(
-        worker_id="node-a", max_workers=2, clock=lambda: t0, misfire_threshold=60, max_message_chars=262144
+def test_http_job_runs_through_the_scheduler(make_job, server, make_scheduler):
+    scheduler = make_scheduler(
+        worker_id="node-a", max_workers=2, clock=lambda: T0, misfire_threshold=60, max_message_chars=262144
     )
-    ok = make_job(kind="http", handler="", properties={"url": server.url("/hello")}, next_fire_at=t0)
-    bad = make_job(kind="http", handler="", properties={"url": server.url("/status/500")}, next_fire_at=t0)
-    scheduler.plan_due(t0)
-    scheduler.claim_queued(t0)
-    until = time.monotonic() + 5
-    while scheduler.pool.flights and time.monotonic() < until:
-        scheduler.collect(scheduler.pool.wait(0.2), t0)
+    ok = make_job(kind="http", handler="", properties={"url": server.url("/hello")}, next_fire_at=T0)
+    bad = make_job(kind="http", handler="", properties={"url": server.url("/status/500")}, next_fire_at=T0)
+    scheduler.plan_due(T0)
+    scheduler.claim_queued(T0)
+    drain(scheduler, T0, timeout=5)
     (ok_run,), (bad_run,) = ok.runs.all(), bad.runs.all()
     assert ok_run.status == "succeeded"
     assert ok_run.result.startswith("HTTP 200 OK in ")

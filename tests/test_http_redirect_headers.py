@@ -11,7 +11,7 @@ from django.utils import timezone
 from jobs.fence import fenced_request
 from jobs.handlers.base import JobContext
 from jobs.handlers.http import HttpJobHandler
-from tests.test_fence import TestServer
+from tests.fixtures.http import TestServer
 
 JOB_HEADERS = {
     "Authorization": "Bearer s3cret",

@@ -5,77 +5,27 @@ leaves the database as it was."""
 
 import http.client
 import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.test_api_process import MAKE_TOKEN, free_port
+from tests.fixtures import processes
 
-REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 JOB = {"name": "limits", "handler": "demo.echo", "cron_expression": "0 0 3 * * *"}
 
 
-class Web:
+class Web(processes.Site):
     """gunicorn serving config.wsgi from the repository root (so it reads gunicorn.conf.py)."""
 
     def __init__(self, tmp_path: Path, database_url: str):
-        self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("JOBS_", "DATABASE_URL"))},
-            "DATABASE_URL": database_url,
-            "PYTHONUNBUFFERED": "1",
-        }
-        self.log = tmp_path / "web.log"
-        self.manage("migrate", "--noinput", "-v0")
-        self.token = (
-            self.manage("shell", "-c", MAKE_TOKEN.format(name="ops", staff=True)).strip().splitlines()[-1]
-        )
-        self.port = free_port()
-        with open(self.log, "w") as log:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "gunicorn",
-                    "config.wsgi",
-                    "--bind",
-                    f"127.0.0.1:{self.port}",
-                    "--workers",
-                    "1",
-                ],
-                cwd=REPO,
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if self.call("GET", "/healthz", auth=False)[0] == 200:
-                    return
-            except OSError:
-                time.sleep(0.2)
-        self.stop()
-        raise AssertionError("gunicorn did not start: " + self.log.read_text())
-
-    def manage(self, *args) -> str:
-        return subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=REPO,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        ).stdout
+        super().__init__(tmp_path, database_url)
+        self.token = self.create_token("ops", staff=True)
+        self.start_web(workers=1)
 
     def call(self, method, path, body=None, *, headers=None, auth=True):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=20)
+        conn = http.client.HTTPConnection("127.0.0.1", self.web_port, timeout=20)
         try:
             all_headers = {"Content-Type": "application/json", **(headers or {})}
             if auth:
@@ -90,24 +40,17 @@ class Web:
         finally:
             conn.close()
 
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def web(request, tmp_path):
     if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'limits.sqlite3'}"
+        url = processes.copy_sqlite(request.getfixturevalue("migrated_sqlite"), tmp_path / "limits.sqlite3")
     else:
-        url = request.getfixturevalue("postgres_server").create_database("input_limits")
+        template = request.getfixturevalue("migrated_postgres")
+        url = request.getfixturevalue("postgres_server").create_database("input_limits", template=template)
     server = Web(tmp_path, url)
     yield server
-    server.stop()
+    server.stop_all(timeout=15)
 
 
 def job_names(web) -> list[str]:

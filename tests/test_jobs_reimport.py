@@ -2,7 +2,7 @@
 no-op per job, and `jobs import` says what it created, updated and left alone."""
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from io import StringIO
 
 import pytest
@@ -11,10 +11,11 @@ from django.core.management import call_command
 
 from jobs import services
 from jobs.models import AuditEvent, Job
+from tests.fixtures.core import T0
+from tests.fixtures.processes import Site
 
 pytestmark = pytest.mark.django_db
 
-T0 = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
 SPECS = [
     {"name": "hourly", "handler": "demo.echo", "schedule_type": "interval", "interval_seconds": 3600},
     {
@@ -96,30 +97,16 @@ def test_an_identical_save_through_the_service_is_a_no_op(make_job):
 
 @pytest.mark.postgres
 @pytest.mark.slow
-def test_reimporting_an_unchanged_export_changes_nothing_on_postgresql(postgres_server, tmp_path):
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("JOBS_", "DATABASE_URL"))},
-        "DATABASE_URL": postgres_server.create_database("reimport"),
-    }
+def test_reimporting_an_unchanged_export_changes_nothing_on_postgresql(
+    postgres_server, migrated_postgres, tmp_path
+):
+    site = Site(tmp_path, postgres_server.create_database("reimport", template=migrated_postgres))
 
     def manage(*args):
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=Path(__file__).resolve().parent.parent,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = site.manage(*args, check=False)
         assert done.returncode == 0, done.stderr
         return done.stdout
 
-    manage("migrate", "--noinput", "-v0")
     source = tmp_path / "jobs.json"
     source.write_text(json.dumps([*SPECS, {**SPECS[2], "name": "mailed", "alert_emails": ["a@example.com"]}]))
     assert "4 created" in manage("jobs", "import", str(source))

@@ -1,15 +1,15 @@
 """Leases with a fixed clock (SQLite: the caller's clock; on PostgreSQL the
 same code judges by the database clock, see test_cluster_processes.py)."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
 from jobs import leases
 from jobs.models import Lease
+from tests.fixtures.core import T0
 
-T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
-TTL = leases.TTL
+TTL = leases.lease_ttl()
 
 
 @pytest.fixture(autouse=True)

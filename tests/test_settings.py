@@ -20,6 +20,9 @@ pytestmark = pytest.mark.slow
         ("DEBUG", "maybe"),
         ("DATABASE_URL", "foo://x"),
         ("JOBS_HTTP_BLOCKED_CIDRS", "10.0.0.0/33"),
+        ("JOBS_EXECUTOR", "fork"),
+        ("JOBS_RUN_MEMORY_MB", "lots"),
+        ("JOBS_RUN_MEMORY_MB", "100"),
     ],
 )
 def test_bad_environment_value_names_the_variable_without_a_traceback(name, value, tmp_path):
@@ -29,6 +32,24 @@ def test_bad_environment_value_names_the_variable_without_a_traceback(name, valu
     )
     assert result.returncode == 2
     assert name in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_memory_cap_needs_the_process_executor(tmp_path):
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "JOBS_EXECUTOR": "thread",
+        "JOBS_RUN_MEMORY_MB": "512",
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert (
+        "JOBS_RUN_MEMORY_MB caps the memory of a run's child process: it needs JOBS_EXECUTOR=process"
+        in result.stderr
+    )
     assert "Traceback" not in result.stderr
 
 

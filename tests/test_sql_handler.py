@@ -6,13 +6,14 @@ was."""
 import sqlite3
 import threading
 import time
-from datetime import UTC, timedelta
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from jobs.handlers.base import HandlerError, JobContext
 from jobs.handlers.sql import DISABLED_MESSAGE, MAX_ROWS, SqlJobHandler, sql_enabled, validate_sql_properties
+from tests.fixtures.core import T0, drain
 
 
 def make_ctx(sql: str, *, write: bool = False, seconds: float = 10) -> JobContext:
@@ -335,28 +336,21 @@ def test_postgres_server_fixture_creates_databases_and_survives_a_restart(postgr
 
 
 @pytest.mark.django_db
-def test_sql_jobs_run_through_the_scheduler(make_job, sqlite_db):
-    from datetime import datetime
-
-    from jobs.scheduler import Scheduler
-
-    t0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
-    scheduler = Scheduler(
-        worker_id="node-a", max_workers=2, clock=lambda: t0, misfire_threshold=60, max_message_chars=262144
+def test_sql_jobs_run_through_the_scheduler(make_job, sqlite_db, make_scheduler):
+    scheduler = make_scheduler(
+        worker_id="node-a", max_workers=2, clock=lambda: T0, misfire_threshold=60, max_message_chars=262144
     )
     writer = make_job(
         kind="sql",
         handler="",
         properties={"sql": "DELETE FROM t WHERE x = 1"},
         sql_write=True,
-        next_fire_at=t0,
+        next_fire_at=T0,
     )
-    reader = make_job(kind="sql", handler="", properties={"sql": "DELETE FROM t"}, next_fire_at=t0)
-    scheduler.plan_due(t0)
-    scheduler.claim_queued(t0)
-    until = time.monotonic() + 5
-    while scheduler.pool.flights and time.monotonic() < until:
-        scheduler.collect(scheduler.pool.wait(0.2), t0)
+    reader = make_job(kind="sql", handler="", properties={"sql": "DELETE FROM t"}, next_fire_at=T0)
+    scheduler.plan_due(T0)
+    scheduler.claim_queued(T0)
+    drain(scheduler, T0, timeout=5)
     (write_run,), (read_run,) = writer.runs.all(), reader.runs.all()
     assert (write_run.status, write_run.result) == ("succeeded", "1 row affected")
     assert read_run.status == "failed"

@@ -276,6 +276,6 @@ def render(options: dict, figures: dict) -> str:
         rows.append((f"peak RSS, scheduler {n}", fmt(mb, "MB")))
     head = (
         f"bench scheduler: {options['jobs']:,} jobs × {options['interval']} s for {options['duration']:g} s, "
-        f"{options['schedulers']} scheduler(s), {connection.vendor}"
+        f"{options['schedulers']} scheduler(s), {connection.vendor}, {settings.JOBS_EXECUTOR} executor"
     )
     return head + "\n" + table(rows)

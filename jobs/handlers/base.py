@@ -4,7 +4,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
+
+from jobs.logbuffer import LogBuffer
 
 
 class HandlerError(Exception):
@@ -33,18 +36,27 @@ class JobContext:
     job: Any = None
     run: Any = None
     cancelled: threading.Event = field(default_factory=threading.Event)
-    _log_lines: list[str] = field(default_factory=list, repr=False)
-    _log_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # The log is held as its capped head and tail only (jobs.logbuffer):
+    # `log_keep` characters of each, JOBS_MAX_MESSAGE_CHARS unless given.
+    log_keep: int | None = field(default=None, repr=False)
+    _log: LogBuffer = field(init=False, repr=False)
     _clock: Callable[[], datetime] = field(default=timezone.now, repr=False)
+
+    def __post_init__(self):
+        self._log = LogBuffer(settings.JOBS_MAX_MESSAGE_CHARS if self.log_keep is None else self.log_keep)
 
     def log(self, message: str) -> None:
         stamp = self._clock().strftime("%H:%M:%S")
-        with self._log_lock:
-            self._log_lines.append(f"{stamp} {message}")
+        self._log.add_line(f"{stamp} {message}")
 
     def log_text(self) -> str:
-        with self._log_lock:
-            return "\n".join(self._log_lines)
+        """The log so far, capped (head and tail kept, a marker between)."""
+        return self._log.text()
+
+    @property
+    def log_chars(self) -> int:
+        """How many characters were logged so far, before any cap."""
+        return self._log.length
 
     @property
     def remaining_seconds(self) -> float:

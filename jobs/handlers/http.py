@@ -12,10 +12,12 @@ import re
 from jobs import jsontext
 from jobs.fence import FenceError, RequestFailed, check_url, fenced_request
 from jobs.handlers.base import HandlerError, JobContext, JobHandler
+from jobs.models import Job
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 EXCERPT_CHARS = 1000
-MAX_TIMEOUT_SECONDS = 86_400
+# A request may take as long as a run may.
+MAX_TIMEOUT_SECONDS = Job.MAX_TIMEOUT_SECONDS
 
 _TOKEN_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 # Framing and routing stay ours: the request goes where the fence checked,
@@ -119,9 +121,14 @@ def validate_http_properties(props: dict) -> dict[str, str]:
 
 
 def body_excerpt(body: bytes, charset: str | None, *, limit: int = EXCERPT_CHARS) -> str:
+    """The start of a response body as text. Bytes that are not text in the
+    declared charset (binary, compressed, invalid UTF-8) become U+FFFD; a
+    charset Python does not know, or whose codec cannot replace (`idna`,
+    `punycode`), reads as UTF-8. NUL and the like are the recorder's to
+    make storable (jobs.text.storable), as for any handler's output."""
     try:
         text = body.decode(charset or "utf-8", errors="replace")
-    except LookupError:
+    except (LookupError, UnicodeError):
         text = body.decode("utf-8", errors="replace")
     text = text.strip()
     return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more characters]"

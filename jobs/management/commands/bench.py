@@ -10,6 +10,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.bench import throwaway
+from jobs.cron import MIN_INTERVAL_SECONDS
 
 
 class Command(BaseCommand):
@@ -102,8 +103,8 @@ class Command(BaseCommand):
         self.in_child(what, options)
 
     def _check_scheduler_options(self, options):
-        if options["interval"] < 5:
-            raise CommandError("--interval: the minimum interval is 5 s")
+        if options["interval"] < MIN_INTERVAL_SECONDS:
+            raise CommandError(f"--interval: the minimum interval is {MIN_INTERVAL_SECONDS} s")
         if options["schedulers"] < 1 or options["jobs"] < 1 or options["duration"] <= 0:
             raise CommandError("--jobs, --schedulers and --duration must be positive")
         if options["schedulers"] > 1 and not options["database_url"]:

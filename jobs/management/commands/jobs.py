@@ -22,6 +22,7 @@ from django.core.management.base import BaseCommand, CommandError
 from jobs import imports, services
 from jobs.models import AuditEvent, Job
 from jobs.serializers import RUN_FIELDS, job_to_spec, run_to_dict
+from jobs.text import storable
 
 CLI = AuditEvent.Via.CLI
 
@@ -66,11 +67,14 @@ class Command(BaseCommand):
             specs = imports.parse(text, source=file)
             created, updated, unchanged = imports.apply(specs, via=CLI)
         except imports.ImportFileError as exc:
-            raise CommandError(str(exc)) from None
+            raise CommandError(storable(str(exc))) from None
         except imports.ImportFailed as failed:
             for error in failed.errors:
+                # A message may quote the bad input (a NUL, a lone surrogate).
                 self.stderr.write(
-                    f"error {error['code']}: job {error['job']!r}, field {error['field'] or '-'}: {error['message']}"
+                    storable(
+                        f"error {error['code']}: job {error['job']!r}, field {error['field'] or '-'}: {error['message']}"
+                    )
                 )
             raise CommandError(f"{len(failed.errors)} error(s); nothing was saved.") from None
         self.stdout.write(
@@ -127,21 +131,21 @@ class Command(BaseCommand):
         try:
             run, created = services.run_now(job=self._job(name), via=CLI)
         except services.ServiceError as exc:
-            raise CommandError(str(exc)) from None
+            raise CommandError(storable(str(exc))) from None
         self.stdout.write(f"{'queued' if created else 'already queued'}: run {run.pk} of {name}")
 
     def do_pause(self, name, **_):
         try:
             services.pause_job(job=self._job(name), via=CLI)
         except services.ServiceError as exc:
-            raise CommandError(str(exc)) from None
+            raise CommandError(storable(str(exc))) from None
         self.stdout.write(f"paused {name}")
 
     def do_resume(self, name, **_):
         try:
             job = services.resume_job(job=self._job(name), via=CLI)
         except services.ServiceError as exc:  # e.g. an HTTP job in demo mode
-            raise CommandError(str(exc)) from None
+            raise CommandError(storable(str(exc))) from None
         self.stdout.write(
             f"{name} enabled; next fire {job.next_fire_at.isoformat() if job.next_fire_at else '-'}"
         )

@@ -78,11 +78,12 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from None
         scheduler.install_signal_handlers()
         log.info(
-            "scheduler %s started (pid %s, %s, %d worker slots)",
+            "scheduler %s started (pid %s, %s, %d worker slots, %s executor)",
             scheduler.worker_id,
             os.getpid(),
             connection.vendor,
             scheduler.pool.size,
+            scheduler.executor,
         )
         # Loud, on stderr and in the log: what the SQL role can do beyond read-only.
         for warning in log_role_warnings():

@@ -1,0 +1,121 @@
+"""Text that both databases store.
+
+PostgreSQL refuses a NUL character in `text` and `jsonb` ("PostgreSQL text
+fields cannot contain NUL (0x00) bytes"); SQLite keeps it but its string
+functions stop at it. Neither can store a lone UTF-16 surrogate (U+D800 to
+U+DFFF without its partner): it has no UTF-8 form, so encoding the value
+for the driver fails (`UnicodeEncodeError`). JSON lets both through
+(`"\\u0000"`, `"\\udfff"`), so does `%00` in a query string.
+
+Two rules, one for each direction:
+
+- input (`find_unstorable`, `validate_storable`): what a person or program
+  sends is refused, with a message that names what was wrong and where;
+- output (`storable`): what a handler produces (a log, a result, an error,
+  an HTTP body excerpt) is repaired before it is written, each bad
+  character replaced by U+FFFD, so a run's outcome always lands.
+"""
+
+import re
+
+from django.core.exceptions import SuspiciousOperation, ValidationError
+from django.http import HttpResponseBadRequest
+
+REPLACEMENT = "\ufffd"
+CODE = "invalid_text"
+_UNSTORABLE_RE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """`text` as both databases store it: a surrogate pair written as two
+    code points becomes its character; a lone surrogate and a NUL become
+    U+FFFD, so the reader sees that something was there."""
+    if not _UNSTORABLE_RE.search(text):
+        return text
+    if any("\ud800" <= char <= "\udfff" for char in text):
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text.replace("\x00", REPLACEMENT)
+
+
+def storable_value(value):
+    """`storable` for a JSON value: every string in it, names included."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {storable_value(key): storable_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [storable_value(item) for item in value]
+    return value
+
+
+def describe(char: str) -> str:
+    if char == "\x00":
+        return "a NUL character"
+    return f"an unpaired surrogate (U+{ord(char):04X})"
+
+
+def find_unstorable(value) -> str | None:
+    """What in `value` (a string, or dict names and values and list items at
+    any depth) no database stores, described for a person with where it
+    is (`a NUL character in “url”`); None if nothing. Walked with a stack,
+    not recursion, so no nesting is too deep to look at."""
+    pending = [(value, None)]  # (a value, the name it sits under)
+    while pending:
+        item, name = pending.pop()
+        if isinstance(item, str):
+            if match := _UNSTORABLE_RE.search(item):
+                return describe(match.group()) + ("" if name is None else f" in “{storable(name)}”")
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                if isinstance(key, str) and (match := _UNSTORABLE_RE.search(key)):
+                    return f"{describe(match.group())} in a name"
+                pending.append((inner, str(key)))
+        elif isinstance(item, (list, tuple)):
+            pending.extend((inner, name) for inner in item)
+    return None
+
+
+def validate_storable(value) -> None:
+    """A form field validator: refuse text no database stores."""
+    problem = find_unstorable(value)
+    if problem:
+        raise ValidationError(f"Contains {problem}, which cannot be stored.", code=CODE)
+
+
+class StorableQueryMiddleware:
+    """The input rule for query parameters, console and API alike: a request
+    whose query string names or carries text no database stores (`?q=%00`)
+    is refused with 400 before any view reads it (a view filtering on it
+    would fail on PostgreSQL and pass on SQLite). API paths answer in the
+    API's JSON error shape. Form bodies are the forms' to refuse
+    (StorableTextMixin), with a form error."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        try:
+            found = _query_problem(request.GET)
+        except SuspiciousOperation:
+            # Too many fields and the like: the view answers it, in its own shape.
+            return self.get_response(request)
+        if found is None:
+            return self.get_response(request)
+        problem, field = found
+        message = f"The query parameters contain {problem}, which cannot be stored."
+        if request.path.startswith("/api/"):
+            from jobs.api import ApiError
+
+            return ApiError(400, CODE, message, field).response()
+        return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+
+
+def _query_problem(params) -> tuple[str, str | None] | None:
+    """(what is wrong and where, the parameter's name if it is not the bad part)."""
+    for name, values in params.lists():
+        if found := find_unstorable(name):
+            return f"{found} in a parameter name", None
+        for value in values:
+            if found := find_unstorable(value):
+                return f"{found} in “{name}”", name
+    return None

@@ -1,0 +1,127 @@
+"""A real `runscheduler` process on SQLite with poisoned jobs beside an
+ordinary one keeps running and records them all (issue 13).
+
+The poison is written straight into the database, as data saved before the
+input rule existed would be: a lone surrogate and a NUL in properties that
+demo.echo logs and demo.fail raises. Regression: the outcome write raised
+`UnicodeEncodeError` in jobs/bulk.py and the process exited, again after
+every restart."""
+
+import json
+
+import pytest
+
+from tests.test_scheduler_process import Site
+
+pytestmark = pytest.mark.slow
+
+REPLACEMENT = "\ufffd"
+
+
+@pytest.fixture
+def site(tmp_path):
+    s = Site(tmp_path)
+    yield s
+    s.stop_all()
+
+
+def every_5_seconds(name: str, handler: str) -> dict:
+    return {"name": name, "handler": handler, "schedule_type": "interval", "interval_seconds": 5}
+
+
+def test_scheduler_process_keeps_running_and_recording_beside_poisoned_jobs(site):
+    site.import_jobs(
+        every_5_seconds("ordinary", "demo.echo"),
+        every_5_seconds("poisoned-output", "demo.echo"),
+        every_5_seconds("poisoned-error", "demo.fail"),
+    )
+    poison = {"surrogate": "a\udfffb", "nul": "a\x00b"}
+    site.query("UPDATE jobs_job SET properties = ? WHERE name = 'poisoned-output'", json.dumps(poison))
+    site.query(
+        "UPDATE jobs_job SET properties = ? WHERE name = 'poisoned-error'",
+        json.dumps({"message": "bad \udfff and \x00 end"}),
+    )
+    proc = site.start_scheduler()
+
+    def runs(name: str, status: str):
+        return site.query(
+            "SELECT r.result, r.error, r.log FROM jobs_run r JOIN jobs_job j ON j.id = r.job_id "
+            "WHERE j.name = ? AND r.status = ?",
+            name,
+            status,
+        )
+
+    # Two fires of each: the process lived through the first poisoned outcomes.
+    site.wait_for(
+        "SELECT COUNT(*) FROM jobs_run r JOIN jobs_job j ON j.id = r.job_id "
+        "WHERE j.name = 'ordinary' AND r.status = 'succeeded'",
+        lambda rows: rows[0][0] >= 2,
+        40,
+    )
+    site.wait_for(
+        "SELECT COUNT(*) FROM jobs_run r JOIN jobs_job j ON j.id = r.job_id "
+        "WHERE j.name = 'poisoned-error' AND r.status = 'failed'",
+        lambda rows: rows[0][0] >= 2,
+        20,
+    )
+    assert proc.poll() is None, site.log_text()[-3000:]
+
+    output = runs("poisoned-output", "succeeded")
+    assert len(output) >= 2
+    result, _error, log = output[0]
+    assert result == "2 properties"
+    assert f"nul = a{REPLACEMENT}b" in log
+    assert f"surrogate = a{REPLACEMENT}b" in log
+    (_result, error, _log) = runs("poisoned-error", "failed")[0]
+    assert error == f"bad {REPLACEMENT} and {REPLACEMENT} end"
+    assert "Traceback" not in site.log_text()
+
+
+@pytest.mark.postgres
+def test_postgresql_scheduler_process_records_a_binary_http_answer_and_keeps_going(postgres_server, tmp_path):
+    """Regression (issue 13, 1): a NUL byte in an HTTP job's response body made
+    the outcome write fail on PostgreSQL, and the scheduler retried that batch
+    forever, starting nothing else."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from tests.test_cluster_processes import Cluster, wait_for
+    from tests.test_poison_outcomes import _BinaryHandler
+
+    server = ThreadingHTTPServer(("127.0.0.2", 0), _BinaryHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.2:{server.server_address[1]}/ok"
+    cluster = Cluster(postgres_server, "poison_process", tmp_path, JOBS_HTTP_ALLOWED_HOSTS="127.0.0.2")
+    try:
+        cluster.django(
+            "from django.utils import timezone\n"
+            "from jobs.models import Job\n"
+            "now = timezone.now()\n"
+            "Job.objects.create(name='ordinary', handler='demo.echo', schedule_type='interval', "
+            "interval_seconds=5, next_fire_at=now)\n"
+            f"Job.objects.create(name='binary', kind='http', properties={{'url': {url!r}}}, "
+            "schedule_type='interval', interval_seconds=5, next_fire_at=now)\n"
+        )
+        node = cluster.start("n1")
+
+        def finished(name):
+            return [row for row in cluster.runs_of(name) if row[1] not in ("queued", "running")]
+
+        wait_for(
+            lambda: len(finished("ordinary")) >= 2 and len(finished("binary")) >= 2, 40, "two fires of each"
+        )
+        assert node.poll() is None, cluster.log("n1")[-3000:]
+        assert {row[1] for row in finished("binary")} == {"succeeded"}
+        (result,) = cluster.sql(
+            "SELECT r.result FROM jobs_run r JOIN jobs_job j ON j.id = r.job_id WHERE j.name = 'binary' "
+            "ORDER BY r.id LIMIT 1"
+        )[0]
+        assert result.startswith("HTTP 200 OK") and REPLACEMENT in result and "tail-marker" in result
+        assert "database error, retrying" not in cluster.log("n1")
+    finally:
+        for process in cluster.nodes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+        server.shutdown()
+        server.server_close()
