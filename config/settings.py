@@ -91,6 +91,8 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "axes",
+    # django-ninja: its templates and static files (Swagger UI) for /api/docs, served from here, never a CDN.
+    "ninja",
     "jobs",
 ]
 

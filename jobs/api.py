@@ -24,12 +24,18 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation, ValidationError
 from django.http import Http404, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
-from django.urls import path, re_path
+from django.urls import path, re_path, reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 from django.views.decorators.csrf import csrf_exempt
+from ninja import NinjaAPI
+from ninja.errors import HttpError
+from ninja.errors import ValidationError as NinjaValidationError
+from ninja.parser import Parser
+from ninja.utils import normalize_path, replace_path_param_notation
 
 from jobs import access, cron, jsontext, services, tokens
+from jobs import api_schemas as schemas
 from jobs.forms import PROPERTY_FIELDS, JobForm, TaskForm, check_instant
 from jobs.handlers import registry
 from jobs.models import AuditEvent, Job, Run
@@ -41,8 +47,6 @@ VIA = AuditEvent.Via.API
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 RUNS_DEFAULT_LIMIT = 20
 RUNS_MAX_LIMIT = 100
-PREVIEW_DEFAULT_COUNT = 5
-PREVIEW_MAX_COUNT = 50
 # Path plus query string. gunicorn (gunicorn.conf.py) lets request lines of up
 # to 8190 bytes through, so Django answers longer URLs under /api/ as JSON.
 MAX_URL_CHARS = 4096
@@ -130,7 +134,7 @@ def _authenticate(request) -> None:
             )
 
 
-def api_view(*methods: str, public: bool = False):
+def api_view(*methods: str, public: bool = False, read_body: bool = False):
     """Wrap an endpoint: allowed methods, authentication, JSON errors. An
     exception nothing expected still answers JSON (500, code server_error)
     and is logged; it never shows a stack trace."""
@@ -155,6 +159,8 @@ def api_view(*methods: str, public: bool = False):
                     return response
                 if not public:
                     _authenticate(request)
+                if read_body and request.method not in SAFE_METHODS:
+                    request._body = _read_body(request)
                 return func(request, *args, **kwargs)
             except ApiError as exc:
                 return exc.response()
@@ -189,6 +195,114 @@ def api_view(*methods: str, public: bool = False):
         return view
 
     return decorator
+
+
+# -- operations declared with django-ninja --------------------------------------------
+#
+# Their request and answer shapes are the schemas in jobs/api_schemas.py; ninja
+# checks a request against them and writes the OpenAPI document from them
+# (jobs/openapi.py adds the endpoints not moved yet). They run inside the
+# same frame as every other endpoint (api_view: URL length, methods,
+# authentication and CSRF, JSON errors); ninja only parses and routes.
+
+
+class _JsonTextParser(Parser):
+    """Bodies are read as everywhere in the API: jsontext (no duplicate
+    keys, no NUL, bounded nesting), and only a JSON object."""
+
+    def parse_body(self, request) -> dict:
+        try:
+            data = jsontext.loads(request.body)
+        except jsontext.JsonTextError as exc:
+            raise ApiError(400, exc.code, f"The body is not valid JSON: {exc.message}"[:300]) from None
+        if not isinstance(data, dict):
+            raise ApiError(400, "invalid_json", "The body must be a JSON object.")
+        return data
+
+
+class _Api(NinjaAPI):
+    def get_content_type(self) -> str:
+        return "application/json"  # as JsonResponse says it, everywhere in the API
+
+
+ninja_api = _Api(
+    title="Cronboard API",
+    version="1",
+    urls_namespace="ninja",
+    openapi_url=None,
+    docs_url=None,
+    parser=_JsonTextParser(),
+)
+
+# Shape errors whose code the API always gave under another name.
+_PYDANTIC_CODES = {"missing": "required", "extra_forbidden": "unknown_field"}
+
+
+def _shape_errors(errors: list[dict]) -> list[dict]:
+    out = []
+    for error in errors:
+        source, *loc = error["loc"]
+        if source == "body":
+            loc = loc[1:]  # the operation's parameter name
+            if not loc:
+                # No body (ninja read it as absent) or not an object.
+                out.append(
+                    {
+                        "code": "invalid_json",
+                        "message": "Send a JSON object as the request body.",
+                        "field": None,
+                    }
+                )
+                continue
+        kind = error["type"]
+        code = kind if kind in _OWN_CODES else _PYDANTIC_CODES.get(kind, "invalid")
+        out.append(
+            {"code": code, "message": error["msg"], "field": ".".join(str(part) for part in loc) or None}
+        )
+    return out
+
+
+# Codes a schema raises itself (PydanticCustomError) and that pass through.
+_OWN_CODES = {"required"}
+
+
+@ninja_api.exception_handler(NinjaValidationError)
+def _on_shape_error(request, exc):
+    return ApiError.invalid(_shape_errors(exc.errors)).response()
+
+
+@ninja_api.exception_handler(HttpError)
+def _on_http_error(request, exc):
+    # ninja wraps what the parser raised ("Cannot parse request body").
+    if isinstance(exc.__cause__, ApiError):
+        return exc.__cause__.response()
+    return ApiError(exc.status_code, "bad_request", str(exc.message)[:200]).response()
+
+
+@ninja_api.exception_handler(Exception)
+def _reraise(request, exc):
+    # Everything else is answered by api_view, as for every endpoint.
+    raise exc
+
+
+def _ninja_urls() -> list:
+    """ninja's routes, each wrapped in the API's frame. Body-taking methods
+    get the body read first (_read_body), so a chunked one is not empty."""
+    methods = {}
+    for route, path_view in ninja_api.default_router.path_operations.items():
+        route = normalize_path(replace_path_param_notation(route)).lstrip("/")
+        methods[route] = sorted(
+            {method for operation in path_view.operations for method in operation.methods}
+        )
+    patterns, seen = [], set()
+    for pattern in ninja_api.urls[0]:
+        route = str(pattern.pattern)
+        # Only operations: not the index page ninja adds at "".
+        if route in methods and route not in seen:
+            seen.add(route)
+            view = api_view(*methods[route], read_body=True)(pattern.callback)
+            patterns.append(path(route, view, name=pattern.name))
+    return patterns
 
 
 def _require_edit(request) -> None:
@@ -531,9 +645,14 @@ def run_cancel(request, run_id):
     return JsonResponse(run_to_dict(run))
 
 
-@api_view("GET")
+@ninja_api.get(
+    "/handlers",
+    operation_id="listHandlers",
+    summary="Registered Python handlers (what the job form offers).",
+    response={200: schemas.HandlerList, 401: schemas.Error},
+)
 def handlers(request):
-    return JsonResponse({"results": [handler_to_dict(info) for info in registry.available()]})
+    return {"results": [handler_to_dict(info) for info in registry.available()]}
 
 
 @api_view("POST")
@@ -573,40 +692,26 @@ def tasks(request):
 # -- cron preview ------------------------------------------------------------------
 
 
-@api_view("POST")
-def cron_preview(request):
+@ninja_api.post(
+    "/cron/preview",
+    operation_id="previewCron",
+    summary="Describe an expression and list its next fire times (any signed-in user).",
+    response={200: schemas.Preview, 400: schemas.Error, 401: schemas.Error},
+)
+def cron_preview(request, payload: schemas.PreviewRequest):
     """The next fire times (with DST marks), the description and warnings
     for an expression in a zone; or the cron error with its code. Read-only,
     so any signed-in user may call it."""
-    payload = _json_body(request)
-    expression = payload.get("expression")
-    if not isinstance(expression, str) or not expression.strip():
-        raise ApiError(400, "required", "Send the cron expression as “expression”.", "expression")
-    zone = payload.get("timezone", "UTC")
-    if not isinstance(zone, str):
-        raise ApiError(400, "invalid", "“timezone” must be an IANA zone name.", "timezone")
-    after = payload.get("after")
-    if after is None:
-        after = timezone.now()
-    elif isinstance(after, str):
-        after = _parse_time(after, "after")
-    else:
-        raise ApiError(400, "invalid", "“after” must be an ISO-8601 date-time.", "after")
-    count = payload.get("count", PREVIEW_DEFAULT_COUNT)
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= PREVIEW_MAX_COUNT:
-        raise ApiError(
-            400, "invalid", f"“count” must be a whole number from 1 to {PREVIEW_MAX_COUNT}.", "count"
-        )
+    after = timezone.now() if payload.after is None else _parse_time(payload.after, "after")
     try:
         # Bounded (MAX_ZONE_CHARS) and canonical before any cache sees it.
-        zone = cron.zone_name(zone)
+        zone = cron.zone_name(payload.timezone)
     except cron.CronError as exc:
         raise ApiError(400, exc.code, exc.message, "timezone") from None
     try:
-        preview = cron.preview(expression, zone, after=after, count=count)
+        return cron.preview(payload.expression, zone, after=after, count=payload.count)
     except cron.CronError as exc:
         raise ApiError(400, exc.code, exc.message, "expression") from None
-    return JsonResponse(preview)
 
 
 # -- the document -------------------------------------------------------------------
@@ -617,6 +722,20 @@ def schema(request):
     from jobs.openapi import document
 
     return JsonResponse(document(request))
+
+
+@api_view("GET")
+def api_docs(request):
+    """Swagger UI for the document, from the assets django-ninja ships (no
+    CDN); signed-in users only (api_view: a session or a token)."""
+    from django.shortcuts import render
+
+    settings_json = json.dumps({"url": reverse("api:schema"), "layout": "BaseLayout", "deepLinking": True})
+    return render(
+        request,
+        "ninja/swagger.html",
+        {"api": ninja_api, "swagger_settings": settings_json, "add_csrf": True},
+    )
 
 
 @api_view("GET", "POST", "PUT", "PATCH", "DELETE", public=True)
@@ -637,10 +756,10 @@ urlpatterns = [
     path("dashboard", dashboard, name="dashboard"),
     path("runs/<int:run_id>", run_detail, name="run"),
     path("runs/<int:run_id>/cancel", run_cancel, name="run_cancel"),
-    path("handlers", handlers, name="handlers"),
     path("tasks", tasks, name="tasks"),
-    path("cron/preview", cron_preview, name="cron_preview"),
     path("schema", schema, name="schema"),
+    path("docs", api_docs, name="docs"),
+    *_ninja_urls(),
     # Anything else under /api/ is a JSON 404, never the HTML error page.
     re_path(r"^(?P<rest>.*)$", not_found, name="not_found"),
 ]
