@@ -263,7 +263,7 @@ def _shape_errors(errors: list[dict]) -> list[dict]:
 
 
 # Codes a schema raises itself (PydanticCustomError) and that pass through.
-_OWN_CODES = {"required"}
+_OWN_CODES = {"required", str(cron.MALFORMED), str(cron.UNKNOWN_ZONE)}
 
 
 @ninja_api.exception_handler(NinjaValidationError)

@@ -71,6 +71,21 @@ class PreviewRequest(Schema):
     def _expression_given(cls, value):
         if not isinstance(value, str) or not value.strip():
             raise PydanticCustomError("required", "Send the cron expression as “expression”.")
+        if len(value) > cron.MAX_EXPRESSION_CHARS:
+            # The cron module's own code for it (47001), as the form answers.
+            raise PydanticCustomError(
+                str(cron.MALFORMED),
+                f"The cron expression is longer than {cron.MAX_EXPRESSION_CHARS} characters",
+            )
+        return value
+
+    @field_validator("timezone", mode="before")
+    @classmethod
+    def _zone_bounded(cls, value):
+        if isinstance(value, str) and len(value) > cron.MAX_ZONE_CHARS:
+            raise PydanticCustomError(
+                str(cron.UNKNOWN_ZONE), f"A time zone name has at most {cron.MAX_ZONE_CHARS} characters"
+            )
         return value
 
 
