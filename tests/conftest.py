@@ -1,6 +1,7 @@
 """Shared fixtures. Area-specific fixtures live in tests/fixtures/<area>.py and
 are listed in pytest_plugins below."""
 
+import importlib
 import os
 
 import pytest
@@ -41,6 +42,24 @@ def _plain_static_storage(settings):
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+
+
+@pytest.fixture(autouse=True)
+def _migration_rows(request, _django_db_marker):
+    """Every database test starts with the rows the data migration writes
+    (the built-in Retention job, the default settings), as a migrated
+    database has them. A transactional test (a browser's live server, …)
+    ends by emptying the tables, and with the suite spread over workers
+    (pytest-xdist) any file's tests may come after such a test."""
+    if (
+        request.node.get_closest_marker("django_db") is None
+        and "_django_db_helper" not in request.fixturenames
+    ):
+        return
+    request.getfixturevalue("_django_db_helper")
+    from django.apps import apps
+
+    importlib.import_module("jobs.migrations.0002_builtin_rows").seed(apps, None)
 
 
 @pytest.fixture(autouse=True)

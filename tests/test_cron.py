@@ -12,7 +12,6 @@ day-of-month and day-of-week are in the 47003 table instead (our rule).
 Times without an offset are wall times in the row's zone (first reading).
 """
 
-import time
 from datetime import datetime, timedelta, timezone
 from random import Random
 from zoneinfo import ZoneInfo
@@ -732,7 +731,7 @@ def test_messages_name_the_field_and_the_value():
         parse("0 0 0 30 2 ?")
 
 
-def test_never_firing_expressions_are_rejected_in_milliseconds():
+def test_never_firing_expressions_are_rejected():
     impossible = [
         "0 0 0 30 2 ?",
         "0 0 0 31 4 ?",
@@ -741,21 +740,18 @@ def test_never_firing_expressions_are_rejected_in_milliseconds():
         "* * * 30-31 FEB ?",
         "0 0 0 L-29W FEB ?",
     ]
-    begun = time.perf_counter()
+    # How fast is measured by `manage.py bench preview`, never asserted in a test.
     for expr in impossible:
         cron._compile.cache_clear()
         with pytest.raises(CronError) as caught:
             parse(expr)
         assert caught.value.code == 47005
-    assert time.perf_counter() - begun < 0.05
 
 
-def test_rare_but_possible_expressions_are_found_quickly():
-    begun = time.perf_counter()
+def test_rare_but_possible_expressions_are_found():
     # A fifth Monday in February only happens in leap years starting on a Monday.
     got = parse("0 0 0 ? FEB MON#5").next_n(datetime(2026, 1, 1, tzinfo=timezone.utc), "UTC", 2)
     assert got == [datetime(2044, 2, 29, tzinfo=timezone.utc), datetime(2072, 2, 29, tzinfo=timezone.utc)]
-    assert time.perf_counter() - begun < 0.05
 
 
 def test_nothing_is_returned_past_the_search_horizon():
@@ -954,13 +950,3 @@ def test_plain_expressions_in_utc_agree_with_croniter():
         reference = croniter(expr, start, second_at_beginning=True)
         expected = [reference.get_next(datetime) for _ in range(5)]
         assert parse(expr).next_n(start, "UTC", 5) == expected, expr
-
-
-def test_next_five_is_fast():
-    schedule = parse("0 */15 9-17 * * MON-FRI")
-    start = datetime(2026, 3, 6, 16, 50, tzinfo=timezone.utc)
-    schedule.next_n(start, NY, 5)
-    begun = time.perf_counter()
-    for _ in range(200):
-        schedule.next_n(start, NY, 5)
-    assert (time.perf_counter() - begun) / 200 < 0.001
