@@ -210,3 +210,51 @@ def test_http_and_sql_fields_are_properties_in_the_api_and_left_out_of_the_conso
     form = client.get(reverse("jobs:job_edit", args=[job.pk])).context["form"]
     assert form["properties"].initial == {"expect_status": "200"}
     assert form["url"].initial == "https://a.test/"
+
+
+def test_the_run_history_cursor_is_one_format_for_the_console_the_api_and_bench_pages(
+    staff_client, staff_api, make_job
+):
+    """The console's history links, the API's next_cursor and bench pages
+    each wrote their own cursor (two formats, three copies): now
+    jobs.models.run_cursor, read back by parse_run_cursor, so a cursor from
+    one door opens the same page at the other."""
+    import re
+    from datetime import timedelta
+    from html import unescape
+
+    from jobs.bench import pages
+    from jobs.models import parse_run_cursor, run_cursor
+
+    job = make_job()
+    runs = [
+        Run.objects.create(
+            job=job, scheduled_at=T0 + timedelta(minutes=n // 2, microseconds=n), status="succeeded"
+        )
+        for n in range(60)
+    ]
+    api_page = staff_api.get(f"/api/jobs/{job.pk}/runs", {"limit": 25}).json()
+    console_page = staff_client.get(reverse("jobs:job_runs", args=[job.pk])).content.decode()
+    console_cursor = re.search(r"before=([0-9.]+)", unescape(console_page)).group(1)
+    last_shown = runs[-25]
+    assert api_page["next_cursor"] == console_cursor == run_cursor(last_shown.scheduled_at, last_shown.pk)
+    assert parse_run_cursor(console_cursor) == (last_shown.scheduled_at, last_shown.pk)
+    older = staff_api.get(f"/api/jobs/{job.pk}/runs", {"limit": 25, "cursor": console_cursor}).json()
+    assert [r["id"] for r in older["results"]] == [r.pk for r in runs[-26:-51:-1]]
+    assert not hasattr(pages, "_cursor")
+    for made_up in [
+        "",
+        "1",
+        "1.2.3",
+        "+1.5",
+        " 1.5",
+        "1.5 ",
+        "1_0.5",
+        "1.0",
+        "1.-5",
+        f"1.{2**63}",
+        "1." + "9" * 40,
+    ]:
+        assert parse_run_cursor(made_up) is None, made_up
+        assert staff_api.get(f"/api/jobs/{job.pk}/runs", {"cursor": made_up}).status_code in (200, 400)
+    assert staff_api.get(f"/api/jobs/{job.pk}/runs", {"cursor": "1.-5"}).json()["code"] == "invalid"
