@@ -179,6 +179,24 @@ def test_demo_mode_refuses_in_one_voice(settings, staff_api, make_job):
     assert not Job.objects.filter(name="hook").exists()
 
 
+def test_the_job_form_leaves_demo_mode_to_services(settings, superuser_api, monkeypatch):
+    """forms.py read DEMO_MODE itself (to skip its "SQL jobs are turned off"
+    error in a demo): with services.check_job_change allowing the change,
+    a demo server with SQL jobs off saved an SQL job."""
+    from jobs import services
+
+    settings.DEMO_MODE = True
+    settings.JOBS_SQL_ENABLED = False
+    monkeypatch.setattr(services, "check_job_change", lambda **_: None)
+    answer = superuser_api.post(
+        "/api/jobs",
+        {"name": "q", "kind": "sql", "properties": {"sql": "SELECT 1"}, "schedule_type": "none"},
+    )
+    assert answer.status_code == 400, answer.content
+    assert [e["code"] for e in answer.json()["errors"]] == ["sql_disabled"]
+    assert not Job.objects.filter(name="q").exists()
+
+
 def test_http_and_sql_fields_are_properties_in_the_api_and_left_out_of_the_console_bag(
     superuser_api, superuser, client, settings, tmp_path
 ):
