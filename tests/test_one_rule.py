@@ -197,6 +197,23 @@ def test_the_job_form_leaves_demo_mode_to_services(settings, superuser_api, monk
     assert not Job.objects.filter(name="q").exists()
 
 
+def test_a_command_run_asks_services_whether_demo_mode_refuses_it(settings, monkeypatch):
+    """The command handler read DEMO_MODE itself at run time."""
+    from jobs import services
+    from jobs.handlers.base import HandlerError
+    from jobs.handlers.command import CommandJobHandler
+    from tests.test_command_jobs import make_ctx
+
+    settings.JOBS_COMMAND_ENABLED = True
+    settings.DEMO_MODE = True
+    with pytest.raises(
+        HandlerError, match=r"^Demo mode: running command jobs is turned off on this server\.$"
+    ):
+        CommandJobHandler().run(make_ctx({"command": "/bin/echo hi"}))
+    monkeypatch.setattr(services, "check_demo_mode", lambda action: None)
+    assert CommandJobHandler().run(make_ctx({"command": "/bin/echo hi"})) == "exit status 0"
+
+
 def test_http_and_sql_fields_are_properties_in_the_api_and_left_out_of_the_console_bag(
     superuser_api, superuser, client, settings, tmp_path
 ):

@@ -223,8 +223,12 @@ class CommandJobHandler(JobHandler):
         props = ctx.properties
         if not command_enabled():
             raise HandlerError(DISABLED_MESSAGE)
-        if getattr(settings, "DEMO_MODE", False):
-            raise HandlerError("Demo mode: command jobs do not run on this server")
+        from jobs import services  # the one place of demo mode's rule
+
+        try:
+            services.check_demo_mode("running command jobs")
+        except services.DemoModeError as exc:
+            raise HandlerError(str(exc)) from None
         try:
             argv = parse_command(props)
             job_env = parse_env(props)
