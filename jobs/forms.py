@@ -175,6 +175,9 @@ def clean_run_properties(job: Job, value) -> dict[str, str]:
     "properties") naming the first problem."""
     validate_storable(value)  # what StorableTextMixin checks on a job form's fields
     overrides = coerce_properties(value)
+    # Again once parsed: JSON text hides a NUL or a lone surrogate in an
+    # escape (`\u0000`, `\udfff`) that only parsing turns into one.
+    validate_storable(overrides)
     merged = {**(job.properties or {}), **overrides}
     if len(merged) > MAX_PROPERTIES:
         raise ValidationError(f"A job can have at most {MAX_PROPERTIES} properties.", code="invalid")
