@@ -13,8 +13,6 @@ view validates with the job form or a small parser here, then calls a
 service; nothing writes a job or a run directly.
 """
 
-import base64
-import binascii
 import json
 import logging
 from datetime import UTC, datetime, time
@@ -38,7 +36,7 @@ from jobs import access, cron, jsontext, services, tokens
 from jobs import api_schemas as schemas
 from jobs.forms import PROPERTY_FIELDS, JobForm, TaskForm, check_instant
 from jobs.handlers import registry
-from jobs.models import AuditEvent, Job, Run
+from jobs.models import AuditEvent, Job, Run, parse_run_cursor, run_cursor
 from jobs.serializers import handler_to_dict, job_to_dict, run_to_dict, spec_errors, spec_to_form_data
 
 log = logging.getLogger(__name__)
@@ -604,25 +602,14 @@ def _run_page(request, runs):
 
 
 def _encode_cursor(run: Run) -> str:
-    raw = json.dumps([run.scheduled_at.astimezone(UTC).isoformat(), run.pk])
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+    return run_cursor(run.scheduled_at, run.pk)
 
 
 def _decode_cursor(cursor: str) -> tuple[datetime, int]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        stamp, run_id = json.loads(raw)
-        when = datetime.fromisoformat(stamp)
-        if (
-            timezone.is_naive(when)
-            or isinstance(run_id, bool)
-            or not isinstance(run_id, int)
-            or abs(run_id) > 2**62
-        ):
-            raise ValueError
-        return check_instant(when), run_id
-    except (ValueError, TypeError, binascii.Error, RecursionError, ValidationError):
-        raise ApiError(400, "invalid", "This cursor is not one the API gave out.", "cursor") from None
+    parsed = parse_run_cursor(cursor)
+    if parsed is None:
+        raise ApiError(400, "invalid", "This cursor is not one the API gave out.", "cursor")
+    return parsed
 
 
 # -- runs, handlers, tasks ---------------------------------------------------------------

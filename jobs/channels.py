@@ -273,7 +273,13 @@ def validate(url: str) -> str:
             "(or export with --with-secrets to carry channels to another installation).",
             code="masked_channel",
         )
-    schema = urlsplit(url).scheme.lower() if "://" in url else ""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unclosed or malformed [IPv6] host
+        raise ValidationError(
+            f"“{mask(url)}” is not a URL (its host cannot be read).", code="invalid_channel"
+        ) from None
+    schema = parts.scheme.lower() if "://" in url else ""
     if not schema:
         raise ValidationError(
             f"“{mask(url)}” is not a URL (it needs a scheme such as json://).", code="invalid_channel"

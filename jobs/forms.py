@@ -12,7 +12,6 @@ import unicodedata
 from datetime import UTC, datetime
 
 from django import forms
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
 
@@ -176,6 +175,9 @@ def clean_run_properties(job: Job, value) -> dict[str, str]:
     "properties") naming the first problem."""
     validate_storable(value)  # what StorableTextMixin checks on a job form's fields
     overrides = coerce_properties(value)
+    # Again once parsed: JSON text hides a NUL or a lone surrogate in an
+    # escape (`\u0000`, `\udfff`) that only parsing turns into one.
+    validate_storable(overrides)
     merged = {**(job.properties or {}), **overrides}
     if len(merged) > MAX_PROPERTIES:
         raise ValidationError(f"A job can have at most {MAX_PROPERTIES} properties.", code="invalid")
@@ -625,10 +627,15 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
     def _clean_handler(self, data):
         kind = data.get("kind")
         properties = dict(data.get("properties") or {})
+        # Who may make this change (demo mode included) is services' answer,
+        # asked first; whether the server runs SQL jobs at all comes after.
+        if self._job_change_refusal(kind):
+            data["properties"] = properties
+            return
         if kind == Job.Kind.SQL:
             from jobs.handlers.sql import sql_enabled
 
-            if not getattr(settings, "DEMO_MODE", False) and not sql_enabled():
+            if not sql_enabled():
                 self.add_error(
                     "kind",
                     ValidationError(
@@ -637,9 +644,6 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
                 )
                 data["properties"] = properties
                 return
-        if self._job_change_refusal(kind):
-            data["properties"] = properties
-            return
         if kind == Job.Kind.PYTHON:
             handler = (data.get("handler") or "").strip()
             if not handler:

@@ -3,7 +3,7 @@ intent is written to a row before anything runs, every outcome is written
 back to that row."""
 
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import models
@@ -277,6 +277,34 @@ class Job(models.Model):
                 self.next_fire_at = self.next_fire_after(now)
         elif self.state == self.State.PAUSED:
             self.next_fire_at = None
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def run_cursor(scheduled_at: datetime, run_id: int) -> str:
+    """The one run-history cursor, for the console's pages (`before`/`after`),
+    the API's `next_cursor` and bench pages: "<epoch microseconds>.<run id>"
+    of the run a page ends (or starts) with, read back by parse_run_cursor and
+    used with RunQuerySet.older_than / newer_than."""
+    delta = scheduled_at - _EPOCH
+    return f"{(delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds}.{run_id}"
+
+
+def parse_run_cursor(value) -> tuple[datetime, int] | None:
+    """(scheduled_at, run id) from run_cursor's text; None for anything
+    run_cursor never writes (a run id out of range, signs, spaces, another
+    format), so a hand-made cursor is refused, never half-read."""
+    if not isinstance(value, str) or len(value) > 40:
+        return None
+    try:
+        micros, run_id = (int(part) for part in value.split("."))
+        at = _EPOCH + timedelta(microseconds=micros)
+    except (ValueError, OverflowError):
+        return None
+    if not 0 < run_id < 2**63 or run_cursor(at, run_id) != value:
+        return None
+    return at, run_id
 
 
 class RunQuerySet(models.QuerySet):

@@ -34,7 +34,7 @@ from jobs.handlers.command import command_enabled
 from jobs.handlers.http import METHODS as HTTP_METHODS
 from jobs.handlers.sql import sql_enabled
 from jobs.leases import cluster_status
-from jobs.models import LIVE_RUN, MANUAL_RUN, AuditEvent, Job, Message, Run
+from jobs.models import LIVE_RUN, MANUAL_RUN, AuditEvent, Job, Message, Run, parse_run_cursor, run_cursor
 
 JOBS_PER_PAGE = 50
 RUNS_PER_PAGE = 25
@@ -580,21 +580,6 @@ def cron_preview(request):
 # -- job detail ---------------------------------------------------------------------
 
 
-def _parse_cursor(value: str | None) -> tuple[datetime, int] | None:
-    """A history cursor "<epoch microseconds>.<run id>" → (scheduled_at, id)."""
-    try:
-        micros, run_id = (int(part) for part in (value or "").split("."))
-        return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros), run_id
-    except (ValueError, OverflowError):
-        return None
-
-
-def _cursor(run: Run) -> str:
-    delta = run.scheduled_at - datetime(1970, 1, 1, tzinfo=UTC)
-    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-    return f"{micros}.{run.pk}"
-
-
 def _history_context(job: Job, params) -> dict:
     """One page of a job's runs, newest first, keyset-paginated on
     (scheduled_at, id) so a deep page costs what the first one does
@@ -623,7 +608,7 @@ def _history_context(job: Job, params) -> dict:
     if trigger in Run.Trigger.values:
         runs = runs.filter(trigger=trigger)
 
-    before, after = _parse_cursor(params.get("before")), _parse_cursor(params.get("after"))
+    before, after = parse_run_cursor(params.get("before")), parse_run_cursor(params.get("after"))
     if after and not before:
         page = list(runs.newer_than(*after).order_by("scheduled_at", "id")[: RUNS_PER_PAGE + 1])
         newer = len(page) > RUNS_PER_PAGE
@@ -650,8 +635,12 @@ def _history_context(job: Job, params) -> dict:
         "trigger": trigger,
         "statuses": Run.Status.choices,
         "triggers": Run.Trigger.choices,
-        "older_query": urlencode({**filters, "before": _cursor(page[-1])}) if older and page else "",
-        "newer_query": urlencode({**filters, "after": _cursor(page[0])}) if newer and page else "",
+        "older_query": urlencode({**filters, "before": run_cursor(page[-1].scheduled_at, page[-1].pk)})
+        if older and page
+        else "",
+        "newer_query": urlencode({**filters, "after": run_cursor(page[0].scheduled_at, page[0].pk)})
+        if newer and page
+        else "",
         "filter_query": urlencode(filters),
         "this_query": params.urlencode() if hasattr(params, "urlencode") else urlencode(params),
         "any_live": live,
@@ -845,7 +834,7 @@ def _all_runs_context(request, *, now: datetime | None = None) -> dict:
         )
     else:
         since = ""
-    before = _parse_cursor(params.get("before"))
+    before = parse_run_cursor(params.get("before"))
     if before:
         runs = runs.older_than(*before)
     page = list(runs.order_by("-scheduled_at", "-id")[: RUNS_PER_PAGE + 1])
@@ -877,7 +866,9 @@ def _all_runs_context(request, *, now: datetime | None = None) -> dict:
         ],
         "filter_query": urlencode(filters),
         "this_query": params.urlencode(),
-        "older_query": urlencode({**filters, "before": _cursor(page[-1])}) if older and page else "",
+        "older_query": urlencode({**filters, "before": run_cursor(page[-1].scheduled_at, page[-1].pk)})
+        if older and page
+        else "",
         "deeper": before is not None,
         "poll_version": _fingerprint([(run.pk, run.status, run.finished_at) for run in page]),
     }

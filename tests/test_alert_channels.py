@@ -377,6 +377,10 @@ BAD_CHANNELS = [
     # A NUL is text no database stores: refused by the one rule for that (jobs.text).
     ("json://example.com/\x00", "invalid_text"),
     ("json://example.com/" + "a" * 3000, "invalid_channel"),
+    # urlsplit raised ValueError on these and the save answered 500.
+    ("json://[::1/hook", "invalid_channel"),
+    ("json://[example.com]/hook", "invalid_channel"),
+    ("json://[::1]]/hook", "invalid_channel"),
 ]
 
 

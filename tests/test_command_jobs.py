@@ -236,6 +236,22 @@ def test_jobs_command_allowed_limits_the_programs(superuser_api, settings):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("name", ["PATH", "LD_PRELOAD", "LD_LIBRARY_PATH"])
+def test_with_an_allow_list_the_env_cannot_steer_a_permitted_name(superuser_api, settings, tmp_path, name):
+    """`echo` permitted, and env {"PATH": a folder of one's own} ran that
+    folder's `echo`: whatever program one liked, under a permitted name."""
+    settings.JOBS_COMMAND_ALLOWED = ["echo"]
+    steered = {"command": "echo hi", "env": json.dumps({name: str(tmp_path)})}
+    response = superuser_api.post("/api/jobs", {**CMD_JOB, "properties": steered})
+    assert response.status_code == 400 and response.json()["field"] == "properties", response.content
+    assert name in response.json()["message"]
+    with pytest.raises(HandlerError, match=f"env may not set {name} while JOBS_COMMAND_ALLOWED"):
+        CommandJobHandler().run(make_ctx(steered))
+    plain = {"command": "echo hi", "env": json.dumps({"REGION": "eu"})}
+    assert superuser_api.post("/api/jobs", {**CMD_JOB, "properties": plain}).status_code == 201
+
+
+@pytest.mark.django_db
 def test_a_cancelled_command_run_is_recorded_cancelled_and_its_group_killed(make_job):
     from jobs import services
 

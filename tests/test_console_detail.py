@@ -224,10 +224,12 @@ def test_deep_history_page_costs_what_the_first_does(staff_client, make_job):
     with CaptureQueriesContext(connection) as first:
         page_one = history(staff_client, job)
     cursor_run = Run.objects.filter(job=job).order_by("scheduled_at", "id")[30]
-    from jobs.views import _cursor
+    from jobs.models import run_cursor
 
     with CaptureQueriesContext(connection) as deep:
-        deep_page = history(staff_client, job, f"?before={_cursor(cursor_run)}")
+        deep_page = history(
+            staff_client, job, f"?before={run_cursor(cursor_run.scheduled_at, cursor_run.pk)}"
+        )
     assert len(run_ids(page_one)) == 25 and len(run_ids(deep_page)) == 25
     assert len(deep) == len(first)
     history_sql = [

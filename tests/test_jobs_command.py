@@ -205,6 +205,14 @@ def test_unknown_job_name_is_a_clear_error(action):
         call_command("jobs", action, "ghost", stdout=StringIO())
 
 
+@pytest.mark.parametrize("action", ["run", "pause", "resume", "runs", "export"])
+def test_a_job_name_with_bytes_that_are_not_utf8_is_a_clear_error(action):
+    """`jobs run $'B\\xff'` reached the database with a lone surrogate
+    (surrogateescape) and ended in a UnicodeEncodeError traceback."""
+    with pytest.raises(CommandError, match=r"^The job name contains an unpaired surrogate \(U\+DCFF\)"):
+        call_command("jobs", action, "B\udcff", stdout=StringIO())
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "args",

@@ -179,6 +179,41 @@ def test_demo_mode_refuses_in_one_voice(settings, staff_api, make_job):
     assert not Job.objects.filter(name="hook").exists()
 
 
+def test_the_job_form_leaves_demo_mode_to_services(settings, superuser_api, monkeypatch):
+    """forms.py read DEMO_MODE itself (to skip its "SQL jobs are turned off"
+    error in a demo): with services.check_job_change allowing the change,
+    a demo server with SQL jobs off saved an SQL job."""
+    from jobs import services
+
+    settings.DEMO_MODE = True
+    settings.JOBS_SQL_ENABLED = False
+    monkeypatch.setattr(services, "check_job_change", lambda **_: None)
+    answer = superuser_api.post(
+        "/api/jobs",
+        {"name": "q", "kind": "sql", "properties": {"sql": "SELECT 1"}, "schedule_type": "none"},
+    )
+    assert answer.status_code == 400, answer.content
+    assert [e["code"] for e in answer.json()["errors"]] == ["sql_disabled"]
+    assert not Job.objects.filter(name="q").exists()
+
+
+def test_a_command_run_asks_services_whether_demo_mode_refuses_it(settings, monkeypatch):
+    """The command handler read DEMO_MODE itself at run time."""
+    from jobs import services
+    from jobs.handlers.base import HandlerError
+    from jobs.handlers.command import CommandJobHandler
+    from tests.test_command_jobs import make_ctx
+
+    settings.JOBS_COMMAND_ENABLED = True
+    settings.DEMO_MODE = True
+    with pytest.raises(
+        HandlerError, match=r"^Demo mode: running command jobs is turned off on this server\.$"
+    ):
+        CommandJobHandler().run(make_ctx({"command": "/bin/echo hi"}))
+    monkeypatch.setattr(services, "check_demo_mode", lambda action: None)
+    assert CommandJobHandler().run(make_ctx({"command": "/bin/echo hi"})) == "exit status 0"
+
+
 def test_http_and_sql_fields_are_properties_in_the_api_and_left_out_of_the_console_bag(
     superuser_api, superuser, client, settings, tmp_path
 ):
@@ -210,3 +245,51 @@ def test_http_and_sql_fields_are_properties_in_the_api_and_left_out_of_the_conso
     form = client.get(reverse("jobs:job_edit", args=[job.pk])).context["form"]
     assert form["properties"].initial == {"expect_status": "200"}
     assert form["url"].initial == "https://a.test/"
+
+
+def test_the_run_history_cursor_is_one_format_for_the_console_the_api_and_bench_pages(
+    staff_client, staff_api, make_job
+):
+    """The console's history links, the API's next_cursor and bench pages
+    each wrote their own cursor (two formats, three copies): now
+    jobs.models.run_cursor, read back by parse_run_cursor, so a cursor from
+    one door opens the same page at the other."""
+    import re
+    from datetime import timedelta
+    from html import unescape
+
+    from jobs.bench import pages
+    from jobs.models import parse_run_cursor, run_cursor
+
+    job = make_job()
+    runs = [
+        Run.objects.create(
+            job=job, scheduled_at=T0 + timedelta(minutes=n // 2, microseconds=n), status="succeeded"
+        )
+        for n in range(60)
+    ]
+    api_page = staff_api.get(f"/api/jobs/{job.pk}/runs", {"limit": 25}).json()
+    console_page = staff_client.get(reverse("jobs:job_runs", args=[job.pk])).content.decode()
+    console_cursor = re.search(r"before=([0-9.]+)", unescape(console_page)).group(1)
+    last_shown = runs[-25]
+    assert api_page["next_cursor"] == console_cursor == run_cursor(last_shown.scheduled_at, last_shown.pk)
+    assert parse_run_cursor(console_cursor) == (last_shown.scheduled_at, last_shown.pk)
+    older = staff_api.get(f"/api/jobs/{job.pk}/runs", {"limit": 25, "cursor": console_cursor}).json()
+    assert [r["id"] for r in older["results"]] == [r.pk for r in runs[-26:-51:-1]]
+    assert not hasattr(pages, "_cursor")
+    for made_up in [
+        "",
+        "1",
+        "1.2.3",
+        "+1.5",
+        " 1.5",
+        "1.5 ",
+        "1_0.5",
+        "1.0",
+        "1.-5",
+        f"1.{2**63}",
+        "1." + "9" * 40,
+    ]:
+        assert parse_run_cursor(made_up) is None, made_up
+        assert staff_api.get(f"/api/jobs/{job.pk}/runs", {"cursor": made_up}).status_code in (200, 400)
+    assert staff_api.get(f"/api/jobs/{job.pk}/runs", {"cursor": "1.-5"}).json()["code"] == "invalid"

@@ -179,3 +179,23 @@ def test_api_run_with_a_form_body_is_400_not_a_silent_plain_run(staff_api, make_
     )
     assert response.status_code == 400 and response.json()["code"] == "invalid_json"
     assert not Run.objects.filter(job=job).exists()
+
+
+@pytest.mark.parametrize("escape", ["\\u0000", "\\udfff"])
+def test_overrides_given_as_json_text_refuse_unstorable_escapes(
+    both_databases, make_job, staff_client, staff_api, escape
+):
+    """The console's box (JSON text) and the API's `properties` as a string
+    were checked for NUL and lone surrogates before parsing, so the JSON
+    escapes `\\u0000` / `\\udfff` got through into the run's properties:
+    stored on SQLite, a 500 on PostgreSQL."""
+    job = make_job()
+    text = '{"region": "eu' + escape + '"}'
+    console = staff_client.post(f"/jobs/{job.pk}/run/", {"properties": text}, follow=True)
+    assert "not valid" in console.content.decode() and "cannot be stored" in console.content.decode()
+    api = staff_api.post(f"/api/jobs/{job.pk}/run", {"properties": text})
+    assert api.status_code == 400 and api.json()["code"] == "invalid_text", api.content
+    with pytest.raises(ValidationError) as refused:
+        services.run_now(job=job, properties=text)
+    assert refused.value.code == "invalid_text"
+    assert not Run.objects.filter(job=job).exists()

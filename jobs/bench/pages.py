@@ -9,7 +9,7 @@ job_runs, run_detail, run_list, cron_preview).
 
 import logging
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from jobs.bench.report import fmt, summary, table
 from jobs.bench.seed import insert_select, timestamp_sql, uuid_sql
-from jobs.models import Job, Run
+from jobs.models import Job, Run, run_cursor
 
 HEAVY_SHARE = 10  # one job in ten runs is the heavy job's
 BIG_LOG = 262_144  # the default JOBS_MAX_MESSAGE_CHARS cap
@@ -92,12 +92,6 @@ def seed(jobs: int, runs: int) -> dict:
     return {"heavy": first, "heavy_runs": heavy, "light": light, "big_run": big.pk, "seconds": seconds}
 
 
-def _cursor(scheduled_at: datetime, run_id: int) -> str:
-    """The console's history cursor: "<epoch microseconds>.<run id>"."""
-    delta = scheduled_at - datetime(1970, 1, 1, tzinfo=UTC)
-    return f"{(delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds}.{run_id}"
-
-
 def _page_500_cursor(job_id: int) -> str | None:
     from jobs import views
 
@@ -109,7 +103,7 @@ def _page_500_cursor(job_id: int) -> str | None:
         at, run_id = rows[499 * per_page - 1]
     except IndexError:
         return None
-    return _cursor(at, run_id)
+    return run_cursor(at, run_id)
 
 
 def pages(ids: dict) -> list[tuple[str, str]]:

@@ -115,6 +115,15 @@ def program_allowed(argv: list[str], props: dict) -> str | None:
         return None
     if str(props.get("shell") or "").strip().lower() == "true":
         return "a shell cannot be used while JOBS_COMMAND_ALLOWED limits the programs"
+    try:
+        env_names = parse_env(props)
+    except ValueError:
+        env_names = {}  # refused on its own by validate_command_properties / run
+    # The job's env would otherwise choose which program a permitted name
+    # runs (PATH) or load other code into it (the dynamic loader's LD_*).
+    steering = sorted(name for name in env_names if name == "PATH" or name.startswith("LD_"))
+    if steering:
+        return f"env may not set {steering[0]} while JOBS_COMMAND_ALLOWED limits the programs"
     program = argv[0]
     if program in allowed or ("/" not in program and Path(program).name in allowed):
         return None
@@ -214,8 +223,12 @@ class CommandJobHandler(JobHandler):
         props = ctx.properties
         if not command_enabled():
             raise HandlerError(DISABLED_MESSAGE)
-        if getattr(settings, "DEMO_MODE", False):
-            raise HandlerError("Demo mode: command jobs do not run on this server")
+        from jobs import services  # the one place of demo mode's rule
+
+        try:
+            services.check_demo_mode("running command jobs")
+        except services.DemoModeError as exc:
+            raise HandlerError(str(exc)) from None
         try:
             argv = parse_command(props)
             job_env = parse_env(props)

@@ -23,7 +23,7 @@ from django.core.management.base import BaseCommand, CommandError
 from jobs import imports, services
 from jobs.models import AuditEvent, Job
 from jobs.serializers import RUN_FIELDS, job_to_spec, run_to_dict
-from jobs.text import storable
+from jobs.text import find_unstorable, storable
 
 CLI = AuditEvent.Via.CLI
 
@@ -64,6 +64,12 @@ class Command(BaseCommand):
             sub.add_parser(action, help=text).add_argument("name")
 
     def handle(self, *args, action, **options):
+        # Bytes on the command line that are not UTF-8 arrive as lone
+        # surrogates (Python's surrogateescape): a job name with them is
+        # refused here, as at every other door, before a query fails on it.
+        names = [options.get("name"), *(options.get("names") or [])]
+        if problem := find_unstorable([name for name in names if name is not None]):
+            raise CommandError(f"The job name contains {problem}, which cannot be stored.")
         getattr(self, f"do_{action}")(**options)
 
     # -- import / export --------------------------------------------------------
