@@ -106,6 +106,22 @@ def alert_seconds(value: Any, *, allow_zero: bool = False) -> int:
     return seconds
 
 
+UI_LANGUAGES = ("en", "zh-hans")
+
+
+def _ui_language(value: Any) -> str:
+    """en or zh-hans (settings.LANGUAGES; zh-Hans, zh_hans and zh-CN are read as zh-hans)."""
+    if value in (None, ""):
+        return "en"
+    if not isinstance(value, str):
+        raise ValidationError("Choose en or zh-hans.", code="invalid")
+    language = value.strip().lower().replace("_", "-")
+    language = {"zh": "zh-hans", "zh-cn": "zh-hans", "zh-sg": "zh-hans"}.get(language, language)
+    if language not in UI_LANGUAGES:
+        raise ValidationError("Choose en or zh-hans.", code="invalid")
+    return language
+
+
 def _clean_channels(value: Any) -> list[str]:
     """Channel URLs as typed, or the stored tokens, → the stored tokens. A
     masked URL saved back unchanged keeps the stored channel (jobs.channels)."""
@@ -187,6 +203,16 @@ SPECS: dict[str, SettingSpec] = {
             default=0,
             clean=lambda value: 0 if value in (None, "") else alert_seconds(value, allow_zero=True),
             help_text="A `long_running` alert when a run is still going after this long; 0: half its timeout.",
+        ),
+        SettingSpec(
+            key="sys.ui.language",
+            label="Alert language",
+            default="en",
+            clean=_ui_language,
+            help_text=(
+                "The language of alert emails and channel messages (en or zh-hans); "
+                "the console follows each user's own choice."
+            ),
         ),
     ]
 }

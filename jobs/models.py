@@ -758,3 +758,16 @@ class APIToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class Profile(models.Model):
+    """What a user chose for themselves in the console: for now, the language
+    (blank: follow the browser's Accept-Language). jobs.i18n reads it."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, primary_key=True, on_delete=models.CASCADE, related_name="profile"
+    )
+    language = models.CharField(max_length=10, blank=True, choices=settings.LANGUAGES)
+
+    def __str__(self):
+        return f"{self.user_id}: {self.language or 'browser'}"

@@ -21,6 +21,9 @@ PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 
+# The translation catalogs (.po → .mo, with polib: no msgfmt needed).
+.venv/bin/python manage.py compilecatalogs --verbosity 0
+
 # Lint and format first: a lint error fails the run before the suite starts.
 .venv/bin/ruff check --quiet .
 .venv/bin/ruff format --check --quiet .

@@ -32,6 +32,11 @@ def pytest_configure(config):
     # encrypts outlives it, so that key serves as a real one here.
     if settings.SECRET_KEY_SOURCE == "process":
         settings.SECRET_KEY_SOURCE = "test session"
+    # The .mo files are build output (scripts/test.sh compiles them too); a
+    # bare `pytest` after editing a .po must not test a stale catalog.
+    from jobs.management.commands.compilecatalogs import compile_catalogs
+
+    compile_catalogs()
 
 
 @pytest.fixture(autouse=True)
