@@ -13,6 +13,8 @@ from django.utils import translation
 from django.views.decorators.http import require_POST
 from django.views.i18n import set_language as django_set_language
 
+from jobs import cron
+
 LANGUAGE_CODES = tuple(code for code, _name in settings.LANGUAGES)
 
 
@@ -67,3 +69,46 @@ def alert_translation():
     """Render an alert (subject, body, channel text) in alert_language()."""
     with translation.override(alert_language()):
         yield
+
+
+# cron-descriptor's locale for each console language (jobs.cron is Django-free:
+# it is handed the locale and gettext).
+CRON_LOCALES = {"en": "en_US", "zh-hans": "zh_CN"}
+
+
+def cron_locale() -> str:
+    return CRON_LOCALES.get(translation.get_language() or "", "en_US")
+
+
+def cron_error_message(exc) -> str:
+    """A CronError's message in the active language (its code is unchanged)."""
+    params = {
+        key: translation.gettext(value) if key in cron.TRANSLATED_PARAMS and isinstance(value, str) else value
+        for key, value in exc.params.items()
+    }
+    template = translation.gettext(exc.template)
+    try:
+        return template.format(**params) if params else template
+    except (KeyError, IndexError, ValueError):
+        # A catalog entry that lost a placeholder must not turn an error page into a 500.
+        return exc.message
+
+
+def describe_cron(expr: str) -> str:
+    return cron.describe(expr, locale=cron_locale(), translate=translation.gettext)
+
+
+def localized_preview(expr: str, tz_name: str, **kwargs) -> dict:
+    return cron.preview(expr, tz_name, locale=cron_locale(), translate=translation.gettext, **kwargs)
+
+
+def activate_for_people_without_a_session() -> None:
+    """Management commands an operator reads (jobs, bootstrap, fence, health,
+    runscheduler) speak sys.ui.language, as alerts do; English while the
+    database cannot say (no tables yet, no connection)."""
+    from django.db import DatabaseError
+
+    try:
+        translation.activate(alert_language())
+    except DatabaseError:
+        translation.activate(settings.LANGUAGE_CODE)

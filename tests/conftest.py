@@ -40,6 +40,16 @@ def pytest_configure(config):
 
 
 @pytest.fixture(autouse=True)
+def _english_after_each_test():
+    # LocaleMiddleware leaves the language of a request active in the thread;
+    # a test that asked for zh-CN must not hand Chinese to the next one.
+    yield
+    from django.utils import translation
+
+    translation.deactivate()
+
+
+@pytest.fixture(autouse=True)
 def _plain_static_storage(settings):
     # Tests never depend on a collectstatic manifest left by a local run.
     settings.STORAGES = {

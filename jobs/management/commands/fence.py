@@ -7,8 +7,10 @@ prefixed with its URL.
 """
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext as _
 
 from jobs.fence import FenceError, check_url
+from jobs.i18n import activate_for_people_without_a_session
 
 
 class Command(BaseCommand):
@@ -19,6 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("urls", nargs="+", metavar="URL")
 
     def handle(self, *args, urls, verbosity=1, **options):
+        activate_for_people_without_a_session()
         blocked = 0
         for url in urls:
             prefix = f"{url if url.isprintable() else repr(url)}: " if verbosity >= 2 else ""
@@ -26,8 +29,10 @@ class Command(BaseCommand):
                 check_url(url)
             except FenceError as exc:
                 blocked += 1
-                self.stdout.write(f"{prefix}blocked: {exc.reason}")
+                self.stdout.write(_("{prefix}blocked: {reason}").format(prefix=prefix, reason=exc.reason))
             else:
-                self.stdout.write(f"{prefix}allowed")
+                self.stdout.write(_("{prefix}allowed").format(prefix=prefix))
         if blocked:
-            raise CommandError(f"{blocked} of {len(urls)} URLs blocked", returncode=1)
+            raise CommandError(
+                _("{blocked} of {value} URLs blocked").format(blocked=blocked, value=len(urls)), returncode=1
+            )
