@@ -245,11 +245,21 @@ class ChannelListField(forms.Field):
         return value
 
 
+# The console's names for the kinds of alert (jobs.config.ALERT_KINDS).
+ALERT_KIND_LABELS = {
+    "crashed": gettext_lazy("crashed"),
+    "recovered": gettext_lazy("recovered"),
+    "failed": gettext_lazy("failed"),
+    "late": gettext_lazy("late"),
+    "long_running": gettext_lazy("long running"),
+}
+
+
 class AlertKindsField(forms.Field):
     """The kinds of alert a job asks for (checkboxes in the console, a list in
     the API and the jobs-as-code file). Empty: the sys.job.alertOn setting."""
 
-    widget = forms.CheckboxSelectMultiple(choices=[(kind, kind.replace("_", " ")) for kind in ALERT_KINDS])
+    widget = forms.CheckboxSelectMultiple(choices=[(kind, ALERT_KIND_LABELS[kind]) for kind in ALERT_KINDS])
 
     def to_python(self, value):
         return parse_alert_kinds(value)

@@ -103,7 +103,7 @@ def localized_preview(expr: str, tz_name: str, **kwargs) -> dict:
 
 
 def activate_for_people_without_a_session() -> None:
-    """Management commands an operator reads (jobs, bootstrap, fence, health,
+    """Management commands an operator reads (jobs, bootstrap, health,
     runscheduler) speak sys.ui.language, as alerts do; English while the
     database cannot say (no tables yet, no connection)."""
     from django.db import DatabaseError

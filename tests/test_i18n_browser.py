@@ -14,6 +14,7 @@ from jobs import alerts
 from jobs.config import ALERT_KINDS, set_setting
 from jobs.handlers import registry
 from jobs.models import Job, Run
+from tests.fixtures.browser import SCREENSHOTS
 
 pytestmark = [
     pytest.mark.browser,
@@ -174,11 +175,15 @@ def english_left(page, extra_data=()) -> list[str]:
     )
     # Code and preformatted text (cron expressions, logs, field names) is data.
     text = re.sub(r"\x00.*?\x00", " ", text, flags=re.S)
-    for code in page.locator("code, pre, .mono").all_text_contents():
-        text = text.replace(code, " ")
     for word in [*extra_data, *data_words()]:
         text = text.replace(word, " ")
     return sorted(set(ENGLISH_UI_PATTERN.findall(text)))
+
+
+def shoot(page, name: str, *, full_page: bool = False) -> None:
+    """The README's Chinese screenshots (docs/screenshots with CRONBOARD_SCREENSHOTS=docs)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=full_page)
 
 
 def assert_chinese(page, where: str, *, extra_data=()) -> None:
@@ -251,6 +256,7 @@ def test_a_browser_asking_for_chinese_gets_the_whole_console_in_chinese(zh_page,
     expect(page.locator("#job-table")).to_contain_text("billing-sync")
     expect(page.locator(f"#job-row-{crashed.pk}")).to_contain_text("已崩溃")
     assert_chinese(page, "job list")
+    shoot(page, "zh-job-list")
 
     page.goto(f"/jobs/{good.pk}/")
     expect(page.locator("h1")).to_contain_text("billing-sync")
@@ -258,6 +264,7 @@ def test_a_browser_asking_for_chinese_gets_the_whole_console_in_chinese(zh_page,
     expect(page.locator("body")).to_contain_text("每 15 分钟")  # the cron description
     page.wait_for_selector("#job-alerts")  # the alerts panel loads with hx-get
     assert_chinese(page, "job page")
+    shoot(page, "zh-job-page")
 
     page.goto(f"/jobs/{crashed.pk}/")
     expect(page.locator("#crash-banner")).to_contain_text("已崩溃")
@@ -273,6 +280,10 @@ def test_a_browser_asking_for_chinese_gets_the_whole_console_in_chinese(zh_page,
     expect(page.locator("#cron-error code")).to_have_text("47003")
     expect(page.locator("#cron-error")).to_contain_text("不能同时指定")
     assert_chinese(page, "job form")
+    raw.fill("0 0 9 ? * 5#3")
+    expect(page.locator("#cron-description")).to_have_text("在 09:00，每月第三个星期五")
+    page.locator("#cron-editor").scroll_into_view_if_needed()
+    shoot(page, "zh-job-form", full_page=True)
 
     page.goto("/settings/")
     expect(page.locator("h1")).to_have_text("设置")

@@ -39,14 +39,14 @@ def duration(ms) -> str:
         return "—"
     ms = int(ms)
     if ms < 1000:
-        return f"{ms} ms"
+        return _("{ms} ms").format(ms=ms)
     if ms < 60_000:
-        return f"{ms / 1000:.1f} s"
+        return _("{seconds} s").format(seconds=f"{ms / 1000:.1f}")
     minutes, seconds = divmod(round(ms / 1000), 60)
     if minutes < 60:
-        return f"{minutes} min {seconds} s"
+        return _("{minutes} min {seconds} s").format(minutes=minutes, seconds=seconds)
     hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min"
+    return _("{hours} h {minutes} min").format(hours=hours, minutes=minutes)
 
 
 @register.filter

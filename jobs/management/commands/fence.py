@@ -10,7 +10,6 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils.translation import gettext as _
 
 from jobs.fence import FenceError, check_url
-from jobs.i18n import activate_for_people_without_a_session
 
 
 class Command(BaseCommand):
@@ -21,7 +20,6 @@ class Command(BaseCommand):
         parser.add_argument("urls", nargs="+", metavar="URL")
 
     def handle(self, *args, urls, verbosity=1, **options):
-        activate_for_people_without_a_session()
         blocked = 0
         for url in urls:
             prefix = f"{url if url.isprintable() else repr(url)}: " if verbosity >= 2 else ""
