@@ -241,7 +241,7 @@ def job_import(request):
         context["text"] = text
         if not context["file_error"]:
             try:
-                specs = imports.parse(text, source="The file")
+                specs = imports.parse(text, source=_("The file"))
             except imports.ImportFileError as exc:
                 context["file_error"] = str(exc)
             else:
@@ -919,10 +919,10 @@ def _all_runs_context(request, *, now: datetime | None = None) -> dict:
         "statuses": Run.Status.choices,
         "triggers": Run.Trigger.choices,
         "windows": [
-            ("1h", "Last hour"),
-            ("today", "Today (UTC)"),
-            ("24h", "Last 24 hours"),
-            ("7d", "Last 7 days"),
+            ("1h", _("Last hour")),
+            ("today", _("Today (UTC)")),
+            ("24h", _("Last 24 hours")),
+            ("7d", _("Last 7 days")),
         ],
         "filter_query": urlencode(filters),
         "this_query": params.urlencode(),
@@ -1024,7 +1024,7 @@ def upcoming(request):
     context = {
         "fires": page,
         "window": window,
-        "windows": [("24h", "Next 24 hours"), ("7d", "Next 7 days")],
+        "windows": [("24h", _("Next 24 hours")), ("7d", _("Next 7 days"))],
         "later_query": urlencode({"window": window, "after": fires.cursor_of(page[-1])}) if more else "",
         "deeper": after is not None,
     }

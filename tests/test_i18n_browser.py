@@ -105,6 +105,27 @@ ENGLISH_UI = [
     "Retry",
     "Log",
     "Result",
+    "Next",
+    "Last",
+    "Today",
+    "hours",
+    "days",
+    "minutes",
+    "seconds",
+    "ago",
+    # Words of any English sentence left behind.
+    "the",
+    "and",
+    "of",
+    "to",
+    "is",
+    "in",
+    "for",
+    "with",
+    "this",
+    "No",
+    "The",
+    "This",
 ]
 ENGLISH_UI_PATTERN = re.compile(r"\b(" + "|".join(re.escape(w) for w in ENGLISH_UI) + r")\b")
 
@@ -140,6 +161,7 @@ def make_job(**fields) -> Job:
 def data_words() -> list[str]:
     """What the pages show that is data, not UI: names people and handlers chose."""
     words = [
+        *Job.objects.exclude(description="").values_list("description", flat=True),  # the built-in job's
         "billing-sync",
         "import-orders",
         "ada",
@@ -298,7 +320,18 @@ def test_a_browser_asking_for_chinese_gets_the_whole_console_in_chinese(zh_page,
     expect(page.locator("body")).to_contain_text("import-orders")
     assert_chinese(page, "alerts")
 
-    for path in ("/", "/runs/", "/upcoming/", "/cluster/", "/profile/"):
+    run = Run.objects.filter(job=good).first()
+    for path in (
+        "/",
+        "/runs/",
+        f"/runs/{run.pk}/",
+        "/upcoming/",
+        "/cluster/",
+        "/profile/",
+        "/jobs/import/",
+        f"/jobs/{good.pk}/delete/",
+        f"/jobs/{good.pk}/edit/",
+    ):
         page.goto(path)
         assert_chinese(page, path)
     assert page.js_errors == []
