@@ -14,10 +14,13 @@ COPY requirements.txt .
 RUN pip install -r requirements.txt
 
 COPY . .
-# Static files are collected at build time; the key here only satisfies the
+# Static files are collected and the translation catalogs compiled (polib:
+# no msgfmt in the image) at build time; the key here only satisfies the
 # settings module during the build and is never used at run time.
 RUN SECRET_KEY=collectstatic-only DATABASE_URL=sqlite:////tmp/build.sqlite3 \
         python manage.py collectstatic --noinput --verbosity 0 \
+    && SECRET_KEY=collectstatic-only DATABASE_URL=sqlite:////tmp/build.sqlite3 \
+        python manage.py compilecatalogs --verbosity 0 \
     && rm -f /tmp/build.sqlite3* \
     && useradd --system --uid 10001 --home-dir /app cronboard \
     && mkdir -p /app/var && chown cronboard /app/var

@@ -1,10 +1,17 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.views.i18n import JavaScriptCatalog
+
+from jobs.i18n import set_language
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("i18n/setlang/", set_language, name="set_language"),
+    # The console's scripts read their strings from here (djangojs catalog): a
+    # plain same-origin <script src>, which the CSP allows.
+    path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("admin/", admin.site.urls),
     path("api/", include("jobs.api")),
     path("", include("jobs.urls")),

@@ -6,11 +6,13 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Q
 from django.shortcuts import render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from jobs import alerts, channels, links
 from jobs.access import can_edit, can_view, get_job_for_user, login_required
 from jobs.config import get_setting, parse_email_list
+from jobs.i18n import alert_translation
 from jobs.models import Alert, AlertDelivery
 from jobs.outbox import describe_failure
 
@@ -85,17 +87,24 @@ def send_test_channel(request):
         if index < 0:
             raise IndexError
     except (ValueError, IndexError):
-        result = {"ok": False, "error": "No such channel (the channels changed since the page was shown)."}
+        result = {"ok": False, "error": _("No such channel (the channels changed since the page was shown).")}
     else:
-        sent = channels.send(
-            url,
-            title="[Cronboard] Test message",
-            body=(
-                f"A test message from Cronboard ({settings.CRONBOARD_BASE_URL}), sent by "
-                f"{request.user.get_username()}"
-                + (f" for the job “{job.name}”: {links.job_url(job.pk)}" if job is not None else ".")
-            ),
-        )
+        # In the alerts' language: the test shows what the alerts' readers will get.
+        with alert_translation():
+            if job is not None:
+                body = _(
+                    "A test message from Cronboard ({base_url}), sent by {user} for the job “{job}”: {url}"
+                )
+            else:
+                body = _("A test message from Cronboard ({base_url}), sent by {user}.")
+            body = body.format(
+                base_url=settings.CRONBOARD_BASE_URL,
+                user=request.user.get_username(),
+                job=job.name if job is not None else "",
+                url=links.job_url(job.pk) if job is not None else "",
+            )
+            title = "[Cronboard] " + _("Test message")
+        sent = channels.send(url, title=title, body=body)
         result = {"ok": sent.ok, "error": sent.reply, "masked": channels.mask(url), "index": index}
     return render(request, "jobs/_test_channel.html", {"test_channel": result, "job": job})
 
@@ -116,13 +125,13 @@ def send_test_email(request):
             or parse_email_list(request.user.email)
         )
         if not to:
-            raise ValidationError("Enter an address to send the test email to.")
+            raise ValidationError(_("Enter an address to send the test email to."))
         alerts.send_test_email(to=to, user=request.user)
         result.update(ok=True, to=to)
     except ValidationError as exc:
         result.update(ok=False, error=" ".join(exc.messages))
     except Exception as exc:
         _permanent, reply = describe_failure(exc)
-        result.update(ok=False, error=f"The mail server did not take it: {reply}")
+        result.update(ok=False, error=_("The mail server did not take it: {reply}").format(reply=reply))
     template = "jobs/_test_email.html" if request.htmx else "jobs/test_email.html"
     return render(request, template, {"test_email": result})

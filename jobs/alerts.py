@@ -32,21 +32,25 @@ from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.template.loader import render_to_string
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
 from jobs import channels, links
 from jobs.config import MIN_ALERT_SECONDS, get_setting, get_setting_cached, get_stored
+from jobs.i18n import alert_translation
 from jobs.models import Alert, AlertDelivery, Job, Message, Run
 
 log = logging.getLogger("cronboard.alerts")
 
 RECENT_RUNS = 5
 ERROR_CHARS = 1500
-NO_RECIPIENTS = (
+# Stored on the alert in the alert language (sys.ui.language), as its email is.
+NO_RECIPIENTS = gettext_lazy(
     "No recipients: the job lists no alert emails or channels, and the sys.job.alertEmails and "
     "sys.job.alertChannels settings are empty. Nothing was sent; add recipients to the job or to "
     "the settings."
 )
-NO_EMAIL = "No email recipients: the alert went to its channels only."
+NO_EMAIL = gettext_lazy("No email recipients: the alert went to its channels only.")
 
 
 WATCH_EVERY = timedelta(seconds=5)
@@ -120,6 +124,23 @@ def record_alert(*, job: Job, run: Run | None, kind: str, now: datetime, event: 
     outcome's transaction."""
     recipients = email_recipients(job)
     channel_tokens = alert_channels(job)
+    # Its readers have no session: the email, the channel text (rendered from
+    # the alert when it is delivered) and the in-site message are written in
+    # the config centre's sys.ui.language.
+    with alert_translation():
+        return _record_alert(
+            job=job,
+            run=run,
+            kind=kind,
+            now=now,
+            event=event,
+            recipients=recipients,
+            channel_tokens=channel_tokens,
+            **extra,
+        )
+
+
+def _record_alert(*, job, run, kind, now, event, recipients, channel_tokens, **extra) -> Alert:
     facts = _facts(job=job, run=run, kind=kind, now=now, **extra)
     alert = Alert(
         job=job,
@@ -136,9 +157,9 @@ def record_alert(*, job: Job, run: Run | None, kind: str, now: datetime, event: 
     if recipients:
         alert.status, alert.next_attempt_at = Alert.Status.PENDING, now
     elif channel_tokens:
-        alert.status, alert.last_error = Alert.Status.UNDELIVERABLE, NO_EMAIL
+        alert.status, alert.last_error = Alert.Status.UNDELIVERABLE, str(NO_EMAIL)
     else:
-        alert.status, alert.last_error = Alert.Status.UNDELIVERABLE, NO_RECIPIENTS
+        alert.status, alert.last_error = Alert.Status.UNDELIVERABLE, str(NO_RECIPIENTS)
         log.error("alert for job %s (%s) is undeliverable: no recipients", job.pk, job.name)
     alert.save()
     AlertDelivery.objects.bulk_create(
@@ -214,26 +235,47 @@ def _headline(kind: str, job: Job, run: Run | None, extra: dict) -> tuple[str, s
     """(subject, first sentence) for the kinds beyond crashed and recovered."""
     name = f"“{job.name}”"
     if kind == Alert.Kind.FAILED:
-        status = run.get_status_display().lower() if run else "failed"
+        status = run.get_status_display().lower() if run else _("failed")
         attempts = run.attempt if run else 1
         return (
-            f"Job {name} failed",
-            f"The job {name} failed: its fire due {_utc(run.scheduled_at if run else None)} ended "
-            f"{status} after {attempts} attempt{'s' if attempts != 1 else ''}.",
+            _("Job {name} failed").format(name=name),
+            ngettext(
+                "The job {name} failed: its fire due {due} ended {status} after {attempts} attempt.",
+                "The job {name} failed: its fire due {due} ended {status} after {attempts} attempts.",
+                attempts,
+            ).format(
+                name=name, due=_utc(run.scheduled_at if run else None), status=status, attempts=attempts
+            ),
         )
     if kind == Alert.Kind.LATE:
         return (
-            f"Job {name} is late",
-            f"The job {name} has not started its fire due {_utc(extra['due_at'])}: "
-            f"{_secs(extra['late_by'])} late, more than the {extra['threshold_seconds']} s allowed. "
-            "The scheduler may be down, waiting for the leader lease, or out of run slots.",
+            _("Job {name} is late").format(name=name),
+            _(
+                "The job {name} has not started its fire due {due}: {late_by} late, more than the "
+                "{threshold} s allowed. The scheduler may be down, waiting for the leader lease, or out of run slots."
+            ).format(
+                name=name,
+                due=_utc(extra["due_at"]),
+                late_by=_secs(extra["late_by"]),
+                threshold=extra["threshold_seconds"],
+            ),
         )
     if kind == Alert.Kind.LONG_RUNNING:
         return (
-            f"Job {name} has been running for {_secs(extra['running_for'])}",
-            f"The job {name} has been running for {_secs(extra['running_for'])} (run {run.pk if run else '?'}, "
-            f"started {_utc(run.started_at) if run else '?'}), longer than the {extra['threshold_seconds']} s "
-            f"allowed; it times out at {run.timeout_seconds if run else '?'} s.",
+            _("Job {name} has been running for {running_for}").format(
+                name=name, running_for=_secs(extra["running_for"])
+            ),
+            _(
+                "The job {name} has been running for {running_for} (run {run}, started {started}), longer "
+                "than the {threshold} s allowed; it times out at {timeout} s."
+            ).format(
+                name=name,
+                running_for=_secs(extra["running_for"]),
+                run=run.pk if run else "?",
+                started=_utc(run.started_at) if run else "?",
+                threshold=extra["threshold_seconds"],
+                timeout=run.timeout_seconds if run else "?",
+            ),
         )
     return "", ""
 
@@ -244,7 +286,9 @@ def _utc(value: datetime | None) -> str:
 
 def _secs(delta: timedelta) -> str:
     seconds = int(delta.total_seconds())
-    return f"{seconds // 60} min {seconds % 60} s" if seconds >= 120 else f"{seconds} s"
+    if seconds >= 120:
+        return _("{minutes} min {seconds} s").format(minutes=seconds // 60, seconds=seconds % 60)
+    return _("{seconds} s").format(seconds=seconds)
 
 
 def _facts(*, job: Job, run: Run | None, kind: str, now: datetime, **extra) -> dict:
@@ -298,15 +342,17 @@ def send_test_email(*, to: list[str], user=None) -> int:
     by EMAIL_TIMEOUT per exchange with the server); raises what the backend
     raises."""
     facts = {"user": user, "base_url": settings.CRONBOARD_BASE_URL, "backend": settings.EMAIL_BACKEND}
-    message = EmailMultiAlternatives(
-        subject="[Cronboard] Test email",
-        body=render_to_string("jobs/email/test.txt", facts),
-        from_email=settings.DEFAULT_FROM_EMAIL,
-        to=to,
-        connection=get_connection(timeout=settings.EMAIL_TIMEOUT),
-        headers={"Auto-Submitted": "auto-generated"},
-    )
-    message.attach_alternative(render_to_string("jobs/email/test.html", facts), "text/html")
+    # In the alerts' language: the test shows what the alerts' readers will get.
+    with alert_translation():
+        message = EmailMultiAlternatives(
+            subject="[Cronboard] " + _("Test email"),
+            body=render_to_string("jobs/email/test.txt", facts),
+            from_email=settings.DEFAULT_FROM_EMAIL,
+            to=to,
+            connection=get_connection(timeout=settings.EMAIL_TIMEOUT),
+            headers={"Auto-Submitted": "auto-generated"},
+        )
+        message.attach_alternative(render_to_string("jobs/email/test.html", facts), "text/html")
     return message.send(fail_silently=False)
 
 

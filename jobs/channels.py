@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.utils.translation import gettext as _
 
 from jobs import fence
 
@@ -222,7 +223,9 @@ def instantiate(url: str):
     plugin = apprise.Apprise.instantiate(url, asset=asset, suppress_exceptions=True)
     if plugin is None:
         raise ValidationError(
-            f"“{mask(url)}” is not a channel URL Apprise can send to (see its list of services).",
+            _("“{mask}” is not a channel URL Apprise can send to (see its list of services).").format(
+                mask=mask(url)
+            ),
             code="invalid_channel",
         )
     plugin.redirects = False
@@ -260,17 +263,19 @@ def validate(url: str) -> str:
     """One channel URL as typed; returns it stripped or raises ValidationError."""
     url = url.strip()
     if not url:
-        raise ValidationError("A channel URL is empty.", code="invalid_channel")
+        raise ValidationError(_("A channel URL is empty."), code="invalid_channel")
     if len(url) > MAX_URL_CHARS:
         raise ValidationError(
-            f"A channel URL is longer than {MAX_URL_CHARS} characters.", code="invalid_channel"
+            _("A channel URL is longer than {max_url_chars} characters.").format(max_url_chars=MAX_URL_CHARS),
+            code="invalid_channel",
         )
     if any(ord(c) < 32 for c in url):
-        raise ValidationError("A channel URL contains control characters.", code="invalid_channel")
+        raise ValidationError(_("A channel URL contains control characters."), code="invalid_channel")
     if MASK in url:
         raise ValidationError(
-            f"“{url}” is masked: the secret it stood for is not stored here. Enter the full URL "
-            "(or export with --with-secrets to carry channels to another installation).",
+            _(
+                "“{url}” is masked: the secret it stood for is not stored here. Enter the full URL (or export with --with-secrets to carry channels to another installation)."
+            ).format(url=url),
             code="masked_channel",
         )
     try:
@@ -282,18 +287,20 @@ def validate(url: str) -> str:
     schema = parts.scheme.lower() if "://" in url else ""
     if not schema:
         raise ValidationError(
-            f"“{mask(url)}” is not a URL (it needs a scheme such as json://).", code="invalid_channel"
+            _("“{mask}” is not a URL (it needs a scheme such as json://).").format(mask=mask(url)),
+            code="invalid_channel",
         )
     if schema in REFUSED_SCHEMAS:
         raise ValidationError(
-            "Email goes through the alert emails, not a mailto:// channel.", code="invalid_channel"
+            _("Email goes through the alert emails, not a mailto:// channel."), code="invalid_channel"
         )
     plugin = instantiate(url)
     try:
         check_fence(url, plugin)
     except fence.FenceError as exc:
         raise ValidationError(
-            f"“{mask(url)}”: the target is fenced off: {exc.reason}", code="fenced_channel"
+            _("“{mask}”: the target is fenced off: {reason}").format(mask=mask(url), reason=exc.reason),
+            code="fenced_channel",
         ) from None
     return url
 
@@ -305,9 +312,9 @@ def _as_items(value) -> list:
         return [line for line in value.replace("\r", "\n").split("\n") if line.strip()]
     if isinstance(value, (list, tuple)):
         if not all(isinstance(item, str) for item in value):
-            raise ValidationError("Give channels as a list of URLs.", code="invalid_channel")
+            raise ValidationError(_("Give channels as a list of URLs."), code="invalid_channel")
         return list(value)
-    raise ValidationError("Give channels as a list of URLs.", code="invalid_channel")
+    raise ValidationError(_("Give channels as a list of URLs."), code="invalid_channel")
 
 
 def clean_channels(value, stored=()) -> list[str]:
@@ -318,7 +325,10 @@ def clean_channels(value, stored=()) -> list[str]:
     ValidationError naming the bad URL; duplicates are dropped."""
     items = _as_items(value)
     if len(items) > MAX_CHANNELS:
-        raise ValidationError(f"A job can have at most {MAX_CHANNELS} channels.", code="too_many")
+        raise ValidationError(
+            _("A job can have at most {max_channels} channels.").format(max_channels=MAX_CHANNELS),
+            code="too_many",
+        )
     stored_pairs = [
         (token if decrypt(token) is not None else encrypt(url), url)
         for token in (stored or [])

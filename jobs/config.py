@@ -8,17 +8,19 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 
 def _positive_days(value: Any) -> int:
     if isinstance(value, bool):
-        raise ValidationError("Enter a whole number of days.")
+        raise ValidationError(_("Enter a whole number of days."))
     try:
         days = int(str(value).strip())
     except ValueError:
-        raise ValidationError("Enter a whole number of days.") from None
+        raise ValidationError(_("Enter a whole number of days.")) from None
     if not 1 <= days <= 3650:
-        raise ValidationError("Keep run history between 1 and 3650 days.")
+        raise ValidationError(_("Keep run history between 1 and 3650 days."))
     return days
 
 
@@ -35,14 +37,17 @@ def parse_email_list(value: Any) -> list[str]:
     elif isinstance(value, (list, tuple)):
         items = value
     else:
-        raise ValidationError("Enter email addresses separated by commas.")
+        raise ValidationError(_("Enter email addresses separated by commas."))
     if any(not isinstance(item, str) for item in items):
-        raise ValidationError("Enter email addresses separated by commas.")
+        raise ValidationError(_("Enter email addresses separated by commas."))
     distinct = {item.strip() for item in items} - {""}
     if len(distinct) > MAX_EMAILS:
         # Counted before any address is checked: one crash must not mail thousands.
         raise ValidationError(
-            f"At most {MAX_EMAILS} alert email addresses (got {len(distinct):,}).", code="too_many"
+            _("At most {max_emails} alert email addresses (got {value:,}).").format(
+                max_emails=MAX_EMAILS, value=len(distinct)
+            ),
+            code="too_many",
         )
     emails: list[str] = []
     for item in items:
@@ -52,7 +57,7 @@ def parse_email_list(value: Any) -> list[str]:
         try:
             validate_email(item)
         except ValidationError:
-            raise ValidationError(f"“{item}” is not a valid email address.") from None
+            raise ValidationError(_("“{item}” is not a valid email address.").format(item=item)) from None
         if item not in emails:
             emails.append(item)
     return emails
@@ -74,17 +79,20 @@ def parse_alert_kinds(value: Any) -> list[str]:
     elif isinstance(value, (list, tuple)):
         items = value
     else:
-        raise ValidationError("Give the kinds of alert as a list.", code="invalid")
+        raise ValidationError(_("Give the kinds of alert as a list."), code="invalid")
     wanted = set()
     for item in items:
         if not isinstance(item, str):
-            raise ValidationError("Give the kinds of alert as a list of names.", code="invalid")
+            raise ValidationError(_("Give the kinds of alert as a list of names."), code="invalid")
         item = item.strip().lower().replace("-", "_").replace(" ", "_")
         if not item:
             continue
         if item not in ALERT_KINDS:
             raise ValidationError(
-                f"“{item}” is not a kind of alert; choose from {', '.join(ALERT_KINDS)}.", code="invalid"
+                _("“{item}” is not a kind of alert; choose from {join}.").format(
+                    item=item, join=", ".join(ALERT_KINDS)
+                ),
+                code="invalid",
             )
         wanted.add(item)
     return [kind for kind in ALERT_KINDS if kind in wanted]
@@ -92,18 +100,37 @@ def parse_alert_kinds(value: Any) -> list[str]:
 
 def alert_seconds(value: Any, *, allow_zero: bool = False) -> int:
     if isinstance(value, bool):
-        raise ValidationError("Enter a whole number of seconds.", code="invalid")
+        raise ValidationError(_("Enter a whole number of seconds."), code="invalid")
     try:
         seconds = int(str(value).strip())
     except ValueError:
-        raise ValidationError("Enter a whole number of seconds.", code="invalid") from None
+        raise ValidationError(_("Enter a whole number of seconds."), code="invalid") from None
     if allow_zero and seconds == 0:
         return 0
     if not MIN_ALERT_SECONDS <= seconds <= MAX_ALERT_SECONDS:
         raise ValidationError(
-            f"Give between {MIN_ALERT_SECONDS} and {MAX_ALERT_SECONDS} seconds.", code="invalid"
+            _("Give between {min_alert_seconds} and {max_alert_seconds} seconds.").format(
+                min_alert_seconds=MIN_ALERT_SECONDS, max_alert_seconds=MAX_ALERT_SECONDS
+            ),
+            code="invalid",
         )
     return seconds
+
+
+UI_LANGUAGES = ("en", "zh-hans")
+
+
+def _ui_language(value: Any) -> str:
+    """en or zh-hans (settings.LANGUAGES; zh-Hans, zh_hans and zh-CN are read as zh-hans)."""
+    if value in (None, ""):
+        return "en"
+    if not isinstance(value, str):
+        raise ValidationError(_("Choose en or zh-hans."), code="invalid")
+    language = value.strip().lower().replace("_", "-")
+    language = {"zh": "zh-hans", "zh-cn": "zh-hans", "zh-sg": "zh-hans"}.get(language, language)
+    if language not in UI_LANGUAGES:
+        raise ValidationError(_("Choose en or zh-hans."), code="invalid")
+    return language
 
 
 def _clean_channels(value: Any) -> list[str]:
@@ -139,54 +166,68 @@ SPECS: dict[str, SettingSpec] = {
     for spec in [
         SettingSpec(
             key="sys.job.logRetentionDays",
-            label="Run history retention (days)",
+            label=gettext_lazy("Run history retention (days)"),
             default=30,
             clean=_positive_days,
-            help_text="The built-in retention job deletes runs scheduled longer ago than this.",
+            help_text=gettext_lazy("The built-in retention job deletes runs scheduled longer ago than this."),
         ),
         SettingSpec(
             key="sys.job.alertEmails",
-            label="Alert emails",
+            label=gettext_lazy("Alert emails"),
             default=[],
             clean=parse_email_list,
-            help_text="Who gets a crash alert when the job itself names no recipients.",
+            help_text=gettext_lazy("Who gets a crash alert when the job itself names no recipients."),
         ),
         SettingSpec(
             key="sys.job.alertChannels",
-            label="Alert channels",
+            label=gettext_lazy("Alert channels"),
             default=[],
             clean=_clean_channels,
             help_text=(
-                "Apprise URLs, one per line (slack://…, json://host/path …), for jobs that name no "
-                "channels of their own. Secrets are masked once saved; leave a masked line as it is "
-                "to keep it."
+                gettext_lazy(
+                    "Apprise URLs, one per line (slack://…, json://host/path …), for jobs that name no channels of their own. Secrets are masked once saved; leave a masked line as it is to keep it."
+                )
             ),
             show=_show_channels,
             multiline=True,
         ),
         SettingSpec(
             key="sys.job.alertOn",
-            label="Kinds of alert",
+            label=gettext_lazy("Kinds of alert"),
             default=["crashed"],
             clean=parse_alert_kinds,
             help_text=(
-                "For jobs that choose none: any of crashed, recovered, failed (every failed fire), "
-                "late (a fire not started in time), long_running (a run still going), comma separated."
+                gettext_lazy(
+                    "For jobs that choose none: any of crashed, recovered, failed (every failed fire), late (a fire not started in time), long_running (a run still going), comma separated."
+                )
             ),
         ),
         SettingSpec(
             key="sys.job.lateAfterSeconds",
-            label="Late after (seconds)",
+            label=gettext_lazy("Late after (seconds)"),
             default=300,
             clean=lambda value: 300 if value in (None, "") else alert_seconds(value),
-            help_text="A `late` alert when a fire has not started this long after its time.",
+            help_text=gettext_lazy("A `late` alert when a fire has not started this long after its time."),
         ),
         SettingSpec(
             key="sys.job.longRunningSeconds",
-            label="Long running after (seconds)",
+            label=gettext_lazy("Long running after (seconds)"),
             default=0,
             clean=lambda value: 0 if value in (None, "") else alert_seconds(value, allow_zero=True),
-            help_text="A `long_running` alert when a run is still going after this long; 0: half its timeout.",
+            help_text=gettext_lazy(
+                "A `long_running` alert when a run is still going after this long; 0: half its timeout."
+            ),
+        ),
+        SettingSpec(
+            key="sys.ui.language",
+            label=gettext_lazy("Alert language"),
+            default="en",
+            clean=_ui_language,
+            help_text=(
+                gettext_lazy(
+                    "The language of alert emails and channel messages (en or zh-hans); the console follows each user's own choice."
+                )
+            ),
         ),
     ]
 }

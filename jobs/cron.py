@@ -43,6 +43,12 @@ its ``W``/``L`` forms differ from Cronos, and matching them would mean
 patching most of it. It stays as a cross-check in the tests for plain
 expressions in UTC. Human-readable text comes from cron-descriptor, with a
 small fallback of our own for what it gets wrong or cannot read.
+
+Languages: this module has no Django in it and speaks English. Its messages
+are format strings marked with `gettext_noop` (so `makemessages` finds them)
+whose fields travel on the CronError (`template`, `params`); jobs.i18n
+translates them at the edge. `describe` takes a cron-descriptor locale and a
+`translate` callable for our own phrases.
 """
 
 from __future__ import annotations
@@ -88,13 +94,27 @@ MAX_ZONE_CHARS = 64
 REFUSED_ZONES = frozenset({"localtime", "posixrules", "factory"})
 
 
-class CronError(ValueError):
-    """A user-facing cron problem: ``code`` is one of the 4700x codes above."""
+def gettext_noop(text: str) -> str:
+    """Marks text for the translation catalog; jobs.i18n translates it."""
+    return text
 
-    def __init__(self, code: int, message: str):
+
+class CronError(ValueError):
+    """A user-facing cron problem: ``code`` is one of the 4700x codes above.
+    ``message`` is English; ``template`` and ``params`` let a caller word it
+    in another language (``template.format(**params) == message``)."""
+
+    def __init__(self, code: int, template: str, /, **params):
+        message = template.format(**params) if params else template
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+        self.template = template
+        self.params = params
+
+
+# Parameters of CronError messages that are themselves words to translate.
+TRANSLATED_PARAMS = frozenset({"field", "what", "hint"})
 
 
 # --- normalisation -----------------------------------------------------------
@@ -120,17 +140,23 @@ def _shape(expr: str) -> str:
     `CronSchedule`."""
     text = expr
     if not text:
-        raise CronError(MALFORMED, "Enter a cron expression, e.g. 0 30 3 * * ?")
+        raise CronError(MALFORMED, gettext_noop("Enter a cron expression, e.g. 0 30 3 * * ?"))
     if not text.isascii():
         # Upper-casing would read non-ASCII letters as names (ſun → SUN).
         raise CronError(
-            MALFORMED, "Use ASCII only: digits, the symbols * , - / ? L W # and names such as MON"
+            MALFORMED,
+            gettext_noop("Use ASCII only: digits, the symbols * , - / ? L W # and names such as MON"),
         )
     if text.startswith("@"):
         expanded = ALIASES.get(text.lower())
         if expanded is None:
             known = ", ".join(sorted(a for a in ALIASES if not a.startswith("@every")))
-            raise CronError(MALFORMED, f"Unknown alias {text!r}: use one of {known}")
+            raise CronError(
+                MALFORMED,
+                gettext_noop("Unknown alias {alias!r}: use one of {known}"),
+                alias=text,
+                known=known,
+            )
         return expanded
     fields = _FIELD_SPLIT.split(text)
     if len(fields) == 5:
@@ -138,8 +164,10 @@ def _shape(expr: str) -> str:
     elif len(fields) != 6:
         raise CronError(
             MALFORMED,
-            f"Expected 6 fields (sec min hour day-of-month month day-of-week) or 5 "
-            f"without seconds, got {len(fields)}",
+            gettext_noop(
+                "Expected 6 fields (sec min hour day-of-month month day-of-week) or 5 without seconds, got {count}"
+            ),
+            count=len(fields),
         )
     return " ".join(fields).upper()
 
@@ -189,18 +217,34 @@ _SUNDAYS = (1 << 0) | (1 << 7)
 
 def _bad(field: _Field, token: str, hint: str = "") -> CronError:
     hint = hint or _HINTS[field.name]
-    return CronError(MALFORMED, f"{field.name} field {token!r} is not valid cron syntax: {hint}")
+    return CronError(
+        MALFORMED,
+        gettext_noop("{field} field {token!r} is not valid cron syntax: {hint}"),
+        field=field.name,
+        token=token,
+        hint=hint,
+    )
 
 
 _HINTS = {
-    "Second": "use *, 0-59, a list (1,15), a range (10-20) or a step (*/5)",
-    "Minute": "use *, 0-59, a list (1,15), a range (10-20) or a step (*/5)",
-    "Hour": "use *, 0-23, a list (8,12), a range (9-17) or a step (*/2)",
-    "Day-of-month": "use *, ?, 1-31, a list, a range, a step, L, L-3, 15W or LW",
-    "Month": "use *, 1-12 or JAN-DEC, a list, a range or a step",
-    "Day-of-week": "use *, ?, 0-7 or SUN-SAT (0 and 7 are Sunday), a list, a range, "
-    "a step, 5L (last Friday) or 5#3 (third Friday)",
+    "Second": gettext_noop("use *, 0-59, a list (1,15), a range (10-20) or a step (*/5)"),
+    "Minute": gettext_noop("use *, 0-59, a list (1,15), a range (10-20) or a step (*/5)"),
+    "Hour": gettext_noop("use *, 0-23, a list (8,12), a range (9-17) or a step (*/2)"),
+    "Day-of-month": gettext_noop("use *, ?, 1-31, a list, a range, a step, L, L-3, 15W or LW"),
+    "Month": gettext_noop("use *, 1-12 or JAN-DEC, a list, a range or a step"),
+    "Day-of-week": gettext_noop(
+        "use *, ?, 0-7 or SUN-SAT (0 and 7 are Sunday), a list, a range, a step, 5L (last Friday) or 5#3 (third Friday)"
+    ),
 }
+# The field names as messages show them (translated at the edge).
+_FIELD_LABELS = (
+    gettext_noop("Second"),
+    gettext_noop("Minute"),
+    gettext_noop("Hour"),
+    gettext_noop("Day-of-month"),
+    gettext_noop("Month"),
+    gettext_noop("Day-of-week"),
+)
 
 
 def _number(field: _Field, token: str, text: str, low: int, high: int, what: str) -> int:
@@ -209,21 +253,37 @@ def _number(field: _Field, token: str, text: str, low: int, high: int, what: str
         raise _bad(field, token)
     value = int(text)
     if not low <= value <= high:
-        raise CronError(OUT_OF_RANGE, f"{field.name} {token!r}: {what} must be {low}-{high}, got {value}")
+        raise CronError(
+            OUT_OF_RANGE,
+            gettext_noop("{field} {token!r}: {what} must be {low}-{high}, got {value}"),
+            field=field.name,
+            token=token,
+            what=what,
+            low=low,
+            high=high,
+            value=value,
+        )
     if len(text) > 2:
-        raise _bad(field, token, "numbers have at most two digits")
+        raise _bad(field, token, gettext_noop("numbers have at most two digits"))
     return value
 
 
 def _value(field: _Field, token: str, text: str) -> int:
     if text.isdigit():
-        return _number(field, token, text, field.first, field.last, "a value")
+        return _number(field, token, text, field.first, field.last, gettext_noop("a value"))
     if field.names is None:
         raise _bad(field, token)
     value = field.names.get(text)
     if value is None:
         known = ", ".join(field.names)
-        raise CronError(MALFORMED, f"{field.name} {token!r}: unknown name {text!r}, use {known}")
+        raise CronError(
+            MALFORMED,
+            gettext_noop("{field} {token!r}: unknown name {name!r}, use {known}"),
+            field=field.name,
+            token=token,
+            name=text,
+            known=known,
+        )
     return value
 
 
@@ -254,7 +314,7 @@ def _star(field: _Field, token: str) -> int | None:
     if token in ("*", "?"):
         return _range_bits(field.first, field.last, 1)
     if token[:2] in ("*/", "?/"):
-        step = _number(field, token, token[2:], 1, field.last, "the step")
+        step = _number(field, token, token[2:], 1, field.last, gettext_noop("the step"))
         return _range_bits(field.first, field.last, step)
     return None
 
@@ -274,7 +334,7 @@ def _list_bits(field: _Field, token: str) -> int:
             high = low
         step = 1
         if match["step"] is not None:
-            step = _number(field, token, match["step"], 1, field.last, "the step")
+            step = _number(field, token, match["step"], 1, field.last, gettext_noop("the step"))
         bits |= _span_bits(field, low, high, step)
     return bits
 
@@ -364,7 +424,11 @@ class CronSchedule:
         if dom not in ("*", "?") and dow not in ("*", "?"):
             raise CronError(
                 BOTH_DAYS_RESTRICTED,
-                f"Day-of-month ({dom}) and day-of-week ({dow}) cannot both be set: use ? in one of them",
+                gettext_noop(
+                    "Day-of-month ({dom}) and day-of-week ({dow}) cannot both be set: use ? in one of them"
+                ),
+                dom=dom,
+                dow=dow,
             )
 
         self.seconds = _mask_to_list(second_bits)
@@ -378,7 +442,12 @@ class CronSchedule:
         self._day_cache: dict[tuple[int, int], tuple[int, ...]] = {}
 
         if not self._can_fire():
-            raise CronError(NEVER_FIRES, f"{expression!r} can never fire: {self._why_never()}")
+            raise CronError(
+                NEVER_FIRES,
+                gettext_noop("{expression!r} can never fire: {why}"),
+                expression=expression,
+                why=self._why_never(),
+            )
 
     def __repr__(self) -> str:
         return f"CronSchedule({self.expression!r})"
@@ -403,14 +472,16 @@ class CronSchedule:
                 raise _bad(field, token)
             self._dom_last = True
             if match[1] is not None:
-                self._last_offset = _number(field, token, match[1], 0, 30, "the offset after L-")
+                self._last_offset = _number(
+                    field, token, match[1], 0, 30, gettext_noop("the offset after L-")
+                )
             self._nearest_weekday = bool(match[2])
             bits = _range_bits(1, 31, 1)
         elif bits is None and token.endswith("W"):
             self._nearest_weekday = True
             self._w_day = _value(field, token, token[:-1]) if token[:-1].isdigit() else -1
             if self._w_day < 0:
-                raise _bad(field, token, "W follows a single day, e.g. 15W, or L (LW)")
+                raise _bad(field, token, gettext_noop("W follows a single day, e.g. 15W, or L (LW)"))
             bits = 1 << self._w_day
         elif bits is None:
             bits = _list_bits(field, token)
@@ -427,7 +498,7 @@ class CronSchedule:
             self._dow_last = True
         elif special is not None:
             bits = 1 << _value(field, token, special[1])
-            self._nth = _number(field, token, special[3], 1, 5, "the number after #")
+            self._nth = _number(field, token, special[3], 1, 5, gettext_noop("the number after #"))
         elif bits is None and ("#" in token or token.endswith("L")):
             raise _bad(
                 field, token, "L and # follow a single day, e.g. 5L (last Friday) or 5#3 (third Friday)"
@@ -659,17 +730,23 @@ def parse(expr: str) -> CronSchedule:
     Longer than MAX_EXPRESSION_CHARS, before or after normalising, is 47001:
     the caches only ever hold bounded text."""
     if not isinstance(expr, str):
-        raise CronError(MALFORMED, "The cron expression must be text")
+        raise CronError(MALFORMED, gettext_noop("The cron expression must be text"))
     text = expr.strip()
     if len(text) > MAX_EXPRESSION_CHARS:
-        raise CronError(MALFORMED, f"The cron expression is longer than {MAX_EXPRESSION_CHARS} characters")
+        raise CronError(
+            MALFORMED,
+            gettext_noop("The cron expression is longer than {limit} characters"),
+            limit=MAX_EXPRESSION_CHARS,
+        )
     if text.isascii():
         # The cache key: spacing and case do not make a new entry.
         text = " ".join(_FIELD_SPLIT.split(text)).upper()
     normalized = _normalize_text(text)
     if len(normalized) > MAX_EXPRESSION_CHARS:
         raise CronError(
-            MALFORMED, f"The cron expression is longer than {MAX_EXPRESSION_CHARS} characters once normalised"
+            MALFORMED,
+            gettext_noop("The cron expression is longer than {limit} characters once normalised"),
+            limit=MAX_EXPRESSION_CHARS,
         )
     return _compile(normalized)
 
@@ -696,16 +773,24 @@ def zone_name(name: str | None) -> str:
     if name is None:
         return "UTC"
     if not isinstance(name, str):
-        raise CronError(UNKNOWN_ZONE, "The time zone must be an IANA name such as Europe/Berlin")
+        raise CronError(
+            UNKNOWN_ZONE, gettext_noop("The time zone must be an IANA name such as Europe/Berlin")
+        )
     text = name.strip()
     if not text:
         return "UTC"
     if len(text) > MAX_ZONE_CHARS:
-        raise CronError(UNKNOWN_ZONE, f"A time zone name has at most {MAX_ZONE_CHARS} characters")
+        raise CronError(
+            UNKNOWN_ZONE,
+            gettext_noop("A time zone name has at most {limit} characters"),
+            limit=MAX_ZONE_CHARS,
+        )
     canonical = _zone_names().get(text.casefold())
     if canonical is None:
         raise CronError(
-            UNKNOWN_ZONE, f"Unknown time zone {text!r}: use an IANA name such as America/New_York"
+            UNKNOWN_ZONE,
+            gettext_noop("Unknown time zone {zone!r}: use an IANA name such as America/New_York"),
+            zone=text,
         )
     return canonical
 
@@ -715,7 +800,7 @@ def get_zone(name: str) -> ZoneInfo:
     47006 if unknown, refused or empty (callers that mean UTC by an empty
     name pass it through `zone_name` first)."""
     if not isinstance(name, str) or not name.strip():
-        raise CronError(UNKNOWN_ZONE, "Choose a time zone, e.g. Europe/Berlin or UTC")
+        raise CronError(UNKNOWN_ZONE, gettext_noop("Choose a time zone, e.g. Europe/Berlin or UTC"))
     return _load_zone(zone_name(name))
 
 
@@ -724,7 +809,9 @@ def _read_zone(canonical: str) -> ZoneInfo:
         return ZoneInfo(canonical)
     except (ZoneInfoNotFoundError, ValueError, OSError):
         raise CronError(
-            UNKNOWN_ZONE, f"Unknown time zone {canonical!r}: use an IANA name such as America/New_York"
+            UNKNOWN_ZONE,
+            gettext_noop("Unknown time zone {zone!r}: use an IANA name such as America/New_York"),
+            zone=canonical,
         ) from None
 
 
@@ -748,22 +835,32 @@ def _zone(tz: ZoneInfo | tzinfo | str) -> tzinfo:
 def validate_interval(seconds) -> int:
     """A whole number of seconds, at least 5 (47004); other input is 47001."""
     if isinstance(seconds, bool):
-        raise CronError(MALFORMED, "The interval must be a whole number of seconds")
+        raise CronError(MALFORMED, gettext_noop("The interval must be a whole number of seconds"))
     if isinstance(seconds, float):
         if not seconds.is_integer():
-            raise CronError(MALFORMED, f"The interval must be a whole number of seconds, got {seconds}")
+            raise CronError(
+                MALFORMED,
+                gettext_noop("The interval must be a whole number of seconds, got {seconds}"),
+                seconds=seconds,
+            )
         seconds = int(seconds)
     elif isinstance(seconds, str):
         text = seconds.strip()
         if not re.fullmatch(r"[+-]?[0-9]+", text):
-            raise CronError(MALFORMED, f"The interval must be a whole number of seconds, got {seconds!r}")
+            raise CronError(
+                MALFORMED,
+                gettext_noop("The interval must be a whole number of seconds, got {seconds!r}"),
+                seconds=seconds,
+            )
         seconds = int(text)
     elif not isinstance(seconds, int):
-        raise CronError(MALFORMED, "The interval must be a whole number of seconds")
+        raise CronError(MALFORMED, gettext_noop("The interval must be a whole number of seconds"))
     if seconds < MIN_INTERVAL_SECONDS:
         raise CronError(
             INTERVAL_TOO_SHORT,
-            f"The interval must be at least {MIN_INTERVAL_SECONDS} seconds, got {seconds}",
+            gettext_noop("The interval must be at least {minimum} seconds, got {seconds}"),
+            minimum=MIN_INTERVAL_SECONDS,
+            seconds=seconds,
         )
     return seconds
 
@@ -772,6 +869,109 @@ def validate_interval(seconds) -> int:
 
 _ORDINALS = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth"}
 _DAY_LABELS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+# For descriptions in other languages: cron-descriptor's translations leave
+# L-n out and word W, # and the day and month names in English, so the day
+# part is ours, from these phrases (the translate callable words them).
+_ORDINAL_WORDS = {
+    1: gettext_noop("first"),
+    2: gettext_noop("second (ordinal)"),
+    3: gettext_noop("third"),
+    4: gettext_noop("fourth"),
+    5: gettext_noop("fifth"),
+}
+_DAY_WORDS = (
+    gettext_noop("Sunday"),
+    gettext_noop("Monday"),
+    gettext_noop("Tuesday"),
+    gettext_noop("Wednesday"),
+    gettext_noop("Thursday"),
+    gettext_noop("Friday"),
+    gettext_noop("Saturday"),
+    gettext_noop("Sunday"),
+)
+_MONTH_WORDS = (
+    "",
+    gettext_noop("January"),
+    gettext_noop("February"),
+    gettext_noop("March"),
+    gettext_noop("April"),
+    gettext_noop("May"),
+    gettext_noop("June"),
+    gettext_noop("July"),
+    gettext_noop("August"),
+    gettext_noop("September"),
+    gettext_noop("October"),
+    gettext_noop("November"),
+    gettext_noop("December"),
+)
+
+
+def _named_values(text: str, names: dict[str, int], words: tuple[str, ...], translate) -> str:
+    """A list or range of values (1-5, MON,WED) with each value worded."""
+
+    def word(match: re.Match) -> str:
+        token = match[0]
+        index = int(token) if token.isdigit() else names.get(token)
+        return translate(words[index]) if index is not None and 0 <= index < len(words) else token
+
+    return re.sub(r"[0-9]+|[A-Z]+", word, text)
+
+
+def _day_parts(schedule: CronSchedule, translate) -> list[str]:
+    """The day-of-month, day-of-week and month part of a description, in the
+    phrases of the catalog (L, L-n, nW, LW, L-nW, n#k, nL)."""
+    _, _, _, dom, month, dow = schedule.fields
+    parts = []
+    if schedule._dom_last:
+        offset = schedule._last_offset
+        if schedule._nearest_weekday:
+            parts.append(
+                translate(
+                    gettext_noop("on the weekday nearest {offset} days before the last day of the month")
+                ).format(offset=offset)
+                if offset
+                else translate(gettext_noop("on the last weekday of the month"))
+            )
+        elif offset:
+            parts.append(
+                translate(gettext_noop("on the {offset}th day before the last day of the month")).format(
+                    offset=offset
+                )
+            )
+        else:
+            parts.append(translate(gettext_noop("on the last day of the month")))
+    elif schedule._nearest_weekday:
+        parts.append(
+            translate(gettext_noop("on the weekday nearest day {day} of the month")).format(
+                day=schedule._w_day
+            )
+        )
+    elif dom not in ("*", "?"):
+        parts.append(translate(gettext_noop("on day {days} of the month")).format(days=dom))
+    if schedule._nth or schedule._dow_last:
+        weekday = translate(_DAY_WORDS[schedule._dow_bits.bit_length() - 1])
+        if schedule._dow_last:
+            parts.append(
+                translate(gettext_noop("on the last {weekday} of the month")).format(weekday=weekday)
+            )
+        else:
+            parts.append(
+                translate(gettext_noop("on the {which} {weekday} of the month")).format(
+                    which=translate(_ORDINAL_WORDS[schedule._nth]), weekday=weekday
+                )
+            )
+    elif dow not in ("*", "?"):
+        days = dow if "/" in dow or "*" in dow else _named_values(dow, _DOW_NAMES, _DAY_WORDS, translate)
+        parts.append(translate(gettext_noop("on {days}")).format(days=days))
+    if month not in ("*", "?"):
+        names = (
+            month
+            if "/" in month or "*" in month
+            else _named_values(month, _MONTH_NAMES, _MONTH_WORDS, translate)
+        )
+        parts.append(translate(gettext_noop("only in {months}")).format(months=names))
+    return parts
 
 
 def _day_phrase(schedule: CronSchedule) -> str | None:
@@ -811,8 +1011,10 @@ def _fallback_description(schedule: CronSchedule) -> str:
     return ", ".join(parts)
 
 
-def describe(expr: str) -> str:
-    """Human-readable text for an expression (raises CronError if invalid)."""
+def describe(expr: str, *, locale: str = "en_US", translate=None) -> str:
+    """Human-readable text for an expression (raises CronError if invalid).
+    Another `locale` (cron-descriptor's, e.g. zh_CN) needs `translate`, which
+    words this module's own phrases (gettext)."""
     schedule = parse(expr)
     phrase = _day_phrase(schedule)
     try:
@@ -822,6 +1024,12 @@ def describe(expr: str) -> str:
         options.use_24hour_time_format = True
         options.casing_type = CasingTypeEnum.Sentence
         options.day_of_week_start_index_zero = True
+        if locale != "en_US" and translate is not None:
+            options.locale_code = locale
+            fields = list(schedule.fields)
+            fields[3:6] = ["*", "*", "*"]
+            time_only = ExpressionDescriptor(" ".join(fields), options).get_description()
+            return translate(gettext_noop(", ")).join([time_only, *_day_parts(schedule, translate)])
         text = ExpressionDescriptor(schedule.expression, options).get_description()
         if phrase:
             # It reads L-3W as L-3; describe the day part ourselves.
@@ -840,31 +1048,40 @@ def iso_utc(when: datetime) -> str:
     return when.astimezone(UTC).replace(tzinfo=None, microsecond=0).isoformat() + "Z"
 
 
-def _warnings(schedule: CronSchedule) -> list[str]:
+def _warnings(schedule: CronSchedule, translate) -> list[str]:
     warnings = []
     if len(schedule.seconds) == 60:
-        warnings.append("The seconds field is *: this fires every second.")
+        warnings.append(translate(gettext_noop("The seconds field is *: this fires every second.")))
     elif len(schedule.seconds) > 1:
         warnings.append(
-            f"The seconds field {schedule.fields[0]} fires {len(schedule.seconds)} times a minute."
+            translate(gettext_noop("The seconds field {field} fires {count} times a minute.")).format(
+                field=schedule.fields[0], count=len(schedule.seconds)
+            )
         )
     return warnings
 
 
-def preview(expr: str, tz_name: str, *, after: datetime, count: int = 5) -> dict:
+def preview(
+    expr: str, tz_name: str, *, after: datetime, count: int = 5, locale: str = "en_US", translate=None
+) -> dict:
     """Everything the cron editor shows: the normalised expression, its
-    description, warnings and the next `count` fire times. Raises CronError."""
+    description, warnings and the next `count` fire times. Raises CronError.
+    `locale` and `translate` as for `describe`."""
     schedule = parse(expr)
     zone = get_zone(tz_name)
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PREVIEW_COUNT:
-        raise CronError(OUT_OF_RANGE, f"Count must be a whole number from 1 to {MAX_PREVIEW_COUNT}")
+        raise CronError(
+            OUT_OF_RANGE,
+            gettext_noop("Count must be a whole number from 1 to {limit}"),
+            limit=MAX_PREVIEW_COUNT,
+        )
     times = [
         {"utc": iso_utc(when), "local": when.astimezone(zone).isoformat(), "dst": mark}
         for when, mark in schedule._iter(after, _zone(zone), count)
     ]
     return {
         "expression": schedule.expression,
-        "description": describe(schedule.expression),
-        "warnings": _warnings(schedule),
+        "description": describe(schedule.expression, locale=locale, translate=translate),
+        "warnings": _warnings(schedule, translate or (lambda text: text)),
         "times": times,
     }

@@ -14,10 +14,13 @@ from datetime import UTC, datetime
 from django import forms
 from django.core.exceptions import ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from jobs import channels, cron, jsontext
 from jobs.config import ALERT_KINDS, alert_seconds, parse_alert_kinds, parse_email_list
 from jobs.handlers import registry
+from jobs.i18n import cron_error_message
 from jobs.models import (
     DEFAULT_ALERT_THRESHOLD,
     DEFAULT_MAX_RETRIES,
@@ -62,7 +65,7 @@ def check_instant(value: datetime) -> datetime:
     except (OverflowError, ValueError):
         value = None
     if value is None or not EARLIEST_INSTANT <= value <= LATEST_INSTANT:
-        raise ValidationError("Give a date-time between the years 1900 and 9000.", code="out_of_range")
+        raise ValidationError(_("Give a date-time between the years 1900 and 9000."), code="out_of_range")
     return value
 
 
@@ -113,31 +116,46 @@ def coerce_properties(value) -> dict[str, str]:
             value = jsontext.loads(value)
         except jsontext.JsonTextError as exc:
             code = "duplicate_key" if exc.code == "duplicate_key" else "invalid"
-            raise ValidationError(f"Properties must be a JSON object: {exc.message}", code=code) from None
+            raise ValidationError(
+                _("Properties must be a JSON object: {message}").format(message=exc.message), code=code
+            ) from None
     if not isinstance(value, dict):
-        raise ValidationError("Properties must be an object of names to text values.", code="invalid")
+        raise ValidationError(_("Properties must be an object of names to text values."), code="invalid")
     if len(value) > MAX_PROPERTIES:
-        raise ValidationError(f"A job can have at most {MAX_PROPERTIES} properties.", code="invalid")
+        raise ValidationError(
+            _("A job can have at most {max_properties} properties.").format(max_properties=MAX_PROPERTIES),
+            code="invalid",
+        )
     clean: dict[str, str] = {}
     for key, item in value.items():
         key = str(key).strip()
         if not key:
-            raise ValidationError("A property needs a name.", code="invalid")
+            raise ValidationError(_("A property needs a name."), code="invalid")
         if len(key) > MAX_PROPERTY_NAME_CHARS:
             raise ValidationError(
-                f"A property name can be at most {MAX_PROPERTY_NAME_CHARS} characters.", code="max_length"
+                _("A property name can be at most {max_property_name_chars} characters.").format(
+                    max_property_name_chars=MAX_PROPERTY_NAME_CHARS
+                ),
+                code="max_length",
             )
         if key in clean:
             raise ValidationError(
-                f"Two properties are named “{key[:100]}” (names are compared without surrounding spaces).",
+                _("Two properties are named “{key}” (names are compared without surrounding spaces).").format(
+                    key=key[:100]
+                ),
                 code="duplicate_key",
             )
         if isinstance(item, (dict, list)):
-            raise ValidationError(f"Property “{key}” must be text, not a list or object.", code="invalid")
+            raise ValidationError(
+                _("Property “{key}” must be text, not a list or object.").format(key=key), code="invalid"
+            )
         text = "" if item is None else (str(item).lower() if isinstance(item, bool) else str(item))
         if len(text) > MAX_PROPERTY_CHARS:
             raise ValidationError(
-                f"Property “{key}” is longer than {MAX_PROPERTY_CHARS} characters.", code="invalid"
+                _("Property “{key}” is longer than {max_property_chars} characters.").format(
+                    key=key, max_property_chars=MAX_PROPERTY_CHARS
+                ),
+                code="invalid",
             )
         clean[key] = text
     return clean
@@ -180,7 +198,10 @@ def clean_run_properties(job: Job, value) -> dict[str, str]:
     validate_storable(overrides)
     merged = {**(job.properties or {}), **overrides}
     if len(merged) > MAX_PROPERTIES:
-        raise ValidationError(f"A job can have at most {MAX_PROPERTIES} properties.", code="invalid")
+        raise ValidationError(
+            _("A job can have at most {max_properties} properties.").format(max_properties=MAX_PROPERTIES),
+            code="invalid",
+        )
     for field, error in kind_property_errors(job.kind, merged, sql_write=job.sql_write):
         message = error.messages[0]
         raise ValidationError(
@@ -226,11 +247,21 @@ class ChannelListField(forms.Field):
         return value
 
 
+# The console's names for the kinds of alert (jobs.config.ALERT_KINDS).
+ALERT_KIND_LABELS = {
+    "crashed": gettext_lazy("crashed"),
+    "recovered": gettext_lazy("recovered"),
+    "failed": gettext_lazy("failed"),
+    "late": gettext_lazy("late"),
+    "long_running": gettext_lazy("long running"),
+}
+
+
 class AlertKindsField(forms.Field):
     """The kinds of alert a job asks for (checkboxes in the console, a list in
     the API and the jobs-as-code file). Empty: the sys.job.alertOn setting."""
 
-    widget = forms.CheckboxSelectMultiple(choices=[(kind, kind.replace("_", " ")) for kind in ALERT_KINDS])
+    widget = forms.CheckboxSelectMultiple(choices=[(kind, ALERT_KIND_LABELS[kind]) for kind in ALERT_KINDS])
 
     def to_python(self, value):
         return parse_alert_kinds(value)
@@ -255,28 +286,37 @@ def coerce_after(value) -> list[dict]:
         try:
             value = jsontext.loads(value)
         except jsontext.JsonTextError as exc:
-            raise ValidationError(f"“After” must be a JSON list: {exc.message}", code="invalid") from None
+            raise ValidationError(
+                _("“After” must be a JSON list: {message}").format(message=exc.message), code="invalid"
+            ) from None
     if not isinstance(value, list):
-        raise ValidationError("“After” must be a list of {job, on} objects.", code="invalid")
+        raise ValidationError(_("“After” must be a list of {job, on} objects."), code="invalid")
     if len(value) > MAX_UPSTREAMS:
-        raise ValidationError(f"A job can follow at most {MAX_UPSTREAMS} upstream jobs.", code="invalid")
+        raise ValidationError(
+            _("A job can follow at most {max_upstreams} upstream jobs.").format(max_upstreams=MAX_UPSTREAMS),
+            code="invalid",
+        )
     clean, seen = [], set()
     for item in value:
         if isinstance(item, str):
             item = {"job": item}
         if not isinstance(item, dict) or set(item) - {"job", "on"}:
-            raise ValidationError("Each upstream is an object with “job” and “on”.", code="invalid")
+            raise ValidationError(_("Each upstream is an object with “job” and “on”."), code="invalid")
         name, on = item.get("job"), item.get("on", JobDependency.On.SUCCESS)
         if not isinstance(name, str) or not name.strip() or len(name) > 200 or "\x00" in name:
-            raise ValidationError("Each upstream needs the name of a job in “job”.", code="invalid")
+            raise ValidationError(_("Each upstream needs the name of a job in “job”."), code="invalid")
         if on not in JobDependency.On.values:
             raise ValidationError(
-                f"“on” must be one of {', '.join(JobDependency.On.values)}, not “{str(on)[:50]}”.",
+                _("“on” must be one of {join}, not “{value}”.").format(
+                    join=", ".join(JobDependency.On.values), value=str(on)[:50]
+                ),
                 code="invalid",
             )
         name = name.strip()
         if name in seen:
-            raise ValidationError(f"“{name[:100]}” is named twice in “after”.", code="invalid")
+            raise ValidationError(
+                _("“{name}” is named twice in “after”.").format(name=name[:100]), code="invalid"
+            )
         seen.add(name)
         clean.append({"job": name, "on": on})
     return clean
@@ -329,9 +369,10 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
     properties = PropertiesField(required=False)
     after = AfterField(
         required=False,
-        label="Runs after",
-        help_text='Upstream jobs, a JSON list: [{"job": "name", "on": "success"}] — "on" is success, failure or '
-        "finish. Each final run of an upstream that matches starts this job once.",
+        label=gettext_lazy("Runs after"),
+        help_text=gettext_lazy(
+            'Upstream jobs, a JSON list: [{"job": "name", "on": "success"}] — "on" is success, failure or finish. Each final run of an upstream that matches starts this job once.'
+        ),
     )
     alert_emails = EmailListField(required=False)
     alert_channels = ChannelListField(required=False)
@@ -356,9 +397,9 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.fields["handler"].widget = forms.Select(choices=self.handler_choices())
         self.fields["state"].choices = [
-            (Job.State.ENABLED, "Enabled"),
-            (Job.State.PAUSED, "Paused"),
-        ] + ([(Job.State.CRASHED, "Crashed")] if self.instance.state == Job.State.CRASHED else [])
+            (Job.State.ENABLED, _("Enabled")),
+            (Job.State.PAUSED, _("Paused")),
+        ] + ([(Job.State.CRASHED, _("Crashed"))] if self.instance.state == Job.State.CRASHED else [])
         self.fields["state"].required = False
         # Left out, these take the model's defaults (an import file or an API
         # body need not spell out every knob).
@@ -393,7 +434,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         # precomposed spelling (they look identical), so uniqueness holds.
         name = unicodedata.normalize("NFC", (self.cleaned_data.get("name") or "").strip())
         if not name:
-            raise ValidationError("Give the job a name.", code="required")
+            raise ValidationError(_("Give the job a name."), code="required")
         hidden = sorted(
             {
                 f"U+{ord(c):04X}"
@@ -403,21 +444,23 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         )
         if hidden:
             raise ValidationError(
-                "A job name cannot contain control, bidi-override, zero-width, other invisible characters "
-                "or spaces other than the plain space "
-                f"characters (found {', '.join(hidden[:5])}).",
+                _(
+                    "A job name cannot contain control, bidi-override, zero-width, other invisible characters or spaces other than the plain space characters (found {join})."
+                ).format(join=", ".join(hidden[:5])),
                 code="invalid_characters",
             )
         clash = Job.objects.live().filter(name=name).exclude(pk=self.instance.pk)
         if clash.exists():
-            raise ValidationError(f"A job named “{name}” already exists.", code="unique")
+            raise ValidationError(_("A job named “{name}” already exists.").format(name=name), code="unique")
         return name
 
     def clean_description(self):
         description = self.cleaned_data.get("description") or ""
         if len(description) > MAX_DESCRIPTION_CHARS:
             raise ValidationError(
-                f"The description can be at most {MAX_DESCRIPTION_CHARS:,} characters (it has {len(description):,}).",
+                _(
+                    "The description can be at most {max_description_chars:,} characters (it has {value:,})."
+                ).format(max_description_chars=MAX_DESCRIPTION_CHARS, value=len(description)),
                 code="max_length",
             )
         return description
@@ -426,7 +469,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         namespace = (self.cleaned_data.get("namespace") or "").strip()
         if namespace and not NAMESPACE_RE.fullmatch(namespace):
             raise ValidationError(
-                "A namespace is lower-case letters, digits, “-” and “_”, starting with a letter or digit.",
+                _("A namespace is lower-case letters, digits, “-” and “_”, starting with a letter or digit."),
                 code="invalid",
             )
         return namespace
@@ -451,7 +494,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         try:
             return cron.zone_name(self.cleaned_data.get("timezone"))
         except cron.CronError as exc:
-            raise ValidationError(exc.message, code=str(exc.code)) from None
+            raise ValidationError(cron_error_message(exc), code=str(exc.code)) from None
 
     def clean_timeout_seconds(self):
         value = self.cleaned_data.get("timeout_seconds")
@@ -459,7 +502,9 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
             return DEFAULT_TIMEOUT_SECONDS
         if not 1 <= value <= Job.MAX_TIMEOUT_SECONDS:
             raise ValidationError(
-                f"The timeout must be between 1 and {Job.MAX_TIMEOUT_SECONDS:,} seconds (24 hours).",
+                _("The timeout must be between 1 and {max_timeout_seconds:,} seconds (24 hours).").format(
+                    max_timeout_seconds=Job.MAX_TIMEOUT_SECONDS
+                ),
                 code="invalid",
             )
         return value
@@ -469,7 +514,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         if value is None:
             return DEFAULT_MAX_RETRIES
         if value > 100:
-            raise ValidationError("At most 100 retries.", code="invalid")
+            raise ValidationError(_("At most 100 retries."), code="invalid")
         return value
 
     def clean_retry_interval_seconds(self):
@@ -478,7 +523,9 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
             return DEFAULT_RETRY_INTERVAL_SECONDS
         if value > Job.MAX_TIMEOUT_SECONDS:
             raise ValidationError(
-                f"The retry interval can be at most {Job.MAX_TIMEOUT_SECONDS:,} seconds (24 hours).",
+                _("The retry interval can be at most {max_timeout_seconds:,} seconds (24 hours).").format(
+                    max_timeout_seconds=Job.MAX_TIMEOUT_SECONDS
+                ),
                 code="invalid",
             )
         return value
@@ -499,7 +546,10 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         value = self.cleaned_data.get("alert_threshold")
         if value is not None and value > MAX_ALERT_THRESHOLD:
             raise ValidationError(
-                f"The alert threshold can be at most {MAX_ALERT_THRESHOLD}.", code="invalid"
+                _("The alert threshold can be at most {max_alert_threshold}.").format(
+                    max_alert_threshold=MAX_ALERT_THRESHOLD
+                ),
+                code="invalid",
             )
         return DEFAULT_ALERT_THRESHOLD if value is None else value
 
@@ -515,7 +565,10 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
             self.add_error(
                 "long_running_seconds",
                 ValidationError(
-                    f"A long-running alert must come before the timeout ({timeout} s).", code="invalid"
+                    _("A long-running alert must come before the timeout ({timeout} s).").format(
+                        timeout=timeout
+                    ),
+                    code="invalid",
                 ),
             )
         return data
@@ -530,19 +583,23 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
             seconds = data.get("interval_seconds")
             if seconds is None and "interval_seconds" not in self.errors:
                 self.add_error(
-                    "interval_seconds", ValidationError("Enter the interval in seconds.", code="required")
+                    "interval_seconds", ValidationError(_("Enter the interval in seconds."), code="required")
                 )
             elif seconds is not None:
                 try:
                     data["interval_seconds"] = cron.validate_interval(seconds)
                 except cron.CronError as exc:
-                    self.add_error("interval_seconds", ValidationError(exc.message, code=str(exc.code)))
+                    self.add_error(
+                        "interval_seconds", ValidationError(cron_error_message(exc), code=str(exc.code))
+                    )
                 else:
                     if data["interval_seconds"] > Job.MAX_INTERVAL_SECONDS:
                         self.add_error(
                             "interval_seconds",
                             ValidationError(
-                                f"The interval can be at most {Job.MAX_INTERVAL_SECONDS:,} seconds (366 days); use a cron schedule for rarer jobs.",
+                                _(
+                                    "The interval can be at most {max_interval_seconds:,} seconds (366 days); use a cron schedule for rarer jobs."
+                                ).format(max_interval_seconds=Job.MAX_INTERVAL_SECONDS),
                                 code="invalid",
                             ),
                         )
@@ -551,14 +608,16 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
             expression = (data.get("cron_expression") or "").strip()
             if not expression:
                 self.add_error(
-                    "cron_expression", ValidationError("Enter a cron expression.", code="required")
+                    "cron_expression", ValidationError(_("Enter a cron expression."), code="required")
                 )
                 return
             try:
                 data["cron_expression"] = cron.normalize(expression)
                 cron.parse(data["cron_expression"])
             except cron.CronError as exc:
-                self.add_error("cron_expression", ValidationError(exc.message, code=str(exc.code)))
+                self.add_error(
+                    "cron_expression", ValidationError(cron_error_message(exc), code=str(exc.code))
+                )
             data["interval_seconds"] = None
 
     def _clean_after(self, data):
@@ -578,7 +637,9 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
             self.add_error(
                 "after",
                 ValidationError(
-                    f"No job named {', '.join(f'“{n[:100]}”' for n in unknown[:5])} to run after.",
+                    _("No job named {join} to run after.").format(
+                        join=", ".join(f"“{n[:100]}”" for n in unknown[:5])
+                    ),
                     code=CODE_UNKNOWN_UPSTREAM,
                 ),
             )
@@ -601,9 +662,9 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
             self.add_error(
                 "after",
                 ValidationError(
-                    "A job cannot run after itself: "
-                    + " → ".join(f"“{n[:100]}”" for n in reversed(cycle))
-                    + ".",
+                    _("A job cannot run after itself: {path}.").format(
+                        path=" → ".join(f"“{n[:100]}”" for n in reversed(cycle))
+                    ),
                     code=CODE_CYCLE,
                 ),
             )
@@ -639,7 +700,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
                 self.add_error(
                     "kind",
                     ValidationError(
-                        "SQL jobs are turned off on this server (JOBS_SQL_ENABLED).", code="sql_disabled"
+                        _("SQL jobs are turned off on this server (JOBS_SQL_ENABLED)."), code="sql_disabled"
                     ),
                 )
                 data["properties"] = properties
@@ -647,11 +708,15 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         if kind == Job.Kind.PYTHON:
             handler = (data.get("handler") or "").strip()
             if not handler:
-                self.add_error("handler", ValidationError("Choose a handler.", code="required"))
+                self.add_error("handler", ValidationError(_("Choose a handler."), code="required"))
             elif not registry.is_registered(handler) and handler != self.instance.handler:
                 # A job whose class disappeared stays editable under its old name.
                 self.add_error(
-                    "handler", ValidationError(f"No handler named “{handler}” is registered.", code="invalid")
+                    "handler",
+                    ValidationError(
+                        _("No handler named “{handler}” is registered.").format(handler=handler),
+                        code="invalid",
+                    ),
                 )
         elif kind == Job.Kind.HTTP:
             data["handler"] = ""
@@ -698,7 +763,9 @@ class TaskForm(StorableTextMixin, ErrorListMixin, forms.Form):
     def clean_handler(self):
         handler = self.cleaned_data["handler"]
         if not registry.is_registered(handler):
-            raise ValidationError(f"No handler named “{handler}” is registered.", code="invalid")
+            raise ValidationError(
+                _("No handler named “{handler}” is registered.").format(handler=handler), code="invalid"
+            )
         return handler
 
     def task_request(self):

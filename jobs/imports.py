@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from jobs import audit, jsontext, services
 from jobs.forms import JobForm
@@ -34,21 +35,31 @@ def parse(text: str, *, source: str = "the file") -> list[dict]:
         specs = jsontext.loads(text)  # duplicate keys, NaN, nesting beyond the stack
     except json.JSONDecodeError as exc:
         raise ImportFileError(
-            f"{source} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+            _("{source} is not valid JSON: {error} (line {line}, column {column})").format(
+                source=source, error=exc.msg, line=exc.lineno, column=exc.colno
+            )
         ) from None
     except (jsontext.JsonTextError, RecursionError) as exc:
         raise ImportFileError(
-            storable(f"{source} is not valid JSON: {getattr(exc, 'message', 'nested too deeply')}")
+            storable(
+                _("{source} is not valid JSON: {error}").format(
+                    source=source, error=getattr(exc, "message", "nested too deeply")
+                )
+            )
         ) from None
     if isinstance(specs, dict):
         specs = [specs]
     if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
-        raise ImportFileError(f"{source} must hold a JSON list of job objects.")
+        raise ImportFileError(_("{source} must hold a JSON list of job objects.").format(source=source))
     names = [s.get("name") for s in specs]
     dupes = sorted({str(n) for n in names if names.count(n) > 1})
     if dupes:
         raise ImportFileError(
-            storable(f"{source} names these jobs more than once: {', '.join(dupes)}; nothing was saved.")
+            storable(
+                _("{source} names these jobs more than once: {names}; nothing was saved.").format(
+                    source=source, names=", ".join(dupes)
+                )
+            )
         )
     return specs
 

@@ -10,6 +10,7 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.expressions import RawSQL
 from django.utils.timezone import now as _now
+from django.utils.translation import gettext_lazy as _
 
 from jobs import cron
 from jobs.logbuffer import cap_text
@@ -52,25 +53,25 @@ def cap_message(text: str | None, limit: int | None) -> str:
 
 class Job(models.Model):
     class Kind(models.TextChoices):
-        PYTHON = "python", "Python handler"
-        HTTP = "http", "HTTP request"
-        SQL = "sql", "SQL statement"
-        COMMAND = "command", "Command on the scheduler's host"
+        PYTHON = "python", _("Python handler")
+        HTTP = "http", _("HTTP request")
+        SQL = "sql", _("SQL statement")
+        COMMAND = "command", _("Command on the scheduler's host")
 
     class ScheduleType(models.TextChoices):
-        CRON = "cron", "Cron"
-        INTERVAL = "interval", "Interval"
+        CRON = "cron", _("Cron")
+        INTERVAL = "interval", _("Interval")
         # No schedule of its own: runs by hand or after an upstream job.
-        NONE = "none", "None (by hand or after other jobs)"
+        NONE = "none", _("None (by hand or after other jobs)")
 
     class MisfirePolicy(models.TextChoices):
-        SKIP = "skip", "Skip missed fires"
-        FIRE_ONCE_NOW = "fire_once_now", "Fire once now"
+        SKIP = "skip", _("Skip missed fires")
+        FIRE_ONCE_NOW = "fire_once_now", _("Fire once now")
 
     class State(models.TextChoices):
-        ENABLED = "enabled", "Enabled"
-        PAUSED = "paused", "Paused"
-        CRASHED = "crashed", "Crashed"
+        ENABLED = "enabled", _("Enabled")
+        PAUSED = "paused", _("Paused")
+        CRASHED = "crashed", _("Crashed")
 
     MIN_INTERVAL_SECONDS = MIN_INTERVAL_SECONDS
     MAX_INTERVAL_SECONDS = 366 * 86_400
@@ -111,7 +112,9 @@ class Job(models.Model):
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.PYTHON)
     handler = models.CharField(max_length=200, blank=True)
     properties = models.JSONField(default=dict, blank=True)
-    sql_write = models.BooleanField(default=False, help_text="SQL jobs only: allow the statement to write.")
+    sql_write = models.BooleanField(
+        default=False, help_text=_("SQL jobs only: allow the statement to write.")
+    )
     # Upstream jobs, as written by a person or file: [{"job": NAME, "on":
     # "success" | "failure" | "finish"}]. Validated by JobForm (unknown
     # names, cycles); services.save_job writes the JobDependency rows the
@@ -135,7 +138,7 @@ class Job(models.Model):
     # Apprise URLs, each stored encrypted (jobs.channels); never shown in full.
     alert_channels = models.JSONField(default=list, blank=True)
     notify_recovered = models.BooleanField(
-        default=False, help_text="Also send a notice when the job next succeeds after a crash."
+        default=False, help_text=_("Also send a notice when the job next succeeds after a crash.")
     )
     # Which kinds of alert (jobs.alerts.KINDS); empty: the sys.job.alertOn setting.
     alert_on = models.JSONField(default=list, blank=True)
@@ -325,29 +328,29 @@ class RunQuerySet(models.QuerySet):
 
 class Run(models.Model):
     class Trigger(models.TextChoices):
-        SCHEDULE = "schedule", "Schedule"
-        MANUAL = "manual", "Manual"
-        CATCH_UP = "catch_up", "Catch-up"
-        API = "api", "API"
-        TASK = "task", "One-off task"
-        UPSTREAM = "upstream", "After an upstream run"
+        SCHEDULE = "schedule", _("Schedule")
+        MANUAL = "manual", _("Manual")
+        CATCH_UP = "catch_up", _("Catch-up")
+        API = "api", _("API")
+        TASK = "task", _("One-off task")
+        UPSTREAM = "upstream", _("After an upstream run")
 
     class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        SUCCEEDED = "succeeded", "Succeeded"
-        FAILED = "failed", "Failed"
-        TIMED_OUT = "timed_out", "Timed out"
-        SKIPPED = "skipped", "Skipped"
-        CANCELLED = "cancelled", "Cancelled"
-        INTERRUPTED = "interrupted", "Interrupted"
+        QUEUED = "queued", _("Queued")
+        RUNNING = "running", _("Running")
+        SUCCEEDED = "succeeded", _("Succeeded")
+        FAILED = "failed", _("Failed")
+        TIMED_OUT = "timed_out", _("Timed out")
+        SKIPPED = "skipped", _("Skipped")
+        CANCELLED = "cancelled", _("Cancelled")
+        INTERRUPTED = "interrupted", _("Interrupted")
 
     class SkipReason(models.TextChoices):
-        MISFIRE = "misfire", "Misfire"
-        OVERLAP = "overlap", "Overlap"
+        MISFIRE = "misfire", _("Misfire")
+        OVERLAP = "overlap", _("Overlap")
         # A downstream job not started after its upstream run finished.
-        PAUSED = "paused", "Job paused"
-        CRASHED = "crashed", "Job crashed"
+        PAUSED = "paused", _("Job paused")
+        CRASHED = "crashed", _("Job crashed")
 
     # Finished without success: the console offers to run these again.
     RETRYABLE = (Status.FAILED, Status.TIMED_OUT, Status.INTERRUPTED, Status.CANCELLED)
@@ -485,9 +488,9 @@ class JobDependency(models.Model):
     services.save_job; read by the scheduler when a run finishes."""
 
     class On(models.TextChoices):
-        SUCCESS = "success", "On success"
-        FAILURE = "failure", "On failure"
-        FINISH = "finish", "On any finish"
+        SUCCESS = "success", _("On success")
+        FAILURE = "failure", _("On failure")
+        FINISH = "finish", _("On any finish")
 
     downstream = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="upstream_links")
     upstream = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="downstream_links")
@@ -613,18 +616,18 @@ class Alert(models.Model):
     a retry or a re-send after a restart is the same email."""
 
     class Kind(models.TextChoices):
-        CRASH = "crash", "Crashed"
-        RECOVERED = "recovered", "Recovered"
-        FAILED = "failed", "Failed"
-        LATE = "late", "Late"
-        LONG_RUNNING = "long_running", "Long running"
+        CRASH = "crash", _("Crashed")
+        RECOVERED = "recovered", _("Recovered")
+        FAILED = "failed", _("Failed")
+        LATE = "late", _("Late")
+        LONG_RUNNING = "long_running", _("Long running")
 
     class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        SENT = "sent", "Sent"
+        PENDING = "pending", _("Pending")
+        SENT = "sent", _("Sent")
         FAILED = "failed", "Gave up"  # temporary failures for too long
         FAILED_PERMANENT = "failed_permanent", "Refused"  # a 5xx reply
-        UNDELIVERABLE = "undeliverable", "No recipients"
+        UNDELIVERABLE = "undeliverable", _("No recipients")
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="alerts")
     # The run whose outcome crossed the threshold (or recovered the job).
@@ -735,10 +738,10 @@ class AuditEvent(models.Model):
     user or the job is deleted (the names are copied)."""
 
     class Via(models.TextChoices):
-        CONSOLE = "console", "Console"
-        API = "api", "API"
-        CLI = "cli", "Command line"
-        SYSTEM = "system", "System"
+        CONSOLE = "console", _("Console")
+        API = "api", _("API")
+        CLI = "cli", _("Command line")
+        SYSTEM = "system", _("System")
 
     job = models.ForeignKey(
         Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
@@ -757,8 +760,23 @@ class AuditEvent(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["job", "-created_at"], name="audit_job_idx")]
 
+    # The actions jobs.services records, as the job page's trail words them.
+    ACTION_LABELS = {
+        "create": _("create"),
+        "edit": _("edit"),
+        "pause": _("pause"),
+        "resume": _("resume"),
+        "re-enable": _("re-enable"),
+        "delete": _("delete"),
+        "run-now": _("run now"),
+        "cancel-run": _("cancel run"),
+    }
+
     def __str__(self):
         return f"{self.username or 'system'} {self.action} {self.job_name}"
+
+    def get_action_display(self) -> str:
+        return str(self.ACTION_LABELS.get(self.action, self.action))
 
 
 class APIToken(models.Model):
@@ -786,3 +804,16 @@ class APIToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class Profile(models.Model):
+    """What a user chose for themselves in the console: for now, the language
+    (blank: follow the browser's Accept-Language). jobs.i18n reads it."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, primary_key=True, on_delete=models.CASCADE, related_name="profile"
+    )
+    language = models.CharField(max_length=10, blank=True, choices=settings.LANGUAGES)
+
+    def __str__(self):
+        return f"{self.user_id}: {self.language or 'browser'}"

@@ -62,8 +62,11 @@ from django.core.mail.backends.smtp import EmailBackend as SMTPBackend
 from django.core.mail.message import sanitize_address
 from django.db.models import F, Max, Min
 from django.utils.html import escape
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from jobs import channels, leases, links
+from jobs.i18n import alert_translation
 from jobs.models import Alert, AlertDelivery
 
 log = logging.getLogger("cronboard.alerts")
@@ -121,8 +124,8 @@ def build_storm_email(alerts: list[Alert], *, connection=None) -> EmailMultiAlte
     subject and its job's link. Its Message-ID is made from the alerts' ids,
     so a retry of the same storm is recognisably the same email."""
     jobs = {alert.job_id for alert in alerts}
-    subject = f"[Cronboard] {len(alerts)} alerts for {len(jobs)} job{'s' if len(jobs) != 1 else ''}"
-    lines = [f"{len(alerts)} alerts:", ""]
+    subject, heading = _storm_words(len(alerts), len(jobs))
+    lines = [heading, ""]
     items = []
     for alert in alerts:
         url = links.job_url(alert.job_id)
@@ -262,14 +265,22 @@ def storm_message(rows: list[AlertDelivery]) -> tuple[str, str]:
     listing every alert of a storm with its job's link."""
     if len(rows) == 1:
         return rows[0].alert.subject, rows[0].alert.body_text
-    lines = [f"{len(rows)} alerts:", ""]
+    jobs = {row.alert.job_id for row in rows}
+    title, heading = _storm_words(len(rows), len(jobs))
+    lines = [heading, ""]
     for row in rows:
         lines.append(f"- {row.alert.subject}")
         lines.append(f"  {links.job_url(row.alert.job_id)}")
-    jobs = {row.alert.job_id for row in rows}
-    return f"[Cronboard] {len(rows)} alerts for {len(jobs)} job{'s' if len(jobs) != 1 else ''}", "\n".join(
-        lines
-    )
+    return title, "\n".join(lines)
+
+
+def _storm_words(alerts: int, jobs: int) -> tuple[str, str]:
+    """(subject, first line) of a storm message, in the alerts' language."""
+    with alert_translation():
+        subject = "[Cronboard] " + ngettext(
+            "{alerts} alerts for {jobs} job", "{alerts} alerts for {jobs} jobs", jobs
+        ).format(alerts=alerts, jobs=jobs)
+        return subject, _("{alerts} alerts:").format(alerts=alerts)
 
 
 def _recipient_key(recipients) -> tuple[str, ...]:

@@ -13,6 +13,8 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, gettext_noop
 
 from jobs import audit
 from jobs.handlers import registry
@@ -47,7 +49,11 @@ class ForbiddenError(ServiceError):
 def check_demo_mode(action: str) -> None:
     """Refuse `action` while DEMO_MODE is on: a demo shows jobs, it does not run them on request."""
     if getattr(settings, "DEMO_MODE", False):
-        raise DemoModeError(f"Demo mode: {action} is turned off on this server.")
+        raise DemoModeError(
+            _("Demo mode: {action} is turned off on this server.").format(
+                action=_(_ACTION_WORDS.get(action, action))
+            )
+        )
 
 
 # Kinds that reach outside the process: the network, the database, the host.
@@ -56,7 +62,22 @@ GUARDED_KINDS = (Job.Kind.HTTP, Job.Kind.SQL, Job.Kind.COMMAND)
 SUPERUSER_KINDS = (Job.Kind.SQL, Job.Kind.COMMAND)
 
 
-_PARTICIPLES = {"create or edit": "created or edited", "resume": "resumed", "re-enable": "re-enabled"}
+_PARTICIPLES = {
+    "create or edit": gettext_noop("created or edited"),
+    "resume": gettext_noop("resumed"),
+    "re-enable": gettext_noop("re-enabled"),
+}
+# The actions as messages name them (translated when the message is raised).
+_ACTION_WORDS = {
+    "run now": gettext_noop("run now"),
+    "enqueuing tasks": gettext_noop("enqueuing tasks"),
+    "create or edit": gettext_noop("create or edit"),
+    "resume": gettext_noop("resume"),
+    "re-enable": gettext_noop("re-enable"),
+    "pause": gettext_noop("pause"),
+    "delete": gettext_noop("delete"),
+    "override the properties of": gettext_noop("override the properties of"),
+}
 
 
 def check_job_change(*, kinds: Iterable[str | None], user, action: str, runs: bool = True) -> None:
@@ -71,12 +92,20 @@ def check_job_change(*, kinds: Iterable[str | None], user, action: str, runs: bo
     kinds = {kind for kind in kinds if kind}
     guarded = [kind for kind in GUARDED_KINDS if kind in kinds]
     if runs and guarded and getattr(settings, "DEMO_MODE", False):
-        label = " and ".join(kind.upper() for kind in guarded)
-        raise DemoModeError(f"Demo mode: {label} jobs cannot be {_PARTICIPLES.get(action, action)}.")
+        label = _(" and ").join(kind.upper() for kind in guarded)
+        raise DemoModeError(
+            _("Demo mode: {kinds} jobs cannot be {done}.").format(
+                kinds=label, done=_(_PARTICIPLES.get(action, action))
+            )
+        )
     restricted = [kind for kind in SUPERUSER_KINDS if kind in kinds]
     if restricted and user is not None and not getattr(user, "is_superuser", False):
-        label = " and ".join("SQL" if kind == Job.Kind.SQL else kind for kind in restricted)
-        raise ForbiddenError(f"Only superusers can {action} {label} jobs.")
+        label = _(" and ").join("SQL" if kind == Job.Kind.SQL else kind for kind in restricted)
+        raise ForbiddenError(
+            _("Only superusers can {action} {kinds} jobs.").format(
+                action=_(_ACTION_WORDS.get(action, action)), kinds=label
+            )
+        )
 
 
 def wake_schedulers(sender: str = "") -> None:
@@ -132,7 +161,7 @@ def save_job_if_changed(
         changes = audit.diff(before, audit.snapshot(job))
         if not creating and not changes:
             if expected_version is not None and expected_version != stored.version:
-                raise StaleJobError(STALE_MESSAGE)
+                raise StaleJobError(str(STALE_MESSAGE))
             return stored, False
         if creating and job.owner_id is None and getattr(user, "pk", None):
             job.owner = user
@@ -141,7 +170,7 @@ def save_job_if_changed(
                 version=F("version") + 1
             )
             if not bumped:
-                raise StaleJobError(STALE_MESSAGE)
+                raise StaleJobError(str(STALE_MESSAGE))
             job.version = expected_version + 1
         elif job.pk is not None:
             job.version = F("version") + 1
@@ -183,7 +212,7 @@ def save_dependencies(job: Job, *, renamed_from: str | None = None) -> None:
                 Job.objects.filter(pk=downstream.pk).update(after=after)
 
 
-STALE_MESSAGE = (
+STALE_MESSAGE = gettext_lazy(
     "This job was changed by someone else after you opened it. "
     "Reload the page to see the current version, then make your change again."
 )
@@ -238,7 +267,7 @@ def delete_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: d
     stay (retention removes them in time); queued runs are cancelled."""
     now = now or timezone.now()
     if job.builtin:
-        raise ServiceError("Built-in jobs cannot be deleted; pause them instead.")
+        raise ServiceError(_("Built-in jobs cannot be deleted; pause them instead."))
     check_job_change(kinds=[job.kind], user=user, action="delete", runs=False)
     with transaction.atomic():
         Job.objects.filter(pk=job.pk, deleted_at__isnull=True).update(
@@ -435,7 +464,7 @@ def _validate_task(request: TaskRequest) -> None:
 
 def _require_live(job: Job) -> None:
     if job.is_deleted:
-        raise ServiceError("This job has been deleted.")
+        raise ServiceError(_("This job has been deleted."))
 
 
 def _live_manual_run(job: Job) -> Run | None:

@@ -20,6 +20,7 @@ import re
 
 from django.core.exceptions import SuspiciousOperation, ValidationError
 from django.http import HttpResponseBadRequest
+from django.utils.translation import gettext as _
 
 REPLACEMENT = "\ufffd"
 CODE = "invalid_text"
@@ -50,8 +51,8 @@ def storable_value(value):
 
 def describe(char: str) -> str:
     if char == "\x00":
-        return "a NUL character"
-    return f"an unpaired surrogate (U+{ord(char):04X})"
+        return _("a NUL character")
+    return _("an unpaired surrogate (U+{code:04X})").format(code=ord(char))
 
 
 def find_unstorable(value) -> str | None:
@@ -64,11 +65,13 @@ def find_unstorable(value) -> str | None:
         item, name = pending.pop()
         if isinstance(item, str):
             if match := _UNSTORABLE_RE.search(item):
-                return describe(match.group()) + ("" if name is None else f" in “{storable(name)}”")
+                if name is None:
+                    return describe(match.group())
+                return _("{what} in “{name}”").format(what=describe(match.group()), name=storable(name))
         elif isinstance(item, dict):
             for key, inner in item.items():
                 if isinstance(key, str) and (match := _UNSTORABLE_RE.search(key)):
-                    return f"{describe(match.group())} in a name"
+                    return _("{what} in a name").format(what=describe(match.group()))
                 pending.append((inner, str(key)))
         elif isinstance(item, (list, tuple)):
             pending.extend((inner, name) for inner in item)
@@ -79,7 +82,9 @@ def validate_storable(value) -> None:
     """A form field validator: refuse text no database stores."""
     problem = find_unstorable(value)
     if problem:
-        raise ValidationError(f"Contains {problem}, which cannot be stored.", code=CODE)
+        raise ValidationError(
+            _("Contains {problem}, which cannot be stored.").format(problem=problem), code=CODE
+        )
 
 
 class StorableQueryMiddleware:

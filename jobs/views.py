@@ -21,6 +21,8 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -33,6 +35,7 @@ from jobs.handlers import registry
 from jobs.handlers.command import command_enabled
 from jobs.handlers.http import METHODS as HTTP_METHODS
 from jobs.handlers.sql import sql_enabled
+from jobs.i18n import cron_error_message, describe_cron, localized_preview
 from jobs.leases import cluster_status
 from jobs.models import LIVE_RUN, MANUAL_RUN, AuditEvent, Job, Message, Run, parse_run_cursor, run_cursor
 
@@ -61,7 +64,7 @@ def staff_required(view):
     @wraps(view)
     def wrapper(request, *args, **kwargs):
         if not access.can_edit(request.user):
-            raise PermissionDenied("Only staff can change jobs.")
+            raise PermissionDenied(_("Only staff can change jobs."))
         return view(request, *args, **kwargs)
 
     return wrapper
@@ -163,18 +166,23 @@ def _live_runs(job: Job):
 
 def _describe_schedule(job: Job) -> str:
     if job.schedule_type == Job.ScheduleType.NONE:
-        return "No schedule: by hand or after upstream jobs"
+        return _("No schedule: by hand or after upstream jobs")
     if job.schedule_type == Job.ScheduleType.INTERVAL:
         seconds = job.interval_seconds or 0
         for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
             if seconds % size == 0 and seconds >= size:
                 count = seconds // size
-                return f"Every {count} {unit}{'s' if count != 1 else ''}"
-        return f"Every {seconds} seconds"
+                wording = {
+                    "day": ngettext("Every {count} day", "Every {count} days", count),
+                    "hour": ngettext("Every {count} hour", "Every {count} hours", count),
+                    "minute": ngettext("Every {count} minute", "Every {count} minutes", count),
+                }[unit]
+                return wording.format(count=count)
+        return _("Every {seconds} seconds").format(seconds=seconds)
     try:
-        return cron.describe(job.cron_expression)
+        return describe_cron(job.cron_expression)
     except cron.CronError as exc:
-        return f"Invalid expression ({exc.code})"
+        return _("Invalid expression ({code})").format(code=exc.code)
 
 
 @login_required
@@ -193,7 +201,7 @@ def job_export(request):
 
     from jobs.serializers import job_to_spec
 
-    jobs, *_ = _filtered_jobs(request)
+    jobs, *_rest = _filtered_jobs(request)
     specs = [job_to_spec(job) for job in jobs.order_by("name")]
     response = HttpResponse(
         json.dumps(specs, indent=2, ensure_ascii=False), content_type="application/json; charset=utf-8"
@@ -222,18 +230,18 @@ def job_import(request):
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError:
-                text, context["file_error"] = "", "The file is not UTF-8 text."
+                text, context["file_error"] = "", _("The file is not UTF-8 text.")
             if len(raw) > MAX_IMPORT_BYTES:
                 text, context["file_error"] = (
                     "",
-                    f"The file is larger than {MAX_IMPORT_BYTES // 1024 // 1024} MB.",
+                    _("The file is larger than {size} MB.").format(size=MAX_IMPORT_BYTES // 1024 // 1024),
                 )
         else:
             text = request.POST.get("text", "")
         context["text"] = text
         if not context["file_error"]:
             try:
-                specs = imports.parse(text, source="The file")
+                specs = imports.parse(text, source=_("The file"))
             except imports.ImportFileError as exc:
                 context["file_error"] = str(exc)
             else:
@@ -247,7 +255,9 @@ def job_import(request):
                     else:
                         messages.success(
                             request,
-                            f"Imported {len(specs)} job(s): {created} created, {updated} updated, {unchanged} unchanged.",
+                            _(
+                                "Imported {count} job(s): {created} created, {updated} updated, {unchanged} unchanged."
+                            ).format(count=len(specs), created=created, updated=updated, unchanged=unchanged),
                         )
                         return _done(request, reverse("jobs:job_list"))
                 context["planned"] = imports.plan(specs, user=request.user)
@@ -271,10 +281,17 @@ def job_bulk(request):
     ids = [i for i in request.POST.getlist("ids") if i.isdigit()]
     jobs = list(access.visible_jobs(request.user).filter(pk__in=ids).order_by("name")) if ids else []
     if action not in BULK_ACTIONS:
-        messages.error(request, "Choose pause, resume, run or delete.")
+        messages.error(request, _("Choose pause, resume, run or delete."))
     elif not jobs:
-        verb = {"pause": "paused", "resume": "resumed", "run": "run", "delete": "deleted"}[action]
-        messages.error(request, f"Nothing was {verb}: tick the jobs to {action} first.")
+        messages.error(
+            request,
+            {
+                "pause": _("Nothing was paused: tick the jobs to pause first."),
+                "resume": _("Nothing was resumed: tick the jobs to resume first."),
+                "run": _("Nothing was run: tick the jobs to run first."),
+                "delete": _("Nothing was deleted: tick the jobs to delete first."),
+            }[action],
+        )
     elif action == "delete" and not request.POST.get("confirm"):
         context = {**_job_list_context(request), "confirm_jobs": jobs}
         if request.htmx:
@@ -315,49 +332,61 @@ def _bulk_apply(request, action: str, jobs: list[Job]) -> None:
             # Demo mode, an SQL job this user may not change, a built-in job
             # that cannot be deleted: the rest go ahead.
             refused.append((job, str(exc)))
-    verb = {"pause": "Paused", "resume": "Resumed", "run": "Queued a manual run of", "delete": "Deleted"}[
-        action
-    ]
-    text = f"{verb} {len(done)} job{'s' if len(done) != 1 else ''}."
+    count = len(done)
+    text = {
+        "pause": ngettext("Paused {count} job.", "Paused {count} jobs.", count),
+        "resume": ngettext("Resumed {count} job.", "Resumed {count} jobs.", count),
+        "run": ngettext("Queued a manual run of {count} job.", "Queued a manual run of {count} jobs.", count),
+        "delete": ngettext("Deleted {count} job.", "Deleted {count} jobs.", count),
+    }[action].format(count=count)
     if skipped and action == "pause":
-        them = "it" if len(skipped) == 1 else "them"
-        text += (
-            f" Left {len(skipped)} crashed job{'s' if len(skipped) != 1 else ''} crashed ({_names(skipped)}):"
-            f" re-enable or resume {them} to schedule {them} again."
-        )
+        text += " " + ngettext(
+            "Left {count} crashed job crashed ({names}): re-enable or resume it to schedule it again.",
+            "Left {count} crashed jobs crashed ({names}): re-enable or resume them to schedule them again.",
+            len(skipped),
+        ).format(count=len(skipped), names=_names(skipped))
     elif skipped:
-        text += f" {_names(skipped)} already had a manual run queued or running."
+        text += " " + _("{names} already had a manual run queued or running.").format(names=_names(skipped))
     (messages.warning if skipped else messages.success)(request, text)
     reasons: dict[str, list[Job]] = {}
     for job, reason in refused:
         reasons.setdefault(reason, []).append(job)
     for reason, refused_jobs in reasons.items():
-        messages.error(request, f"Not changed: {_names(refused_jobs)}: {reason}")
+        messages.error(
+            request, _("Not changed: {names}: {reason}").format(names=_names(refused_jobs), reason=reason)
+        )
 
 
 # -- job form --------------------------------------------------------------------
 
 
 FORM_LABELS = {
-    "kind": "Kind",
-    "handler": "Handler",
-    "url": "URL",
-    "sql": "SQL statement",
-    "sql_write": "Allow the statement to write",
-    "properties": "Properties",
-    "schedule_type": "Schedule",
-    "interval_seconds": "Every (seconds)",
-    "misfire_policy": "When a fire was missed",
-    "run_once": "Run once, then disable",
-    "max_retries": "Retries",
-    "retry_interval_seconds": "Retry after (seconds)",
-    "timeout_seconds": "Timeout (seconds)",
-    "alert_threshold": "Alert after this many failed fires in a row",
-    "alert_emails": "Alert emails",
-    "alert_channels": "Alert channels",
-    "alert_on": "Alert on",
-    "late_after_seconds": "Late after (seconds)",
-    "long_running_seconds": "Long running after (seconds)",
+    "name": gettext_lazy("Name"),
+    "description": gettext_lazy("Description"),
+    "namespace": gettext_lazy("Namespace"),
+    "cron_expression": gettext_lazy("Cron expression"),
+    "timezone": gettext_lazy("Timezone"),
+    "notify_recovered": gettext_lazy("Notify recovered"),
+    "state": gettext_lazy("State"),
+    "kind": gettext_lazy("Kind"),
+    "handler": gettext_lazy("Handler"),
+    "url": gettext_lazy("URL"),
+    "sql": gettext_lazy("SQL statement"),
+    "sql_write": gettext_lazy("Allow the statement to write"),
+    "properties": gettext_lazy("Properties"),
+    "schedule_type": gettext_lazy("Schedule"),
+    "interval_seconds": gettext_lazy("Every (seconds)"),
+    "misfire_policy": gettext_lazy("When a fire was missed"),
+    "run_once": gettext_lazy("Run once, then disable"),
+    "max_retries": gettext_lazy("Retries"),
+    "retry_interval_seconds": gettext_lazy("Retry after (seconds)"),
+    "timeout_seconds": gettext_lazy("Timeout (seconds)"),
+    "alert_threshold": gettext_lazy("Alert after this many failed fires in a row"),
+    "alert_emails": gettext_lazy("Alert emails"),
+    "alert_channels": gettext_lazy("Alert channels"),
+    "alert_on": gettext_lazy("Alert on"),
+    "late_after_seconds": gettext_lazy("Late after (seconds)"),
+    "long_running_seconds": gettext_lazy("Long running after (seconds)"),
 }
 
 
@@ -404,7 +433,9 @@ def _job_form(data=None, *, job: Job | None, user, initial=None) -> JobForm:
     form.fields["interval_seconds"].widget.attrs.update(
         {"min": cron.MIN_INTERVAL_SECONDS, "data-min-code": cron.INTERVAL_TOO_SHORT}
     )
-    form.fields["interval_seconds"].help_text = f"At least {cron.MIN_INTERVAL_SECONDS} seconds."
+    form.fields["interval_seconds"].help_text = _("At least {seconds} seconds.").format(
+        seconds=cron.MIN_INTERVAL_SECONDS
+    )
     return form
 
 
@@ -442,14 +473,14 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
     form.fields["headers"].widget.attrs.update({"rows": 3, "placeholder": "Header-Name: value"})
     form.fields["body"].widget.attrs.update({"rows": 3})
     form.fields["sql"].widget.attrs.update({"rows": 4})
-    form.fields["alert_emails"].help_text = "Comma separated. Empty: the global alert emails (Settings)."
+    form.fields["alert_emails"].help_text = _("Comma separated. Empty: the global alert emails (Settings).")
     form.fields["alert_channels"].widget.attrs.update(
         {"rows": 2, "placeholder": "json://hooks.example.com/path"}
     )
-    form.fields["alert_on"].help_text = "None ticked: the kinds of alert in Settings."
-    form.fields["late_after_seconds"].help_text = "Empty: the default in Settings."
-    form.fields["long_running_seconds"].help_text = "Below the timeout. Empty: the default in Settings."
-    form.fields["alert_channels"].help_text = (
+    form.fields["alert_on"].help_text = _("None ticked: the kinds of alert in Settings.")
+    form.fields["late_after_seconds"].help_text = _("Empty: the default in Settings.")
+    form.fields["long_running_seconds"].help_text = _("Below the timeout. Empty: the default in Settings.")
+    form.fields["alert_channels"].help_text = _(
         "Apprise URLs, one per line. Empty: the global alert channels (Settings). "
         "Secrets are masked once saved; leave a masked line as it is to keep it."
     )
@@ -488,9 +519,9 @@ def _save_job_form(request, job: Job | None):
             form.add_error(None, ValidationError(str(exc), code="stale"))
         except IntegrityError:
             # Two people created the same name at the same moment.
-            form.add_error("name", ValidationError("A job with this name already exists.", code="unique"))
+            form.add_error("name", ValidationError(_("A job with this name already exists."), code="unique"))
         else:
-            messages.success(request, f"Saved “{saved.name}”.")
+            messages.success(request, _("Saved “{name}”.").format(name=saved.name))
             return _done(request, reverse("jobs:job_detail", args=[saved.pk]))
     # Invalid: 200 so htmx swaps the form with its errors in.
     return _partial_or_page(request, "jobs/job_form.html", "job-form", _form_context(form, job))
@@ -558,9 +589,9 @@ def cron_preview(request):
     if expression:
         try:
             zone_name = context["zone_name"] = cron.zone_name(zone_name)
-            preview = cron.preview(expression, zone_name, after=timezone.now(), count=5)
+            preview = localized_preview(expression, zone_name, after=timezone.now(), count=5)
         except cron.CronError as exc:
-            context["error"] = {"code": exc.code, "message": exc.message}
+            context["error"] = {"code": exc.code, "message": cron_error_message(exc)}
         else:
             zone = cron.get_zone(zone_name)
             context["preview"] = preview
@@ -712,7 +743,7 @@ def _job_action(request, job_id, action):
 def job_pause(request, job_id):
     def pause(job):
         services.pause_job(job=job, user=request.user)
-        messages.success(request, f"Paused “{job.name}”.")
+        messages.success(request, _("Paused “{name}”.").format(name=job.name))
 
     return _job_action(request, job_id, pause)
 
@@ -726,7 +757,10 @@ def job_resume(request, job_id):
     def resume(job):
         was_crashed = job.state == Job.State.CRASHED
         services.resume_job(job=job, user=request.user)
-        messages.success(request, f"{'Re-enabled' if was_crashed else 'Resumed'} “{job.name}”.")
+        messages.success(
+            request,
+            (_("Re-enabled “{name}”.") if was_crashed else _("Resumed “{name}”.")).format(name=job.name),
+        )
 
     return _job_action(request, job_id, resume)
 
@@ -743,14 +777,29 @@ def job_run_now(request, job_id):
             )
         except ValidationError as exc:
             messages.error(
-                request, f"Not run: the property overrides are not valid: {' '.join(exc.messages)}"
+                request,
+                _("Not run: the property overrides are not valid: {join}").format(
+                    join=" ".join(exc.messages)
+                ),
             )
             return
         if created:
-            overrides = f" with {len(run.properties)} property override(s)" if run.properties else ""
-            messages.success(request, f"Queued a manual run of “{job.name}”{overrides}.")
+            overrides = (
+                _(" with {count} property override(s)").format(count=len(run.properties))
+                if run.properties
+                else ""
+            )
+            messages.success(
+                request,
+                _("Queued a manual run of “{name}”{overrides}.").format(name=job.name, overrides=overrides),
+            )
         else:
-            messages.info(request, f"A manual run of “{job.name}” is already {run.status}.")
+            messages.info(
+                request,
+                _("A manual run of “{name}” is already {status}.").format(
+                    name=job.name, status=run.get_status_display().lower()
+                ),
+            )
 
     return _job_action(request, job_id, run)
 
@@ -767,7 +816,7 @@ def job_delete(request, job_id):
     except services.ServiceError as exc:
         messages.error(request, str(exc))
         return _done(request, reverse("jobs:job_detail", args=[job.pk]))
-    messages.success(request, f"Deleted “{job.name}”.")
+    messages.success(request, _("Deleted “{name}”.").format(name=job.name))
     return _done(request, reverse("jobs:job_list"))
 
 
@@ -859,10 +908,10 @@ def _all_runs_context(request, *, now: datetime | None = None) -> dict:
         "statuses": Run.Status.choices,
         "triggers": Run.Trigger.choices,
         "windows": [
-            ("1h", "Last hour"),
-            ("today", "Today (UTC)"),
-            ("24h", "Last 24 hours"),
-            ("7d", "Last 7 days"),
+            ("1h", _("Last hour")),
+            ("today", _("Today (UTC)")),
+            ("24h", _("Last 24 hours")),
+            ("7d", _("Last 7 days")),
         ],
         "filter_query": urlencode(filters),
         "this_query": params.urlencode(),
@@ -966,7 +1015,7 @@ def upcoming(request):
     context = {
         "fires": page,
         "window": window,
-        "windows": [("24h", "Next 24 hours"), ("7d", "Next 7 days")],
+        "windows": [("24h", _("Next 24 hours")), ("7d", _("Next 7 days"))],
         "later_query": urlencode({"window": window, "after": fires.cursor_of(page[-1])}) if more else "",
         "deeper": after is not None,
     }
@@ -1002,7 +1051,9 @@ def run_retry(request, run_id):
     if run.job_id is None or run.status not in Run.RETRYABLE:
         messages.error(
             request,
-            f"Run {run.pk} is {run.get_status_display().lower()}: only a failed run of a job can be retried.",
+            _("Run {pk} is {get_status_display}: only a failed run of a job can be retried.").format(
+                pk=run.pk, get_status_display=run.get_status_display().lower()
+            ),
         )
         return _done(request, reverse("jobs:run_detail", args=[run.pk]))
     try:
@@ -1012,14 +1063,24 @@ def run_retry(request, run_id):
     except ValidationError as exc:
         messages.error(
             request,
-            f"Not retried: the run's property overrides are no longer valid: {' '.join(exc.messages)}",
+            _("Not retried: the run's property overrides are no longer valid: {join}").format(
+                join=" ".join(exc.messages)
+            ),
         )
     else:
         if created:
-            messages.success(request, f"Queued run {new.pk} of “{run.job.name}”, a retry of run {run.pk}.")
+            messages.success(
+                request,
+                _("Queued run {pk} of “{name}”, a retry of run {pk2}.").format(
+                    pk=new.pk, name=run.job.name, pk2=run.pk
+                ),
+            )
         else:
             messages.info(
-                request, f"A manual run of “{run.job.name}” is already {new.status} (run {new.pk})."
+                request,
+                _("A manual run of “{name}” is already {status} (run {pk}).").format(
+                    name=run.job.name, status=new.get_status_display().lower(), pk=new.pk
+                ),
             )
     return _done(request, reverse("jobs:job_detail", args=[run.job_id]))
 
@@ -1041,9 +1102,9 @@ def run_log(request, run_id):
 def run_cancel(request, run_id):
     run = access.get_run_for_user(request.user, run_id)
     if services.cancel_run(run=run, user=request.user):
-        messages.success(request, f"Cancelling run {run.pk}.")
+        messages.success(request, _("Cancelling run {pk}.").format(pk=run.pk))
     else:
-        messages.info(request, f"Run {run.pk} had already finished.")
+        messages.info(request, _("Run {pk} had already finished.").format(pk=run.pk))
     return _done(
         request,
         reverse("jobs:job_detail", args=[run.job_id])
@@ -1060,11 +1121,11 @@ def settings_page(request):
     """The config centre: everyone reads, staff change."""
     if request.method == "POST":
         if not access.can_edit(request.user):
-            raise PermissionDenied("Only staff can change settings.")
+            raise PermissionDenied(_("Only staff can change settings."))
         form = SettingsForm(request.POST)
         if form.is_valid():
             form.save(user=request.user)
-            messages.success(request, "Settings saved.")
+            messages.success(request, _("Settings saved."))
             return _done(request, reverse("jobs:settings"))
     else:
         form = SettingsForm()
@@ -1123,14 +1184,14 @@ def profile(request):
     if request.method == "POST":
         if "revoke" in request.POST:
             if tokens.revoke_token(user=request.user, token_id=request.POST["revoke"]):
-                messages.success(request, "Token revoked: programs using it are now refused.")
+                messages.success(request, _("Token revoked: programs using it are now refused."))
             else:
-                messages.error(request, "No such active token: nothing was revoked.")
+                messages.error(request, _("No such active token: nothing was revoked."))
             return redirect("jobs:profile")
         form = TokenForm(request.POST)
         if not form.is_valid():
             for errors in form.errors.values():
-                messages.error(request, f"Token name: {' '.join(errors)}")
+                messages.error(request, _("Token name: {join}").format(join=" ".join(errors)))
             return redirect("jobs:profile")
         token, secret = tokens.create_token(user=request.user, name=form.cleaned_data["name"])
         request.session[NEW_TOKEN_SESSION_KEY] = {"id": token.pk, "secret": secret}

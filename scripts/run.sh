@@ -11,6 +11,7 @@ PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 mkdir -p var  # the SQLite database and the secret key file live here
 .venv/bin/python manage.py migrate --noinput
 .venv/bin/python manage.py collectstatic --noinput --verbosity 0
+.venv/bin/python manage.py compilecatalogs --verbosity 0  # locale/*.po → .mo (polib: no msgfmt needed)
 .venv/bin/python manage.py bootstrap
 
 BIND=${BIND:-127.0.0.1:8000}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: install what the tests need (virtualenv, Python packages,
-# Debian's chromium and PostgreSQL server), check lint and format with ruff,
+# Debian's chromium, PostgreSQL server and gettext), check lint and format with ruff,
 # then run the whole suite. Extra arguments go to pytest; the fast lane for
 # day-to-day work is  bash scripts/test.sh -m "not slow and not browser and not postgres"
 # (docs/development.md). CI runs everything.
@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# xgettext: tests/test_i18n.py checks the catalogs against the sources.
+command -v xgettext >/dev/null 2>&1 || missing+=(gettext)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}"
@@ -20,6 +22,9 @@ fi
 PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+
+# The translation catalogs (.po → .mo, with polib: no msgfmt needed).
+.venv/bin/python manage.py compilecatalogs --verbosity 0
 
 # Lint and format first: a lint error fails the run before the suite starts.
 .venv/bin/ruff check --quiet .

@@ -33,6 +33,21 @@ def pytest_configure(config):
     # encrypts outlives it, so that key serves as a real one here.
     if settings.SECRET_KEY_SOURCE == "process":
         settings.SECRET_KEY_SOURCE = "test session"
+    # The .mo files are build output (scripts/test.sh compiles them too); a
+    # bare `pytest` after editing a .po must not test a stale catalog.
+    from jobs.management.commands.compilecatalogs import compile_catalogs
+
+    compile_catalogs()
+
+
+@pytest.fixture(autouse=True)
+def _english_after_each_test():
+    # LocaleMiddleware leaves the language of a request active in the thread;
+    # a test that asked for zh-CN must not hand Chinese to the next one.
+    yield
+    from django.utils import translation
+
+    translation.deactivate()
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,7 @@ from django import template
 from django.utils import timezone
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
+from django.utils.translation import gettext as _
 
 from jobs import access
 from jobs.models import Message
@@ -38,14 +39,14 @@ def duration(ms) -> str:
         return "—"
     ms = int(ms)
     if ms < 1000:
-        return f"{ms} ms"
+        return _("{ms} ms").format(ms=ms)
     if ms < 60_000:
-        return f"{ms / 1000:.1f} s"
+        return _("{seconds} s").format(seconds=f"{ms / 1000:.1f}")
     minutes, seconds = divmod(round(ms / 1000), 60)
     if minutes < 60:
-        return f"{minutes} min {seconds} s"
+        return _("{minutes} min {seconds} s").format(minutes=minutes, seconds=seconds)
     hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min"
+    return _("{hours} h {minutes} min").format(hours=hours, minutes=minutes)
 
 
 @register.filter
@@ -56,15 +57,16 @@ def relative(when: datetime | None) -> str:
     delta = when - timezone.now()
     future = delta >= timedelta(0)
     seconds = abs(delta.total_seconds())
+    # The same msgids as console.js's relativeText (the djangojs catalog).
     if seconds < 60:
-        text = f"{int(seconds)} s"
+        text = _("%s s") % int(seconds)
     elif seconds < 3600:
-        text = f"{int(seconds // 60)} min"
+        text = _("%s min") % int(seconds // 60)
     elif seconds < 86400 * 2:
-        text = f"{int(seconds // 3600)} h"
+        text = _("%s h") % int(seconds // 3600)
     else:
-        text = f"{int(seconds // 86400)} days"
-    return f"in {text}" if future else f"{text} ago"
+        text = _("%s days") % int(seconds // 86400)
+    return (_("in %s") if future else _("%s ago")) % text
 
 
 @register.filter

@@ -6,6 +6,14 @@
 (function () {
   "use strict";
 
+  // Strings come from Django's JavaScript catalog (/jsi18n/, loaded first);
+  // without it the console speaks English.
+  const gettext = window.gettext || function (text) { return text; };
+  const interpolate = window.interpolate || function (format, args) {
+    return format.replace(/%s/g, function () { return String(args.shift()); });
+  };
+  const loadedAt = Date.now();
+
   function showMatching(root, attr, value) {
     root.querySelectorAll("[" + attr + "]").forEach(function (el) {
       el.hidden = el.getAttribute(attr) !== value;
@@ -41,8 +49,8 @@
       let hint = field.querySelector(".live-error");
       const text = input.value.trim();
       let message = "";
-      if (text !== "" && !/^\d+$/.test(text)) message = "Enter a whole number of seconds.";
-      else if (text !== "" && Number(text) < min) message = "The interval must be at least " + min + " seconds.";
+      if (text !== "" && !/^\d+$/.test(text)) message = gettext("Enter a whole number of seconds.");
+      else if (text !== "" && Number(text) < min) message = interpolate(gettext("The interval must be at least %s seconds."), [min]);
       if (!message) {
         if (hint) hint.remove();
         input.removeAttribute("aria-invalid");
@@ -91,7 +99,7 @@
       const add = document.createElement("button");
       add.type = "button";
       add.className = "button small";
-      add.textContent = "Add property";
+      add.textContent = gettext("Add property");
       editor.append(rows, add);
       textarea.after(editor);
 
@@ -112,17 +120,17 @@
         k.placeholder = "name";
         k.dataset.part = "key";
         k.value = key;
-        k.setAttribute("aria-label", "Property name");
+        k.setAttribute("aria-label", gettext("Property name"));
         const v = document.createElement("input");
         v.type = "text";
         v.placeholder = "value";
         v.dataset.part = "value";
         v.value = value;
-        v.setAttribute("aria-label", "Property value");
+        v.setAttribute("aria-label", gettext("Property value"));
         const remove = document.createElement("button");
         remove.type = "button";
         remove.className = "button small";
-        remove.textContent = "Remove";
+        remove.textContent = gettext("Remove");
         remove.addEventListener("click", function () {
           row.remove();
           write();
@@ -233,11 +241,11 @@
     const delta = (when - now) / 1000;
     const seconds = Math.abs(delta);
     let text;
-    if (seconds < 60) text = Math.floor(seconds) + " s";
-    else if (seconds < 3600) text = Math.floor(seconds / 60) + " min";
-    else if (seconds < 86400 * 2) text = Math.floor(seconds / 3600) + " h";
-    else text = Math.floor(seconds / 86400) + " days";
-    return delta >= 0 ? "in " + text : text + " ago";
+    if (seconds < 60) text = interpolate(gettext("%s s"), [Math.floor(seconds)]);
+    else if (seconds < 3600) text = interpolate(gettext("%s min"), [Math.floor(seconds / 60)]);
+    else if (seconds < 86400 * 2) text = interpolate(gettext("%s h"), [Math.floor(seconds / 3600)]);
+    else text = interpolate(gettext("%s days"), [Math.floor(seconds / 86400)]);
+    return interpolate(delta >= 0 ? gettext("in %s") : gettext("%s ago"), [text]);
   }
 
   function updateRelativeTimes() {
@@ -247,7 +255,10 @@
       if (isNaN(when)) return;
       const text = relativeText(when, now);
       if (text === el.textContent) return;
-      const passed = el.textContent.indexOf("in ") === 0 && when <= now;
+      // Was it still ahead when last worded? (The server's wording is from page load.)
+      const wasAhead = "ahead" in el.dataset ? el.dataset.ahead === "1" : when > loadedAt;
+      const passed = wasAhead && when <= now;
+      el.dataset.ahead = when > now ? "1" : "0";
       el.textContent = text;
       // A fire time just passed: the part around it will have news soon.
       const live = passed && el.closest("[data-poll]");
@@ -368,11 +379,11 @@
           const selection = window.getSelection();
           selection.removeAllRanges();
           selection.addRange(range);
-          done("Selected: press Ctrl+C (⌘C) to copy.");
+          done(gettext("Selected: press Ctrl+C (⌘C) to copy."));
         };
         if (navigator.clipboard && navigator.clipboard.writeText) {
           navigator.clipboard.writeText(text).then(function () {
-            done("Copied.");
+            done(gettext("Copied."));
           }, selectIt);
         } else {
           selectIt();
@@ -396,14 +407,14 @@
     const status = event.detail.xhr.status;
     banner.textContent =
       status === 403
-        ? "Not allowed: you can look at this but not change it (or your session's security token expired — reload the page)."
-        : "The server could not do that (HTTP " + status + "). Reload the page and try again.";
+        ? gettext("Not allowed: you can look at this but not change it (or your session's security token expired — reload the page).")
+        : interpolate(gettext("The server could not do that (HTTP %s). Reload the page and try again."), [status]);
     banner.hidden = false;
   });
   document.addEventListener("htmx:sendError", function () {
     const banner = document.getElementById("ajax-error");
     if (banner) {
-      banner.textContent = "Cannot reach the server. Check the connection and try again.";
+      banner.textContent = gettext("Cannot reach the server. Check the connection and try again.");
       banner.hidden = false;
     }
   });

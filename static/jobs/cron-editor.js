@@ -5,18 +5,25 @@
 (function () {
   "use strict";
 
+  // Strings come from Django's JavaScript catalog (/jsi18n/, loaded first);
+  // without it the editor speaks English.
+  const gettext = window.gettext || function (text) { return text; };
+  const interpolate = window.interpolate || function (format, args) {
+    return format.replace(/%s/g, function () { return String(args.shift()); });
+  };
+
   const FIELDS = [
-    { key: "second", label: "Second", min: 0, max: 59 },
-    { key: "minute", label: "Minute", min: 0, max: 59 },
-    { key: "hour", label: "Hour", min: 0, max: 23 },
-    { key: "dom", label: "Day of month", min: 1, max: 31 },
-    { key: "month", label: "Month", min: 1, max: 12, hint: "1-12 or JAN-DEC" },
+    { key: "second", label: gettext("Second"), min: 0, max: 59 },
+    { key: "minute", label: gettext("Minute"), min: 0, max: 59 },
+    { key: "hour", label: gettext("Hour"), min: 0, max: 23 },
+    { key: "dom", label: gettext("Day of month"), min: 1, max: 31 },
+    { key: "month", label: gettext("Month"), min: 1, max: 12, hint: gettext("1-12 or JAN-DEC") },
     {
       key: "dow",
-      label: "Day of week",
+      label: gettext("Day of week"),
       min: 0,
       max: 7,
-      hint: "0 or 7 = Sunday, 1 = Monday … 6 = Saturday, or SUN-SAT. Not Quartz's numbering (1 = Sunday there): Quartz's 1L is SUNL here.",
+      hint: gettext("0 or 7 = Sunday, 1 = Monday … 6 = Saturday, or SUN-SAT. Not Quartz's numbering (1 = Sunday there): Quartz's 1L is SUNL here."),
     },
   ];
 
@@ -32,21 +39,24 @@
 
   // mode → [label, [[part, label, placeholder], …]]
   const MODES = {
-    every: ["Every", []],
-    any: ["No specific value (?)", []],
-    range: ["Range", [["from", "from", ""], ["to", "to", ""]]],
-    step: ["Step", [["start", "starting at", "*"], ["end", "up to", "(end)"], ["every", "every", ""]]],
-    specific: ["Specific", [["values", "values", "e.g. 1,15,30"]]],
-    last: ["Last day of month", []],
-    lastOffset: ["Days before the last", [["offset", "days before", ""]]],
-    nearest: ["Nearest weekday to", [["day", "day", ""]]],
-    lastWeekday: ["Last weekday of month", []],
-    nth: ["Nth weekday", [["day", "weekday", "0-7"], ["nth", "number", "1-5"]]],
-    lastOf: ["Last given weekday", [["day", "weekday", "0-7"]]],
-    custom: ["Custom", [["text", "token", ""]]],
+    every: [gettext("Every"), []],
+    any: [gettext("No specific value (?)"), []],
+    range: [gettext("Range"), [["from", gettext("from"), ""], ["to", gettext("to"), ""]]],
+    step: [gettext("Step"), [["start", gettext("starting at"), "*"], ["end", gettext("up to"), gettext("(end)")], ["every", gettext("every"), ""]]],
+    specific: [gettext("Specific"), [["values", gettext("values"), gettext("e.g. 1,15,30")]]],
+    last: [gettext("Last day of month"), []],
+    lastOffset: [gettext("Days before the last"), [["offset", gettext("days before"), ""]]],
+    nearest: [gettext("Nearest weekday to"), [["day", gettext("day"), ""]]],
+    lastWeekday: [gettext("Last weekday of month"), []],
+    nth: [gettext("Nth weekday"), [["day", gettext("weekday"), "0-7"], ["nth", gettext("number"), "1-5"]]],
+    lastOf: [gettext("Last given weekday"), [["day", gettext("weekday"), "0-7"]]],
+    custom: [gettext("Custom"), [["text", gettext("token"), ""]]],
   };
 
-  const DAY_NAMES = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
+  const DAY_NAMES = [
+    gettext("Sunday"), gettext("Monday"), gettext("Tuesday"), gettext("Wednesday"),
+    gettext("Thursday"), gettext("Friday"), gettext("Saturday"), gettext("Sunday"),
+  ];
   const DAY_ABBR = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 
   // A day-of-week value ("1", "mon") → its name, or "" when it is not one.
@@ -152,7 +162,7 @@
       const select = document.createElement("select");
       select.className = "cron-mode";
       select.dataset.field = field.key;
-      select.setAttribute("aria-label", field.label + " mode");
+      select.setAttribute("aria-label", interpolate(gettext("%s mode"), [field.label]));
       modesFor(field).forEach(function (mode) {
         const option = document.createElement("option");
         option.value = mode;

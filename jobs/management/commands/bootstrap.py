@@ -10,8 +10,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.core.management.utils import get_random_secret_key
+from django.utils.translation import gettext as _
 
 from jobs import services
+from jobs.i18n import activate_for_people_without_a_session
 from jobs.models import AuditEvent, Job
 
 DEMO_JOBS = [
@@ -65,6 +67,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-demo", action="store_true", help="Do not seed demo jobs.")
 
     def handle(self, *args, username, no_demo, **options):
+        activate_for_people_without_a_session()
         if settings.SECRET_KEY_SOURCE != "environment":
             self.write_secret_key(Path(settings.SECRET_KEY_FILE))
         User = get_user_model()
@@ -80,7 +83,7 @@ class Command(BaseCommand):
             return
         for spec in DEMO_JOBS:
             services.save_job(job=Job(owner=admin, **spec), user=admin, via=AuditEvent.Via.SYSTEM)
-        self.stdout.write(f"Seeded {len(DEMO_JOBS)} demo jobs.")
+        self.stdout.write(_("Seeded {value} demo jobs.").format(value=len(DEMO_JOBS)))
 
     def write_secret_key(self, path: Path) -> None:
         """The key the web and scheduler processes of this checkout read at
@@ -95,4 +98,4 @@ class Command(BaseCommand):
             return
         with os.fdopen(fd, "w") as f:
             f.write(get_random_secret_key())
-        self.stdout.write(f"Wrote a new secret key to {path}.")
+        self.stdout.write(_("Wrote a new secret key to {path}.").format(path=path))

@@ -7,6 +7,7 @@ prefixed with its URL.
 """
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext as _
 
 from jobs.fence import FenceError, check_url
 
@@ -26,8 +27,10 @@ class Command(BaseCommand):
                 check_url(url)
             except FenceError as exc:
                 blocked += 1
-                self.stdout.write(f"{prefix}blocked: {exc.reason}")
+                self.stdout.write(_("{prefix}blocked: {reason}").format(prefix=prefix, reason=exc.reason))
             else:
-                self.stdout.write(f"{prefix}allowed")
+                self.stdout.write(_("{prefix}allowed").format(prefix=prefix))
         if blocked:
-            raise CommandError(f"{blocked} of {len(urls)} URLs blocked", returncode=1)
+            raise CommandError(
+                _("{blocked} of {value} URLs blocked").format(blocked=blocked, value=len(urls)), returncode=1
+            )

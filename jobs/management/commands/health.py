@@ -12,8 +12,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from jobs import leases
+from jobs.i18n import activate_for_people_without_a_session
 
 
 class Command(BaseCommand):
@@ -22,6 +24,7 @@ class Command(BaseCommand):
     requires_system_checks = []
 
     def handle(self, *args, **options):
+        activate_for_people_without_a_session()
         worker_id = settings.JOBS_WORKER_ID
         try:
             problem = leases.node_problem(worker_id, now=timezone.now())
@@ -29,6 +32,6 @@ class Command(BaseCommand):
             lines = str(exc).strip().splitlines()  # one line, whatever the driver says
             problem = f"database unavailable: {lines[0] if lines else type(exc).__name__}"
         if problem is not None:
-            self.stderr.write(f"unhealthy: {problem}", style_func=lambda text: text)
+            self.stderr.write(_("unhealthy: {problem}").format(problem=problem), style_func=lambda text: text)
             sys.exit(1)
-        self.stdout.write(f"ok: scheduler {worker_id} is alive")
+        self.stdout.write(_("ok: scheduler {worker_id} is alive").format(worker_id=worker_id))

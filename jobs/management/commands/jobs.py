@@ -19,8 +19,10 @@ from pathlib import Path
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext as _
 
 from jobs import imports, services
+from jobs.i18n import activate_for_people_without_a_session
 from jobs.models import AuditEvent, Job
 from jobs.serializers import RUN_FIELDS, job_to_spec, run_to_dict
 from jobs.text import find_unstorable, storable
@@ -64,21 +66,26 @@ class Command(BaseCommand):
             sub.add_parser(action, help=text).add_argument("name")
 
     def handle(self, *args, action, **options):
+        activate_for_people_without_a_session()
         # Bytes on the command line that are not UTF-8 arrive as lone
         # surrogates (Python's surrogateescape): a job name with them is
         # refused here, as at every other door, before a query fails on it.
         names = [options.get("name"), *(options.get("names") or [])]
         if problem := find_unstorable([name for name in names if name is not None]):
-            raise CommandError(f"The job name contains {problem}, which cannot be stored.")
+            raise CommandError(
+                _("The job name contains %(problem)s, which cannot be stored.") % {"problem": problem}
+            )
         getattr(self, f"do_{action}")(**options)
 
     # -- import / export --------------------------------------------------------
 
-    def do_import(self, file, **_):
+    def do_import(self, file, **_options):
         try:
             text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
         except OSError as exc:
-            raise CommandError(f"cannot read {file}: {exc.strerror}") from None
+            raise CommandError(
+                _("cannot read {file}: {strerror}").format(file=file, strerror=exc.strerror)
+            ) from None
         try:
             specs = imports.parse(text, source=file)
             created, updated, unchanged = imports.apply(specs, via=CLI)
@@ -92,18 +99,22 @@ class Command(BaseCommand):
                         f"error {error['code']}: job {error['job']!r}, field {error['field'] or '-'}: {error['message']}"
                     )
                 )
-            raise CommandError(f"{len(failed.errors)} error(s); nothing was saved.") from None
+            raise CommandError(
+                _("{value} error(s); nothing was saved.").format(value=len(failed.errors))
+            ) from None
         self.stdout.write(
-            f"imported {len(specs)} job(s): {created} created, {updated} updated, {unchanged} unchanged"
+            _("imported {value} job(s): {created} created, {updated} updated, {unchanged} unchanged").format(
+                value=len(specs), created=created, updated=updated, unchanged=unchanged
+            )
         )
 
-    def do_export(self, names, with_secrets=False, **_):
+    def do_export(self, names, with_secrets=False, **_options):
         jobs = Job.objects.live().order_by("name")
         if names:
             jobs = jobs.filter(name__in=names)
             missing = sorted(set(names) - set(jobs.values_list("name", flat=True)))
             if missing:
-                raise CommandError(f"no such job: {', '.join(missing)}")
+                raise CommandError(_("no such job: {join}").format(join=", ".join(missing)))
         self.stdout.write(
             json.dumps(
                 [job_to_spec(j, with_secrets=with_secrets) for j in jobs], indent=2, ensure_ascii=False
@@ -112,7 +123,7 @@ class Command(BaseCommand):
 
     # -- reading ------------------------------------------------------------------
 
-    def do_list(self, **_):
+    def do_list(self, **_options):
         rows = Job.objects.live().order_by("name")
         for job in rows:
             schedule = (
@@ -125,9 +136,9 @@ class Command(BaseCommand):
                 f"{job.name}\t{job.kind}\t{schedule}\t{job.timezone}\t{job.state}\tnext {next_fire}\tlast {job.last_status or '-'}"
             )
 
-    def do_runs(self, name, limit, as_json, **_):
+    def do_runs(self, name, limit, as_json, **_options):
         if not 1 <= limit <= 10_000:
-            raise CommandError("--limit must be between 1 and 10000")
+            raise CommandError(_("--limit must be between 1 and 10000"))
         job = self._job(name)
         runs = job.runs.order_by("-scheduled_at", "-id")[:limit]
         for run in runs:
@@ -143,14 +154,14 @@ class Command(BaseCommand):
 
     # -- actions ------------------------------------------------------------------
 
-    def do_run(self, name, overrides=(), **_):
+    def do_run(self, name, overrides=(), **_options):
         properties = {}
         for item in overrides:
             key, sep, value = item.partition("=")
             if not sep or not key.strip():
-                raise CommandError(f"--set takes KEY=VALUE, not “{item}”.")
+                raise CommandError(_("--set takes KEY=VALUE, not “{item}”.").format(item=item))
             if key.strip() in properties:
-                raise CommandError(f"--set names “{key.strip()}” twice.")
+                raise CommandError(_("--set names “{strip}” twice.").format(strip=key.strip()))
             properties[key.strip()] = value
         try:
             run, created = services.run_now(job=self._job(name), via=CLI, properties=properties or None)
@@ -158,26 +169,32 @@ class Command(BaseCommand):
             raise CommandError(storable(str(exc))) from None
         except ValidationError as exc:
             raise CommandError(storable(f"Invalid --set: {' '.join(exc.messages)}")) from None
-        self.stdout.write(f"{'queued' if created else 'already queued'}: run {run.pk} of {name}")
+        self.stdout.write(
+            (_("queued: run {pk} of {name}") if created else _("already queued: run {pk} of {name}")).format(
+                pk=run.pk, name=name
+            )
+        )
 
-    def do_pause(self, name, **_):
+    def do_pause(self, name, **_options):
         try:
             services.pause_job(job=self._job(name), via=CLI)
         except services.ServiceError as exc:
             raise CommandError(storable(str(exc))) from None
-        self.stdout.write(f"paused {name}")
+        self.stdout.write(_("paused {name}").format(name=name))
 
-    def do_resume(self, name, **_):
+    def do_resume(self, name, **_options):
         try:
             job = services.resume_job(job=self._job(name), via=CLI)
         except services.ServiceError as exc:  # e.g. an HTTP job in demo mode
             raise CommandError(storable(str(exc))) from None
         self.stdout.write(
-            f"{name} enabled; next fire {job.next_fire_at.isoformat() if job.next_fire_at else '-'}"
+            _("{name} enabled; next fire {isoformat}").format(
+                name=name, isoformat=job.next_fire_at.isoformat() if job.next_fire_at else "-"
+            )
         )
 
     def _job(self, name) -> Job:
         job = Job.objects.live().filter(name=name).first()
         if job is None:
-            raise CommandError(f"no such job: {name!r}")
+            raise CommandError(_("no such job: {name!r}").format(name=name))
         return job

@@ -9,8 +9,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from jobs.handlers.sql import log_role_warnings
+from jobs.i18n import activate_for_people_without_a_session
 from jobs.scheduler import Scheduler, WorkerIdInUse
 
 log = logging.getLogger("cronboard.scheduler")
@@ -33,9 +35,9 @@ class SchedulerLock:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
             raise CommandError(
-                f"Another scheduler (pid {holder}) is already running on this SQLite database "
-                f"({settings.DATABASES['default']['NAME']}). SQLite is single-node: stop that one first, "
-                f"or move to PostgreSQL to run several schedulers."
+                _(
+                    "Another scheduler (pid {holder}) is already running on this SQLite database ({databases}). SQLite is single-node: stop that one first, or move to PostgreSQL to run several schedulers."
+                ).format(holder=holder, databases=settings.DATABASES["default"]["NAME"])
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
@@ -56,8 +58,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, once=False, **options):
+        activate_for_people_without_a_session()
         if not settings.JOBS_SCHEDULER_ENABLED:
-            raise CommandError("JOBS_SCHEDULER_ENABLED is false on this node: it serves pages only.")
+            raise CommandError(_("JOBS_SCHEDULER_ENABLED is false on this node: it serves pages only."))
         lock = None
         if connection.vendor == "sqlite":
             lock = SchedulerLock(settings.DATABASES["default"]["NAME"])
@@ -66,9 +69,9 @@ class Command(BaseCommand):
             # A default (the host name) would silently merge two nodes that share
             # one, e.g. containers started with the same --hostname.
             raise CommandError(
-                "JOBS_WORKER_ID is not set. On PostgreSQL several scheduler nodes can share the database, so each "
-                "needs its own id, stable across restarts (a restarted node recovers its own runs by it): "
-                "e.g. JOBS_WORKER_ID=scheduler-1."
+                _(
+                    "JOBS_WORKER_ID is not set. On PostgreSQL several scheduler nodes can share the database, so each needs its own id, stable across restarts (a restarted node recovers its own runs by it): e.g. JOBS_WORKER_ID=scheduler-1."
+                )
             )
         scheduler = Scheduler()
         if scheduler.clustered:
@@ -87,7 +90,7 @@ class Command(BaseCommand):
         )
         # Loud, on stderr and in the log: what the SQL role can do beyond read-only.
         for warning in log_role_warnings():
-            self.stderr.write(f"WARNING: {warning}")
+            self.stderr.write(_("WARNING: {warning}").format(warning=warning))
         try:
             scheduler.run_forever(once=once)
         finally:
