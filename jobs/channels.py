@@ -282,7 +282,8 @@ def validate(url: str) -> str:
         parts = urlsplit(url)
     except ValueError:  # an unclosed or malformed [IPv6] host
         raise ValidationError(
-            f"“{mask(url)}” is not a URL (its host cannot be read).", code="invalid_channel"
+            _("“{mask}” is not a URL (its host cannot be read).").format(mask=mask(url)),
+            code="invalid_channel",
         ) from None
     schema = parts.scheme.lower() if "://" in url else ""
     if not schema:
