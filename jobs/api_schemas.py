@@ -35,6 +35,8 @@ from jobs.channels import MAX_CHANNELS
 from jobs.channels import MAX_URL_CHARS as MAX_CHANNEL_URL_CHARS
 from jobs.config import ALERT_KINDS, MAX_ALERT_SECONDS, MAX_EMAILS, MIN_ALERT_SECONDS
 from jobs.forms import (
+    EARLIEST_INSTANT,
+    LATEST_INSTANT,
     MAX_ALERT_THRESHOLD,
     MAX_DESCRIPTION_CHARS,
     MAX_PROPERTIES,
@@ -69,9 +71,60 @@ def _registered_handlers(schema: dict) -> None:
     schema["enum"] = sorted(info.name for info in registry.available())
 
 
+def _first_handler() -> str:
+    from jobs.handlers import registry
+
+    # A demo handler rather than one of Cronboard's own maintenance jobs.
+    names = sorted(
+        (info.name for info in registry.available()), key=lambda name: (name.startswith("cronboard."), name)
+    )
+    return names[0] if names else ""
+
+
+def _examples(*examples):
+    """A schema's `examples` (valid requests, which clients and Schemathesis
+    start from); a callable value is called when the document is built."""
+
+    def extra(schema: dict) -> None:
+        schema["examples"] = [
+            {key: value() if callable(value) else value for key, value in example.items()}
+            for example in examples
+        ]
+
+    return extra
+
+
 def _registered_handlers_or_none(schema: dict) -> None:
     _registered_handlers(schema)
     schema["enum"] = ["", *schema["enum"], None]
+
+
+def _year_pattern(first: int, last: int) -> str:
+    centuries = []
+    for century in range(first // 100, last // 100 + 1):
+        low, high = max(first, century * 100), min(last, century * 100 + 99)
+        if (low, high) == (century * 100, century * 100 + 99):
+            centuries.append(f"{century:02d}\\d\\d")
+        else:
+            years = "|".join(f"{year % 100:02d}" for year in range(low, high + 1))
+            centuries.append(f"{century:02d}(?:{years})")
+    return "(?:" + "|".join(centuries) + ")"
+
+
+# An instant a client may name (forms.check_instant): a date, or a date-time
+# with an optional zone, in a year far enough inside the bounds that no
+# offset crosses them. Stated for the document; the API parses it.
+INSTANT_PATTERN = (
+    "^"
+    + _year_pattern(EARLIEST_INSTANT.year + 1, LATEST_INSTANT.year - 2)
+    + "-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)|02-(?:0[1-9]|1\\d|2[0-8]))"
+    + "(?:T(?:[01]\\d|2[0-3]):[0-5]\\d(?::[0-5]\\d(?:\\.\\d{1,6})?)?(?:Z|[+-](?:[01]\\d|2[0-3]):[0-5]\\d)?)?$"
+)
+
+
+def _instant(description: str, *, empty: bool = False) -> Any:
+    pattern = f"^$|{INSTANT_PATTERN}" if empty else INSTANT_PATTERN
+    return _optional(description, pattern=pattern)
 
 
 # -- errors ---------------------------------------------------------------------
@@ -237,10 +290,18 @@ class JobFields(Schema):
 class JobInput(JobFields):
     """PATCH: fields left out keep their values."""
 
+    model_config = ConfigDict(json_schema_extra=_examples({"description": "Sends the nightly report."}))
+
 
 class JobCreate(JobFields):
     """POST and PUT: fields left out take their defaults (a python job needs a
     handler, a cron job a cron_expression, an interval job interval_seconds)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_examples(
+            {"name": "nightly-report", "handler": _first_handler, "cron_expression": "0 30 3 * * *"}
+        )
+    )
 
     name: Name = Field(
         ...,
@@ -372,9 +433,16 @@ class RunFilters(Schema):
         None, description="Only this trigger (empty: any)."
     )
     from_: str = Field(
-        None, alias="from", description="Scheduled at or after (ISO-8601; no zone means UTC; 1900-9000)."
+        None,
+        alias="from",
+        description="Scheduled at or after (ISO-8601; no zone means UTC).",
+        json_schema_extra={"pattern": f"^$|{INSTANT_PATTERN}"},
     )
-    to: str = Field(None, description="Scheduled before (ISO-8601; 1900-9000).")
+    to: str = Field(
+        None,
+        description="Scheduled before (ISO-8601).",
+        json_schema_extra={"pattern": f"^$|{INSTANT_PATTERN}"},
+    )
     limit: int = Field(RUNS_DEFAULT_LIMIT, ge=1, le=RUNS_MAX_LIMIT, description="Page size.")
     cursor: str = Field(None, description="next_cursor from the previous page.")
 
@@ -389,7 +457,9 @@ class AllRunFilters(RunFilters):
 class TaskInput(Schema):
     """Limits enforced by the task form, stated here from the same constants."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra=_examples({"handler": _first_handler, "key": "example"})
+    )
 
     handler: StrictStr = Field(
         ...,
@@ -400,7 +470,7 @@ class TaskInput(Schema):
         StrictStr, _stated(minLength=1, maxLength=_max_length(models.Run, "task_key"), pattern=r"\S")
     ] = Field(..., description="Dedupe key: one live task per (handler, key).")
     properties: PropertiesInput | None = None
-    run_after: StrictStr | None = _optional("ISO-8601, 1900-9000; default now.", format="date-time")
+    run_after: StrictStr | None = _instant("ISO-8601; empty or left out: now.", empty=True)
     max_retries: StrictInt | None = _optional(minimum=0, maximum=MAX_RETRIES)
     retry_interval_seconds: StrictInt | None = _optional(minimum=0, maximum=models.Job.MAX_TIMEOUT_SECONDS)
     timeout_seconds: StrictInt | None = _optional(minimum=1, maximum=models.Job.MAX_TIMEOUT_SECONDS)
@@ -468,15 +538,16 @@ class UpcomingPage(Schema):
 
 
 class PreviewRequest(Schema):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra=_examples({"expression": "0 30 3 * * MON-FRI", "timezone": "Europe/Berlin"}),
+    )
 
     expression: StrictStr = Field(..., min_length=1, max_length=cron.MAX_EXPRESSION_CHARS)
     timezone: StrictStr = Field(
         "UTC", max_length=cron.MAX_ZONE_CHARS, description="IANA name, any case; empty means UTC."
     )
-    after: StrictStr | None = Field(
-        None, json_schema_extra={"format": "date-time"}, description="ISO-8601, 1900-9000; default now."
-    )
+    after: StrictStr | None = _instant("ISO-8601; left out: now.")
     count: StrictInt = Field(PREVIEW_DEFAULT_COUNT, ge=1, le=PREVIEW_MAX_COUNT)
 
     @field_validator("expression", mode="before")

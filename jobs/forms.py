@@ -586,7 +586,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         if (
             self.instance.pk
             and self.instance.name != name
-            and self.instance.name in graph | {n for ups in graph.values() for n in ups}
+            and self.instance.name in set(graph) | {n for ups in graph.values() for n in ups}
         ):
             old = self.instance.name
             graph = {
