@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
 from pydantic import (
+    BeforeValidator,
     ConfigDict,
     StrictBool,
     StrictFloat,
@@ -56,6 +57,17 @@ UPCOMING_MAX_LIMIT = 500
 MAX_ID = 2**63 - 1
 
 
+def _whole(value):
+    # JSON Schema's integer includes 3.0; a bool or a string is no number.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# An integer in a request: strict (no true, no "3"), as JSON Schema reads it.
+WholeNumber = Annotated[StrictInt, BeforeValidator(_whole)]
+
+
 def _choice(values) -> Any:
     return Literal[tuple(values)]
 
@@ -69,6 +81,17 @@ def _registered_handlers(schema: dict) -> None:
     from jobs.handlers import registry
 
     schema["enum"] = sorted(info.name for info in registry.available())
+
+
+def _known_zones(schema: dict) -> None:
+    # Any case is accepted and stored canonically; these are the spellings.
+    schema["enum"] = ["", *cron.known_zones()]
+    schema["maxLength"] = cron.MAX_ZONE_CHARS
+
+
+def _known_zones_or_none(schema: dict) -> None:
+    _known_zones(schema)
+    schema["enum"].append(None)
 
 
 def _first_handler() -> str:
@@ -127,6 +150,11 @@ def _instant(description: str, *, empty: bool = False) -> Any:
     return _optional(description, pattern=pattern)
 
 
+# Not RFC 3339 `date-time`: before standard time a zone's offset may have
+# seconds (Europe/Moscow in 1901 is +02:30:17).
+LOCAL_TIME = "ISO 8601 in the job's zone, with its UTC offset (which may have seconds, for dates before standard time)."
+
+
 # -- errors ---------------------------------------------------------------------
 
 
@@ -166,13 +194,18 @@ def _stated(**keywords) -> Any:
 
 NAME_CHARS = _max_length(models.Job, "name")
 Name = Annotated[StrictStr, _stated(minLength=1, maxLength=NAME_CHARS, pattern=r"\S")]
-PropertyName = Annotated[str, _stated(maxLength=MAX_PROPERTY_NAME_CHARS, pattern=r"\S")]
 # What a client may send as a property's value: numbers and booleans are
 # stored as their text, null as the empty text.
 PropertyInput = Annotated[
     StrictStr | StrictInt | StrictFloat | StrictBool | None, _stated(maxLength=MAX_PROPERTY_CHARS)
 ]
-PropertiesInput = Annotated[dict[PropertyName, PropertyInput], _stated(maxProperties=MAX_PROPERTIES)]
+PropertiesInput = Annotated[
+    dict[str, PropertyInput],
+    _stated(
+        maxProperties=MAX_PROPERTIES,
+        propertyNames={"maxLength": MAX_PROPERTY_NAME_CHARS, "pattern": r"\S"},
+    ),
+]
 
 
 class Upstream(Schema):
@@ -183,7 +216,7 @@ class Upstream(Schema):
 
 
 UpstreamInput = Upstream | Annotated[StrictStr, _stated(maxLength=NAME_CHARS, pattern=r"\S")]
-Seconds = Annotated[StrictInt, _stated(minimum=MIN_ALERT_SECONDS, maximum=MAX_ALERT_SECONDS)]
+Seconds = Annotated[WholeNumber, _stated(minimum=MIN_ALERT_SECONDS, maximum=MAX_ALERT_SECONDS)]
 EditableState = _choice([models.Job.State.ENABLED, models.Job.State.PAUSED])
 
 
@@ -230,22 +263,23 @@ class JobFields(Schema):
         "Six fields, seconds first (five get 0 seconds); for schedule_type cron.",
         maxLength=cron.MAX_EXPRESSION_CHARS,
     )
-    interval_seconds: StrictInt | None = _optional(
+    interval_seconds: WholeNumber | None = _optional(
         "For schedule_type interval.",
         minimum=models.Job.MIN_INTERVAL_SECONDS,
         maximum=models.Job.MAX_INTERVAL_SECONDS,
     )
-    timezone: StrictStr | None = _optional(
-        "IANA name, any case (stored canonically: europe/berlin → Europe/Berlin); "
+    timezone: StrictStr | None = Field(
+        None,
+        description="IANA name, any case (stored canonically: europe/berlin → Europe/Berlin); "
         "empty means UTC; cron fields are read in it.",
-        maxLength=cron.MAX_ZONE_CHARS,
+        json_schema_extra=_known_zones_or_none,
     )
     misfire_policy: _choice(models.Job.MisfirePolicy.values) | None = None
     run_once: StrictBool | None = None
-    max_retries: StrictInt | None = _optional(minimum=0, maximum=MAX_RETRIES)
-    retry_interval_seconds: StrictInt | None = _optional(minimum=0, maximum=models.Job.MAX_TIMEOUT_SECONDS)
-    timeout_seconds: StrictInt | None = _optional(minimum=1, maximum=models.Job.MAX_TIMEOUT_SECONDS)
-    alert_threshold: StrictInt | None = _optional(
+    max_retries: WholeNumber | None = _optional(minimum=0, maximum=MAX_RETRIES)
+    retry_interval_seconds: WholeNumber | None = _optional(minimum=0, maximum=models.Job.MAX_TIMEOUT_SECONDS)
+    timeout_seconds: WholeNumber | None = _optional(minimum=1, maximum=models.Job.MAX_TIMEOUT_SECONDS)
+    alert_threshold: WholeNumber | None = _optional(
         "Consecutive failed fires that crash the job; 0 never.", minimum=0, maximum=MAX_ALERT_THRESHOLD
     )
     alert_emails: list[Annotated[StrictStr, _stated(format="email")]] | None = _optional(
@@ -271,7 +305,9 @@ class JobFields(Schema):
     state: EditableState | None = _optional(
         "A crashed job is re-enabled by the toggle, not by setting its state."
     )
-    version: StrictInt | None = _optional("PUT/PATCH: the version you read; a stale one is refused with 409.")
+    version: WholeNumber | None = _optional(
+        "PUT/PATCH: the version you read; a stale one is refused with 409."
+    )
     # A job as the API answers it may be sent back: what only the server
     # writes is accepted and ignored.
     id: Any = Field(None, json_schema_extra={"readOnly": True})
@@ -471,9 +507,9 @@ class TaskInput(Schema):
     ] = Field(..., description="Dedupe key: one live task per (handler, key).")
     properties: PropertiesInput | None = None
     run_after: StrictStr | None = _instant("ISO-8601; empty or left out: now.", empty=True)
-    max_retries: StrictInt | None = _optional(minimum=0, maximum=MAX_RETRIES)
-    retry_interval_seconds: StrictInt | None = _optional(minimum=0, maximum=models.Job.MAX_TIMEOUT_SECONDS)
-    timeout_seconds: StrictInt | None = _optional(minimum=1, maximum=models.Job.MAX_TIMEOUT_SECONDS)
+    max_retries: WholeNumber | None = _optional(minimum=0, maximum=MAX_RETRIES)
+    retry_interval_seconds: WholeNumber | None = _optional(minimum=0, maximum=models.Job.MAX_TIMEOUT_SECONDS)
+    timeout_seconds: WholeNumber | None = _optional(minimum=1, maximum=models.Job.MAX_TIMEOUT_SECONDS)
 
 
 # -- handlers, dashboard, upcoming ---------------------------------------------------------
@@ -521,7 +557,7 @@ class Fire(Schema):
     job: int
     name: str
     at: str = Field(..., json_schema_extra={"format": "date-time"}, description="UTC.")
-    local: str = Field(..., json_schema_extra={"format": "date-time"}, description="In the job's zone.")
+    local: str = Field(..., description=LOCAL_TIME)
     timezone: str
     dst: Literal["repeated", "shifted"] | None = Field(
         ...,
@@ -545,10 +581,13 @@ class PreviewRequest(Schema):
 
     expression: StrictStr = Field(..., min_length=1, max_length=cron.MAX_EXPRESSION_CHARS)
     timezone: StrictStr = Field(
-        "UTC", max_length=cron.MAX_ZONE_CHARS, description="IANA name, any case; empty means UTC."
+        "UTC",
+        max_length=cron.MAX_ZONE_CHARS,
+        description="IANA name, any case; empty means UTC.",
+        json_schema_extra=_known_zones,
     )
     after: StrictStr | None = _instant("ISO-8601; left out: now.")
-    count: StrictInt = Field(PREVIEW_DEFAULT_COUNT, ge=1, le=PREVIEW_MAX_COUNT)
+    count: WholeNumber = Field(PREVIEW_DEFAULT_COUNT, ge=1, le=PREVIEW_MAX_COUNT)
 
     @field_validator("expression", mode="before")
     @classmethod
@@ -575,7 +614,7 @@ class PreviewRequest(Schema):
 
 class PreviewTime(Schema):
     utc: str = Field(..., json_schema_extra={"format": "date-time"})
-    local: str = Field(..., json_schema_extra={"format": "date-time"})
+    local: str = Field(..., description=LOCAL_TIME)
     dst: Literal["skipped", "repeated"] | None = Field(
         None,
         description="skipped: the wall time fell in a spring-forward gap; repeated: a fall-back hour.",
