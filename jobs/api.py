@@ -1,5 +1,6 @@
-"""The JSON API under /api/ (DESIGN.md "API"; the OpenAPI document is
-jobs/openapi.py, served at /api/schema).
+"""The JSON API under /api/ (DESIGN.md "API"). Every operation is declared
+with django-ninja, its shapes in jobs/api_schemas.py; the OpenAPI document
+at /api/schema is generated from those declarations.
 
 Same permissions as the console: any signed-in user reads, staff change.
 Authentication is a personal token (`Authorization: Bearer cb_…`, see
@@ -8,9 +9,10 @@ changes something must carry the CSRF token, a token call need not (a
 browser never attaches the header by itself).
 
 Every answer is JSON. Errors are `{"code", "message", "field"}`; a
-validation failure adds `errors`, the full list in the same shape. Each
-view validates with the job form or a small parser here, then calls a
-service; nothing writes a job or a run directly.
+validation failure adds `errors`, the full list in the same shape. The
+schemas check a request's shape; each operation then validates its meaning
+with the job form (or the task form, the cron module) and calls a service;
+nothing writes a job or a run directly.
 """
 
 import json
@@ -26,7 +28,7 @@ from django.urls import path, re_path, reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 from django.views.decorators.csrf import csrf_exempt
-from ninja import NinjaAPI
+from ninja import Body, NinjaAPI, Query
 from ninja.errors import HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.parser import Parser
@@ -37,14 +39,14 @@ from jobs import api_schemas as schemas
 from jobs.forms import PROPERTY_FIELDS, JobForm, TaskForm, check_instant
 from jobs.handlers import registry
 from jobs.models import AuditEvent, Job, Run, parse_run_cursor, run_cursor
-from jobs.serializers import handler_to_dict, job_to_dict, run_to_dict, spec_errors, spec_to_form_data
+from jobs.serializers import JOB_FIELDS, handler_to_dict, job_to_dict, run_to_dict, spec_to_form_data
+from jobs.text import CODE as TEXT_CODE
+from jobs.text import find_unstorable, storable
 
 log = logging.getLogger(__name__)
 
 VIA = AuditEvent.Via.API
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
-RUNS_DEFAULT_LIMIT = 20
-RUNS_MAX_LIMIT = 100
 # Path plus query string. gunicorn (gunicorn.conf.py) lets request lines of up
 # to 8190 bytes through, so Django answers longer URLs under /api/ as JSON.
 MAX_URL_CHARS = 4096
@@ -132,10 +134,11 @@ def _authenticate(request) -> None:
             )
 
 
-def api_view(*methods: str, public: bool = False, read_body: bool = False):
-    """Wrap an endpoint: allowed methods, authentication, JSON errors. An
-    exception nothing expected still answers JSON (500, code server_error)
-    and is logged; it never shows a stack trace."""
+def api_view(*methods: str, public: bool = False, read_body: bool = False, staff: tuple[str, ...] = ()):
+    """Wrap an endpoint: allowed methods, authentication (and staff for the
+    `staff` methods, decided before the request's shape is looked at), JSON
+    errors. An exception nothing expected still answers JSON (500, code
+    server_error) and is logged; it never shows a stack trace."""
 
     def decorator(func):
         @csrf_exempt
@@ -157,6 +160,8 @@ def api_view(*methods: str, public: bool = False, read_body: bool = False):
                     return response
                 if not public:
                     _authenticate(request)
+                if request.method in staff:
+                    _require_edit(request)
                 if read_body and request.method not in SAFE_METHODS:
                     request._body = _read_body(request)
                 return func(request, *args, **kwargs)
@@ -195,26 +200,51 @@ def api_view(*methods: str, public: bool = False, read_body: bool = False):
     return decorator
 
 
-# -- operations declared with django-ninja --------------------------------------------
+# -- operations, declared with django-ninja ------------------------------------------
 #
-# Their request and answer shapes are the schemas in jobs/api_schemas.py; ninja
-# checks a request against them and writes the OpenAPI document from them
-# (jobs/openapi.py adds the endpoints not moved yet). They run inside the
-# same frame as every other endpoint (api_view: URL length, methods,
-# authentication and CSRF, JSON errors); ninja only parses and routes.
+# Their request and answer shapes are the schemas in jobs/api_schemas.py;
+# ninja checks a request against them and writes the OpenAPI document from
+# them (jobs/openapi.py only adds what is not a shape: security, the
+# transport errors every operation may meet, links). They run inside the
+# frame above (api_view: URL length, methods, authentication and CSRF, the
+# body read once, JSON errors); ninja only parses and routes. An operation
+# answers a JsonResponse built by jobs/serializers.py, which ninja passes on
+# as it is.
 
 
 class _JsonTextParser(Parser):
     """Bodies are read as everywhere in the API: jsontext (no duplicate
-    keys, no NUL, bounded nesting), and only a JSON object."""
+    keys, no NUL, bounded nesting), and only a JSON object. A blank body is
+    no body (an operation whose body is optional reads it as left out)."""
 
-    def parse_body(self, request) -> dict:
+    def parse_body(self, request) -> dict | None:
+        if request.content_type in ("multipart/form-data", "application/x-www-form-urlencoded"):
+            # What many clients send for a bare POST: an empty form is no body.
+            if request.POST or request.FILES:
+                raise ApiError(400, "invalid_json", "Send a JSON object as the request body.")
+            return None
+        if not request.body.strip():
+            return None
         try:
             data = jsontext.loads(request.body)
         except jsontext.JsonTextError as exc:
             raise ApiError(400, exc.code, f"The body is not valid JSON: {exc.message}"[:300]) from None
         if not isinstance(data, dict):
             raise ApiError(400, "invalid_json", "The body must be a JSON object.")
+        # A field's name that no database stores cannot even be named back
+        # by pydantic: refused here, named as it can be stored.
+        unstorable = [name for name in data if find_unstorable(name)]
+        if unstorable:
+            raise ApiError.invalid(
+                [
+                    {
+                        "code": TEXT_CODE,
+                        "message": f"A field name contains {find_unstorable(name)}.",
+                        "field": storable(name),
+                    }
+                    for name in unstorable
+                ]
+            )
         return data
 
 
@@ -222,50 +252,76 @@ class _Api(NinjaAPI):
     def get_content_type(self) -> str:
         return "application/json"  # as JsonResponse says it, everywhere in the API
 
+    def get_openapi_schema(self, *, path_prefix=None, path_params=None):
+        from jobs.openapi import finish
+
+        return finish(super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params))
+
 
 ninja_api = _Api(
     title="Cronboard API",
     version="1",
+    description="Jobs, runs and one-off tasks. Any signed-in user reads; staff change. "
+    "Errors are {code, message, field}.",
     urls_namespace="ninja",
     openapi_url=None,
     docs_url=None,
     parser=_JsonTextParser(),
 )
 
-# Shape errors whose code the API always gave under another name.
-_PYDANTIC_CODES = {"missing": "required", "extra_forbidden": "unknown_field"}
+# Shape errors under the codes the API (and the job form) always gave them.
+_PYDANTIC_CODES = {
+    "missing": "required",
+    "extra_forbidden": "unknown_field",
+    "string_too_short": "required",
+    "string_too_long": "max_length",
+    "too_long": "too_many",
+    "literal_error": "invalid_choice",
+    "enum": "invalid_choice",
+}
+# Codes a schema raises itself (PydanticCustomError) and that pass through.
+_OWN_CODES = {"required", str(cron.MALFORMED), str(cron.UNKNOWN_ZONE)}
+_NO_BODY = {"code": "invalid_json", "message": "Send a JSON object as the request body.", "field": None}
 
 
 def _shape_errors(errors: list[dict]) -> list[dict]:
+    """pydantic's errors as the API's [{code, message, field}]; `field` is
+    the top-level field (a query parameter, or a body field: a problem deep
+    in `properties` is the field `properties`, as the job form says it)."""
     out = []
     for error in errors:
         source, *loc = error["loc"]
+        kind = error["type"]
         if source == "body":
             loc = loc[1:]  # the operation's parameter name
             if not loc:
-                # No body (ninja read it as absent) or not an object.
-                out.append(
-                    {
-                        "code": "invalid_json",
-                        "message": "Send a JSON object as the request body.",
-                        "field": None,
-                    }
-                )
+                out.append(dict(_NO_BODY))  # no body, or not an object
                 continue
-        kind = error["type"]
         code = kind if kind in _OWN_CODES else _PYDANTIC_CODES.get(kind, "invalid")
-        out.append(
-            {"code": code, "message": error["msg"], "field": ".".join(str(part) for part in loc) or None}
-        )
+        field = str(loc[0]) if loc else None
+        message = error["msg"]
+        if code == "unknown_field":
+            if problem := find_unstorable(field):
+                # The field's name is the bad input: named, it could not be shown or stored.
+                code, message, field = TEXT_CODE, f"A field name contains {problem}.", storable(field)
+            else:
+                field = field[:50]
+                message = f"Unknown field “{field}”."
+        item = {"code": code, "message": message, "field": field}
+        # A value that fits no member of a union fails once per member: one is enough.
+        if not any(seen["code"] == code and seen["field"] == field for seen in out):
+            out.append(item)
     return out
-
-
-# Codes a schema raises itself (PydanticCustomError) and that pass through.
-_OWN_CODES = {"required", str(cron.MALFORMED), str(cron.UNKNOWN_ZONE)}
 
 
 @ninja_api.exception_handler(NinjaValidationError)
 def _on_shape_error(request, exc):
+    # A job or run that does not exist is a 404 whatever the body says.
+    kwargs = request.resolver_match.kwargs if request.resolver_match else {}
+    if "job_id" in kwargs:
+        _job(request, kwargs["job_id"])
+    if "run_id" in kwargs:
+        access.get_run_for_user(request.user, kwargs["run_id"])
     return ApiError.invalid(_shape_errors(exc.errors)).response()
 
 
@@ -277,6 +333,7 @@ def _on_http_error(request, exc):
     return ApiError(exc.status_code, "bad_request", str(exc.message)[:200]).response()
 
 
+@ninja_api.exception_handler(Http404)
 @ninja_api.exception_handler(Exception)
 def _reraise(request, exc):
     # Everything else is answered by api_view, as for every endpoint.
@@ -286,11 +343,19 @@ def _reraise(request, exc):
 def _ninja_urls() -> list:
     """ninja's routes, each wrapped in the API's frame. Body-taking methods
     get the body read first (_read_body), so a chunked one is not empty."""
-    methods = {}
+    methods, staff = {}, {}
     for route, path_view in ninja_api.default_router.path_operations.items():
         route = normalize_path(replace_path_param_notation(route)).lstrip("/")
-        methods[route] = sorted(
-            {method for operation in path_view.operations for method in operation.methods}
+        # In the order declared (the Allow header lists them so).
+        methods[route] = list(
+            dict.fromkeys(method for operation in path_view.operations for method in operation.methods)
+        )
+        staff[route] = tuple(
+            method
+            for operation in path_view.operations
+            if operation.operation_id not in OPEN_TO_VIEWERS
+            for method in operation.methods
+            if method not in SAFE_METHODS
         )
     patterns, seen = [], set()
     for pattern in ninja_api.urls[0]:
@@ -298,35 +363,18 @@ def _ninja_urls() -> list:
         # Only operations: not the index page ninja adds at "".
         if route in methods and route not in seen:
             seen.add(route)
-            view = api_view(*methods[route], read_body=True)(pattern.callback)
+            view = api_view(*methods[route], read_body=True, staff=staff[route])(pattern.callback)
             patterns.append(path(route, view, name=pattern.name))
     return patterns
+
+
+# Operations that change nothing although their method is not a safe one.
+OPEN_TO_VIEWERS = {"previewCron"}
 
 
 def _require_edit(request) -> None:
     if not access.can_edit(request.user):
         raise ApiError(403, "forbidden", "Only staff can change jobs and start runs.")
-
-
-def _json_body(request, *, optional: bool = False) -> dict:
-    """The body's JSON object; `optional`: an empty body (or an empty form,
-    which is what many clients send for a bare POST) reads as {}."""
-    if optional and request.content_type in ("multipart/form-data", "application/x-www-form-urlencoded"):
-        if request.POST or request.FILES:
-            raise ApiError(400, "invalid_json", "Send a JSON object as the request body.")
-        return {}
-    raw = _read_body(request)
-    if optional and not raw.strip():
-        return {}
-    if not raw:
-        raise ApiError(400, "invalid_json", "Send a JSON object as the request body.")
-    try:
-        data = jsontext.loads(raw)
-    except jsontext.JsonTextError as exc:
-        raise ApiError(400, exc.code, f"The body is not valid JSON: {exc.message}"[:300]) from None
-    if not isinstance(data, dict):
-        raise ApiError(400, "invalid_json", "The body must be a JSON object.")
-    return data
 
 
 def _read_body(request) -> bytes:
@@ -372,80 +420,126 @@ def _parse_time(value: str, field: str) -> datetime:
         raise ApiError(400, exc.code, exc.message, field) from None
 
 
-def _parse_int(value: str, field: str, low: int, high: int) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        number = None
-    if number is None or not low <= number <= high:
-        raise ApiError(400, "invalid", f"“{field}” must be a whole number from {low} to {high}.", field)
-    return number
-
-
 def _job(request, job_id) -> Job:
     return access.get_job_for_user(request.user, job_id)
+
+
+def _spec(payload: schemas.JobFields) -> dict:
+    """The fields the client sent, as the jobs-as-code spec reads them."""
+    return payload.model_dump(include=payload.model_fields_set & {*JOB_FIELDS, "version"})
+
+
+ERRORS = {400: schemas.Error, 401: schemas.Error}
+EDIT_ERRORS = {**ERRORS, 403: schemas.Error}
+OBJECT_ERRORS = {401: schemas.Error, 404: schemas.Error}
+JOB_ID = "{int:job_id}"
+RUN_ID = "{int:run_id}"
 
 
 # -- jobs -------------------------------------------------------------------------
 
 
-@api_view("GET", "POST")
-def jobs_collection(request):
-    if request.method == "POST":
-        return _create_job(request)
-    jobs = access.visible_jobs(request.user, namespace=request.GET.get("namespace")).select_related("owner")
-    for field, choices in (("state", Job.State), ("kind", Job.Kind)):
-        wanted = request.GET.get(field)
-        if wanted:
-            if wanted not in choices.values:
-                raise ApiError(
-                    400, "invalid_choice", f"“{field}” must be one of {', '.join(choices.values)}.", field
-                )
-            jobs = jobs.filter(**{field: wanted})
+@ninja_api.get(
+    "/jobs",
+    operation_id="listJobs",
+    url_name="jobs",
+    summary="Live jobs you can see, by name.",
+    response={200: schemas.JobList, **ERRORS},
+)
+def list_jobs(request, filters: Query[schemas.JobFilters]):
+    jobs = access.visible_jobs(request.user, namespace=filters.namespace).select_related("owner")
+    if filters.state:
+        jobs = jobs.filter(state=filters.state)
+    if filters.kind:
+        jobs = jobs.filter(kind=filters.kind)
     return JsonResponse({"results": [job_to_dict(job) for job in jobs.order_by("name", "id")]})
 
 
-def _create_job(request):
-    _require_edit(request)
-    payload = _json_body(request)
-    errors = spec_errors(payload)
-    if errors:
-        raise ApiError.invalid(errors)
-    form = JobForm(spec_to_form_data(payload), user=request.user)
+@ninja_api.post(
+    "/jobs",
+    operation_id="createJob",
+    summary="Create a job (staff).",
+    response={201: schemas.Job, **EDIT_ERRORS},
+)
+def create_job(request, payload: schemas.JobCreate):
+    form = JobForm(spec_to_form_data(_spec(payload)), user=request.user)
     if not form.is_valid():
         raise ApiError.invalid(form.error_list())
     job = services.save_job(job=form.save(commit=False), user=request.user, via=VIA)
     return JsonResponse(job_to_dict(job), status=201)
 
 
-@api_view("GET", "PUT", "PATCH", "DELETE")
-def job_detail(request, job_id):
-    if request.method == "GET":
-        return JsonResponse(job_to_dict(_job(request, job_id)))
-    _require_edit(request)
+@ninja_api.get(
+    f"/jobs/{JOB_ID}",
+    operation_id="getJob",
+    url_name="job",
+    summary="One job.",
+    response={200: schemas.Job, **OBJECT_ERRORS},
+)
+def get_job(request, job_id: int):
+    return JsonResponse(job_to_dict(_job(request, job_id)))
+
+
+def _save_job(request, job_id: int, payload: schemas.JobFields, *, replace: bool):
     job = _job(request, job_id)
-    if request.method == "DELETE":
-        services.delete_job(job=job, user=request.user, via=VIA)
-        return HttpResponse(status=204)
-    payload = _json_body(request)
-    errors = spec_errors(payload)
-    if errors:
-        raise ApiError.invalid(errors)
+    spec = _spec(payload)
     # PUT replaces (left-out fields take defaults); PATCH keeps them.
-    data = spec_to_form_data(payload, instance=job if request.method == "PATCH" else None)
-    form = JobForm(data, instance=job, user=request.user)
+    form = JobForm(
+        spec_to_form_data(spec, instance=None if replace else job), instance=job, user=request.user
+    )
     if not form.is_valid():
         raise ApiError.invalid(form.error_list())
     job = services.save_job(
-        job=form.save(commit=False), user=request.user, via=VIA, expected_version=payload.get("version")
+        job=form.save(commit=False), user=request.user, via=VIA, expected_version=spec.get("version")
     )
     return JsonResponse(job_to_dict(job))
 
 
-@api_view("POST")
-def job_toggle(request, job_id):
-    """Pause an enabled job; resume a paused one or re-enable a crashed one."""
-    _require_edit(request)
+@ninja_api.put(
+    f"/jobs/{JOB_ID}",
+    operation_id="replaceJob",
+    summary="Replace a job (staff); fields left out take their defaults.",
+    response={200: schemas.Job, **EDIT_ERRORS, 404: schemas.Error, 409: schemas.Error},
+)
+def replace_job(request, job_id: int, payload: schemas.JobCreate):
+    return _save_job(request, job_id, payload, replace=True)
+
+
+@ninja_api.patch(
+    f"/jobs/{JOB_ID}",
+    operation_id="updateJob",
+    summary="Change some fields of a job (staff).",
+    response={200: schemas.Job, **EDIT_ERRORS, 404: schemas.Error, 409: schemas.Error},
+)
+def update_job(request, job_id: int, payload: schemas.JobInput):
+    return _save_job(request, job_id, payload, replace=False)
+
+
+@ninja_api.delete(
+    f"/jobs/{JOB_ID}",
+    operation_id="deleteJob",
+    summary="Soft-delete a job (staff); built-in jobs cannot be deleted (409).",
+    response={204: None, 401: schemas.Error, 403: schemas.Error, 404: schemas.Error, 409: schemas.Error},
+)
+def delete_job(request, job_id: int):
+    services.delete_job(job=_job(request, job_id), user=request.user, via=VIA)
+    return HttpResponse(status=204)
+
+
+@ninja_api.post(
+    f"/jobs/{JOB_ID}/toggle",
+    operation_id="toggleJob",
+    url_name="job_toggle",
+    summary="Pause an enabled job; resume a paused one or re-enable a crashed one (staff).",
+    response={
+        200: schemas.Job,
+        401: schemas.Error,
+        403: schemas.Error,
+        404: schemas.Error,
+        409: schemas.Error,
+    },
+)
+def toggle_job(request, job_id: int):
     job = _job(request, job_id)
     if job.state == Job.State.ENABLED:
         job = services.pause_job(job=job, user=request.user, via=VIA)
@@ -454,24 +548,28 @@ def job_toggle(request, job_id):
     return JsonResponse(job_to_dict(job))
 
 
-@api_view("POST")
-def job_run(request, job_id):
-    """Queue a manual run; while one is queued or running, answer that one (200, not 201)."""
-    _require_edit(request)
+@ninja_api.post(
+    f"/jobs/{JOB_ID}/run",
+    operation_id="runJob",
+    url_name="job_run",
+    summary="Queue a manual run (staff; refused in demo mode).",
+    description="The body may be left out. `properties` overrides the job's properties for this run "
+    "only (merged over them, validated like the job's own; 400 with field `properties` if not). "
+    "While a manual run is queued or running, that run is the answer (200, not 201).",
+    response={
+        201: schemas.Run,
+        200: schemas.Run,
+        **EDIT_ERRORS,
+        404: schemas.Error,
+        409: schemas.Error,
+    },
+)
+def run_job(request, job_id: int, payload: Body[schemas.RunNow] = None):
     job = _job(request, job_id)
-    # An empty body is a plain run; {"properties": {...}} overrides for this run only.
-    payload = _json_body(request, optional=True)
-    unknown = sorted(set(payload) - {"properties"})
-    if unknown:
-        raise ApiError.invalid(
-            [
-                {"code": "unknown_field", "message": f"Unknown field “{name[:50]}”.", "field": name[:50]}
-                for name in unknown
-            ]
-        )
+    overrides = payload.properties if payload is not None else None
     try:
         run, created = services.run_now(
-            job=job, user=request.user, via=VIA, trigger=Run.Trigger.API, properties=payload.get("properties")
+            job=job, user=request.user, via=VIA, trigger=Run.Trigger.API, properties=overrides
         )
     except ValidationError as exc:
         raise ApiError.invalid(
@@ -483,25 +581,69 @@ def job_run(request, job_id):
     return JsonResponse(run_to_dict(run), status=201 if created else 200)
 
 
-@api_view("GET")
-def job_runs(request, job_id):
-    """The job's runs, newest scheduled first, keyset-paginated on (scheduled_at, id)."""
+@ninja_api.get(
+    f"/jobs/{JOB_ID}/runs",
+    operation_id="listRuns",
+    url_name="job_runs",
+    summary="The job's runs, newest scheduled first.",
+    response={200: schemas.RunPage, **ERRORS, 404: schemas.Error},
+)
+def list_job_runs(request, job_id: int, filters: Query[schemas.RunFilters]):
+    """Keyset-paginated on (scheduled_at, id)."""
     job = _job(request, job_id)
-    return _run_page(request, Run.objects.filter(job=job))
+    return _run_page(Run.objects.filter(job=job), filters)
 
 
-@api_view("GET")
-def runs_collection(request):
-    """Runs across every job the caller may see (and one-off tasks), newest
-    scheduled first; the same filters and pages as a job's runs, plus ?job=."""
+@ninja_api.get(
+    "/runs",
+    operation_id="listAllRuns",
+    url_name="runs",
+    summary="Runs across all jobs (and one-off tasks), newest scheduled first.",
+    response={200: schemas.RunPage, **ERRORS},
+)
+def list_runs(request, filters: Query[schemas.AllRunFilters]):
     runs = access.visible_runs(request.user)
-    if request.GET.get("job"):
-        job_id = _parse_int(request.GET["job"], "job", 1, 2**63 - 1)
-        runs = runs.filter(job_id=job_id)
-    return _run_page(request, runs)
+    if filters.job is not None:
+        runs = runs.filter(job_id=filters.job)
+    return _run_page(runs, filters)
 
 
-@api_view("GET")
+def _run_page(runs, filters: schemas.RunFilters):
+    statuses = [s for s in (filters.status or "").split(",") if s]
+    if statuses:
+        runs = runs.filter(status__in=statuses)
+    if filters.trigger:
+        runs = runs.filter(trigger=filters.trigger)
+    if filters.from_:
+        runs = runs.filter(scheduled_at__gte=_parse_time(filters.from_, "from"))
+    if filters.to:
+        runs = runs.filter(scheduled_at__lt=_parse_time(filters.to, "to"))
+    if filters.cursor:
+        runs = runs.older_than(*_decode_cursor(filters.cursor))
+    limit = filters.limit
+    page = list(runs.order_by("-scheduled_at", "-id")[: limit + 1])
+    next_cursor = _encode_cursor(page[limit - 1]) if len(page) > limit else None
+    return JsonResponse({"results": [run_to_dict(run) for run in page[:limit]], "next_cursor": next_cursor})
+
+
+def _encode_cursor(run: Run) -> str:
+    return run_cursor(run.scheduled_at, run.pk)
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, int]:
+    parsed = parse_run_cursor(cursor)
+    if parsed is None:
+        raise ApiError(400, "invalid", "This cursor is not one the API gave out.", "cursor")
+    return parsed
+
+
+@ninja_api.get(
+    "/dashboard",
+    operation_id="getDashboard",
+    url_name="dashboard",
+    summary="Jobs by state, the last 24 hours' runs by status and success rate, jobs needing attention, live runs.",
+    response={200: schemas.Dashboard, 401: schemas.Error},
+)
 def dashboard(request):
     """The console dashboard's figures (jobs.views.dashboard_figures)."""
     from jobs.views import dashboard_figures
@@ -527,29 +669,28 @@ def dashboard(request):
     )
 
 
-@api_view("GET")
-def upcoming(request):
-    """Fires of the next 24 hours (?window=24h) or 7 days (7d) across the
-    jobs the caller may see, in time order (jobs.upcoming)."""
+@ninja_api.get(
+    "/upcoming",
+    operation_id="listUpcomingFires",
+    url_name="upcoming",
+    summary="Fires of the next 24 hours or 7 days across jobs, earliest first.",
+    response={200: schemas.UpcomingPage, **ERRORS},
+)
+def list_upcoming(request, query: Query[schemas.UpcomingQuery]):
+    """Fires in the window across the jobs the caller may see, in time order (jobs.upcoming)."""
     from jobs import upcoming as fires
 
-    window = request.GET.get("window", "24h")
-    if window not in fires.WINDOWS:
-        raise ApiError(
-            400, "invalid_choice", f"“window” must be one of {', '.join(fires.WINDOWS)}.", "window"
-        )
-    limit = _parse_int(request.GET["limit"], "limit", 1, 500) if request.GET.get("limit") else fires.PAGE
     after = None
-    if request.GET.get("cursor"):
-        after = fires.parse_cursor(request.GET["cursor"])
+    if query.cursor:
+        after = fires.parse_cursor(query.cursor)
         if after is None:
             raise ApiError(400, "invalid", "This cursor is not one the API gave out.", "cursor")
     now = timezone.now()
     page, more = fires.upcoming_fires(
         access.visible_jobs(request.user),
         start=now,
-        end=now + fires.WINDOWS[window],
-        limit=limit,
+        end=now + fires.WINDOWS[query.window],
+        limit=query.limit,
         after=after,
     )
     return JsonResponse(
@@ -570,59 +711,34 @@ def upcoming(request):
     )
 
 
-def _run_page(request, runs):
-    params = request.GET
-    statuses = [s for s in params.get("status", "").split(",") if s]
-    for status in statuses:
-        if status not in Run.Status.values:
-            raise ApiError(
-                400, "invalid_choice", f"“status” must be among {', '.join(Run.Status.values)}.", "status"
-            )
-    if statuses:
-        runs = runs.filter(status__in=statuses)
-    trigger = params.get("trigger")
-    if trigger:
-        if trigger not in Run.Trigger.values:
-            raise ApiError(
-                400, "invalid_choice", f"“trigger” must be one of {', '.join(Run.Trigger.values)}.", "trigger"
-            )
-        runs = runs.filter(trigger=trigger)
-    if params.get("from"):
-        runs = runs.filter(scheduled_at__gte=_parse_time(params["from"], "from"))
-    if params.get("to"):
-        runs = runs.filter(scheduled_at__lt=_parse_time(params["to"], "to"))
-    limit = RUNS_DEFAULT_LIMIT
-    if params.get("limit"):
-        limit = _parse_int(params["limit"], "limit", 1, RUNS_MAX_LIMIT)
-    if params.get("cursor"):
-        runs = runs.older_than(*_decode_cursor(params["cursor"]))
-    page = list(runs.order_by("-scheduled_at", "-id")[: limit + 1])
-    next_cursor = _encode_cursor(page[limit - 1]) if len(page) > limit else None
-    return JsonResponse({"results": [run_to_dict(run) for run in page[:limit]], "next_cursor": next_cursor})
-
-
-def _encode_cursor(run: Run) -> str:
-    return run_cursor(run.scheduled_at, run.pk)
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, int]:
-    parsed = parse_run_cursor(cursor)
-    if parsed is None:
-        raise ApiError(400, "invalid", "This cursor is not one the API gave out.", "cursor")
-    return parsed
-
-
 # -- runs, handlers, tasks ---------------------------------------------------------------
 
 
-@api_view("GET")
-def run_detail(request, run_id):
+@ninja_api.get(
+    f"/runs/{RUN_ID}",
+    operation_id="getRun",
+    url_name="run",
+    summary="One run, with its log.",
+    response={200: schemas.RunDetail, **OBJECT_ERRORS},
+)
+def get_run(request, run_id: int):
     return JsonResponse(run_to_dict(access.get_run_for_user(request.user, run_id), with_log=True))
 
 
-@api_view("POST")
-def run_cancel(request, run_id):
-    _require_edit(request)
+@ninja_api.post(
+    f"/runs/{RUN_ID}/cancel",
+    operation_id="cancelRun",
+    url_name="run_cancel",
+    summary="Cancel a queued run, or ask a running one to stop (staff).",
+    response={
+        200: schemas.Run,
+        401: schemas.Error,
+        403: schemas.Error,
+        404: schemas.Error,
+        409: schemas.Error,
+    },
+)
+def cancel_run(request, run_id: int):
     run = access.get_run_for_user(request.user, run_id)
     if not run.is_live:
         raise ApiError(
@@ -635,40 +751,26 @@ def run_cancel(request, run_id):
 @ninja_api.get(
     "/handlers",
     operation_id="listHandlers",
+    url_name="handlers",
     summary="Registered Python handlers (what the job form offers).",
     response={200: schemas.HandlerList, 401: schemas.Error},
 )
 def handlers(request):
-    return {"results": [handler_to_dict(info) for info in registry.available()]}
+    return JsonResponse({"results": [handler_to_dict(info) for info in registry.available()]})
 
 
-@api_view("POST")
-def tasks(request):
-    """Enqueue a one-off task; a live task with the same handler and key is answered instead (200)."""
-    _require_edit(request)
+@ninja_api.post(
+    "/tasks",
+    operation_id="enqueueTask",
+    url_name="tasks",
+    summary="Enqueue a one-off task (staff; refused in demo mode).",
+    description="A live task with the same handler and key is the answer instead (200, not 201).",
+    response={201: schemas.Run, 200: schemas.Run, **EDIT_ERRORS},
+)
+def enqueue_task(request, payload: schemas.TaskInput):
     services.check_demo_mode("enqueuing tasks")
-    payload = _json_body(request)
-    unknown = sorted(set(payload) - set(TaskForm.base_fields))
-    if unknown:
-        raise ApiError.invalid(
-            [
-                {"code": "unknown_field", "message": f"Unknown field “{name}”.", "field": name}
-                for name in unknown
-            ]
-        )
-    bad_types = [
-        {"code": "invalid", "message": "Must be a string.", "field": name}
-        for name in ("handler", "key", "run_after")
-        if payload.get(name) is not None and not isinstance(payload[name], str)
-    ] + [
-        {"code": "invalid", "message": "Must be a whole number.", "field": name}
-        for name in ("max_retries", "retry_interval_seconds", "timeout_seconds")
-        if payload.get(name) is not None
-        and (isinstance(payload[name], bool) or not isinstance(payload[name], int))
-    ]
-    if bad_types:
-        raise ApiError.invalid(bad_types)
-    form = TaskForm({k: v for k, v in payload.items() if v is not None})
+    data = payload.model_dump(exclude_none=True)
+    form = TaskForm(data)
     if not form.is_valid():
         raise ApiError.invalid(form.error_list())
     now = timezone.now()
@@ -682,8 +784,9 @@ def tasks(request):
 @ninja_api.post(
     "/cron/preview",
     operation_id="previewCron",
+    url_name="cron_preview",
     summary="Describe an expression and list its next fire times (any signed-in user).",
-    response={200: schemas.Preview, 400: schemas.Error, 401: schemas.Error},
+    response={200: schemas.Preview, **ERRORS},
 )
 def cron_preview(request, payload: schemas.PreviewRequest):
     """The next fire times (with DST marks), the description and warnings
@@ -701,14 +804,12 @@ def cron_preview(request, payload: schemas.PreviewRequest):
         raise ApiError(400, exc.code, exc.message, "expression") from None
 
 
-# -- the document -------------------------------------------------------------------
+# -- the document and its page ----------------------------------------------------------
 
 
 @api_view("GET", public=True)
 def schema(request):
-    from jobs.openapi import document
-
-    return JsonResponse(document(request))
+    return JsonResponse(ninja_api.get_openapi_schema(path_prefix="/api/"))
 
 
 @api_view("GET")
@@ -733,17 +834,6 @@ def not_found(request, rest=""):
 app_name = "api"
 
 urlpatterns = [
-    path("jobs", jobs_collection, name="jobs"),
-    path("jobs/<int:job_id>", job_detail, name="job"),
-    path("jobs/<int:job_id>/toggle", job_toggle, name="job_toggle"),
-    path("jobs/<int:job_id>/run", job_run, name="job_run"),
-    path("jobs/<int:job_id>/runs", job_runs, name="job_runs"),
-    path("runs", runs_collection, name="runs"),
-    path("upcoming", upcoming, name="upcoming"),
-    path("dashboard", dashboard, name="dashboard"),
-    path("runs/<int:run_id>", run_detail, name="run"),
-    path("runs/<int:run_id>/cancel", run_cancel, name="run_cancel"),
-    path("tasks", tasks, name="tasks"),
     path("schema", schema, name="schema"),
     path("docs", api_docs, name="docs"),
     *_ninja_urls(),

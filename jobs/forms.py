@@ -42,6 +42,7 @@ KIND_FIELDS = {Job.Kind.HTTP: HTTP_FIELDS, Job.Kind.SQL: SQL_FIELDS}
 PROPERTY_FIELDS = frozenset(HTTP_FIELDS + SQL_FIELDS)
 NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 MAX_ALERT_THRESHOLD = 1000
+MAX_RETRIES = 100
 MAX_DESCRIPTION_CHARS = 2000
 # Characters that make one name look like another or hide part of it:
 # controls (Cc), format characters such as bidi overrides and zero-width
@@ -415,7 +416,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         ):
             self.fields[name].required = False
         self.fields["timeout_seconds"].min_value = 1
-        self.fields["max_retries"].widget.attrs["max"] = 100
+        self.fields["max_retries"].widget.attrs["max"] = MAX_RETRIES
         if self.instance.pk:
             self.fields["version"].initial = self.instance.version
             for name in PROPERTY_FIELDS:
@@ -513,8 +514,10 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         value = self.cleaned_data.get("max_retries")
         if value is None:
             return DEFAULT_MAX_RETRIES
-        if value > 100:
-            raise ValidationError(_("At most 100 retries."), code="invalid")
+        if value > MAX_RETRIES:
+            raise ValidationError(
+                _("At most {max_retries} retries.").format(max_retries=MAX_RETRIES), code="invalid"
+            )
         return value
 
     def clean_retry_interval_seconds(self):
@@ -648,7 +651,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         if (
             self.instance.pk
             and self.instance.name != name
-            and self.instance.name in graph | {n for ups in graph.values() for n in ups}
+            and self.instance.name in set(graph) | {n for ups in graph.values() for n in ups}
         ):
             old = self.instance.name
             graph = {
@@ -750,7 +753,7 @@ class TaskForm(StorableTextMixin, ErrorListMixin, forms.Form):
     key = forms.CharField(max_length=200)
     properties = PropertiesField(required=False)
     run_after = forms.DateTimeField(required=False)
-    max_retries = forms.IntegerField(required=False, min_value=0, max_value=100)
+    max_retries = forms.IntegerField(required=False, min_value=0, max_value=MAX_RETRIES)
     retry_interval_seconds = forms.IntegerField(
         required=False, min_value=0, max_value=Job.MAX_TIMEOUT_SECONDS
     )
