@@ -3,6 +3,7 @@ from the service, the API, the command line and the console; validated like
 the job's own properties, recorded on the run and in the audit trail, seen by
 the handler, and reused by a retry."""
 
+import json
 import time
 from datetime import UTC, datetime, timedelta
 from io import StringIO
@@ -193,8 +194,12 @@ def test_overrides_given_as_json_text_refuse_unstorable_escapes(
     text = '{"region": "eu' + escape + '"}'
     console = staff_client.post(f"/jobs/{job.pk}/run/", {"properties": text}, follow=True)
     assert "not valid" in console.content.decode() and "cannot be stored" in console.content.decode()
-    api = staff_api.post(f"/api/jobs/{job.pk}/run", {"properties": text})
+    # The API takes `properties` as a JSON object (a string is a shape error);
+    # the same escapes inside one are refused as unstorable.
+    api = staff_api.post(f"/api/jobs/{job.pk}/run", {"properties": json.loads(text)})
     assert api.status_code == 400 and api.json()["code"] == "invalid_text", api.content
+    api = staff_api.post(f"/api/jobs/{job.pk}/run", {"properties": text})
+    assert api.status_code == 400 and api.json()["field"] == "properties", api.content
     with pytest.raises(ValidationError) as refused:
         services.run_now(job=job, properties=text)
     assert refused.value.code == "invalid_text"
