@@ -10,8 +10,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.utils import timezone
 
+from jobs.engine.leadership import WorkerIdInUse
+from jobs.engine.loop import Scheduler
 from jobs.handlers.sql import log_role_warnings
-from jobs.scheduler import Scheduler, WorkerIdInUse
 
 log = logging.getLogger("cronboard.scheduler")
 
@@ -73,7 +74,7 @@ class Command(BaseCommand):
         scheduler = Scheduler()
         if scheduler.clustered:
             try:
-                scheduler.check_identity(timezone.now())
+                scheduler.leadership.check_identity(timezone.now())
             except WorkerIdInUse as exc:
                 raise CommandError(str(exc)) from None
         scheduler.install_signal_handlers()
