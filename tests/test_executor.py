@@ -1,7 +1,7 @@
-"""The process executor (jobs.engine.execution.processes) with real child processes: hostile
-handlers are killed or recorded, the pool replaces what died, and the log a
-handler writes reaches the scheduler as it is written without the scheduler
-holding more than its capped head and tail. The scheduler side runs here on
+"""The process executor (jobs.engine.execution.processes) with real child
+processes: hostile handlers are killed or recorded, the pool replaces what
+died, and the log a handler writes reaches the scheduler as it is written
+without the scheduler holding more than its capped head and tail. The scheduler side runs here on
 the test database; the handlers (tests.hostile_handlers) need none."""
 
 import os
