@@ -3,7 +3,7 @@
 GET /healthz/scheduler (or /healthz?scheduler=1) adds a dead man's switch
 for an external monitor: 503 as well when no scheduler process has written
 a heartbeat for SCHEDULER_SILENT_AFTER (60 s). The heartbeat is the node
-lease every scheduler renews every few seconds (jobs.leases); on PostgreSQL
+lease every scheduler renews every few seconds (jobs.engine.leases); on PostgreSQL
 the lease must also still be live by the database's clock. A scheduler that
 stopped cleanly gives its lease up, so the check fails at once; one that was
 killed fails it once its last renewal is 60 s old.
@@ -29,7 +29,7 @@ SCHEDULER_SILENT_AFTER = timedelta(seconds=60)
 
 def scheduler_heartbeat(now: datetime) -> tuple[bool, float | None]:
     """(a scheduler is alive, seconds since the last heartbeat or None)."""
-    from jobs.leases import NODE_PREFIX, database_time
+    from jobs.engine.leases import NODE_PREFIX, database_time
     from jobs.models import Lease
 
     clock = database_time(now)

@@ -310,9 +310,9 @@ if len(JOBS_WORKER_ID) > 190 or any(c.isspace() for c in JOBS_WORKER_ID):
     raise ImproperlyConfigured("JOBS_WORKER_ID must be at most 190 characters, without spaces")
 JOBS_SCHEDULER_ENABLED = _bool("JOBS_SCHEDULER_ENABLED", True)
 JOBS_MAX_CONCURRENT_RUNS = _int("JOBS_MAX_CONCURRENT_RUNS", 8, minimum=1)
-# Where handlers run (jobs.workers): "process", a child process per run that
-# the scheduler can kill; "thread", a thread of the scheduler (its memory
-# shared, nothing killed: for handlers that must share the scheduler's memory).
+# Where handlers run (jobs.engine.execution): "process", a child process per
+# run that the scheduler can kill; "thread", a thread of the scheduler (its
+# memory shared, nothing killed: for handlers that must share its memory).
 JOBS_EXECUTOR = env.str("JOBS_EXECUTOR", default="process").strip().lower()
 if JOBS_EXECUTOR not in ("process", "thread"):
     raise ImproperlyConfigured(f"JOBS_EXECUTOR must be process or thread, got {JOBS_EXECUTOR!r}")

@@ -12,9 +12,9 @@ from django.views.decorators.http import require_GET, require_POST
 from jobs import alerts, channels, links
 from jobs.access import can_edit, can_view, get_job_for_user, login_required
 from jobs.config import get_setting, parse_email_list
+from jobs.engine.outbox import describe_failure
 from jobs.i18n import alert_translation
 from jobs.models import Alert, AlertDelivery
-from jobs.outbox import describe_failure
 
 RECENT_ALERTS = 100
 JOB_ALERTS = 20

@@ -12,7 +12,7 @@ before missed fires are planned); each event has a key stored unique
 
 The scheduler calls `on_crash` (and `on_success`) inside the transaction
 that records the run's outcome, so the alert row — the outbox, delivered by
-jobs.outbox — and the in-site messages commit together with the crash: a
+jobs.engine.outbox — and the in-site messages commit together with the crash: a
 process that dies a moment later loses nothing, and an outcome that rolls
 back leaves no alert behind. Only the crossing of the threshold calls
 `on_crash` (the job goes from enabled to crashed), so one crossing is one
@@ -38,7 +38,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from jobs import channels, links
 from jobs.config import MIN_ALERT_SECONDS, get_setting, get_setting_cached, get_stored
 from jobs.i18n import alert_translation
-from jobs.models import Alert, AlertDelivery, Job, Message, Run
+from jobs.models import LIVE_RUN, Alert, AlertDelivery, Job, Message, Run
 
 log = logging.getLogger("cronboard.alerts")
 
@@ -371,7 +371,7 @@ class AlertWatch:
         if self._last is not None and timedelta(0) <= now - self._last < WATCH_EVERY:
             return False
         self._last = now
-        from jobs.leases import database_time
+        from jobs.engine.leases import database_time
 
         clock = database_time(now)  # PostgreSQL: every node judges by the same clock
         wrote = check_late(clock)
@@ -388,8 +388,6 @@ def check_late(now: datetime) -> int:
     time passed without being planned (no scheduler, no leader: this is also
     what a scheduler finds at start-up after being down), and a planned fire
     still queued (no free slot). One alert per fire."""
-    from jobs.scheduler import LIVE_RUN  # the partial index's literal condition
-
     cutoff = now - timedelta(seconds=MIN_ALERT_SECONDS)
     fires: list[tuple[Job, Run | None, datetime]] = [
         (job, None, job.next_fire_at) for job in Job.objects.due(cutoff)[:WATCH_BATCH]
@@ -435,8 +433,6 @@ def check_late(now: datetime) -> int:
 def check_long_running(now: datetime) -> int:
     """Runs still going N seconds after they started, N below their timeout
     (a job's long_running_seconds, else the setting, else half the timeout)."""
-    from jobs.scheduler import LIVE_RUN  # the partial index's literal condition
-
     cutoff = now - timedelta(seconds=MIN_ALERT_SECONDS)
     running = (
         Run.objects.filter(LIVE_RUN, status=Run.Status.RUNNING, started_at__lte=cutoff, job__isnull=False)

@@ -13,7 +13,7 @@ from django.utils.timezone import now as _now
 from django.utils.translation import gettext_lazy as _
 
 from jobs import cron
-from jobs.logbuffer import cap_text
+from jobs.engine.execution.logbuffer import cap_text
 from jobs.text import storable
 
 # What a job or a one-off task gets when it does not say (the model, the job
@@ -44,9 +44,9 @@ def cap_message(text: str | None, limit: int | None) -> str:
     (≤ 0: no cap) and storable on both databases (jobs.text.storable: NUL
     and lone surrogates become U+FFFD). Past the cap the head and the tail
     are kept and the middle is replaced by a marker that states the
-    original length (jobs.logbuffer.cap_text, which a running log is capped
-    by too). Every outcome text a handler produced is written through this
-    function."""
+    original length (jobs.engine.execution.logbuffer.cap_text, which a
+    running log is capped by too). Every outcome text a handler produced is
+    written through this function."""
     text = text or ""
     return storable(cap_text(text, text, len(text), limit))
 
@@ -611,7 +611,7 @@ class Message(models.Model):
 class Alert(models.Model):
     """The alert outbox: one row per crash (or recovery) notice, written in the
     transaction that records the outcome (jobs.alerts), delivered later by the
-    scheduler's send_alerts step (jobs.outbox). The row keeps what was true at
+    scheduler's send_alerts step (jobs.engine.outbox). The row keeps what was true at
     the crash moment (recipients, rendered bodies) and a stable Message-ID, so
     a retry or a re-send after a restart is the same email."""
 

@@ -2,7 +2,7 @@
 
 Views, the API and management commands call these; none of them writes a
 Job's state or a Run directly. The scheduler's own writes (claiming fires,
-recording outcomes) live in jobs/scheduler.py.
+recording outcomes) are the engine's (jobs/engine/).
 """
 
 from collections.abc import Iterable
@@ -17,8 +17,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, gettext_noop
 
 from jobs import audit
+from jobs.engine.listener import CHANNEL
 from jobs.handlers import registry
-from jobs.listener import CHANNEL
 from jobs.models import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_RETRY_INTERVAL_SECONDS,

@@ -30,13 +30,13 @@ from jobs import access, cron, services, tokens
 from jobs.access import login_required
 from jobs.alert_views import channel_rows
 from jobs.charts import duration_chart
+from jobs.cluster import cluster_status
 from jobs.forms import KIND_FIELDS, PROPERTY_FIELDS, JobForm, SettingsForm, TokenForm
 from jobs.handlers import registry
 from jobs.handlers.command import command_enabled
 from jobs.handlers.http import METHODS as HTTP_METHODS
 from jobs.handlers.sql import sql_enabled
 from jobs.i18n import cron_error_message, describe_cron, localized_preview
-from jobs.leases import cluster_status
 from jobs.models import LIVE_RUN, MANUAL_RUN, AuditEvent, Job, Message, Run, parse_run_cursor, run_cursor
 
 JOBS_PER_PAGE = 50

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Mutation testing of the cron engine and the fence with mutmut (pinned in
-# requirements-dev.txt, configured in pyproject.toml [tool.mutmut]); see
-# docs/development.md, "Mutation testing". Not part of CI's default run: a
-# full run takes 30 to 45 minutes on one core.
+# Mutation testing of the cron engine, the fence and the engine's planning and
+# outcomes with mutmut (pinned in requirements-dev.txt, configured in
+# pyproject.toml [tool.mutmut]); see docs/development.md, "Mutation testing".
+# Not part of CI's default run: a full run takes hours on one core.
 #
 #   scripts/mutation.sh                  run (resuming from mutants/), then print the scores
 #   scripts/mutation.sh --fresh          throw mutants/ away first: every mutant is run again
 #   scripts/mutation.sh --max-children 2 worker processes (default 1: the machine is shared)
+#   scripts/mutation.sh --only 'jobs.engine.planning*'   only the mutants whose names match
 #   scripts/mutation.sh --scores         print the scores of the last run only
 #
 # Survivors afterwards: .venv/bin/mutmut results; one diff: .venv/bin/mutmut show <name>.
@@ -16,12 +17,14 @@ cd "$(dirname "$0")/.."
 fresh=0
 children=1
 run=1
+only=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --fresh) fresh=1 ;;
     --max-children) children="$2"; shift ;;
     --scores) run=0 ;;
-    *) echo "usage: $0 [--fresh] [--max-children N] [--scores]" >&2; exit 2 ;;
+    --only) only+=("$2"); shift ;;
+    *) echo "usage: $0 [--fresh] [--max-children N] [--only PATTERN] [--scores]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -32,7 +35,7 @@ if [ "$run" = 1 ]; then
   echo "mutmut run --max-children $children (progress in mutants/run.log)"
   # mutmut draws a progress spinner on every mutant; keep it out of the terminal.
   status=0
-  .venv/bin/mutmut run --max-children "$children" > mutants/run.log 2>&1 || status=$?
+  .venv/bin/mutmut run --max-children "$children" ${only[@]+"${only[@]}"} > mutants/run.log 2>&1 || status=$?
   if [ "$status" != 0 ]; then
     tail -n 40 mutants/run.log
     echo "mutmut run failed (exit $status)" >&2
@@ -47,17 +50,20 @@ fi
   /__mutmut_[0-9]+: / {
     name = $1; sub(/:$/, "", name)
     status = $0; sub(/^[^:]*: /, "", status)
-    split(name, part, ".")
-    module = part[1] "/" part[2] ".py"
+    # jobs.engine.planning.xǁPlannerǁplan_fire__mutmut_3 -> jobs/engine/planning.py
+    n = split(name, part, ".")
+    module = part[1]
+    for (i = 2; i <= n && substr(part[i], 1, 2) != "x_" && index(part[i], "xǁ") != 1; i++) module = module "/" part[i]
+    module = module ".py"
     total[module]++
     if (status == "killed" || status == "timeout") caught[module]++
     else left[module] = left[module] "    " name ": " status "\n"
   }
   END {
     if (length(total) == 0) { print "no mutants found: run mutmut first"; exit 1 }
-    printf "%-16s %8s %8s %8s %8s\n", "module", "mutants", "caught", "left", "score"
+    printf "%-26s %8s %8s %8s %8s\n", "module", "mutants", "caught", "left", "score"
     for (m in total) {
-      printf "%-16s %8d %8d %8d %7.1f%%\n", m, total[m], caught[m], total[m] - caught[m], 100 * caught[m] / total[m]
+      printf "%-26s %8d %8d %8d %7.1f%%\n", m, total[m], caught[m], total[m] - caught[m], 100 * caught[m] / total[m]
     }
     for (m in left) { printf "\nnot caught in %s:\n%s", m, left[m] }
   }'

@@ -1,5 +1,5 @@
 """Alert channels (Apprise URLs, jobs.channels) delivered through the outbox
-(jobs.outbox) to a real webhook receiver on loopback (tests/fixtures/webhook.py).
+(jobs.engine.outbox) to a real webhook receiver on loopback (tests/fixtures/webhook.py).
 
 The scheduler and the sender are driven with a fixed clock; only the HTTP
 exchange itself runs in real time."""
@@ -14,10 +14,10 @@ from django.db import connection
 
 from jobs import alerts, channels, services
 from jobs.config import get_setting, set_setting
+from jobs.engine.loop import Scheduler
+from jobs.engine.outbox import AlertSender
 from jobs.forms import JobForm
 from jobs.models import Alert, AlertDelivery, AuditEvent, Job
-from jobs.outbox import AlertSender
-from jobs.scheduler import Scheduler
 from tests.fixtures.core import T0, Clock, drain
 
 LATER = timedelta(hours=2)  # past any backoff the step could have chosen

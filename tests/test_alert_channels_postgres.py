@@ -24,7 +24,7 @@ SCRIPT = textwrap.dedent(
     from django.utils import timezone
     from jobs import alerts, channels
     from jobs.models import AlertDelivery, Job
-    from jobs.outbox import AlertSender
+    from jobs.engine.outbox import AlertSender
 
     user = get_user_model().objects.create_user("staff", password="pw", is_staff=True)
     client = Client()

@@ -10,9 +10,10 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from jobs import alerts, outbox
+from jobs import alerts
+from jobs.engine import outbox
+from jobs.engine.outbox import AlertSender
 from jobs.models import Alert, Run
-from jobs.outbox import AlertSender
 from tests.fixtures.core import T0
 from tests.fixtures.smtp import use_smtp
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from jobs import alerts
+from jobs.engine.outbox import AlertSender
 from jobs.models import Alert
-from jobs.outbox import AlertSender
 from tests.fixtures.core import T0
 from tests.fixtures.smtp import use_smtp
 
@@ -72,9 +72,10 @@ CLAIM_SCRIPT = textwrap.dedent(
     """
     from datetime import timedelta
     from django.utils import timezone
-    from jobs import alerts, leases
+    from jobs import alerts
+    from jobs.engine import leases
     from jobs.models import Alert, Job
-    from jobs.outbox import AlertSender, claim_lease
+    from jobs.engine.outbox import AlertSender, claim_lease
 
     job = Job.objects.create(name="pg-claim", handler="demo.echo", cron_expression="0 * * * * *",
                              alert_emails=["ops@example.com"])

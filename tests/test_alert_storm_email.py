@@ -5,8 +5,8 @@ email a minute. Against the real aiosmtpd server (tests/fixtures/smtp.py)."""
 from datetime import datetime, timedelta
 
 from jobs import alerts
+from jobs.engine.outbox import AlertSender
 from jobs.models import Alert
-from jobs.outbox import AlertSender
 from tests.fixtures.core import T0
 from tests.fixtures.smtp import use_smtp
 

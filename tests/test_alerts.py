@@ -10,12 +10,13 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core import mail
 
-from jobs import alerts, outbox
+from jobs import alerts
 from jobs.config import set_setting
+from jobs.engine import outbox
+from jobs.engine.loop import Scheduler
+from jobs.engine.outbox import AlertSender, Delivery
 from jobs.forms import JobForm
 from jobs.models import Alert, Job, Message, Run
-from jobs.outbox import AlertSender, Delivery
-from jobs.scheduler import Scheduler
 from jobs.services import resume_job, run_now
 from tests.fixtures.core import T0, drain
 

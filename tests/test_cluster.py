@@ -11,9 +11,9 @@ from datetime import timedelta
 
 import pytest
 
-from jobs import leases
+from jobs.engine import leases
+from jobs.engine.leadership import WorkerIdInUse
 from jobs.models import Job, LeadershipChange, Run
-from jobs.scheduler import WorkerIdInUse
 from tests.fixtures.core import T0
 
 
@@ -45,20 +45,20 @@ def test_leader_that_stalled_past_its_lease_claims_nothing(node, due_job, caplog
     """The epoch fence: `a` decided it leads (epoch 1), stalled past its lease,
     and `b` took over (epoch 2). `a` still believes it leads; its claim's
     UPDATE checks the lease and touches nothing. Without the lease condition in
-    `_claimable`, `a` would plan this fire (the compare-and-set alone cannot
+    `Planner._claimable`, `a` would plan this fire (the compare-and-set alone cannot
     tell a stale leader from a live one: the job row is exactly as `a` read it)."""
     a, b = node("a"), node("b")
     a.lead(T0)
     later = T0 + leases.lease_ttl() + timedelta(seconds=1)
     assert b.lead(later) is True
     Job.objects.filter(pk=due_job.pk).update(next_fire_at=later)
-    assert a.is_leader(later)  # its belief is stale: nothing told it yet
+    assert a.leadership.is_leader()  # its belief is stale: nothing told it yet
 
     with caplog.at_level(logging.WARNING, logger="cronboard.scheduler"):
         a.plan_due(later)
 
     assert not Run.objects.exists()
-    assert a.leader_epoch is None
+    assert a.leadership.leader_epoch is None
     assert "fire claims refused" in caplog.text
     b.plan_due(later)
     assert Run.objects.get().planned_epoch == 2
@@ -98,7 +98,7 @@ def test_renewals_keep_the_epoch_and_are_not_leadership_changes(node, db):
     a = node("a")
     for second in range(0, 60, 10):
         a.lead(T0 + timedelta(seconds=second))
-    assert a.leader_epoch == 1
+    assert a.leadership.leader_epoch == 1
     assert LeadershipChange.objects.count() == 1
 
 
@@ -112,22 +112,22 @@ def test_shutdown_hands_the_lease_to_a_standby_at_its_next_try(node, db):
 
 def test_a_second_live_process_with_the_same_worker_id_is_refused(node, db):
     first = node("n1")
-    first._node_info.update(host="elsewhere", pid=4242)
+    first.leadership.node_info.update(host="elsewhere", pid=4242)
     first.start(T0)
 
     with pytest.raises(WorkerIdInUse, match="Another scheduler is running as JOBS_WORKER_ID=n1"):
-        node("n1").check_identity(T0 + timedelta(seconds=5))
+        node("n1").leadership.check_identity(T0 + timedelta(seconds=5))
 
 
 def test_a_restart_after_kill_9_on_the_same_host_does_not_wait_for_the_dead_process(node, db):
     dead = node("n1")
-    dead._node_info["pid"] = _a_pid_that_is_not_running()
+    dead.leadership.node_info["pid"] = _a_pid_that_is_not_running()
     dead.start(T0)
 
     successor = node("n1")
-    successor.check_identity(T0 + timedelta(seconds=5))  # no WorkerIdInUse
+    successor.leadership.check_identity(T0 + timedelta(seconds=5))  # no WorkerIdInUse
     successor.start(T0 + timedelta(seconds=5))
-    assert successor.node_epoch == 2
+    assert successor.leadership.node_epoch == 2
 
 
 def test_a_process_that_lost_its_worker_id_to_a_successor_stops(node, db):
@@ -160,10 +160,10 @@ def test_a_batched_claim_under_a_lost_lease_claims_nothing(node, make_job):
     later = T0 + leases.lease_ttl() + timedelta(seconds=1)
     for job in jobs:
         job.busy = False
-    plans = [a.plan_fire(job, T0) for job in jobs]
+    plans = [a.planner.plan_fire(job, T0) for job in jobs]
     assert b.lead(later) is True
 
-    assert a._claim_batch(plans, later) == set()
+    assert a.planner.claim_batch(plans, later, epoch=a.leadership.leader_epoch) == set()
     assert set(Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("next_fire_at", flat=True)) == {T0}
-    b_plans = [b.plan_fire(job, T0) for job in jobs]
-    assert b._claim_batch(b_plans, later) == {job.pk for job in jobs}
+    b_plans = [b.planner.plan_fire(job, T0) for job in jobs]
+    assert b.planner.claim_batch(b_plans, later, epoch=b.leadership.leader_epoch) == {job.pk for job in jobs}

@@ -8,9 +8,14 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from jobs import leases
+from jobs.cluster import cluster_status
+from jobs.engine import leases
+from jobs.engine.leadership import record_leadership
 from jobs.models import Run
 from tests.factories import make_job
+from tests.fixtures.core import T0
+
+TTL = leases.lease_ttl()
 
 
 @pytest.fixture
@@ -24,7 +29,7 @@ def two_nodes(db):
             info={"host": f"host-{pid}", "pid": pid, "version": "1.2"},
         )
     grant = leases.acquire(leases.LEADER, "sched-2", now=now)
-    leases.record_leadership(grant, "sched-2")
+    record_leadership(grant, "sched-2")
     job = make_job()
     Run.objects.create(
         job=job,
@@ -114,4 +119,40 @@ def test_on_sqlite_the_one_running_scheduler_is_reported_as_leader(viewer_client
     assert (data["leader"], data["epoch"], data["lease_expires_at"]) == ("solo", None, None)
     assert (
         "<strong>solo</strong> plans and runs everything" in viewer_client.get("/cluster/").content.decode()
+    )
+
+
+# -- the data the page shows (jobs.cluster) ---------------------------------------
+
+
+def test_cluster_status_names_leader_and_live_nodes_with_the_documented_json_keys(db):
+    leases.acquire(
+        leases.node_lease_name("n1"), "n1", now=T0, info={"host": "h1", "pid": 11, "version": "1.0"}
+    )
+    leases.acquire(
+        leases.node_lease_name("n2"), "n2", now=T0 - timedelta(minutes=5), info={"host": "h2", "pid": 22}
+    )
+    grant = leases.acquire("leader", "n1", now=T0)
+    record_leadership(grant, "n1")
+
+    status = cluster_status(now=T0 + timedelta(seconds=1))
+
+    data = status.as_json()
+    assert set(data) == {"leader", "lease_expires_at", "epoch", "nodes"}
+    assert (data["leader"], data["epoch"], data["lease_expires_at"]) == ("n1", 1, (T0 + TTL).isoformat())
+    assert data["nodes"] == [
+        {"worker_id": "n1", "host": "h1", "pid": 11, "last_heartbeat": T0.isoformat(), "running": 0}
+    ]
+    assert [(n.worker_id, n.alive) for n in status.nodes] == [("n1", True), ("n2", False)]
+    assert [c.worker_id for c in status.changes] == ["n1"]
+
+
+def test_cluster_status_has_no_leader_once_the_lease_lapsed(db):
+    leases.acquire("leader", "n1", now=T0)
+    status = cluster_status(now=T0 + TTL + timedelta(seconds=1))
+    assert (status.leader, status.epoch, status.lease_expires_at, status.lapsed_holder) == (
+        None,
+        None,
+        None,
+        "n1",
     )

@@ -192,7 +192,7 @@ def test_lease_times_come_from_the_database_clock_not_the_hosts(cluster_factory)
     out = cluster.django(
         "from datetime import timedelta\n"
         "from django.utils import timezone\n"
-        "from jobs import leases\n"
+        "from jobs.engine import leases\n"
         "hour = timedelta(hours=1)\n"
         "a = leases.acquire('leader', 'a', now=timezone.now())\n"
         "b = leases.acquire('leader', 'b', now=timezone.now() + hour)\n"
@@ -211,8 +211,8 @@ def test_a_scheduler_stalled_inside_a_transaction_has_it_ended_by_the_server(clu
     out = cluster.django(
         "import threading\n"
         "from django.db import connection\n"
-        "from jobs.scheduler import Scheduler\n"
-        "Scheduler(worker_id='probe')._limit_idle_transactions()\n"
+        "from jobs.engine.leadership import Leadership\n"
+        "Leadership('probe', clustered=True).limit_idle_transactions()\n"
         "connection.close()\n"
         "def show():\n"
         "    from django.db import connection\n"
@@ -275,8 +275,8 @@ def test_a_leader_stalled_past_its_lease_claims_nothing_when_it_wakes(cluster_fa
     due as of just before the stall (so the woken node, whose `now` is from
     before its stall, sees them due too) and wakes it: it tries to claim (its
     log says so) and the epoch fence refuses every claim. Remove the lease
-    condition from Scheduler._claimable and this fails: the woken node plans
-    the 300 under its old epoch.
+    condition from the planner's claims (jobs.engine.planning) and this
+    fails: the woken node plans the 300 under its old epoch.
     Phase 2 is the black-box version: SIGSTOP the leader from outside past its
     lease, SIGCONT, and check nothing it planned is dated after its successor
     took over."""
@@ -377,7 +377,7 @@ def test_a_thousand_jobs_due_at_once_fire_exactly_once_across_three_nodes(cluste
 
 def start_listener(server, dbname: str, on_wake, **kwargs):
     """A wake-up listener on a new database of the test server, started."""
-    from jobs.listener import WakeListener
+    from jobs.engine.listener import WakeListener
 
     server.create_database(dbname)
     params = {"host": server.host, "port": server.port, "user": server.user, "dbname": dbname}
@@ -389,7 +389,7 @@ def start_listener(server, dbname: str, on_wake, **kwargs):
 def test_the_wake_up_listener_hears_notify_and_reconnects_after_a_restart(postgres_server):
     import threading
 
-    from jobs.listener import CHANNEL
+    from jobs.engine.listener import CHANNEL
 
     woken = threading.Event()
     listener = start_listener(postgres_server, "cluster_listen", woken.set)
@@ -408,7 +408,7 @@ def test_the_wake_up_listener_hears_notify_and_reconnects_after_a_restart(postgr
 def test_the_wake_up_listener_ignores_its_own_schedulers_notifications(postgres_server):
     import threading
 
-    from jobs.listener import CHANNEL
+    from jobs.engine.listener import CHANNEL
 
     woken = threading.Event()
     listener = start_listener(postgres_server, "cluster_listen_self", woken.set, ignore_sender="n1")

@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
+from jobs.engine.loop import Scheduler
 from jobs.handlers.base import HandlerError, JobContext
 from jobs.handlers.command import CommandJobHandler, parse_command
 from jobs.models import Job, Run
-from jobs.scheduler import Scheduler
 
 T0 = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)
 PY = sys.executable

@@ -1,7 +1,7 @@
-"""The process executor (jobs.processes) with real child processes: hostile
-handlers are killed or recorded, the pool replaces what died, and the log a
-handler writes reaches the scheduler as it is written without the scheduler
-holding more than its capped head and tail. The scheduler side runs here on
+"""The process executor (jobs.engine.execution.processes) with real child
+processes: hostile handlers are killed or recorded, the pool replaces what
+died, and the log a handler writes reaches the scheduler as it is written
+without the scheduler holding more than its capped head and tail. The scheduler side runs here on
 the test database; the handlers (tests.hostile_handlers) need none."""
 
 import os
@@ -13,8 +13,8 @@ from django.utils import timezone
 
 import tests.hostile_handlers  # noqa: F401  (registers the hostile.* handlers)
 from jobs import services
+from jobs.engine.loop import Scheduler
 from jobs.models import Run
-from jobs.scheduler import Scheduler
 from tests.test_sql_handler import database, postgres_db, sqlite_db  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
@@ -126,7 +126,7 @@ def test_cancel_terminates_the_child_and_records_cancelled(make_job, scheduler):
     drive(scheduler, lambda: flight.ctx.log_chars > 0)
     pid = int(flight.ctx.log_text().split("spinning in pid ")[1].split(",")[0])
     assert services.cancel_run(run=only_run(spinner))
-    scheduler._last_heartbeat = None  # the next pass's heartbeat reads cancel requests
+    scheduler.run_heartbeat.last = None  # the next pass's heartbeat reads cancel requests
     drive(scheduler, finished(spinner))
     run = only_run(spinner)
     assert (run.status, run.error) == ("cancelled", "cancelled by an admin")
@@ -198,7 +198,7 @@ def test_log_lines_reach_the_scheduler_and_the_database_while_the_run_goes_on(
     drive(scheduler, lambda: scheduler.pool.flights)
     (flight,) = scheduler.pool.flights.values()
     drive(scheduler, lambda: "000000002" in flight.ctx.log_text())
-    scheduler._last_heartbeat = None
+    scheduler.run_heartbeat.last = None
     scheduler.heartbeat(timezone.now())
     run = only_run(job)
     assert run.status == "running"

@@ -13,7 +13,7 @@ import pytest
 import time_machine
 from django.core.management import call_command
 
-from jobs.scheduler import Scheduler
+from jobs.engine.loop import Scheduler
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -81,7 +81,7 @@ def test_another_nodes_heartbeat_does_not_count(settings):
 LEASE = """
 from datetime import timedelta
 from django.utils import timezone
-from jobs import leases
+from jobs.engine import leases
 leases.acquire(leases.node_lease_name("{worker}"), "{worker}", now=timezone.now(), ttl=timedelta(seconds={ttl}))
 """
 

@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobs.heartbeat import HeartbeatPinger
+from jobs.engine.heartbeat_ping import HeartbeatPinger
 from tests.fixtures.core import T0
 
 

@@ -16,11 +16,11 @@ from django.utils import translation
 
 from jobs import alerts, cron
 from jobs.config import get_setting, set_setting
+from jobs.engine.outbox import AlertSender
 from jobs.i18n import cron_error_message, describe_cron
 from jobs.management.commands.compilecatalogs import compile_catalogs
 from jobs.management.commands.updatecatalogs import make_messages
 from jobs.models import Message, Profile, Run
-from jobs.outbox import AlertSender
 from tests.fixtures.core import T0
 from tests.fixtures.smtp import use_smtp
 

@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobs import leases
+from jobs.engine import leases
 from jobs.models import Lease
 from tests.fixtures.core import T0
 
@@ -75,36 +75,3 @@ def test_live_node_holders_leave_out_expired_and_released_nodes():
     leases.acquire(leases.node_lease_name("n1"), "n1", epoch=1, now=T0 + timedelta(seconds=20))
     leases.release(leases.node_lease_name("n3"), "n3")
     assert leases.live_node_holders(now=T0 + timedelta(seconds=40)) == {"n1"}
-
-
-def test_cluster_status_names_leader_and_live_nodes_with_the_documented_json_keys():
-    leases.acquire(
-        leases.node_lease_name("n1"), "n1", now=T0, info={"host": "h1", "pid": 11, "version": "1.0"}
-    )
-    leases.acquire(
-        leases.node_lease_name("n2"), "n2", now=T0 - timedelta(minutes=5), info={"host": "h2", "pid": 22}
-    )
-    grant = leases.acquire("leader", "n1", now=T0)
-    leases.record_leadership(grant, "n1")
-
-    status = leases.cluster_status(now=T0 + timedelta(seconds=1))
-
-    data = status.as_json()
-    assert set(data) == {"leader", "lease_expires_at", "epoch", "nodes"}
-    assert (data["leader"], data["epoch"], data["lease_expires_at"]) == ("n1", 1, (T0 + TTL).isoformat())
-    assert data["nodes"] == [
-        {"worker_id": "n1", "host": "h1", "pid": 11, "last_heartbeat": T0.isoformat(), "running": 0}
-    ]
-    assert [(n.worker_id, n.alive) for n in status.nodes] == [("n1", True), ("n2", False)]
-    assert [c.worker_id for c in status.changes] == ["n1"]
-
-
-def test_cluster_status_has_no_leader_once_the_lease_lapsed():
-    leases.acquire("leader", "n1", now=T0)
-    status = leases.cluster_status(now=T0 + TTL + timedelta(seconds=1))
-    assert (status.leader, status.epoch, status.lease_expires_at, status.lapsed_holder) == (
-        None,
-        None,
-        None,
-        "n1",
-    )

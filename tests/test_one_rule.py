@@ -87,19 +87,22 @@ def test_every_default_blocked_range_is_refused_under_its_own_name():
 
 
 def test_lease_ttl_and_renew_period_are_the_settings_everywhere(settings):
-    """jobs.leases had its own 30 s / 10 s beside JOBS_LEASE_TTL_SECONDS and
-    JOBS_LEASE_RENEW_SECONDS; a lease taken without an explicit TTL and a
+    """The lease module had its own 30 s / 10 s beside JOBS_LEASE_TTL_SECONDS
+    and JOBS_LEASE_RENEW_SECONDS; a lease taken without an explicit TTL and a
     scheduler now both follow the settings."""
     from datetime import timedelta
 
-    from jobs import leases
-    from jobs.scheduler import Scheduler
+    from jobs.engine import leases
+    from jobs.engine.loop import Scheduler
 
     settings.JOBS_LEASE_TTL_SECONDS, settings.JOBS_LEASE_RENEW_SECONDS = 7, 2
     grant = leases.acquire("leader", "a", now=T0)
     assert grant.expires_at == T0 + timedelta(seconds=7)
     scheduler = Scheduler(worker_id="a", clock=lambda: T0)
-    assert (scheduler.lease_ttl, scheduler.lease_renew) == (timedelta(seconds=7), timedelta(seconds=2))
+    assert (scheduler.leadership.lease_ttl, scheduler.leadership.lease_renew) == (
+        timedelta(seconds=7),
+        timedelta(seconds=2),
+    )
 
 
 def test_a_job_and_a_task_that_say_nothing_get_the_same_defaults_everywhere(staff_api, tmp_path):

@@ -6,7 +6,8 @@ one run's data fails that run alone, and the scheduler goes on.
 Each test runs on both databases (`both_databases`, tests/fixtures/databases.py).
 Regression: a NUL in an HTTP job's response body made a PostgreSQL scheduler
 retry the same batch forever; a lone surrogate in a result made a SQLite
-scheduler exit (`UnicodeEncodeError` in jobs/bulk.py) after every restart."""
+scheduler exit (`UnicodeEncodeError` in the batched outcome write) after
+every restart."""
 
 import sqlite3
 import threading
@@ -19,10 +20,11 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.db.utils import DataError
 from django.utils import timezone
 
+from jobs.engine.loop import Scheduler
+from jobs.engine.outcomes import is_connection_error
 from jobs.handlers import HandlerError, JobHandler, register
 from jobs.handlers.registry import unregister
 from jobs.models import Job, Run
-from jobs.scheduler import Scheduler, is_connection_error
 from jobs.text import REPLACEMENT, storable
 
 NUL_TEXT = "before\x00after"
@@ -189,7 +191,7 @@ def test_a_log_flushed_while_running_is_storable(both_databases):
         until = time.monotonic() + 5
         while SURROGATE_TEXT not in flight.ctx.log_text() and time.monotonic() < until:
             time.sleep(0.01)
-        scheduler._last_heartbeat = None
+        scheduler.run_heartbeat.last = None
         assert scheduler.heartbeat(timezone.now())
         run = last_run(job)
         assert run.status == "running"
@@ -223,7 +225,7 @@ def test_a_run_timed_out_or_cancelled_keeps_its_poisoned_log_storable(both_datab
             time.sleep(0.01)
         Run.objects.filter(job=cancelled).update(cancel_requested=True)
         later = timezone.now() + timedelta(seconds=2)
-        scheduler._last_heartbeat = None
+        scheduler.run_heartbeat.last = None
         scheduler.heartbeat(later)
         scheduler.enforce_deadlines(later)
         assert not scheduler.pool.flights

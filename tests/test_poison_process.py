@@ -4,8 +4,8 @@ ordinary one keeps running and records them all (issue 13).
 The poison is written straight into the database, as data saved before the
 input rule existed would be: a lone surrogate and a NUL in properties that
 demo.echo logs and demo.fail raises. Regression: the outcome write raised
-`UnicodeEncodeError` in jobs/bulk.py and the process exited, again after
-every restart."""
+`UnicodeEncodeError` in the batched outcome write and the process exited,
+again after every restart."""
 
 import json
 

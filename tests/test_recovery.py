@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 
 from jobs import services
+from jobs.engine.maintenance import STALE_AFTER
 from jobs.models import Lease, Run
-from jobs.scheduler import STALE_AFTER
 from tests.fixtures.core import T0, drain, runs_of
 
 pytestmark = pytest.mark.django_db
@@ -120,9 +120,12 @@ def test_claim_whose_commit_answer_was_lost_is_requeued_and_runs(make_job, sched
         started_at=T0,
         heartbeat_at=T0,
     )
-    assert not scheduler.requeue_unstarted_claims(T0), "only after a database error"
-    scheduler._claims_uncertain = True
     scheduler.run_pass(T0)
+    lost.refresh_from_db()
+    assert (lost.status, lost.pk in scheduler.pool.flights) == ("running", False), (
+        "only after a database error"
+    )
+    scheduler.run_pass(T0, claims_uncertain=True)
     assert lost.pk in scheduler.pool.flights, "requeued and claimed again in the same pass"
     drain(scheduler, clock())
     lost.refresh_from_db()

@@ -18,7 +18,7 @@ def test_retention_deletes_old_finished_runs_and_keeps_the_rest(make_job, settin
     from django.utils import timezone
 
     from jobs.config import set_setting
-    from jobs.handlers.builtin import delete_runs_before
+    from jobs.engine.maintenance import delete_runs_before
 
     set_setting("sys.job.logRetentionDays", 7)
     job = make_job(next_fire_at=T0)
@@ -44,7 +44,7 @@ def test_retention_keeps_alerts_of_deleted_runs_without_their_run(make_job):
     # alert's on_delete=SET_NULL must still hold.
     from django.utils import timezone
 
-    from jobs.handlers.builtin import delete_runs_before
+    from jobs.engine.maintenance import delete_runs_before
     from jobs.models import Alert
 
     job = make_job(next_fire_at=T0)
@@ -86,7 +86,7 @@ def _expired_runs(job, count, *, days=40):
 def test_retention_batch_shrinks_after_a_slow_transaction_and_grows_after_quick_ones(make_job, monkeypatch):
     from django.utils import timezone
 
-    from jobs.handlers import builtin
+    from jobs.engine import maintenance
 
     job = make_job(next_fire_at=T0)
     _expired_runs(job, 120)
@@ -102,10 +102,10 @@ def test_retention_batch_shrinks_after_a_slow_transaction_and_grows_after_quick_
         count, _ = real_delete_runs(ids)
         return count, next(timings)
 
-    real_delete_runs = builtin._delete_runs
-    monkeypatch.setattr(builtin, "_delete_runs", delete_runs)
+    real_delete_runs = maintenance._delete_runs
+    monkeypatch.setattr(maintenance, "_delete_runs", delete_runs)
     sizes, pauses = [], []
-    deleted = builtin.delete_runs_before(
+    deleted = maintenance.delete_runs_before(
         timezone.now() - timedelta(days=30),
         batch=40,
         budget=0.010,
@@ -118,11 +118,11 @@ def test_retention_batch_shrinks_after_a_slow_transaction_and_grows_after_quick_
     assert deleted == 120
     assert set(Run.objects.values_list("pk", flat=True)) == {recent.pk, stuck.pk}
     # Twice the lock time, at least PAUSE, between batches.
-    assert pauses[:2] == [0.080, builtin.PAUSE]
+    assert pauses[:2] == [0.080, maintenance.PAUSE]
 
 
 def test_next_batch_size_aims_at_the_budget_within_bounds():
-    from jobs.handlers.builtin import MAX_BATCH, MIN_BATCH, next_batch_size
+    from jobs.engine.maintenance import MAX_BATCH, MIN_BATCH, next_batch_size
 
     assert next_batch_size(200, 0.024, budget=0.006) == 50  # what would have fitted
     assert next_batch_size(100, 0.005, budget=0.006) == 100  # close enough: stays
@@ -141,7 +141,7 @@ def test_retention_checkpoints_after_each_batch_outside_its_transaction(make_job
     from django.db import connection
     from django.utils import timezone
 
-    from jobs.handlers.builtin import delete_runs_before
+    from jobs.engine.maintenance import delete_runs_before
 
     _expired_runs(make_job(next_fire_at=T0), 5)
     seen = []
@@ -171,7 +171,7 @@ def test_retention_commits_leave_checkpoints_to_it_and_the_setting_is_restored(m
     from django.db import connection
     from django.utils import timezone
 
-    from jobs.handlers.builtin import delete_runs_before
+    from jobs.engine.maintenance import delete_runs_before
 
     def autocheckpoint():
         with connection.cursor() as cursor:

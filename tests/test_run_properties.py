@@ -13,10 +13,10 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
 from jobs import services
+from jobs.engine.loop import Scheduler
 from jobs.handlers import JobHandler, register
 from jobs.handlers.registry import unregister
 from jobs.models import AuditEvent, Job, Run
-from jobs.scheduler import Scheduler
 
 T0 = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)
 pytestmark = pytest.mark.django_db

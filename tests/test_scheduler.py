@@ -91,11 +91,11 @@ def test_claim_with_a_stale_next_fire_time_writes_nothing(make_job, scheduler):
     job = make_job(next_fire_at=T0)
     stale = Job.objects.get(pk=job.pk)
     stale.busy = False
-    plan = scheduler.plan_fire(stale, T0)
+    plan = scheduler.planner.plan_fire(stale, T0)
     # Another process claims the fire first.
     Job.objects.filter(pk=job.pk).update(next_fire_at=T0 + timedelta(minutes=1))
     with transaction.atomic():
-        assert scheduler.claim_fire(plan=plan, now=T0) is False
+        assert scheduler.planner.claim_fire(plan, T0, epoch=None) is False
     assert Run.objects.count() == 0
 
 
@@ -214,18 +214,18 @@ def test_batched_claim_skips_a_stale_job_and_claims_the_others(make_job, schedul
     read = list(Job.objects.filter(pk__in=[j.pk for j in jobs]).order_by("pk"))
     for job in read:
         job.busy = False
-    plans = [scheduler.plan_fire(job, T0) for job in read]
+    plans = [scheduler.planner.plan_fire(job, T0) for job in read]
     Job.objects.filter(pk=jobs[1].pk).update(next_fire_at=T0 + timedelta(minutes=1))  # claimed elsewhere
 
     with transaction.atomic():
-        won = scheduler._claim_batch(plans, T0)
+        won = scheduler.planner.claim_batch(plans, T0, epoch=None)
 
     assert won == {jobs[0].pk, jobs[2].pk}
     moved = dict(Job.objects.values_list("pk", "next_fire_at"))
     assert moved[jobs[0].pk] == moved[jobs[2].pk] == T0 + timedelta(minutes=1)
     assert Job.objects.get(pk=jobs[0].pk).last_fire_at == T0
     assert Job.objects.get(pk=jobs[1].pk).last_fire_at is None
-    assert scheduler._claim_batch(plans, T0) == set(), "the same plans again claim nothing"
+    assert scheduler.planner.claim_batch(plans, T0, epoch=None) == set(), "the same plans again claim nothing"
 
 
 # -- outcomes ------------------------------------------------------------------------
@@ -377,7 +377,7 @@ def test_a_batch_of_successes_costs_the_same_statements_however_many_runs_it_hol
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from jobs.workers import Outcome
+    from jobs.engine.execution.executors import Outcome
 
     statements = []
     for size in (2, 6):
@@ -416,7 +416,7 @@ def test_a_batch_of_successes_costs_the_same_statements_however_many_runs_it_hol
 def test_two_runs_of_one_job_in_a_batch_are_recorded_in_the_order_they_finished(
     make_job, scheduler, clock, gate_handler, order, last_status, failures
 ):
-    from jobs.workers import Outcome
+    from jobs.engine.execution.executors import Outcome
 
     job = make_job(next_fire_at=T0, handler="test.gate", alert_threshold=0)
     (fired,) = start_gated(scheduler, [job])
@@ -436,7 +436,7 @@ def test_two_runs_of_one_job_in_a_batch_are_recorded_in_the_order_they_finished(
 def test_a_batched_success_leaves_a_run_that_was_already_timed_out_and_its_job_alone(
     make_job, scheduler, clock, gate_handler
 ):
-    from jobs.workers import Outcome
+    from jobs.engine.execution.executors import Outcome
 
     job = make_job(next_fire_at=T0, handler="test.gate", consecutive_failures=1, last_status="timed_out")
     other = make_job(next_fire_at=T0, handler="test.gate")

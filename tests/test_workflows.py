@@ -13,11 +13,11 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from jobs import imports, services
+from jobs.engine.loop import Scheduler
 from jobs.forms import JobForm
 from jobs.handlers import HandlerError, JobHandler, register
 from jobs.handlers.registry import unregister
 from jobs.models import Job, JobDependency, Run
-from jobs.scheduler import Scheduler
 from jobs.serializers import spec_to_form_data
 
 T0 = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)
@@ -160,9 +160,9 @@ def test_each_upstream_run_starts_a_downstream_job_once(make_job, seen, schedule
     JobDependency.objects.create(upstream=a, downstream=b, on="success")
     upstream = Run.objects.create(job=a, scheduled_at=T0, trigger="manual", status="succeeded")
     upstream.job = a
-    assert scheduler._start_downstream([upstream], T0) == 1
+    assert len(scheduler.recorder.start_downstream([upstream], T0)) == 1
     # Recording the same outcome again (a second scheduler) writes nothing more.
-    scheduler._start_downstream([upstream], T0 + timedelta(seconds=5))
+    scheduler.recorder.start_downstream([upstream], T0 + timedelta(seconds=5))
     assert Run.objects.filter(job=b).count() == 1
     with pytest.raises(IntegrityError), transaction.atomic():
         Run.objects.create(job=b, scheduled_at=T0, trigger="upstream", caused_by=upstream)

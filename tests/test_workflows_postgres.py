@@ -27,7 +27,7 @@ SCRIPT = textwrap.dedent(
     from jobs import imports, services
     from jobs.handlers import HandlerError, JobHandler, register
     from jobs.models import Job, Run
-    from jobs.scheduler import Scheduler
+    from jobs.engine.loop import Scheduler
 
     @register("test.step")
     class Step(JobHandler):
@@ -69,7 +69,7 @@ SCRIPT = textwrap.dedent(
         try:
             barrier.wait()
             with transaction.atomic():
-                node._start_downstream([ok], timezone.now())
+                node.recorder.start_downstream([ok], timezone.now())
         finally:
             connection.close()
     threads = [threading.Thread(target=race, args=(n,)) for n in nodes]

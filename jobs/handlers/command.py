@@ -41,7 +41,7 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 STDERR_TAIL_CHARS = 2000
 MAX_ENV = 100
 # In a child of the process executor, which SIGKILLs it 2 s after SIGTERM
-# (jobs.processes.GRACE_SECONDS): the program's grace before its SIGKILL.
+# (jobs.engine.execution.processes.GRACE_SECONDS): the program's grace before its SIGKILL.
 EXECUTOR_GRACE_SHARE = 1.0
 DISABLED_MESSAGE = "Command jobs are turned off on this server (JOBS_COMMAND_ENABLED)"
 

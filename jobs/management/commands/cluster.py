@@ -5,7 +5,7 @@ import json
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from jobs.leases import ClusterStatus, cluster_status
+from jobs.cluster import ClusterStatus, cluster_status
 
 
 class Command(BaseCommand):

@@ -1,7 +1,7 @@
 """python manage.py health: is this node's scheduler alive?
 
 Exits 0 when the scheduler running as this node's JOBS_WORKER_ID holds its
-node lease (jobs.leases.node_problem), 1 otherwise with a one-line reason.
+node lease (jobs.engine.leases.node_problem), 1 otherwise with a one-line reason.
 The Docker image's health check (scripts/healthcheck.sh) runs it in a
 scheduler container; the web containers are checked on /healthz instead.
 """
@@ -14,7 +14,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobs import leases
+from jobs.engine import leases
 from jobs.i18n import activate_for_people_without_a_session
 
 

@@ -11,9 +11,10 @@ from django.db import connection
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from jobs.engine.leadership import WorkerIdInUse
+from jobs.engine.loop import Scheduler
 from jobs.handlers.sql import log_role_warnings
 from jobs.i18n import activate_for_people_without_a_session
-from jobs.scheduler import Scheduler, WorkerIdInUse
 
 log = logging.getLogger("cronboard.scheduler")
 
@@ -76,7 +77,7 @@ class Command(BaseCommand):
         scheduler = Scheduler()
         if scheduler.clustered:
             try:
-                scheduler.check_identity(timezone.now())
+                scheduler.leadership.check_identity(timezone.now())
             except WorkerIdInUse as exc:
                 raise CommandError(str(exc)) from None
         scheduler.install_signal_handlers()

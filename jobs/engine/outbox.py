@@ -1,8 +1,9 @@
 """Delivering alerts from the outbox (jobs.models.Alert) without ever making
 the scheduler wait on a mail server.
 
-The scheduler calls `AlertSender.step(now)` on every pass (its
-`send_alerts` step). How it works, and why:
+The scheduler loop calls `AlertSender.step_if_due(now)` in every pass (its
+`send_alerts` step) and asks `next_due(now)` when to wake for it; the sender
+paces itself (below). How it works, and why:
 
 - The row is the outbox. jobs.alerts writes it in the transaction that
   crashes the job, so a process that dies before sending loses nothing.
@@ -23,9 +24,13 @@ The scheduler calls `AlertSender.step(now)` on every pass (its
   hangs past the lease, the step abandons it (Python cannot kill a thread;
   it is a daemon and its late result is only used if it says "sent") and
   starts a fresh one.
+- Pacing: the outbox is read when an alert is due (by the time read from it
+  at most `read_every` ago), when this process just wrote one (the loop
+  says so: `alert_written()`), or while a send is in flight; not in every
+  pass, which at hundreds of passes a second cost more than a fire.
 - Clock: claims are judged and written with the database's clock on
-  PostgreSQL (jobs.leases.database_time), like the leases, so a host whose
-  clock is off neither claims early nor holds a claim past its end.
+  PostgreSQL (jobs.engine.leases.database_time), like the leases, so a host
+  whose clock is off neither claims early nor holds a claim past its end.
 - A partial recipient refusal (the server took the message for some
   recipients and refused others) keeps the accepted ones in `delivered_to`;
   the retry goes to the refused ones alone.
@@ -65,7 +70,8 @@ from django.utils.html import escape
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from jobs import channels, leases, links
+from jobs import channels, links
+from jobs.engine import leases
 from jobs.i18n import alert_translation
 from jobs.models import Alert, AlertDelivery
 
@@ -324,7 +330,13 @@ class _SenderThread:
 
 
 class AlertSender:
-    def __init__(self, *, wake: Callable[[], None] | None = None, rng: random.Random | None = None):
+    def __init__(
+        self,
+        *,
+        wake: Callable[[], None] | None = None,
+        rng: random.Random | None = None,
+        read_every: timedelta = timedelta(0),
+    ):
         self._wake = wake
         self._rng = rng or random.Random()
         self._results: queue.SimpleQueue = queue.SimpleQueue()
@@ -332,6 +344,50 @@ class AlertSender:
         self._sender: _SenderThread | None = None
         self.in_flight: Delivery | ChannelDelivery | None = None
         self._channels_first = False  # alternate, so neither kind waits behind the other
+        # Pacing (step_if_due, next_due): when the next pending alert is due,
+        # as read from the outbox at most once per `read_every`.
+        self.read_every = read_every
+        self._written = False  # this process wrote an alert since the outbox was read
+        self._next_pending: datetime | None = None
+        self._read_at: datetime | None = None
+
+    # -- the scheduler's step, paced -------------------------------------------------
+
+    def alert_written(self) -> None:
+        """This process just wrote an alert (a crash, a late fire): read the
+        outbox at the next step instead of waiting for the next read."""
+        self._written = True
+
+    def step_if_due(self, now: datetime) -> bool:
+        """`step`, if there is anything to do: a send in flight, an alert
+        written by this process, or one due by the last read of the outbox."""
+        if self.in_flight is None and not self._written and not self._pending_due(now):
+            return False
+        did = self.step(now)
+        self._read_at = None  # what is due next changed
+        return did
+
+    def next_due(self, now: datetime) -> datetime | None:
+        """When the step next has something to do (see next_wakeup), the
+        outbox read at most once per `read_every`."""
+        if self.in_flight is not None:
+            return self.next_wakeup(now)
+        return self._next_read(now)
+
+    def _pending_due(self, now: datetime) -> bool:
+        next_alert = self._next_read(now)
+        return next_alert is not None and next_alert <= now
+
+    def _next_read(self, now: datetime) -> datetime | None:
+        if (
+            self._written
+            or self._read_at is None
+            or not timedelta(0) <= now - self._read_at < self.read_every
+        ):
+            self._next_pending = self.next_wakeup(now)
+            self._read_at = now
+            self._written = False
+        return self._next_pending
 
     # -- the step ------------------------------------------------------------
 

@@ -15,7 +15,7 @@ channel for a log streamed while the task runs. multiprocessing's Process
 and Pipe give exactly that, with its maintained start methods.
 
 Children come from the "forkserver" start method: a clean server process,
-started once, imports Django and sets it up (jobs.forkserver), then forks
+started once, imports Django and sets it up (jobs.engine.execution.forkserver), then forks
 each child from itself. So a child starts in milliseconds, and it shares
 nothing with the scheduler: no database connection, no lock, no thread
 (a plain fork of the scheduler would copy its open connections and the
@@ -43,9 +43,9 @@ import threading
 import time
 from multiprocessing.connection import wait as wait_for
 
+from jobs.engine.execution.executors import Flight, HandlerRef, Outcome, take_outcomes
+from jobs.engine.execution.logbuffer import Chunk, LogBuffer, cap_text
 from jobs.handlers.base import JobContext
-from jobs.logbuffer import Chunk, LogBuffer, cap_text
-from jobs.workers import Flight, HandlerRef, Outcome
 
 log = logging.getLogger("cronboard.scheduler")
 
@@ -103,12 +103,12 @@ _context_lock = threading.Lock()
 
 
 def mp_context():
-    """The forkserver context, its server preloading Django (jobs.forkserver)."""
+    """The forkserver context, its server preloading Django (jobs.engine.execution.forkserver)."""
     global _context
     with _context_lock:
         if _context is None:
             ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(["jobs.forkserver"])
+            ctx.set_forkserver_preload(["jobs.engine.execution.forkserver"])
             _context = ctx
         return _context
 
@@ -135,7 +135,7 @@ def settings_snapshot() -> dict:
 
 class ProcessPool:
     """Runs each run in a child process from a reusable pool of `size`. The
-    same interface as jobs.workers.WorkerPool."""
+    same interface as the thread executor (jobs.engine.execution.threads)."""
 
     def __init__(self, size: int, *, memory_mb: int | None = None, log_keep: int = 0):
         self.size = size
@@ -214,20 +214,7 @@ class ProcessPool:
         """Block up to `timeout` seconds for the next outcome, then take all
         that are ready. Outcomes of abandoned runs are dropped; a slot that
         became free wakes this up too."""
-        outcomes: list[Outcome] = []
-        try:
-            item = (
-                self._outcomes.get(timeout=max(0.0, timeout)) if timeout > 0 else self._outcomes.get_nowait()
-            )
-        except queue.Empty:
-            return outcomes
-        while True:
-            if item is not None and item.run_id in self.flights:
-                outcomes.append(item)
-            try:
-                item = self._outcomes.get_nowait()
-            except queue.Empty:
-                return outcomes
+        return take_outcomes(self._outcomes, self.flights, timeout)
 
     def close(self, timeout: float = GRACE_SECONDS + 1) -> None:
         """Stop every child (idle ones leave at once, busy ones are
@@ -599,7 +586,7 @@ def _run(conn, ref: HandlerRef, module: str | None, payload: dict, config: dict)
     """One run; True if this process should not take another."""
     from django.db import connections
 
-    from jobs.workers import run_handler
+    from jobs.engine.execution.executors import run_handler
 
     keep = config["log_keep"]
     ctx = _ChildContext(**payload, log_keep=keep)

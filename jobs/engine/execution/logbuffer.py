@@ -2,7 +2,7 @@
 characters and the total length, never more, however much a handler logs.
 
 Both executors write a handler's `ctx.log()` lines into one of these (the
-process executor streams them from the child in chunks, see jobs.processes),
+process executor streams them from the child in chunks, see jobs.engine.execution.processes),
 and the run's stored log is `text()`: exactly what `cap_text` makes of the
 whole log, so the head and tail the database keeps are never lost on the way.
 No Django here: the child process uses it before anything else is set up.

@@ -1,0 +1,110 @@
+"""The cluster as the console's cluster page and `manage.py cluster status`
+show it: the scheduler nodes (from their `node:<worker id>` leases), the
+leader lease and the recent leadership changes. Read only; the leases
+themselves are jobs.engine.leases."""
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import connection
+from django.db.models import Count
+
+from jobs.engine.leases import LEADER, NODE_PREFIX, current
+from jobs.models import LeadershipChange, Lease, Run
+
+
+@dataclass
+class NodeStatus:
+    worker_id: str
+    host: str
+    pid: int | None
+    version: str
+    started_at: str | None
+    last_heartbeat: datetime | None
+    expires_at: datetime | None
+    running: int
+    alive: bool
+    is_leader: bool = False
+
+
+@dataclass
+class ClusterStatus:
+    now: datetime
+    leader: str | None
+    lease_expires_at: datetime | None
+    epoch: int | None
+    # The last holder, while the lease has lapsed and nobody took it yet.
+    lapsed_holder: str | None
+    nodes: list[NodeStatus] = field(default_factory=list)
+    changes: list[LeadershipChange] = field(default_factory=list)
+
+    @property
+    def live_nodes(self) -> list[NodeStatus]:
+        return [n for n in self.nodes if n.alive]
+
+    def as_json(self) -> dict:
+        return {
+            "leader": self.leader,
+            "lease_expires_at": _iso(self.lease_expires_at),
+            "epoch": self.epoch,
+            "nodes": [
+                {
+                    "worker_id": n.worker_id,
+                    "host": n.host,
+                    "pid": n.pid,
+                    "last_heartbeat": _iso(n.last_heartbeat),
+                    "running": n.running,
+                }
+                for n in self.live_nodes
+            ],
+        }
+
+
+def cluster_status(
+    *, now: datetime, lost_for: timedelta = timedelta(hours=24), changes: int = 20
+) -> ClusterStatus:
+    """Live nodes (and those that stopped heartbeating without shutting down in
+    the last `lost_for`), the leader lease, and recent leadership changes."""
+    leader, clock = current(LEADER, now=now)
+    live = leader is not None and leader.is_live(clock)
+    running = dict(
+        Run.objects.filter(status=Run.Status.RUNNING)
+        .values("worker_id")
+        .annotate(n=Count("id"))
+        .values_list("worker_id", "n")
+    )
+    rows = Lease.objects.filter(name__startswith=NODE_PREFIX, holder__gt="", expires_at__gte=clock - lost_for)
+    nodes = [
+        NodeStatus(
+            worker_id=row.holder,
+            host=str(row.info.get("host", "")),
+            pid=row.info.get("pid"),
+            version=str(row.info.get("version", "")),
+            started_at=row.info.get("started_at"),
+            last_heartbeat=row.renewed_at,
+            expires_at=row.expires_at,
+            running=running.get(row.holder, 0),
+            alive=row.is_live(clock),
+            is_leader=live and row.holder == leader.holder,
+        )
+        for row in rows.order_by("holder")
+    ]
+    leader_id = leader.holder if live else None
+    single = [n for n in nodes if n.alive]
+    if not live and connection.vendor != "postgresql" and len(single) == 1:
+        # SQLite is single-node: its one scheduler plans without a lease.
+        single[0].is_leader = True
+        leader_id = single[0].worker_id
+    return ClusterStatus(
+        now=clock,
+        leader=leader_id,
+        lease_expires_at=leader.expires_at if live else None,
+        epoch=leader.epoch if live else None,
+        lapsed_holder=leader.holder if leader is not None and leader.holder and not live else None,
+        nodes=nodes,
+        changes=list(LeadershipChange.objects.all()[:changes]),
+    )
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None

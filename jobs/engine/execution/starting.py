@@ -1,0 +1,167 @@
+"""Starting runs: claim queued runs for this node's free worker slots, and
+hand each run to the pool with its context.
+
+`Starter.claim_queued(now, known=…)` takes the due queued runs (retries,
+manual runs, tasks, upstream runs, and on PostgreSQL the fires the leader
+planned) in order, up to the free slots, marks them running on this node
+with a compare-and-set on their status (on PostgreSQL `SELECT … FOR UPDATE
+SKIP LOCKED`, so each run is taken by one node), and starts them. `known`
+are runs planning just wrote and still holds in memory: those are not loaded
+back. What is left of them, and whether runs wait for slots, comes back in
+the `Claimed`.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+from django.db.models import Min
+
+from jobs.engine.execution.executors import Flight, HandlerRef
+from jobs.engine.outcomes import Recorded, Recorder
+from jobs.handlers.base import JobContext
+from jobs.models import Job, Run
+
+CLAIM_BATCH = 100
+
+
+@dataclass
+class Claimed:
+    """What one claim_queued did."""
+
+    did: bool = False
+    known: dict[int, Run] = field(default_factory=dict)  # the in-memory runs not claimed yet
+    waiting_for_slots: bool = False  # every free slot was filled and more runs may be queued
+    full: bool = False  # the batch size stopped it while slots were free: more may be due at once
+    recorded: Recorded = field(default_factory=Recorded)  # runs it could not start (their job is deleted)
+
+
+def take(runs: list[Run], now: datetime, *, worker_id: str, clock: Callable[[], datetime]) -> datetime:
+    """Make the in-memory runs this node's, running from now. started_at
+    is when the run is handed to a worker, not when this pass began: the
+    pass's own writes are part of a fire's lateness."""
+    started = max(now, clock())
+    for run in runs:
+        run.status, run.worker_id, run.started_at, run.heartbeat_at = (
+            Run.Status.RUNNING,
+            worker_id,
+            started,
+            started,
+        )
+    return started
+
+
+class Starter:
+    def __init__(
+        self, *, worker_id: str, clock: Callable[[], datetime], pool, recorder: Recorder, log_keep: int
+    ):
+        self.worker_id = worker_id
+        self.clock = clock
+        self.pool = pool
+        self.recorder = recorder
+        self.log_keep = log_keep
+
+    def claim_queued(self, now: datetime, *, known: dict[int, Run]) -> Claimed:
+        """Start queued runs that are due, as many as there are free slots."""
+        free = min(self.pool.free_slots, CLAIM_BATCH)
+        if free <= 0:
+            return Claimed(known=known, waiting_for_slots=True)
+        queued = Run.objects.filter(status=Run.Status.QUEUED, run_after__lte=now).order_by("run_after", "id")
+        if connection.vendor == "postgresql":
+            queued = queued.select_for_update(skip_locked=True, of=("self",))
+        claimed = Claimed(did=True)
+        with transaction.atomic():
+            ids = list(queued.values_list("id", flat=True)[:free])
+            if not ids:
+                return Claimed(known=known)
+            # Runs planning just wrote are in memory; only the others (retries,
+            # manual runs, tasks, other nodes' fires) are loaded, with their job.
+            missing = [pk for pk in ids if pk not in known]
+            loaded = (
+                {run.pk: run for run in Run.objects.filter(pk__in=missing).select_related("job")}
+                if missing
+                else {}
+            )
+            runs = [run for pk in ids if (run := known.get(pk) or loaded.get(pk)) is not None]
+            claimed.known = {pk: run for pk, run in known.items() if pk not in ids}
+            if len(runs) == free:
+                # Perhaps more queued: wait for slots, or go on if the batch limited us.
+                claimed.waiting_for_slots = free == self.pool.free_slots
+                claimed.full = not claimed.waiting_for_slots
+            started = take(runs, now, worker_id=self.worker_id, clock=self.clock)
+            Run.objects.filter(pk__in=[r.pk for r in runs], status=Run.Status.QUEUED).update(
+                status=Run.Status.RUNNING, worker_id=self.worker_id, started_at=started, heartbeat_at=started
+            )
+        claimed.recorded = self.start_all(runs)
+        return claimed
+
+    def start_all(self, runs: list[Run]) -> Recorded:
+        """Start runs this node took (`take`), each from its started_at."""
+        recorded = Recorded()
+        for run in runs:
+            recorded |= self.start(run, run.started_at)
+        return recorded
+
+    def start(self, run: Run, now: datetime) -> Recorded:
+        """Hand a run this node took to the pool (a run whose job was deleted
+        meanwhile is recorded cancelled instead)."""
+        job = run.job
+        if job is not None and job.is_deleted:
+            return self.recorder.record(run, Run.Status.CANCELLED, now, error="job deleted")
+        deadline = now + timedelta(seconds=run.timeout_seconds)
+        ctx = JobContext(
+            run_id=run.pk,
+            fire_id=str(run.fire_id),
+            attempt=run.attempt,
+            scheduled_at=run.scheduled_at,
+            deadline=deadline,
+            # A job's run: the job's properties with the run's overrides (run
+            # now with parameters, or copied by a retry) merged over them.
+            properties=dict(run.properties or {})
+            if run.is_task
+            else {**job.properties, **(run.properties or {})},
+            job_id=job.pk if job else None,
+            job_name=job.name if job else "",
+            task_key=run.task_key,
+            sql_write=bool(job and job.sql_write),
+            upstream=upstream_of(run),
+            job=job,
+            run=run,
+            log_keep=self.log_keep,
+            _clock=self.clock,
+        )
+        flight = Flight(
+            run_id=run.pk,
+            job_id=job.pk if job else None,
+            is_task=run.is_task,
+            attempt=run.attempt,
+            started_at=now,
+            deadline=deadline,
+            timeout_seconds=run.timeout_seconds,
+            ctx=ctx,
+        )
+        kind, name = (Job.Kind.PYTHON, run.handler) if run.is_task else (job.kind, job.handler)
+        self.pool.start(flight, HandlerRef(str(kind), name))
+        return Recorded()
+
+
+def next_queued_after(now: datetime) -> datetime | None:
+    """When the next queued run that is not due yet becomes due."""
+    return Run.objects.filter(status=Run.Status.QUEUED, run_after__gt=now).aggregate(m=Min("run_after"))["m"]
+
+
+def upstream_of(run: Run) -> dict | None:
+    """What a downstream run's handler sees as ctx.upstream: the upstream
+    run's job name, id, status and result (None for other runs)."""
+    if not run.caused_by_id:
+        return None
+    upstream = Run.objects.select_related("job").filter(pk=run.caused_by_id).first()
+    if upstream is None:
+        return {"job": "", "run_id": run.caused_by_id, "status": "", "result": ""}
+    return {
+        "job": upstream.job.name if upstream.job else "",
+        "run_id": upstream.pk,
+        "status": upstream.status,
+        "result": upstream.result,
+    }

@@ -1,0 +1,401 @@
+"""The loop: one scheduler process's sequence of steps, its sleep, its
+shutdown.
+
+`Scheduler` builds the steps (jobs.engine.planning, .execution, .outcomes,
+.maintenance, .leadership, the alert outbox) for one node and sequences
+them. It is what runscheduler runs and what the tests drive, one step at a
+time on a fixed clock. The steps share nothing but their arguments and
+return values; the little that one pass leaves for the next is the loop's,
+in the open:
+
+- `carry` (a `Carry`): the runs planning wrote and holds in memory, which
+  the claim then starts without loading them back, and whether the last
+  claim left runs waiting for slots (then fires are not written already
+  running, and a finished run wakes the loop at once);
+- `pending`: outcomes that arrived between passes, not written yet (and kept
+  across a database error);
+- `next_queued` (a `NextQueued`): when a queued run next becomes due, for
+  the sleep;
+- `claims_uncertain`, a local of `run_forever`: a database error may have
+  hidden a committed claim (`maintenance.requeue_unstarted_claims`).
+
+What a write did (an alert written, a run queued) comes back as a
+`Recorded`, and `_took` hands it to whoever paces on it; the outbox paces
+itself (`AlertSender.step_if_due`, `next_due`).
+
+A pass (`run_pass`): collect finished runs → enforce deadlines → renew the
+node lease and heartbeat running runs → sweep → alert watch → send alerts →
+outgoing heartbeat → lead → plan due fires → requeue unconfirmed claims
+(after a database error) → claim queued runs. `run_forever` then sleeps
+until the next thing is due (`next_wakeup`), and on SIGTERM or SIGINT
+drains (`drain`). No database transaction is open while a handler runs:
+handlers never write run bookkeeping; the loop does.
+"""
+
+import logging
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections, connection
+from django.utils import timezone
+
+from jobs import alerts
+from jobs.engine import maintenance, planning
+from jobs.engine.execution.executors import Outcome, make_pool
+from jobs.engine.execution.starting import Claimed, Starter, next_queued_after
+from jobs.engine.heartbeat_ping import HeartbeatPinger
+from jobs.engine.leadership import Leadership
+from jobs.engine.listener import WakeListener
+from jobs.engine.outbox import AlertSender
+from jobs.engine.outcomes import Recorded, Recorder
+from jobs.models import Run
+
+log = logging.getLogger("cronboard.scheduler")
+
+POLL = timedelta(seconds=1)  # edits by the web process are noticed within this
+# A finished run whose write can wait for a pass due within this long waits
+# for it, and is written in that pass's batch.
+COLLECT_WITHIN = timedelta(milliseconds=50)
+
+
+@dataclass(frozen=True)
+class Carry:
+    """What one pass's planning and claim leave for the next."""
+
+    known: dict[int, Run] = field(default_factory=dict)  # runs planning wrote, not claimed yet
+    waiting_for_slots: bool = False  # the last claim filled every free slot, with runs still queued
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What one pass did."""
+
+    did: bool
+    backlog: bool = False  # a step stopped at its batch size: more is due right away
+
+    def __bool__(self) -> bool:
+        return self.did
+
+
+class NextQueued:
+    """When a queued run next becomes due, read from the database once per
+    POLL and lowered at once by the runs this process queues (retries,
+    downstream runs): runs due now are the claim's business in every pass;
+    this is for the ones waiting for their run_after."""
+
+    def __init__(self):
+        self.at: datetime | None = None
+        self.read_at: datetime | None = None
+
+    def lower(self, at: datetime) -> None:
+        if self.at is None or at < self.at:
+            self.at = at
+
+    def get(self, now: datetime) -> datetime | None:
+        if self.read_at is None or not timedelta(0) <= now - self.read_at < POLL:
+            self.at = next_queued_after(now)
+            self.read_at = now
+        if self.at is not None and self.at <= now:
+            self.read_at = None  # due: the pass it wakes claims it; read again after
+        return self.at
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        worker_id: str | None = None,
+        max_workers: int | None = None,
+        clock: Callable[[], datetime] = timezone.now,
+        misfire_threshold: int | None = None,
+        max_message_chars: int | None = None,
+        clustered: bool | None = None,
+        executor: str | None = None,
+    ):
+        self.worker_id = worker_id or settings.JOBS_WORKER_ID
+        # Several nodes may share a PostgreSQL database; SQLite is single-node.
+        self.clustered = connection.vendor == "postgresql" if clustered is None else clustered
+        self.clock = clock
+        cap = settings.JOBS_MAX_MESSAGE_CHARS if max_message_chars is None else max_message_chars
+        # Threads or child processes (JOBS_EXECUTOR), see jobs.engine.execution.
+        self.executor = executor or settings.JOBS_EXECUTOR
+        self.pool = make_pool(
+            max_workers or settings.JOBS_MAX_CONCURRENT_RUNS, executor=self.executor, log_keep=cap
+        )
+        # The steps.
+        self.leadership = Leadership(self.worker_id, clustered=self.clustered)
+        self.planner = planning.Planner(
+            worker_id=self.worker_id,
+            clustered=self.clustered,
+            misfire_threshold=timedelta(
+                seconds=settings.JOBS_MISFIRE_THRESHOLD if misfire_threshold is None else misfire_threshold
+            ),
+            clock=clock,
+        )
+        self.recorder = Recorder(worker_id=self.worker_id, cap=cap)
+        self.starter = Starter(
+            worker_id=self.worker_id, clock=clock, pool=self.pool, recorder=self.recorder, log_keep=cap
+        )
+        self.run_heartbeat = maintenance.RunHeartbeat(recorder=self.recorder)
+        self.sweeper = maintenance.Sweep(worker_id=self.worker_id, recorder=self.recorder)
+        self.alert_watch = alerts.AlertWatch()  # late and long-running alerts
+        self.alert_sender = AlertSender(wake=self.pool.wake, read_every=POLL)
+        self.heartbeat_pinger = HeartbeatPinger()  # CRONBOARD_HEARTBEAT_URL, if set
+        self.listener: WakeListener | None = None
+        # What crosses passes (see the module's docstring).
+        self.carry = Carry()
+        self.pending: list[Outcome] = []
+        self.next_queued = NextQueued()
+        self.stopping = False
+        self.draining = False
+
+    # -- start-up ------------------------------------------------------------------
+
+    def start(self, now: datetime) -> None:
+        self.pool.warm()  # the run processes, before the first fire needs one
+        self.leadership.node_info["started_at"] = now.isoformat()
+        self.leadership.tune_session()
+        self.renew_node_lease(now)
+        self.recover(now)
+        self.schedule_unplanned(now)
+
+    def recover(self, now: datetime) -> int:
+        """Runs this worker left `running` are interrupted; how many."""
+        recorded = maintenance.recover(
+            now, worker_id=self.worker_id, executing=self.pool.flights, recorder=self.recorder
+        )
+        return self._took(recorded).runs
+
+    def schedule_unplanned(self, now: datetime) -> bool:
+        return planning.schedule_unplanned(now)
+
+    # -- the steps -----------------------------------------------------------------
+
+    def collect(self, outcomes: list[Outcome], now: datetime) -> bool:
+        """Write finished runs back (those that arrived between passes too).
+        If the write fails for the connection, the outcomes are kept and
+        written again on the next pass."""
+        self.pending.extend(outcomes)
+        if not self.pending:
+            return False
+        self._took(self.recorder.write_finished(self.pending, self.pool, now))
+        self.pending = []
+        return True
+
+    def enforce_deadlines(self, now: datetime) -> bool:
+        return self._took(self.recorder.enforce_deadlines(self.pool, now)).runs > 0
+
+    def heartbeat(self, now: datetime) -> bool:
+        """Every few seconds: touch running runs, flush their logs, act on
+        cancel requests; every lease-renew period renew this node's lease."""
+        if self.leadership.node_renew_due(now):
+            self.renew_node_lease(now)
+        beat = self.run_heartbeat.step(now, self.pool)
+        if beat is None:
+            return False
+        self._took(beat)
+        return True
+
+    def renew_node_lease(self, now: datetime) -> None:
+        if not self.leadership.renew_node(now, running=len(self.pool.flights)):
+            self.request_stop()  # another process owns our worker id now
+
+    def sweep(self, now: datetime) -> bool:
+        return self._took(self.sweeper.step(now, executing=self.pool.flights)).written > 0
+
+    def send_alerts(self, now: datetime) -> bool:
+        """Write back finished sends; hand the next due alert to the sender
+        thread (when there is one: the outbox paces itself)."""
+        return self.alert_sender.step_if_due(now)
+
+    def lead(self, now: datetime) -> bool:
+        return False if self.draining else self.leadership.lead(now)
+
+    def plan_due(self, now: datetime) -> bool:
+        return self._plan(now).did
+
+    def claim_queued(self, now: datetime) -> bool:
+        return self._claim(now).did
+
+    def _plan(self, now: datetime) -> planning.Planned:
+        if not self.leadership.is_leader():
+            return planning.Planned()
+        # One node (SQLite): no other process claims runs, so fires can be
+        # written already running while slots are free, and start at once.
+        # Not while an older queued run waits for a slot: then every run goes
+        # through the claim, which serves them in order. Several nodes
+        # (PostgreSQL) share fires through the queue instead.
+        stay_queued = self.clustered or self.carry.waiting_for_slots or self.draining or self.stopping
+        planned = self.planner.plan_due(
+            now, epoch=self.leadership.leader_epoch, free_slots=0 if stay_queued else self.pool.free_slots
+        )
+        if planned.lease_lost:
+            self.leadership.lost_leader()
+        if planned.queued is not None:
+            self.carry = replace(self.carry, known=planned.queued)
+        self._took(self.starter.start_all(planned.starting))
+        return planned
+
+    def _claim(self, now: datetime) -> Claimed:
+        if self.draining or self.stopping:
+            return Claimed()
+        claimed = self.starter.claim_queued(now, known=self.carry.known)
+        self.carry = Carry(known=claimed.known, waiting_for_slots=claimed.waiting_for_slots)
+        self._took(claimed.recorded)
+        return claimed
+
+    def _took(self, recorded: Recorded) -> Recorded:
+        """Pass on what a write did to whoever paces on it."""
+        if recorded.alerts:
+            self.alert_sender.alert_written()
+        if recorded.queued_at is not None:
+            self.next_queued.lower(recorded.queued_at)
+        return recorded
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def run_pass(self, now: datetime, *, claims_uncertain: bool = False) -> Pass:
+        """One pass of every step. `claims_uncertain`: a database error may
+        have hidden a claim that committed (see requeue_unstarted_claims)."""
+        did = self.collect(self.pool.wait(0), now)
+        did |= self.enforce_deadlines(now)
+        self.heartbeat(now)
+        did |= self.sweep(now)
+        if self.alert_watch.step(now):
+            self.alert_sender.alert_written()
+        did |= self.send_alerts(now)
+        self.heartbeat_pinger.step(now)
+        if self.draining:
+            return Pass(did)
+        did |= self.lead(now)
+        planned = self._plan(now)
+        if claims_uncertain:
+            did |= bool(
+                maintenance.requeue_unstarted_claims(
+                    now, worker_id=self.worker_id, executing=self.pool.flights
+                )
+            )
+        claimed = self._claim(now)
+        return Pass(did or planned.did or claimed.did, backlog=planned.full or claimed.full)
+
+    def next_wakeup(self, now: datetime) -> datetime:
+        """The earliest of: the next fire, the next queued run, a deadline, the
+        next heartbeat, the next alert, and the edit poll."""
+        candidates = [now + POLL]
+        if self.leadership.is_leader() and (next_fire := planning.next_fire()) is not None:
+            candidates.append(next_fire)
+        if self.pool.free_slots > 0 and (next_queued := self.next_queued.get(now)) is not None:
+            candidates.append(next_queued)
+        candidates.extend(f.deadline for f in self.pool.flights.values())
+        if self.pool.flights and (next_beat := self.run_heartbeat.next_at) is not None:
+            candidates.append(next_beat)
+        if (next_alert := self.alert_sender.next_due(now)) is not None:
+            candidates.append(next_alert)
+        return min(candidates)
+
+    def run_forever(self, *, once: bool = False) -> None:
+        """Pass, sleep until the next thing is due, repeat. An outcome arriving
+        in between only queues its write for the next pass, unless that pass
+        is more than COLLECT_WITHIN away or a queued run is waiting for the
+        slot it frees: a finished run is not worth a pass of its own."""
+        self.start(self.clock())
+        if self.clustered and not once:
+            self.listener = WakeListener.for_django_connection(
+                connection, self.pool.wake, ignore_sender=self.worker_id
+            )
+            self.listener.start()
+        backoff = 0.5
+        wake_at: datetime | None = None  # None: pass now
+        # Set by a database error: a claim may have committed on the server
+        # while this process saw only the error.
+        claims_uncertain = False
+        while not self.stopping:
+            try:
+                if wake_at is None or self.clock() >= wake_at:
+                    done = self.run_pass(self.clock(), claims_uncertain=claims_uncertain)
+                    claims_uncertain = False
+                    if once:
+                        break
+                    if done.did and done.backlog:
+                        wake_at = None
+                        continue  # more is due right away
+                    wake_at = self.next_wakeup(self.clock())
+                outcomes = self.pool.wait((wake_at - self.clock()).total_seconds())
+                if outcomes:
+                    self.pending.extend(outcomes)
+                    if self.carry.waiting_for_slots:
+                        wake_at = None
+                    elif wake_at - self.clock() > COLLECT_WITHIN:
+                        self.collect([], self.clock())
+                elif self.clock() < wake_at:
+                    wake_at = None  # woken early: a signal or a notification
+                backoff = 0.5
+            except DatabaseError as exc:
+                log.error("database error, retrying in %.1f s: %s", backoff, exc)
+                claims_uncertain = True
+                close_old_connections()
+                connection.close()
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 5)
+                wake_at = None
+        if once:
+            self.wait_for_flights()
+        self.drain()
+
+    def wait_for_flights(self) -> None:
+        """--once: let the runs started in this pass finish (or time out)."""
+        while self.pool.flights:
+            now = self.clock()
+            self.collect([], now)
+            self.enforce_deadlines(now)
+            deadline = min(f.deadline for f in self.pool.flights.values()) if self.pool.flights else now
+            self.collect(self.pool.wait(max(0.05, min(1.0, (deadline - now).total_seconds()))), self.clock())
+
+    # -- signals and shutdown -------------------------------------------------------------
+
+    def request_stop(self, *_args) -> None:
+        self.stopping = True
+        self.pool.wake()
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+
+    def drain(self, grace: float | None = None) -> None:
+        """Stop claiming; wait for in-flight runs up to the grace period; then
+        record what is left as interrupted (one-off tasks go back to queued)."""
+        self.draining = True
+        grace = settings.JOBS_SHUTDOWN_GRACE if grace is None else grace
+        try:
+            self.leadership.step_down()
+        except DatabaseError as exc:
+            log.warning("could not release the leader lease (it lapses by itself): %s", exc)
+        if self.pool.flights:
+            log.info("draining %d run(s) for up to %s s", len(self.pool.flights), grace)
+        until = time.monotonic() + grace
+        while self.pool.flights and time.monotonic() < until:
+            self.collect(self.pool.wait(min(0.2, max(0.0, until - time.monotonic()))), self.clock())
+            self.enforce_deadlines(self.clock())
+        now = self.clock()
+        for flight in list(self.pool.flights.values()):
+            flight.ctx.cancelled.set()
+            if flight.is_task:
+                self.recorder.hand_back_task(flight, self.pool, now)
+            else:
+                self.recorder.stop_waiting(
+                    flight,
+                    self.pool,
+                    Run.Status.INTERRUPTED,
+                    now,
+                    f"the scheduler stopped (shutdown grace of {grace:g} s ran out) before the run finished",
+                )
+        self.pool.close()
+        self.alert_sender.stop(self.clock, wait=min(grace, settings.EMAIL_TIMEOUT))
+        if self.listener is not None:
+            self.listener.stop()
+        self.leadership.untune_session()
+        self.leadership.release_node()

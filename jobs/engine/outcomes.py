@@ -1,0 +1,434 @@
+"""Outcomes: writing how runs ended, and what follows from it.
+
+`Recorder` writes a run's outcome only while the run is still `running` (one
+already timed out, cancelled or swept stays as it is), and in the same
+transaction queues its retry, updates its job (last status, consecutive
+failed fires, the crash at the threshold with its alert, the "recovered"
+notice) and starts the jobs that run after it. Finished runs are written in
+batches (`write_finished`: the common success in two statements for the
+whole batch); a batch that fails for its data is written again run by run,
+and a run whose own write fails again is recorded `failed` with the reason
+(`record_alone`), so one run's data never stops the others. Only a
+connection-level error (`is_connection_error`) goes up to the loop, which
+backs off and writes the same outcomes again.
+
+Runs the scheduler gives up on are recorded here too: past their deadline
+(`enforce_deadlines`), cancelled, or left at shutdown (`stop_waiting`).
+
+Every write returns a `Recorded`: what the loop passes on to whoever paces
+on it (an alert was written: the outbox; a run was queued: the wake-up).
+"""
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import InterfaceError, OperationalError, transaction
+
+from jobs import alerts
+from jobs.engine.bulk import update_from_values
+from jobs.engine.execution.executors import Flight, Outcome
+from jobs.models import LIVE_RUN, Job, JobDependency, Run, cap_message
+
+log = logging.getLogger("cronboard.scheduler")
+
+LAST_ERROR_CHARS = 4000  # a job keeps this much of its last run's error
+
+
+@dataclass
+class Recorded:
+    """What recording did."""
+
+    runs: int = 0  # runs it dealt with (finished, timed out, cancelled, stale)
+    written: int = 0  # of those, runs whose outcome it wrote (the others had ended already)
+    alerts: bool = False  # it wrote an alert or notice: the outbox has something new
+    queued_at: datetime | None = None  # the earliest run_after of the runs it queued (retries, downstream)
+
+    def __or__(self, other: "Recorded") -> "Recorded":
+        queued = [at for at in (self.queued_at, other.queued_at) if at is not None]
+        return Recorded(
+            runs=self.runs + other.runs,
+            written=self.written + other.written,
+            alerts=self.alerts or other.alerts,
+            queued_at=min(queued) if queued else None,
+        )
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """Whether a failed write failed for the connection or the server's state
+    (lost connection, restart, lock, deadlock, timeout), so the same write
+    may succeed later, rather than for the values it wrote (a constraint, a
+    NUL or a lone surrogate, a value too long), which fail again however
+    often they are written. Only the first keeps the loop's back-off."""
+    if not isinstance(exc, (OperationalError, InterfaceError)):
+        return False
+    # PostgreSQL's class 54 (program limit exceeded: a row or index entry too
+    # large) arrives as an OperationalError but is the data's.
+    sqlstate = getattr(exc.__cause__, "sqlstate", None) or ""
+    return not sqlstate.startswith("54")
+
+
+def back_to_queue(now: datetime) -> dict:
+    """The columns that put a run marked running back in the queue, due now."""
+    return dict(status=Run.Status.QUEUED, worker_id="", started_at=None, heartbeat_at=None, run_after=now)
+
+
+class Recorder:
+    def __init__(self, *, worker_id: str, cap: int):
+        self.worker_id = worker_id  # written on the skipped runs it makes
+        self.cap = cap  # JOBS_MAX_MESSAGE_CHARS: result, error and log are capped at this
+
+    # -- finished runs -----------------------------------------------------------
+
+    def write_finished(self, outcomes: list[Outcome], pool, now: datetime) -> Recorded:
+        """Write the outcomes of the pool's finished runs, all in one
+        transaction (one commit for the batch, not one per run), and let go of
+        their flights. A connection error is raised, and nothing is let go:
+        the caller writes the same outcomes again later."""
+        batch = [(o, pool.flights[o.run_id]) for o in outcomes if o.run_id in pool.flights]
+        if not batch:
+            return Recorded()
+        items = [(flight.ctx.run, outcome) for outcome, flight in batch]
+        try:
+            with transaction.atomic():
+                recorded = self.record_batch(items, now)
+        except Exception as exc:
+            if is_connection_error(exc):
+                raise  # the loop backs off; the outcomes stay pending
+            log.warning(
+                "writing %d outcome(s) in one batch failed (%s: %s); writing each alone",
+                len(items),
+                type(exc).__name__,
+                exc,
+            )
+            recorded = Recorded()
+            for run, outcome in items:
+                recorded |= self.record_alone(
+                    run,
+                    outcome.status,
+                    now,
+                    lambda item=(run, outcome): self.record_batch([item], now),
+                )
+        for outcome, _ in batch:
+            pool.flights.pop(outcome.run_id, None)
+        return recorded
+
+    def record_batch(self, items: list[tuple[Run, Outcome]], now: datetime) -> Recorded:
+        """Write a batch of finished runs. The common outcome (a success with
+        nothing more to do than reset its job's failure count) is written for
+        the whole batch with two statements, one for the runs and one for
+        their jobs. The others (a failure to count or retry, a crash, a
+        recovered notice, a job with two runs in the batch, whose order then
+        matters) go through `record` one at a time."""
+        runs_of_job = Counter(run.job_id for run, _ in items if run.job_id is not None)
+        common, others = [], []
+        for run, outcome in items:
+            plain = outcome.status == Run.Status.SUCCEEDED and (
+                run.job_id is None or (runs_of_job[run.job_id] == 1 and not _wants_recovery_notice(run))
+            )
+            (common if plain else others).append((run, outcome))
+        recorded = Recorded(runs=len(common))
+        for run, outcome in others:
+            recorded |= self.record(
+                run, outcome.status, now, result=outcome.result, error=outcome.error, log_text=outcome.log
+            )
+        if not common:
+            return recorded
+        written = {
+            run.pk: self.columns(
+                run, outcome.status, now, result=outcome.result, error=outcome.error, log_text=outcome.log
+            )
+            for run, outcome in common
+        }
+        columns = list(next(iter(written.values())))
+        # Only runs still running: one already timed out or swept stays as it is.
+        touched = update_from_values(
+            Run,
+            [(pk, Run.Status.RUNNING, *values.values()) for pk, values in written.items()],
+            match=["status"],
+            assign=columns,
+        )
+        update_from_values(
+            Job,
+            [
+                (
+                    run.job_id,
+                    outcome.status,
+                    written[run.pk]["error"][:LAST_ERROR_CHARS],
+                    written[run.pk]["duration_ms"],
+                    0,
+                )
+                for run, outcome in common
+                if run.pk in touched and run.job_id is not None
+            ],
+            assign=["last_status", "last_error", "last_duration_ms", "consecutive_failures"],
+        )
+        finished = []
+        for run, outcome in common:
+            if run.pk in touched and run.job_id is not None:
+                run.status, run.result = outcome.status, written[run.pk]["result"]
+                finished.append(run)
+        downstream = self.start_downstream(finished, now)
+        return recorded | Recorded(written=len(touched), queued_at=_queued_at(downstream, now))
+
+    def record_alone(self, run: Run, status: str, now: datetime, write: Callable[[], Recorded]) -> Recorded:
+        """`write` one run's outcome (`status`) in a transaction of its own. If
+        that fails for its data (not its connection), the run is recorded
+        `failed` with what went wrong, so the batch and the loop go on; if
+        even that cannot be written, the run is left to the sweep."""
+        try:
+            with transaction.atomic():
+                return write()
+        except Exception as exc:
+            if is_connection_error(exc):
+                raise
+            problem = f"{type(exc).__name__}: {exc}"
+        log.error("the outcome of run %s could not be written (%s); recording it failed", run.pk, problem)
+        explanation = (
+            f"The run ended ({status}), but its outcome could not be written to the database: "
+            f"{problem}. It is recorded as failed instead, without its result and log."
+        )
+        try:
+            with transaction.atomic():
+                return self.record(run, Run.Status.FAILED, now, error=explanation, retry=False)
+        except Exception as exc:
+            if is_connection_error(exc):
+                raise
+            log.exception("run %s could not be recorded failed either; the sweep will interrupt it", run.pk)
+        return Recorded(runs=1)
+
+    # -- runs the scheduler gives up on ----------------------------------------------
+
+    def enforce_deadlines(self, pool, now: datetime) -> Recorded:
+        """Runs past their deadline are recorded timed_out and let go of (the
+        pool stops their handler)."""
+        expired = [f for f in pool.flights.values() if f.deadline <= now]
+        recorded = Recorded()
+        for flight in expired:
+            recorded |= self.stop_waiting(
+                flight,
+                pool,
+                Run.Status.TIMED_OUT,
+                now,
+                f"timed out after {flight.timeout_seconds} s; the handler was asked to stop",
+            )
+        return recorded
+
+    def stop_waiting(self, flight: Flight, pool, status: str, now: datetime, error: str) -> Recorded:
+        """Record a run this process gives up on (timeout, cancel, shutdown)
+        with the log it has so far, then free its slot; the handler is told
+        to stop and its late outcome is ignored."""
+        run, log_text = flight.ctx.run, flight.ctx.log_text()
+        recorded = self.record_alone(
+            run, status, now, lambda: self.record(run, status, now, error=error, log_text=log_text)
+        )
+        pool.abandon(flight.run_id)
+        return recorded
+
+    def hand_back_task(self, flight: Flight, pool, now: datetime) -> None:
+        """Shutdown: a one-off task still running goes back to the queue, with
+        the log it has so far, for the next scheduler to run again."""
+        Run.objects.filter(pk=flight.run_id, status=Run.Status.RUNNING).update(
+            **back_to_queue(now),
+            error="scheduler stopped, task requeued",
+            log=cap_message(flight.ctx.log_text(), self.cap),
+        )
+        pool.abandon(flight.run_id)
+
+    # -- one run -------------------------------------------------------------------
+
+    def columns(self, run: Run, status: str, now: datetime, *, result="", error="", log_text="") -> dict:
+        """The columns a run's outcome writes on its row."""
+        cap = self.cap
+        return {
+            "status": status,
+            "finished_at": now,
+            "heartbeat_at": now,
+            "duration_ms": max(0, int((now - (run.started_at or now)).total_seconds() * 1000)),
+            "result": cap_message(result, cap),
+            "error": cap_message(error, cap),
+            "log": cap_message(log_text or run.log, cap),
+        }
+
+    def record(
+        self, run: Run, status: str, now: datetime, *, result="", error="", log_text="", retry=True
+    ) -> Recorded:
+        """Write a run's outcome (only if it is still running: a run already
+        timed out or swept is left as it is), queue its retry (unless told
+        not to), and update its job, all in one transaction."""
+        outcome = self.columns(run, status, now, result=result, error=error, log_text=log_text)
+        duration_ms = outcome["duration_ms"]
+        # No savepoint: inside write_finished's batch a failure rolls the whole
+        # batch back, and the batch is written again on the next pass.
+        with transaction.atomic(savepoint=False):
+            touched = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(**outcome)
+            if not touched:
+                return Recorded(runs=1)
+            recorded = Recorded(runs=1, written=1)
+            retry = (
+                retry
+                and status in (Run.Status.FAILED, Run.Status.INTERRUPTED)
+                and run.attempt <= run.max_retries
+            )
+            if retry:
+                recorded.queued_at = self.queue_retry(run, now).run_after
+            if run.job_id is not None:
+                run.status, run.error, run.finished_at, run.duration_ms = (
+                    status,
+                    outcome["error"],
+                    now,
+                    duration_ms,
+                )
+                recorded.alerts = self.record_on_job(run, final=not retry, now=now)
+                if not retry:
+                    run.result = outcome["result"]
+                    downstream = self.start_downstream([run], now)
+                    recorded |= Recorded(queued_at=_queued_at(downstream, now))
+        return recorded
+
+    def queue_retry(self, run: Run, now: datetime) -> Run:
+        return Run.objects.create(
+            job_id=run.job_id,
+            fire_id=run.fire_id,
+            scheduled_at=run.scheduled_at,
+            attempt=run.attempt + 1,
+            trigger=run.trigger,
+            status=Run.Status.QUEUED,
+            run_after=now + timedelta(seconds=run.retry_interval_seconds),
+            max_retries=run.max_retries,
+            retry_interval_seconds=run.retry_interval_seconds,
+            timeout_seconds=run.timeout_seconds,
+            handler=run.handler,
+            task_key=run.task_key,
+            properties=run.properties,
+            caused_by_id=run.caused_by_id,
+            created_by_id=run.created_by_id,
+            created_at=now,
+        )
+
+    def record_on_job(self, run: Run, *, final: bool, now: datetime) -> bool:
+        """The job's last status, its consecutive failed fires, and the crash
+        at the threshold. A fire counts once, after its last attempt. True
+        when it wrote an alert or notice."""
+        last = dict(
+            last_status=run.status, last_error=run.error[:LAST_ERROR_CHARS], last_duration_ms=run.duration_ms
+        )
+        if not final or (run.status == Run.Status.SUCCEEDED and not _wants_recovery_notice(run)):
+            # The common case needs no read: one UPDATE, no row lock held. (A
+            # job that asked for recovery notices takes the long way: the
+            # notice depends on its state and its latest alert.)
+            if final:
+                last["consecutive_failures"] = 0
+            Job.objects.filter(pk=run.job_id).update(**last)
+            return False
+        job = Job.objects.select_for_update().get(pk=run.job_id)
+        job.last_status = run.status
+        job.last_error = run.error[:LAST_ERROR_CHARS]
+        job.last_duration_ms = run.duration_ms
+        fields = ["last_status", "last_error", "last_duration_ms"]
+        crashed = succeeded = False
+        if final and run.status == Run.Status.SUCCEEDED:
+            job.consecutive_failures = 0
+            fields.append("consecutive_failures")
+            succeeded = True
+        elif final and run.status in (Run.Status.FAILED, Run.Status.TIMED_OUT):
+            job.consecutive_failures += 1
+            fields.append("consecutive_failures")
+            if job.state == Job.State.ENABLED and 0 < job.alert_threshold <= job.consecutive_failures:
+                job.state = Job.State.CRASHED
+                job.next_fire_at = None
+                fields += ["state", "next_fire_at"]
+                crashed = True
+        job.save(update_fields=fields)
+        if crashed:
+            alerts.on_crash(job=job, run=run, now=now)
+            return True
+        if succeeded:
+            return alerts.on_success(job=job, run=run, now=now) is not None
+        return alerts.on_failed(job=job, run=run, now=now) is not None
+
+    def start_downstream(self, runs: list[Run], now: datetime) -> list[Run]:
+        """Each finished run (its final attempt) starts each job that runs
+        after its job on this outcome, in the transaction that records the
+        outcome: a queued run with trigger `upstream` and caused_by the run.
+        A downstream job that is paused or crashed, or still running from
+        before (the overlap rule), gets a skipped run saying so instead; a
+        deleted one nothing. The unique (job, caused_by) index makes a second
+        write of the same pair impossible (ignored, not an error). Returns
+        the runs it wrote."""
+        runs = [run for run in runs if run.job_id is not None and not run.is_task]
+        if not runs:
+            return []
+        edges = list(
+            JobDependency.objects.filter(upstream_id__in={run.job_id for run in runs}).select_related(
+                "downstream"
+            )
+        )
+        if not edges:
+            return []
+        busy = set(
+            Run.objects.filter(LIVE_RUN, job_id__in={edge.downstream_id for edge in edges}).values_list(
+                "job_id", flat=True
+            )
+        )
+        rows = []
+        for run in runs:
+            for edge in edges:
+                job = edge.downstream
+                if edge.upstream_id != run.job_id or run.status not in JobDependency.MATCHES[edge.on]:
+                    continue
+                if job.is_deleted:
+                    continue
+                fields = dict(
+                    job=job,
+                    caused_by_id=run.pk,
+                    scheduled_at=now,
+                    run_after=now,
+                    trigger=Run.Trigger.UPSTREAM,
+                    created_at=now,
+                    **job.run_policy(),
+                )
+                upstream = f"run {run.pk} of “{run.job.name if run.job else run.job_id}” ({run.status})"
+                if job.state != Job.State.ENABLED:
+                    reason = (
+                        Run.SkipReason.PAUSED if job.state == Job.State.PAUSED else Run.SkipReason.CRASHED
+                    )
+                    rows.append(
+                        Run(
+                            **fields,
+                            status=Run.Status.SKIPPED,
+                            skip_reason=reason,
+                            finished_at=now,
+                            worker_id=self.worker_id,
+                            error=f"not started after {upstream}: the job is {job.state}",
+                        )
+                    )
+                elif job.pk in busy:
+                    rows.append(
+                        Run(
+                            **fields,
+                            status=Run.Status.SKIPPED,
+                            skip_reason=Run.SkipReason.OVERLAP,
+                            finished_at=now,
+                            worker_id=self.worker_id,
+                            error=f"not started after {upstream}: the previous run was still running",
+                        )
+                    )
+                else:
+                    busy.add(job.pk)
+                    rows.append(Run(**fields, status=Run.Status.QUEUED))
+        Run.objects.bulk_create(rows, ignore_conflicts=True)
+        return rows
+
+
+def _queued_at(rows: list[Run], now: datetime) -> datetime | None:
+    """`now` if any of the runs written is queued (a downstream run is due at once)."""
+    return now if any(row.status == Run.Status.QUEUED for row in rows) else None
+
+
+def _wants_recovery_notice(run: Run) -> bool:
+    """A success of this run's job may owe a "recovered" notice, which depends
+    on the job's state and latest alert: its outcome is written the long way."""
+    return run.job is not None and alerts.wants_recovered(run.job)

@@ -1,0 +1,320 @@
+"""Planning: which fires are due, what each becomes, and the claim that makes
+sure each is written once.
+
+`Planner.plan_due(now, …)` reads the due jobs (`next_fire_at <= now`, an
+indexed column), decides each fire without writing (`plan_fire`: run it,
+skip it as a misfire, or skip it as an overlap), then in one transaction
+claims them all with a compare-and-set on `next_fire_at` (`claim_batch`, one
+statement) and inserts their runs. On PostgreSQL the claim also requires
+that the leader lease is still held at the planner's epoch, judged by the
+database in the claim's own statement. On one node, fires may be written
+already running (as many as the caller says slots are free) and started at
+once. What it wrote comes back as a `Planned`; nothing is kept here between
+passes.
+"""
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Min
+
+from jobs.engine import leases
+from jobs.engine.bulk import update_from_values
+from jobs.engine.execution.starting import take
+from jobs.models import LIVE_RUN, Job, Run
+
+log = logging.getLogger("cronboard.scheduler")
+
+PLAN_BATCH = 500
+
+
+@dataclass
+class FirePlan:
+    """What plan_due decided for one due job; applied atomically by claim_fire()."""
+
+    job: Job
+    expected_next: datetime
+    new_next: datetime | None
+    last_fire: datetime | None
+    runs: list[Run] = field(default_factory=list)
+    disable: bool = False  # a run-once job that fired
+
+
+@dataclass
+class Planned:
+    """What one plan_due did."""
+
+    did: bool = False
+    full: bool = False  # it read a whole batch: more fires may be due at once
+    # The runs it wrote queued, by id, for the claim to start from memory; None
+    # when it wrote no batch in one go (nothing due, or one job at a time).
+    queued: dict[int, Run] | None = None
+    starting: list[Run] = field(default_factory=list)  # written running on this node: start them now
+    lease_lost: bool = False  # claims were refused because the leader lease is gone
+
+
+class Planner:
+    def __init__(self, *, worker_id: str, clustered: bool, misfire_threshold: timedelta, clock):
+        self.worker_id = worker_id
+        self.clustered = clustered
+        self.misfire_threshold = misfire_threshold
+        self.clock = clock
+
+    def plan_due(self, now: datetime, *, epoch: int | None, free_slots: int) -> Planned:
+        """Claim every due fire (up to a batch) and write its run. `epoch`: the
+        leader lease's, which the claims carry (None on one node). Up to
+        `free_slots` queued fires are written already running on this node
+        (0: every fire goes through the queue)."""
+        due = list(Job.objects.due(now)[:PLAN_BATCH])
+        if not due:
+            return Planned()
+        busy = set(
+            Run.objects.filter(LIVE_RUN, job_id__in=[job.pk for job in due]).values_list("job_id", flat=True)
+        )
+        for job in due:
+            job.busy = job.pk in busy
+        planned = Planned(did=True, full=len(due) == PLAN_BATCH)
+        plans = [self.plan_fire(job, now) for job in due]
+        try:
+            with transaction.atomic():
+                won = self.claim_batch(plans, now, epoch=epoch)
+                claimed = [plan for plan in plans if plan.job.pk in won]
+                if len(claimed) < len(plans) and not self._still_leader(now, epoch):
+                    planned.lease_lost, epoch = True, None
+                runs = [run for plan in claimed for run in _stamped(plan.runs, epoch)]
+                queued = [run for run in runs if run.status == Run.Status.QUEUED]
+                planned.starting = queued[: max(0, free_slots)]
+                take(planned.starting, now, worker_id=self.worker_id, clock=self.clock)
+                # One INSERT for the batch's runs, inside the claims' transaction.
+                created = Run.objects.bulk_create(runs)
+            planned.queued = {run.pk: run for run in created if run.status == Run.Status.QUEUED and run.pk}
+        except IntegrityError:
+            # The unique (job, scheduled time, attempt) row stopped a duplicate:
+            # redo one by one so the others still go through, all queued.
+            log.error("duplicate fire refused by the database; replanning one job at a time")
+            for run in planned.starting:
+                run.status, run.worker_id, run.started_at, run.heartbeat_at = (
+                    Run.Status.QUEUED,
+                    "",
+                    None,
+                    None,
+                )
+            planned.starting = []
+            for plan in plans:
+                try:
+                    with transaction.atomic():
+                        self.claim_fire(plan, now, epoch=epoch)
+                except IntegrityError:
+                    log.error(
+                        "fire of job %s at %s already exists; not planned twice",
+                        plan.job.pk,
+                        plan.expected_next,
+                    )
+        if self.clustered and epoch is not None:
+            from jobs.services import wake_schedulers
+
+            wake_schedulers(sender=self.worker_id)  # the other nodes share the runs just queued
+        return planned
+
+    def _still_leader(self, now: datetime, epoch: int | None) -> bool:
+        """After a refused claim: was it the lease? Then say so."""
+        if not self.clustered or leases.holds(leases.LEADER, self.worker_id, epoch, now=now):
+            return True
+        log.warning(
+            "fire claims refused: the leader lease (epoch %d) lapsed or passed to another node; planning stops here",
+            epoch,
+        )
+        return False
+
+    def plan_fire(self, job: Job, now: datetime) -> FirePlan:
+        """Decide, without writing, what the due fire of `job` becomes."""
+        due_at = job.next_fire_at
+        latest, missed_before = self.latest_fire_in_window(job, due_at, now)
+        fire_id = uuid.uuid4()
+        missed = ""  # why the due fire time is skipped as a misfire, if it is
+        if latest is not None:
+            if missed_before:
+                missed = (
+                    f"missed: fire times from {due_at.isoformat()} until {latest.isoformat()} passed "
+                    f"while no scheduler was running"
+                )
+            fire_at, trigger = latest, Run.Trigger.SCHEDULE
+        elif job.misfire_policy == Job.MisfirePolicy.FIRE_ONCE_NOW:
+            fire_at, trigger = due_at, Run.Trigger.CATCH_UP
+        else:
+            fire_at, trigger = None, None
+            missed = (
+                f"misfired: {_seconds(now - due_at)} late, more than the {_seconds(self.misfire_threshold)} "
+                f"misfire threshold; policy is skip"
+            )
+        runs = [self.skipped(job, due_at, Run.SkipReason.MISFIRE, now, missed)] if missed else []
+
+        fired = False
+        if fire_at is not None:
+            if getattr(job, "busy", False):
+                runs.append(
+                    self.skipped(
+                        job, fire_at, Run.SkipReason.OVERLAP, now, "the previous run was still running"
+                    )
+                )
+            else:
+                runs.append(
+                    Run(
+                        job=job,
+                        fire_id=fire_id,
+                        scheduled_at=fire_at,
+                        run_after=now,
+                        trigger=trigger,
+                        status=Run.Status.QUEUED,
+                        created_at=now,
+                        **job.run_policy(),
+                    )
+                )
+                fired = True
+
+        last_fire = fire_at or job.last_fire_at
+        if job.schedule_type == Job.ScheduleType.INTERVAL:
+            new_next = job.next_fire_after(now, last_fire=latest)
+        else:
+            new_next = job.next_fire_after(max(now, fire_at or now))
+        disable = job.run_once and fired
+        return FirePlan(
+            job=job,
+            expected_next=due_at,
+            new_next=None if disable else new_next,
+            last_fire=last_fire,
+            runs=runs,
+            disable=disable,
+        )
+
+    def claim_fire(self, plan: FirePlan, now: datetime, *, epoch: int | None) -> bool:
+        """The compare-and-set: only the process whose update moves the job's
+        next fire time from the value it read writes the runs."""
+        updates = {"next_fire_at": plan.new_next, "last_fire_at": plan.last_fire}
+        if plan.disable:
+            updates["state"] = Job.State.PAUSED
+        if not self._claimable(plan.job, plan.expected_next, now, epoch).update(**updates):
+            return False
+        Run.objects.bulk_create(_stamped(plan.runs, epoch))
+        return True
+
+    def claim_batch(self, plans: list[FirePlan], now: datetime, *, epoch: int | None) -> set[int]:
+        """The compare-and-set of `claim_fire` for a whole batch, in ONE
+        statement: each job's row moves only if its next fire time is still the
+        one its plan read (and, clustered, only while we hold the leader lease
+        at `epoch`, judged by the statement itself). Returns the ids of the
+        jobs whose row moved; a stale row claims nothing for its job and does
+        not hold up the others."""
+        if not plans:
+            return set()
+        qn = connection.ops.quote_name
+
+        def column(name: str) -> str:
+            return f"{qn(Job._meta.db_table)}.{qn(Job._meta.get_field(name).column)}"
+
+        where = f"{column('state')} = %s AND {column('deleted_at')} IS NULL"
+        where_params: list = [str(Job.State.ENABLED)]
+        if self.clustered:
+            # The epoch fence, in the claim's own statement (see `_claimable`).
+            holding = leases.holding(leases.LEADER, self.worker_id, epoch, now=now)
+            sql, fence_params = holding.values("pk").query.sql_with_params()
+            where += f" AND EXISTS ({sql})"
+            where_params += fence_params
+        rows = [
+            (
+                plan.job.pk,
+                plan.expected_next,
+                plan.new_next,
+                plan.last_fire,
+                str(Job.State.PAUSED if plan.disable else Job.State.ENABLED),
+            )
+            for plan in plans
+        ]
+        return update_from_values(
+            Job,
+            rows,
+            match=["next_fire_at"],
+            assign=["next_fire_at", "last_fire_at", "state"],
+            where=where,
+            where_params=where_params,
+        )
+
+    def _claimable(self, job: Job, expected_next: datetime, now: datetime, epoch: int | None):
+        claimable = Job.objects.filter(
+            pk=job.pk, next_fire_at=expected_next, state=Job.State.ENABLED, deleted_at__isnull=True
+        )
+        if self.clustered:
+            # The fence, in the claim's own statement: we still hold the leader
+            # lease at our epoch by the database clock, however long we stalled
+            # since the loop decided we lead.
+            claimable = claimable.filter(leases.held(leases.LEADER, self.worker_id, epoch, now=now))
+        return claimable
+
+    def latest_fire_in_window(
+        self, job: Job, due_at: datetime, now: datetime
+    ) -> tuple[datetime | None, bool]:
+        """The latest fire time in [max(due, now - threshold), now], and whether
+        earlier due fire times were passed over. None when every due fire is
+        older than the misfire threshold."""
+        window_start = max(due_at, now - self.misfire_threshold)
+        if job.schedule_type == Job.ScheduleType.INTERVAL:
+            step = timedelta(seconds=job.interval_seconds)
+            behind = (now - due_at) // step
+            latest = due_at + behind * step
+            return (latest, latest > due_at) if latest >= window_start else (None, False)
+        latest = due_at if due_at >= window_start else None
+        probe = job.next_fire_after(window_start - timedelta(seconds=1)) if latest is None else due_at
+        while probe is not None and probe <= now:
+            latest = probe
+            probe = job.next_fire_after(probe)
+        return latest, latest is not None and latest > due_at
+
+    def skipped(self, job: Job, scheduled_at: datetime, reason: str, now: datetime, message: str) -> Run:
+        return Run(
+            job=job,
+            scheduled_at=scheduled_at,
+            trigger=Run.Trigger.SCHEDULE,
+            status=Run.Status.SKIPPED,
+            skip_reason=reason,
+            finished_at=now,
+            run_after=now,
+            error=message,
+            worker_id=self.worker_id,
+            created_at=now,
+            **job.run_policy(),
+        )
+
+
+def schedule_unplanned(now: datetime) -> bool:
+    """Enabled jobs without a next fire time (seeded by a migration, written
+    by hand) get one."""
+    did = False
+    for job in Job.objects.live().filter(state=Job.State.ENABLED, next_fire_at__isnull=True, run_once=False):
+        next_fire = job.next_fire_after(now)
+        if next_fire is not None:
+            Job.objects.filter(pk=job.pk, next_fire_at__isnull=True, state=Job.State.ENABLED).update(
+                next_fire_at=next_fire
+            )
+            did = True
+    return did
+
+
+def next_fire() -> datetime | None:
+    """The earliest next fire time of the enabled jobs."""
+    return Job.objects.filter(state=Job.State.ENABLED, deleted_at__isnull=True).aggregate(
+        m=Min("next_fire_at")
+    )["m"]
+
+
+def _stamped(runs: list[Run], epoch: int | None) -> list[Run]:
+    """Runs carry the leader epoch that planned them."""
+    for run in runs:
+        run.planned_epoch = epoch
+    return runs
+
+
+def _seconds(delta: timedelta) -> str:
+    return f"{delta.total_seconds():g} s"
