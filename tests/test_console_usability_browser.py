@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from jobs.models import Alert, Job, Message, Run
+from jobs.models import Alert, Job, LeadershipChange, Lease, Message, Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -175,6 +175,18 @@ def seed_console(staff_user):
     from jobs import tokens
 
     tokens.create_token(user=staff_user, name="deploy script")
+    # A scheduler node and a leadership change, so the cluster page has its
+    # tables (their visually-hidden "Role" header once widened the phone page).
+    Lease.objects.create(
+        name="node:node-1",
+        holder="node-1",
+        expires_at=now + timedelta(seconds=30),
+        renewed_at=now,
+        info={"host": "sched-host-1.internal", "pid": 4242, "version": "1.4.0"},
+    )
+    LeadershipChange.objects.create(
+        epoch=1, worker_id="node-1", host="sched-host-1.internal", acquired_at=now
+    )
     return billing, crashed, runs
 
 
@@ -318,6 +330,30 @@ def test_bulk_pause_after_a_search_keeps_the_ticks(open_page, staff):
     expect(page.locator("#flash")).to_contain_text("Left 1 crashed job crashed")
     expect(page.locator(f"#job-row-{crashed.pk}")).to_contain_text("Crashed")
     assert Job.objects.get(pk=crashed.pk).state == Job.State.CRASHED
+    assert page.js_errors == []
+
+
+def test_phone_ticks_can_be_tapped_for_a_bulk_action_after_a_search(open_page, staff):
+    """Regression: in the stacked phone rows the name cell lay over the tick box,
+    so a tap on the box ticked nothing."""
+    a, b = make_job(name="sync-a"), make_job(name="sync-b")
+    make_job(name="other")
+    page = sign_in(open_page(PHONE))
+    page.fill("input[name=q]", "sync-")
+    expect(page.locator("#job-table tbody tr")).to_have_count(2)
+    for job in (a, b):
+        box = page.locator(f"#tick-{job.pk}").bounding_box()
+        # What a finger on the middle of the box touches is the box itself.
+        hit = page.evaluate(
+            "([x, y]) => document.elementFromPoint(x, y).id",
+            [box["x"] + box["width"] / 2, box["y"] + box["height"] / 2],
+        )
+        assert hit == f"tick-{job.pk}"
+        page.locator(f"#tick-{job.pk}").click()
+    expect(page.locator("#bulk-form input[name=ids]:checked")).to_have_count(2)
+    page.click("#bulk-form button[value=pause]")
+    expect(page.locator("#flash")).to_contain_text("Paused 2 jobs.")
+    assert set(Job.objects.filter(pk__in=[a.pk, b.pk]).values_list("state", flat=True)) == {"paused"}
     assert page.js_errors == []
 
 
