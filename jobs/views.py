@@ -978,6 +978,7 @@ def upcoming(request):
         "windows": [("24h", "Next 24 hours"), ("7d", "Next 7 days")],
         "later_query": urlencode({"window": window, "after": fires.cursor_of(page[-1])}) if more else "",
         "deeper": after is not None,
+        "poll_version": _fingerprint([(fire.at, fire.job.pk) for fire in page]),
     }
     return _partial_or_page(request, "jobs/upcoming.html", "upcoming-list", context)
 

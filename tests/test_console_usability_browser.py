@@ -740,6 +740,44 @@ def test_all_runs_running_now_and_filters_in_the_url(open_page, staff):
     assert page.js_errors == []
 
 
+def test_upcoming_lists_fires_across_jobs_and_refreshes_on_its_own(open_page, staff):
+    now = timezone.now()
+    hourly = make_job(name="hourly-utc", cron_expression="0 0 * * * *")
+    berlin = make_job(name="berlin-nightly", cron_expression="0 30 2 * * *", timezone="Europe/Berlin")
+    for job in (hourly, berlin):
+        job.next_fire_at = job.next_fire_after(now)
+        job.save(update_fields=["next_fire_at"])
+    page = sign_in(open_page())
+    page.click("nav.nav >> text=Upcoming")
+    fires = page.locator("#upcoming-fires tbody tr.fire")
+    expect(fires.first).to_be_visible()
+    expect(page.locator(f"#upcoming-fires tr.fire[data-job='{hourly.pk}']")).to_have_count(
+        24 if now.minute or now.second else 23
+    )
+    night = page.locator(f"#upcoming-fires tr.fire[data-job='{berlin.pk}']")
+    expect(night).to_have_count(1)
+    expect(night).to_contain_text(re.compile(r"02:30:00 CES?T"))
+    expect(night).to_contain_text("Europe/Berlin")
+    page.click("text=Next 7 days")
+    expect(page).to_have_url(re.compile(r"/upcoming/\?window=7d"))
+    # 168 hourly fires and 7 nightly ones: 100 on this page, the rest behind "Later".
+    expect(fires).to_have_count(100)
+    on_first = night.count()
+    page.click("#upcoming-list a:has-text('Later')")
+    expect(page).to_have_url(re.compile(r"window=7d&after="))
+    expect(fires).to_have_count(75)
+    assert on_first + night.count() == 7
+    assert serious_violations(page) == []
+    page.click("#upcoming-list a:has-text('Earliest')")
+    expect(fires).to_have_count(100)
+    # It refreshes itself: a paused job's fires leave the page without a reload.
+    page.evaluate("window.__noReload = 1")
+    Job.objects.filter(pk=berlin.pk).update(state=Job.State.PAUSED)
+    expect(night).to_have_count(0, timeout=LIVE_TIMEOUT)
+    assert page.evaluate("window.__noReload") == 1
+    assert page.js_errors == []
+
+
 def test_import_preview_in_the_browser(open_page, staff):
     make_job(name="known", cron_expression="0 * * * * *")
     page = sign_in(open_page())
