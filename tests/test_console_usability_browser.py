@@ -563,6 +563,21 @@ def test_a_token_is_shown_once_copied_and_revoked_after_asking(open_page, staff,
     assert page.js_errors == []
 
 
+def test_a_new_token_fits_a_phone_and_passes_axe(open_page, staff):
+    """Regression: at 390 px the secret scrolled inside a box no key could reach."""
+    page = sign_in(open_page(PHONE))
+    page.goto("/profile/")
+    page.fill("#token-name", "phone")
+    page.click("text=Create token")
+    secret = page.locator("#new-token-secret")
+    expect(secret).to_be_visible()
+    assert serious_violations(page) == []
+    assert fits_width(page)[0] <= PHONE["width"]
+    box, panel = secret.bounding_box(), page.locator("#new-token").bounding_box()
+    assert box["x"] + box["width"] <= panel["x"] + panel["width"]
+    assert page.js_errors == []
+
+
 def test_history_filters_and_pages_are_in_the_url(open_page, staff):
     job = make_job(name="busy")
     now = timezone.now()
