@@ -489,6 +489,34 @@ def test_all_runs_page_pages_with_a_cursor(staff_client, make_job):
     assert 'hx-trigger="poll"' not in section  # a deeper page holds still
 
 
+def test_all_runs_page_makes_the_same_queries_for_one_run_or_a_page_of_many_jobs(staff_client, make_job):
+    """The fixed query count `bench pages` reports for "all runs", held by a test."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    now = timezone.now()
+    Run.objects.create(job=make_job(), scheduled_at=now, trigger="schedule", status="failed", error="x")
+    counts = []
+    for query in ({}, {"status": "failed", "since": "today"}):
+        with CaptureQueriesContext(connection) as few:
+            assert staff_client.get(reverse("jobs:run_list"), query).status_code == 200
+        counts.append(len(few))
+    for i in range(60):
+        Run.objects.create(
+            job=make_job(),
+            scheduled_at=now - timedelta(seconds=i + 1),
+            trigger=("schedule", "manual", "api")[i % 3],
+            status=("failed", "running", "succeeded")[i % 3],
+            started_at=now,
+        )
+    for query, before in zip(({}, {"status": "failed", "since": "today"}), counts, strict=True):
+        with CaptureQueriesContext(connection) as many:
+            html = staff_client.get(reverse("jobs:run_list"), query).content.decode()
+        assert len(many) == before, [q["sql"] for q in many.captured_queries]
+        assert html.count('<tr id="run-') > 1
+
+
 def test_api_lists_runs_across_jobs(staff_client, staff_user, make_job):
     from jobs import tokens
     from tests.fixtures.api import ApiClient
