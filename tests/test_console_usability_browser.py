@@ -404,6 +404,20 @@ def test_the_job_page_refreshes_after_re_enable_and_a_new_crash(open_page, staff
     expect(page.locator("#job-state")).to_have_text("Crashed")
     expect(page.locator("#crash-banner")).to_be_visible()
     expect(page.locator("#job-actions")).to_contain_text("Re-enable")
+    # The new crash's alert appears in the job's alerts too.
+    alert = Alert.objects.create(
+        job=job,
+        run=run,
+        kind="crash",
+        status="pending",
+        recipients=["ops@example.com"],
+        subject="flaky crashed",
+        body_text="x",
+        body_html="x",
+        message_id="<alert-recrash@cronboard>",
+        next_attempt_at=now,
+    )
+    expect(page.locator(f"#alert-{alert.pk}")).to_contain_text("Pending", timeout=LIVE_TIMEOUT)
     assert page.evaluate("window.__noReload") == 1
     assert page.js_errors == []
 
