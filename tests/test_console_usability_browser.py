@@ -807,6 +807,55 @@ def test_upcoming_lists_fires_across_jobs_and_refreshes_on_its_own(open_page, st
     assert page.js_errors == []
 
 
+def test_the_dashboard_puts_trouble_first_charts_the_day_and_refreshes(open_page, staff):
+    now = timezone.now()
+    make_job(name="import-orders", state=Job.State.CRASHED, consecutive_failures=3, last_error="boom")
+    failing = make_job(name="sync-ledger", consecutive_failures=1, last_status="failed")
+    calm = make_job(name="calm")
+    make_job(name="resting", state=Job.State.PAUSED)
+    for i, status in enumerate(["succeeded", "succeeded", "succeeded", "failed"]):
+        Run.objects.create(
+            job=calm,
+            scheduled_at=now - timedelta(hours=i + 1),
+            finished_at=now - timedelta(hours=i + 1),
+            trigger="schedule",
+            status=status,
+        )
+    running = Run.objects.create(
+        job=failing, scheduled_at=now, started_at=now, trigger="manual", status="running"
+    )
+    page = sign_in(open_page())
+    page.click("nav.nav >> text=Dashboard")
+    expect(page.locator("h1")).to_have_text("Dashboard")
+    expect(page.locator("#tile-enabled .tile-number")).to_have_text("3")
+    expect(page.locator("#tile-crashed .tile-number")).to_have_text("1")
+    expect(page.locator("#tile-paused .tile-number")).to_have_text("1")
+    expect(page.locator("#tile-success .tile-number")).to_have_text("75.0 %")
+    # Crashed first, then failing.
+    expect(page.locator("#needs-attention li a.strong")).to_have_text(["import-orders", "sync-ledger"])
+    expect(page.locator("#runs-24h dt")).to_have_text(["Running", "Succeeded", "Failed"])
+    expect(page.locator("#runs-24h svg[role=img]").first).to_have_attribute(
+        "aria-label", re.compile(r"^\d+ ")
+    )
+    expect(page.locator("#running-now")).to_contain_text(f"#{running.pk}")
+    assert serious_violations(page) == []
+    # Live: the run finishes and a job crashes, with no reload.
+    page.evaluate("window.__noReload = 1")
+    Run.objects.filter(pk=running.pk).update(status="succeeded", finished_at=timezone.now())
+    Job.objects.filter(pk=calm.pk).update(state=Job.State.CRASHED, consecutive_failures=3)
+    expect(page.locator("#needs-attention li a.strong")).to_have_text(
+        ["calm", "import-orders", "sync-ledger"], timeout=LIVE_TIMEOUT
+    )
+    expect(page.locator("#running-now")).to_contain_text("Nothing is running.")
+    expect(page.locator("#tile-crashed .tile-number")).to_have_text("2")
+    assert page.evaluate("window.__noReload") == 1
+    # A bar leads to those runs.
+    page.click("#runs-24h dt a:has-text('Failed')")
+    expect(page).to_have_url(re.compile(r"/runs/\?status=failed&since=24h"))
+    expect(page.locator("#all-runs tbody tr")).to_have_count(1)
+    assert page.js_errors == []
+
+
 def test_import_preview_in_the_browser(open_page, staff):
     make_job(name="known", cron_expression="0 * * * * *")
     page = sign_in(open_page())
