@@ -856,6 +856,55 @@ def test_the_dashboard_puts_trouble_first_charts_the_day_and_refreshes(open_page
     assert page.js_errors == []
 
 
+def test_clone_run_now_with_overrides_retry_and_the_log_download(open_page, staff):
+    job = make_job(name="ledger", properties={"region": "eu", "mode": "full"})
+    now = timezone.now()
+    failed = Run.objects.create(
+        job=job,
+        scheduled_at=now - timedelta(minutes=5),
+        finished_at=now - timedelta(minutes=5),
+        trigger="schedule",
+        status="failed",
+        error="boom",
+        log="first line\nlast line\n",
+    )
+    page = sign_in(open_page())
+    page.goto(f"/jobs/{job.pk}/")
+    # Run now, with an override for this run only.
+    page.click("summary:has-text('With property overrides')")
+    page.fill("details.run-overrides textarea[name=properties]", '{"mode": "dry-run"}')
+    page.click("#job-actions button:has-text('Run now'), button:has-text('Run now')")
+    expect(page.locator("#flash")).to_contain_text("1 property override")
+    manual = Run.objects.filter(job=job, trigger="manual").get()
+    assert manual.properties == {"mode": "dry-run"}
+    job.refresh_from_db()
+    assert job.properties == {"region": "eu", "mode": "full"}  # the job itself is unchanged
+    expect(page.locator("#audit-trail, section:has(h2:has-text('Audit trail'))").first).to_contain_text(
+        "dry-run"
+    )
+    # Retry the failed run from its page (once the manual run is done: one at a
+    # time); the log downloads from there too.
+    Run.objects.filter(pk=manual.pk).update(status="succeeded", finished_at=timezone.now())
+    page.goto(f"/runs/{failed.pk}/")
+    link = page.get_by_role("link", name="Download the log")
+    with page.expect_download() as download:
+        link.click()
+    assert download.value.suggested_filename == f"run-{failed.pk}.log"
+    assert open(download.value.path()).read() == "first line\nlast line\n"
+    page.click("button:has-text('Retry')")
+    expect(page.locator("#flash")).to_contain_text(f"a retry of run {failed.pk}")
+    assert Run.objects.filter(job=job, trigger="manual").count() == 2
+    # Clone: a paused copy, its settings filled in.
+    page.goto(f"/jobs/{job.pk}/")
+    page.click("a:has-text('Clone')")
+    expect(page.locator("#id_name")).to_have_value("ledger (copy)")
+    page.click("button:has-text('Create job')")
+    expect(page.locator("h1")).to_contain_text("ledger (copy)")
+    copy = Job.objects.get(name="ledger (copy)")
+    assert copy.state == Job.State.PAUSED and copy.properties == job.properties
+    assert page.js_errors == []
+
+
 def test_import_preview_in_the_browser(open_page, staff):
     make_job(name="known", cron_expression="0 * * * * *")
     page = sign_in(open_page())
