@@ -745,6 +745,22 @@ def test_bulk_delete_names_the_jobs_and_asks_first(open_page, staff):
     assert page.js_errors == []
 
 
+def test_bulk_run_after_a_search_queues_one_manual_run_each(open_page, staff):
+    a, b = make_job(name="nightly-a"), make_job(name="nightly-b")
+    other = make_job(name="other")
+    page = sign_in(open_page())
+    page.fill("input[name=q]", "nightly")
+    expect(page.locator("#job-table tbody tr")).to_have_count(2)
+    page.click("input[data-check-all]")
+    expect(page.locator("#bulk-form input[name=ids]:checked")).to_have_count(2)
+    page.click("#bulk-form button[value=run]")
+    expect(page.locator("#flash")).to_contain_text("Queued a manual run of 2 jobs")
+    assert sorted(Run.objects.filter(trigger="manual").values_list("job_id", flat=True)) == [a.pk, b.pk]
+    assert not Run.objects.filter(job=other).exists()
+    assert page.input_value("input[name=q]") == "nightly"
+    assert page.js_errors == []
+
+
 def test_all_runs_running_now_and_filters_in_the_url(open_page, staff):
     job = make_job(name="worker")
     now = timezone.now()
