@@ -357,6 +357,36 @@ def test_phone_ticks_can_be_tapped_for_a_bulk_action_after_a_search(open_page, s
     assert page.js_errors == []
 
 
+def test_keyboard_focus_survives_a_search_redraw_and_a_refresh(open_page, staff):
+    """Regression: the table's redraw (the search's, a poll's) threw the focus of
+    a keyboard user on a bulk button or a link back to the top of the page."""
+    job = make_job(name="sync-a")
+    Run.objects.create(job=job, scheduled_at=timezone.now(), trigger="schedule", status="succeeded")
+    page = sign_in(open_page())
+    page.click("input[name=q]")
+    page.keyboard.type("sync")
+    for _ in range(3):  # past the two filter menus to the first bulk button, before the search answers
+        page.keyboard.press("Tab")
+    pause = page.locator("#bulk-form button[value=pause]")
+    expect(pause).to_be_focused()
+    expect(page.locator("#job-table tbody tr")).to_have_count(1)
+    page.wait_for_load_state("networkidle")
+    expect(pause).to_be_focused()
+    with page.expect_response(lambda r: r.request.headers.get("hx-trigger") == "job-table"):
+        page.evaluate("htmx.trigger('#job-table', 'poll')")
+    page.wait_for_timeout(200)
+    expect(pause).to_be_focused()
+    # A link in a job's refreshed history keeps it too.
+    page.goto(f"/jobs/{job.pk}/")
+    link = page.locator("#run-history tbody a").first
+    link.focus()
+    with page.expect_response(lambda r: r.request.headers.get("hx-trigger") == "run-history"):
+        page.evaluate("htmx.trigger('#run-history', 'poll')")
+    page.wait_for_timeout(200)
+    expect(page.locator("#run-history tbody a").first).to_be_focused()
+    assert page.js_errors == []
+
+
 # -- 3. live ----------------------------------------------------------------------------------------------
 
 
