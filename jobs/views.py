@@ -292,7 +292,7 @@ def _names(jobs) -> str:
 
 
 def _bulk_apply(request, action: str, jobs: list[Job]) -> None:
-    done, skipped, refused = [], [], []
+    done, skipped, refused, unchanged = [], [], [], []
     for job in jobs:
         try:
             if action == "pause":
@@ -301,10 +301,14 @@ def _bulk_apply(request, action: str, jobs: list[Job]) -> None:
                 elif job.state != Job.State.PAUSED:
                     services.pause_job(job=job, user=request.user)
                     done.append(job)
+                else:
+                    unchanged.append(job)
             elif action == "resume":
                 if job.state != Job.State.ENABLED:
                     services.resume_job(job=job, user=request.user)
                     done.append(job)
+                else:
+                    unchanged.append(job)
             elif action == "run":
                 _run, created = services.run_now(job=job, user=request.user)
                 (done if created else skipped).append(job)
@@ -327,7 +331,11 @@ def _bulk_apply(request, action: str, jobs: list[Job]) -> None:
         )
     elif skipped:
         text += f" {_names(skipped)} already had a manual run queued or running."
-    (messages.warning if skipped else messages.success)(request, text)
+    if unchanged:
+        # Not a bare "Paused 0 jobs.": say why nothing changed for these.
+        state = "paused" if action == "pause" else "enabled"
+        text += f" {_names(unchanged)} {'was' if len(unchanged) == 1 else 'were'} already {state}."
+    (messages.warning if skipped or not done else messages.success)(request, text)
     reasons: dict[str, list[Job]] = {}
     for job, reason in refused:
         reasons.setdefault(reason, []).append(job)

@@ -47,6 +47,20 @@ def test_bulk_pause_leaves_a_crashed_job_crashed_and_says_so(staff_client, make_
     assert Job.objects.get(pk=fine.pk).state == Job.State.PAUSED
 
 
+def test_bulk_pause_of_jobs_already_paused_says_so_not_a_green_paused_0(staff_client, make_job):
+    paused = make_job(name="resting", state=Job.State.PAUSED)
+    response = staff_client.post(
+        reverse("jobs:job_bulk"), {"action": "pause", "ids": [paused.pk]}, headers=HTMX
+    )
+    (tags, text), *_ = flash(response.content.decode())
+    assert "warning" in tags and "success" not in tags
+    assert "“resting” was already paused." in text
+    both = [paused.pk, make_job(name="fresh").pk]
+    response = staff_client.post(reverse("jobs:job_bulk"), {"action": "resume", "ids": both}, headers=HTMX)
+    (tags, text), *_ = flash(response.content.decode())
+    assert "success" in tags and "Resumed 1 job." in text and "“fresh” was already enabled." in text
+
+
 def test_a_poll_of_the_job_list_does_not_wipe_the_flash(staff_client, make_job):
     make_job(name="polled")
     as_poll = staff_client.get(
