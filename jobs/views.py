@@ -309,7 +309,7 @@ def _names(jobs) -> str:
 
 
 def _bulk_apply(request, action: str, jobs: list[Job]) -> None:
-    done, skipped, refused = [], [], []
+    done, skipped, refused, unchanged = [], [], [], []
     for job in jobs:
         try:
             if action == "pause":
@@ -318,10 +318,14 @@ def _bulk_apply(request, action: str, jobs: list[Job]) -> None:
                 elif job.state != Job.State.PAUSED:
                     services.pause_job(job=job, user=request.user)
                     done.append(job)
+                else:
+                    unchanged.append(job)
             elif action == "resume":
                 if job.state != Job.State.ENABLED:
                     services.resume_job(job=job, user=request.user)
                     done.append(job)
+                else:
+                    unchanged.append(job)
             elif action == "run":
                 _run, created = services.run_now(job=job, user=request.user)
                 (done if created else skipped).append(job)
@@ -347,7 +351,16 @@ def _bulk_apply(request, action: str, jobs: list[Job]) -> None:
         ).format(count=len(skipped), names=_names(skipped))
     elif skipped:
         text += " " + _("{names} already had a manual run queued or running.").format(names=_names(skipped))
-    (messages.warning if skipped else messages.success)(request, text)
+    if unchanged:
+        # Not a bare "Paused 0 jobs.": say why nothing changed for these.
+        if action == "pause":
+            already = ngettext("{names} was already paused.", "{names} were already paused.", len(unchanged))
+        else:
+            already = ngettext(
+                "{names} was already enabled.", "{names} were already enabled.", len(unchanged)
+            )
+        text += " " + already.format(names=_names(unchanged))
+    (messages.warning if skipped or not done else messages.success)(request, text)
     reasons: dict[str, list[Job]] = {}
     for job, reason in refused:
         reasons.setdefault(reason, []).append(job)
@@ -1018,6 +1031,7 @@ def upcoming(request):
         "windows": [("24h", _("Next 24 hours")), ("7d", _("Next 7 days"))],
         "later_query": urlencode({"window": window, "after": fires.cursor_of(page[-1])}) if more else "",
         "deeper": after is not None,
+        "poll_version": _fingerprint([(fire.at, fire.job.pk) for fire in page]),
     }
     return _partial_or_page(request, "jobs/upcoming.html", "upcoming-list", context)
 

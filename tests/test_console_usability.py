@@ -47,6 +47,20 @@ def test_bulk_pause_leaves_a_crashed_job_crashed_and_says_so(staff_client, make_
     assert Job.objects.get(pk=fine.pk).state == Job.State.PAUSED
 
 
+def test_bulk_pause_of_jobs_already_paused_says_so_not_a_green_paused_0(staff_client, make_job):
+    paused = make_job(name="resting", state=Job.State.PAUSED)
+    response = staff_client.post(
+        reverse("jobs:job_bulk"), {"action": "pause", "ids": [paused.pk]}, headers=HTMX
+    )
+    (tags, text), *_ = flash(response.content.decode())
+    assert "warning" in tags and "success" not in tags
+    assert "“resting” was already paused." in text
+    both = [paused.pk, make_job(name="fresh").pk]
+    response = staff_client.post(reverse("jobs:job_bulk"), {"action": "resume", "ids": both}, headers=HTMX)
+    (tags, text), *_ = flash(response.content.decode())
+    assert "success" in tags and "Resumed 1 job." in text and "“fresh” was already enabled." in text
+
+
 def test_a_poll_of_the_job_list_does_not_wipe_the_flash(staff_client, make_job):
     make_job(name="polled")
     as_poll = staff_client.get(
@@ -487,6 +501,34 @@ def test_all_runs_page_pages_with_a_cursor(staff_client, make_job):
     assert len(seen) == len(set(seen)) == 30
     section = re.search(r'<section class="card" id="run-list"[^>]*>', second).group(0)
     assert 'hx-trigger="poll"' not in section  # a deeper page holds still
+
+
+def test_all_runs_page_makes_the_same_queries_for_one_run_or_a_page_of_many_jobs(staff_client, make_job):
+    """The fixed query count `bench pages` reports for "all runs", held by a test."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    now = timezone.now()
+    Run.objects.create(job=make_job(), scheduled_at=now, trigger="schedule", status="failed", error="x")
+    counts = []
+    for query in ({}, {"status": "failed", "since": "today"}):
+        with CaptureQueriesContext(connection) as few:
+            assert staff_client.get(reverse("jobs:run_list"), query).status_code == 200
+        counts.append(len(few))
+    for i in range(60):
+        Run.objects.create(
+            job=make_job(),
+            scheduled_at=now - timedelta(seconds=i + 1),
+            trigger=("schedule", "manual", "api")[i % 3],
+            status=("failed", "running", "succeeded")[i % 3],
+            started_at=now,
+        )
+    for query, before in zip(({}, {"status": "failed", "since": "today"}), counts, strict=True):
+        with CaptureQueriesContext(connection) as many:
+            html = staff_client.get(reverse("jobs:run_list"), query).content.decode()
+        assert len(many) == before, [q["sql"] for q in many.captured_queries]
+        assert html.count('<tr id="run-') > 1
 
 
 def test_api_lists_runs_across_jobs(staff_client, staff_user, make_job):

@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from jobs.models import Alert, Job, Message, Run
+from jobs.models import Alert, Job, LeadershipChange, Lease, Message, Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -175,6 +175,18 @@ def seed_console(staff_user):
     from jobs import tokens
 
     tokens.create_token(user=staff_user, name="deploy script")
+    # A scheduler node and a leadership change, so the cluster page has its
+    # tables (their visually-hidden "Role" header once widened the phone page).
+    Lease.objects.create(
+        name="node:node-1",
+        holder="node-1",
+        expires_at=now + timedelta(seconds=30),
+        renewed_at=now,
+        info={"host": "sched-host-1.internal", "pid": 4242, "version": "1.4.0"},
+    )
+    LeadershipChange.objects.create(
+        epoch=1, worker_id="node-1", host="sched-host-1.internal", acquired_at=now
+    )
     return billing, crashed, runs
 
 
@@ -321,6 +333,60 @@ def test_bulk_pause_after_a_search_keeps_the_ticks(open_page, staff):
     assert page.js_errors == []
 
 
+def test_phone_ticks_can_be_tapped_for_a_bulk_action_after_a_search(open_page, staff):
+    """Regression: in the stacked phone rows the name cell lay over the tick box,
+    so a tap on the box ticked nothing."""
+    a, b = make_job(name="sync-a"), make_job(name="sync-b")
+    make_job(name="other")
+    page = sign_in(open_page(PHONE))
+    page.fill("input[name=q]", "sync-")
+    expect(page.locator("#job-table tbody tr")).to_have_count(2)
+    for job in (a, b):
+        box = page.locator(f"#tick-{job.pk}").bounding_box()
+        # What a finger on the middle of the box touches is the box itself.
+        hit = page.evaluate(
+            "([x, y]) => document.elementFromPoint(x, y).id",
+            [box["x"] + box["width"] / 2, box["y"] + box["height"] / 2],
+        )
+        assert hit == f"tick-{job.pk}"
+        page.locator(f"#tick-{job.pk}").click()
+    expect(page.locator("#bulk-form input[name=ids]:checked")).to_have_count(2)
+    page.click("#bulk-form button[value=pause]")
+    expect(page.locator("#flash")).to_contain_text("Paused 2 jobs.")
+    assert set(Job.objects.filter(pk__in=[a.pk, b.pk]).values_list("state", flat=True)) == {"paused"}
+    assert page.js_errors == []
+
+
+def test_keyboard_focus_survives_a_search_redraw_and_a_refresh(open_page, staff):
+    """Regression: the table's redraw (the search's, a poll's) threw the focus of
+    a keyboard user on a bulk button or a link back to the top of the page."""
+    job = make_job(name="sync-a")
+    Run.objects.create(job=job, scheduled_at=timezone.now(), trigger="schedule", status="succeeded")
+    page = sign_in(open_page())
+    page.click("input[name=q]")
+    page.keyboard.type("sync")
+    for _ in range(3):  # past the two filter menus to the first bulk button, before the search answers
+        page.keyboard.press("Tab")
+    pause = page.locator("#bulk-form button[value=pause]")
+    expect(pause).to_be_focused()
+    expect(page.locator("#job-table tbody tr")).to_have_count(1)
+    page.wait_for_load_state("networkidle")
+    expect(pause).to_be_focused()
+    with page.expect_response(lambda r: r.request.headers.get("hx-trigger") == "job-table"):
+        page.evaluate("htmx.trigger('#job-table', 'poll')")
+    page.wait_for_timeout(200)
+    expect(pause).to_be_focused()
+    # A link in a job's refreshed history keeps it too.
+    page.goto(f"/jobs/{job.pk}/")
+    link = page.locator("#run-history tbody a").first
+    link.focus()
+    with page.expect_response(lambda r: r.request.headers.get("hx-trigger") == "run-history"):
+        page.evaluate("htmx.trigger('#run-history', 'poll')")
+    page.wait_for_timeout(200)
+    expect(page.locator("#run-history tbody a").first).to_be_focused()
+    assert page.js_errors == []
+
+
 # -- 3. live ----------------------------------------------------------------------------------------------
 
 
@@ -368,6 +434,20 @@ def test_the_job_page_refreshes_after_re_enable_and_a_new_crash(open_page, staff
     expect(page.locator("#job-state")).to_have_text("Crashed")
     expect(page.locator("#crash-banner")).to_be_visible()
     expect(page.locator("#job-actions")).to_contain_text("Re-enable")
+    # The new crash's alert appears in the job's alerts too.
+    alert = Alert.objects.create(
+        job=job,
+        run=run,
+        kind="crash",
+        status="pending",
+        recipients=["ops@example.com"],
+        subject="flaky crashed",
+        body_text="x",
+        body_html="x",
+        message_id="<alert-recrash@cronboard>",
+        next_attempt_at=now,
+    )
+    expect(page.locator(f"#alert-{alert.pk}")).to_contain_text("Pending", timeout=LIVE_TIMEOUT)
     assert page.evaluate("window.__noReload") == 1
     assert page.js_errors == []
 
@@ -527,6 +607,21 @@ def test_a_token_is_shown_once_copied_and_revoked_after_asking(open_page, staff,
     assert page.js_errors == []
 
 
+def test_a_new_token_fits_a_phone_and_passes_axe(open_page, staff):
+    """Regression: at 390 px the secret scrolled inside a box no key could reach."""
+    page = sign_in(open_page(PHONE))
+    page.goto("/profile/")
+    page.fill("#token-name", "phone")
+    page.click("text=Create token")
+    secret = page.locator("#new-token-secret")
+    expect(secret).to_be_visible()
+    assert serious_violations(page) == []
+    assert fits_width(page)[0] <= PHONE["width"]
+    box, panel = secret.bounding_box(), page.locator("#new-token").bounding_box()
+    assert box["x"] + box["width"] <= panel["x"] + panel["width"]
+    assert page.js_errors == []
+
+
 def test_history_filters_and_pages_are_in_the_url(open_page, staff):
     job = make_job(name="busy")
     now = timezone.now()
@@ -680,6 +775,22 @@ def test_bulk_delete_names_the_jobs_and_asks_first(open_page, staff):
     assert page.js_errors == []
 
 
+def test_bulk_run_after_a_search_queues_one_manual_run_each(open_page, staff):
+    a, b = make_job(name="nightly-a"), make_job(name="nightly-b")
+    other = make_job(name="other")
+    page = sign_in(open_page())
+    page.fill("input[name=q]", "nightly")
+    expect(page.locator("#job-table tbody tr")).to_have_count(2)
+    page.click("input[data-check-all]")
+    expect(page.locator("#bulk-form input[name=ids]:checked")).to_have_count(2)
+    page.click("#bulk-form button[value=run]")
+    expect(page.locator("#flash")).to_contain_text("Queued a manual run of 2 jobs")
+    assert sorted(Run.objects.filter(trigger="manual").values_list("job_id", flat=True)) == [a.pk, b.pk]
+    assert not Run.objects.filter(job=other).exists()
+    assert page.input_value("input[name=q]") == "nightly"
+    assert page.js_errors == []
+
+
 def test_all_runs_running_now_and_filters_in_the_url(open_page, staff):
     job = make_job(name="worker")
     now = timezone.now()
@@ -698,9 +809,160 @@ def test_all_runs_running_now_and_filters_in_the_url(open_page, staff):
     page.select_option("#run-filters select[name=status]", "succeeded")
     expect(page).to_have_url(re.compile(r"/runs/\?status=succeeded"))
     expect(page.locator(f"#run-{done.pk}")).to_be_visible()
+    # The job filter is one click from a row.
+    other = make_job(name="bystander")
+    Run.objects.create(job=other, scheduled_at=now, trigger="schedule", status="succeeded")
+    page.goto("/runs/")
+    expect(page.locator("#all-runs tbody tr")).to_have_count(3)
+    page.get_by_role("link", name="Only the runs of bystander").click()
+    expect(page).to_have_url(re.compile(rf"/runs/\?job={other.pk}$"))
+    expect(page.locator("#all-runs tbody tr")).to_have_count(1)
+    expect(page.locator("#run-list")).to_contain_text("Runs of bystander")
+    page.select_option("#run-filters select[name=status]", "succeeded")
+    expect(page).to_have_url(re.compile(rf"job={other.pk}"))
+    expect(page.locator("#all-runs tbody tr")).to_have_count(1)
+    page.goto("/runs/?status=succeeded")
     # It refreshes itself: the running run finishes and shows up under "succeeded".
     Run.objects.filter(pk=running.pk).update(status="succeeded", finished_at=timezone.now(), duration_ms=10)
     expect(page.locator(f"#run-{running.pk}")).to_contain_text("Succeeded", timeout=LIVE_TIMEOUT)
+    assert page.js_errors == []
+
+
+def test_upcoming_lists_fires_across_jobs_and_refreshes_on_its_own(open_page, staff):
+    now = timezone.now()
+    hourly = make_job(name="hourly-utc", cron_expression="0 0 * * * *")
+    berlin = make_job(name="berlin-nightly", cron_expression="0 30 2 * * *", timezone="Europe/Berlin")
+    for job in (hourly, berlin):
+        job.next_fire_at = job.next_fire_after(now)
+        job.save(update_fields=["next_fire_at"])
+    page = sign_in(open_page())
+    page.click("nav.nav >> text=Upcoming")
+    fires = page.locator("#upcoming-fires tbody tr.fire")
+    expect(fires.first).to_be_visible()
+    expect(page.locator(f"#upcoming-fires tr.fire[data-job='{hourly.pk}']")).to_have_count(
+        24 if now.minute or now.second else 23
+    )
+    night = page.locator(f"#upcoming-fires tr.fire[data-job='{berlin.pk}']")
+    expect(night).to_have_count(1)
+    expect(night).to_contain_text(re.compile(r"02:30:00 CES?T"))
+    expect(night).to_contain_text("Europe/Berlin")
+    page.click("text=Next 7 days")
+    expect(page).to_have_url(re.compile(r"/upcoming/\?window=7d"))
+    # 168 hourly fires and 7 nightly ones: 100 on this page, the rest behind "Later".
+    expect(fires).to_have_count(100)
+    on_first = night.count()
+    page.click("#upcoming-list a:has-text('Later')")
+    expect(page).to_have_url(re.compile(r"window=7d&after="))
+    expect(fires).to_have_count(75)
+    assert on_first + night.count() == 7
+    assert serious_violations(page) == []
+    page.click("#upcoming-list a:has-text('Earliest')")
+    expect(fires).to_have_count(100)
+    # It refreshes itself: a paused job's fires leave the page without a reload.
+    page.evaluate("window.__noReload = 1")
+    Job.objects.filter(pk=berlin.pk).update(state=Job.State.PAUSED)
+    expect(night).to_have_count(0, timeout=LIVE_TIMEOUT)
+    assert page.evaluate("window.__noReload") == 1
+    assert page.js_errors == []
+
+
+def test_the_dashboard_puts_trouble_first_charts_the_day_and_refreshes(open_page, staff):
+    now = timezone.now()
+    make_job(name="import-orders", state=Job.State.CRASHED, consecutive_failures=3, last_error="boom")
+    failing = make_job(name="sync-ledger", consecutive_failures=1, last_status="failed")
+    calm = make_job(name="calm")
+    make_job(name="resting", state=Job.State.PAUSED)
+    for i, status in enumerate(["succeeded", "succeeded", "succeeded", "failed"]):
+        Run.objects.create(
+            job=calm,
+            scheduled_at=now - timedelta(hours=i + 1),
+            finished_at=now - timedelta(hours=i + 1),
+            trigger="schedule",
+            status=status,
+        )
+    running = Run.objects.create(
+        job=failing, scheduled_at=now, started_at=now, trigger="manual", status="running"
+    )
+    page = sign_in(open_page())
+    page.click("nav.nav >> text=Dashboard")
+    expect(page.locator("h1")).to_have_text("Dashboard")
+    # What the database holds (a built-in job may be there, or flushed by an earlier test).
+    for state in ("enabled", "crashed", "paused"):
+        held = Job.objects.live().filter(state=state).count()
+        expect(page.locator(f"#tile-{state} .tile-number")).to_have_text(str(held))
+    assert Job.objects.live().filter(state="crashed").count() == 1
+    expect(page.locator("#tile-success .tile-number")).to_have_text("75.0 %")
+    # Crashed first, then failing.
+    expect(page.locator("#needs-attention li a.strong")).to_have_text(["import-orders", "sync-ledger"])
+    expect(page.locator("#runs-24h dt")).to_have_text(["Running", "Succeeded", "Failed"])
+    expect(page.locator("#runs-24h svg[role=img]").first).to_have_attribute(
+        "aria-label", re.compile(r"^\d+ ")
+    )
+    expect(page.locator("#running-now")).to_contain_text(f"#{running.pk}")
+    assert serious_violations(page) == []
+    # Live: the run finishes and a job crashes, with no reload.
+    page.evaluate("window.__noReload = 1")
+    Run.objects.filter(pk=running.pk).update(status="succeeded", finished_at=timezone.now())
+    Job.objects.filter(pk=calm.pk).update(state=Job.State.CRASHED, consecutive_failures=3)
+    expect(page.locator("#needs-attention li a.strong")).to_have_text(
+        ["calm", "import-orders", "sync-ledger"], timeout=LIVE_TIMEOUT
+    )
+    expect(page.locator("#running-now")).to_contain_text("Nothing is running.")
+    expect(page.locator("#tile-crashed .tile-number")).to_have_text("2")  # calm joined import-orders
+    assert page.evaluate("window.__noReload") == 1
+    # A bar leads to those runs.
+    page.click("#runs-24h dt a:has-text('Failed')")
+    expect(page).to_have_url(re.compile(r"/runs/\?status=failed&since=24h"))
+    expect(page.locator("#all-runs tbody tr")).to_have_count(1)
+    assert page.js_errors == []
+
+
+def test_clone_run_now_with_overrides_retry_and_the_log_download(open_page, staff):
+    job = make_job(name="ledger", properties={"region": "eu", "mode": "full"})
+    now = timezone.now()
+    failed = Run.objects.create(
+        job=job,
+        scheduled_at=now - timedelta(minutes=5),
+        finished_at=now - timedelta(minutes=5),
+        trigger="schedule",
+        status="failed",
+        error="boom",
+        log="first line\nlast line\n",
+    )
+    page = sign_in(open_page())
+    page.goto(f"/jobs/{job.pk}/")
+    # Run now, with an override for this run only.
+    page.click("summary:has-text('With property overrides')")
+    page.fill("details.run-overrides textarea[name=properties]", '{"mode": "dry-run"}')
+    page.click("#job-actions button:has-text('Run now'), button:has-text('Run now')")
+    expect(page.locator("#flash")).to_contain_text("1 property override")
+    manual = Run.objects.filter(job=job, trigger="manual").get()
+    assert manual.properties == {"mode": "dry-run"}
+    job.refresh_from_db()
+    assert job.properties == {"region": "eu", "mode": "full"}  # the job itself is unchanged
+    expect(page.locator("#audit-trail, section:has(h2:has-text('Audit trail'))").first).to_contain_text(
+        "dry-run"
+    )
+    # Retry the failed run from its page (once the manual run is done: one at a
+    # time); the log downloads from there too.
+    Run.objects.filter(pk=manual.pk).update(status="succeeded", finished_at=timezone.now())
+    page.goto(f"/runs/{failed.pk}/")
+    link = page.get_by_role("link", name="Download the log")
+    with page.expect_download() as download:
+        link.click()
+    assert download.value.suggested_filename == f"run-{failed.pk}.log"
+    assert open(download.value.path()).read() == "first line\nlast line\n"
+    page.click("button:has-text('Retry')")
+    expect(page.locator("#flash")).to_contain_text(f"a retry of run {failed.pk}")
+    assert Run.objects.filter(job=job, trigger="manual").count() == 2
+    # Clone: a paused copy, its settings filled in.
+    page.goto(f"/jobs/{job.pk}/")
+    page.click("a:has-text('Clone')")
+    expect(page.locator("#id_name")).to_have_value("ledger (copy)")
+    page.click("button:has-text('Create job')")
+    expect(page.locator("h1")).to_contain_text("ledger (copy)")
+    copy = Job.objects.get(name="ledger (copy)")
+    assert copy.state == Job.State.PAUSED and copy.properties == job.properties
     assert page.js_errors == []
 
 

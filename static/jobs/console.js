@@ -236,6 +236,48 @@
     pollNow();
   });
 
+  // A redraw (a poll, a search) replaces the part the keyboard is in: htmx
+  // puts the focus back only on an element with an id. Anything else (a
+  // bulk button, a link in a refreshed list) is found again in the new
+  // content by what it is, or by its place, so the focus is not thrown back
+  // to the top of the page. A swap that moves the focus on purpose (a
+  // confirmation, the run viewer's title) is left alone.
+  let keptFocus = null;
+
+  function focusables(root) {
+    return Array.from(root.querySelectorAll("a[href], button, input, select, textarea, summary, [tabindex]"));
+  }
+
+  function sameControl(a, b) {
+    return (
+      a.tagName === b.tagName &&
+      (a.getAttribute("href") || "") === (b.getAttribute("href") || "") &&
+      (a.getAttribute("name") || "") === (b.getAttribute("name") || "") &&
+      (a.getAttribute("value") || "") === (b.getAttribute("value") || "") &&
+      a.textContent.trim() === b.textContent.trim()
+    );
+  }
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    const target = event.detail.target;
+    const active = document.activeElement;
+    keptFocus = null;
+    if (!target || !target.id || !active || active === document.body || !target.contains(active) || active.id) return;
+    keptFocus = { target: target.id, clone: active.cloneNode(true), index: focusables(target).indexOf(active) };
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    const kept = keptFocus;
+    keptFocus = null;
+    if (!kept || (document.activeElement && document.activeElement !== document.body)) return;
+    const root = document.getElementById(kept.target);
+    if (!root) return;
+    const candidates = focusables(root);
+    const match = candidates.find(function (el) {
+      return sameControl(el, kept.clone);
+    }) || candidates[Math.min(kept.index, candidates.length - 1)];
+    if (match) match.focus({ preventScroll: true });
+  });
+
   // "in 23 s" / "5 min ago", worded as jobs.templatetags.console.relative.
   function relativeText(when, now) {
     const delta = (when - now) / 1000;
