@@ -60,6 +60,9 @@ def sign_in(page, username="ada", password="pw-ada-123"):
     page.fill("input[name=password]", password)
     page.click("button[type=submit]")
     page.wait_for_selector("h1:has-text('Jobs')")
+    # The heading is there before htmx has bound the page's triggers (at
+    # DOMContentLoaded): typing earlier would go unheard.
+    page.wait_for_load_state("load")
     return page
 
 

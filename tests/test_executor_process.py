@@ -78,7 +78,7 @@ def site(tmp_path, migrated_sqlite):
 def test_hostile_jobs_are_recorded_and_ordinary_jobs_keep_their_times(site):
     site.import_jobs(
         every("ticker", "demo.echo", properties={"n": "1"}),
-        every("spinner", "hostile.spin", timeout_seconds=2),
+        every("spinner", "hostile.spin", timeout_seconds=5),
         every("segfault", "hostile.segfault"),
         every("exit", "hostile.exit", properties={"code": "7"}),
         every("hog", "hostile.hog", properties={"mb": "1536"}),
@@ -106,7 +106,7 @@ def test_hostile_jobs_are_recorded_and_ordinary_jobs_keep_their_times(site):
         lambda rows: all(last(n) for n in ("spinner", "segfault", "exit", "hog", "flood", "count")),
         60,
     )
-    assert last("spinner")[0][:2] == ("timed_out", "timed out after 2 s; the handler was asked to stop")
+    assert last("spinner")[0][:2] == ("timed_out", "timed out after 5 s; the handler was asked to stop")
     assert last("segfault")[0][0] == "failed" and "killed by signal SIGSEGV" in last("segfault")[0][1]
     assert last("exit")[0][:2] == (
         "failed",
@@ -120,7 +120,10 @@ def test_hostile_jobs_are_recorded_and_ordinary_jobs_keep_their_times(site):
         "an SQL job reads the scheduler's database from its child"
     )
 
-    # Meanwhile the ticker fired on its grid, each fire started within a second.
+    # Meanwhile the ticker fired on its grid, every fire run. A loop held by
+    # a hostile run would skip or miss ticks, or start them late by the
+    # spinner's 5 s; the bound leaves room for a machine the test suite
+    # itself keeps busy (its other workers), never for a held loop.
     fires = site.wait_for_rows(
         "SELECT r.status, (julianday(r.started_at) - julianday(r.scheduled_at)) * 86400 FROM jobs_run r "
         "JOIN jobs_job j ON j.id = r.job_id WHERE j.name = 'ticker' AND r.status != 'running'",
@@ -128,7 +131,7 @@ def test_hostile_jobs_are_recorded_and_ordinary_jobs_keep_their_times(site):
         30,
     )
     assert {status for status, _ in fires} == {"succeeded"}
-    assert max(late for _, late in fires) < 1.0
+    assert max(late for _, late in fires) < 3.0
     assert proc.poll() is None, site.logs()
     assert "Traceback" not in site.logs()
 
