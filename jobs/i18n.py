@@ -6,6 +6,7 @@ language cookie that Django's set_language writes, else Accept-Language
 the config centre's `sys.ui.language` instead (`alert_language`)."""
 
 from contextlib import contextmanager
+from functools import lru_cache
 
 from django.conf import settings
 from django.http import HttpResponseBadRequest
@@ -95,6 +96,15 @@ def cron_error_message(exc) -> str:
 
 
 def describe_cron(expr: str) -> str:
+    return _described(expr, translation.get_language() or "")
+
+
+@lru_cache(maxsize=4096)
+def _described(expr: str, language: str) -> str:
+    """cron-descriptor builds a describer, and loads its catalog, for every
+    call: a job list describes each of its rows. Keyed on the language that
+    is active (the one the text is in); expressions are at most
+    cron.MAX_EXPRESSION_CHARS long, and an invalid one raises, uncached."""
     return cron.describe(expr, locale=cron_locale(), translate=translation.gettext)
 
 
