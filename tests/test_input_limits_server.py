@@ -32,7 +32,12 @@ class Web(processes.Site):
                 all_headers["Authorization"] = f"Bearer {self.token}"
             if isinstance(body, str):
                 body = body.encode()
-            conn.request(method, path, body=body, headers=all_headers)
+            try:
+                conn.request(method, path, body=body, headers=all_headers)
+            except (BrokenPipeError, ConnectionResetError):
+                # The server may answer (413) and close before an over-large
+                # body is all sent; its answer is still there to read.
+                pass
             response = conn.getresponse()
             raw = response.read()
             kind = response.getheader("Content-Type", "")
