@@ -3,6 +3,7 @@
 image, a fresh laptop) still gets them. The .mo files are build output and
 never committed: scripts/run.sh, scripts/test.sh and the Dockerfile call this."""
 
+import os
 from pathlib import Path
 
 import polib
@@ -26,7 +27,11 @@ def compile_catalogs() -> list[Path]:
         except (OSError, ValueError) as exc:
             raise CommandError(f"{po_path}: {exc}") from exc
         # Fuzzy entries are left out, as msgfmt does: a guess is never shown.
-        catalog.save_as_mofile(str(mo_path))
+        # Written aside and renamed: test workers (pytest-xdist) compile at
+        # once, and none may read a half-written catalog.
+        partial = mo_path.with_name(f"{mo_path.name}.{os.getpid()}.tmp")
+        catalog.save_as_mofile(str(partial))
+        os.replace(partial, mo_path)
         written.append(mo_path)
     return written
 
