@@ -806,9 +806,10 @@ def test_all_runs_running_now_and_filters_in_the_url(open_page, staff):
     page = sign_in(open_page())
     page.click("nav.nav >> text=Runs")
     expect(page.locator("#all-runs tbody tr")).to_have_count(2)
-    page.click("text=Running now")
+    page.click("text=Running now")  # a plain link: a new page
     expect(page.locator("#all-runs tbody tr")).to_have_count(1)
     expect(page.locator(f"#run-{running.pk}")).to_contain_text("Running")
+    page.wait_for_load_state("load")  # htmx binds the filters at DOMContentLoaded, after the rows show
     page.select_option("#run-filters select[name=status]", "succeeded")
     expect(page).to_have_url(re.compile(r"/runs/\?status=succeeded"))
     expect(page.locator(f"#run-{done.pk}")).to_be_visible()
