@@ -974,6 +974,7 @@ def test_import_preview_in_the_browser(open_page, staff):
     make_job(name="known", cron_expression="0 * * * * *")
     page = sign_in(open_page())
     page.click("text=Import…")
+    page.wait_for_load_state("load")  # a new page: htmx binds its form at DOMContentLoaded
     page.fill(
         "#import-text",
         '[{"name": "known", "handler": "demo.echo", "cron_expression": "0 */5 * * * *"},'

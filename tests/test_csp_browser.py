@@ -57,6 +57,7 @@ def test_the_profile_page_creates_a_token_in_the_browser(csp_page):
     page.fill("input[name=password]", "pw-bob-12345")
     page.click("button[type=submit]")
     page.wait_for_selector("#token-name")
+    page.wait_for_load_state("load")  # htmx binds the form at DOMContentLoaded
     page.fill("#token-name", "laptop")
     page.click("text=Create token")
     secret = page.text_content("#new-token code")
