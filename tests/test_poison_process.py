@@ -108,7 +108,16 @@ def test_postgresql_scheduler_process_records_a_binary_http_answer_and_keeps_goi
         node = cluster.start_node("n1")
 
         def finished(name):
-            return [row for row in cluster.runs_of(name) if row[1] not in ("queued", "running")]
+            # Not a fire that fell due while the node was still booting: the
+            # jobs were due at once, and such a fire is skipped as a misfire
+            # by design (a busy machine boots slowly).
+            booted = cluster.sql("SELECT min(started_at) FROM jobs_run")[0][0]
+            return [
+                row
+                for row in cluster.runs_of(name)
+                if row[1] not in ("queued", "running")
+                and not (row[2] == "misfire" and (booted is None or row[0] < booted))
+            ]
 
         wait_for(
             lambda: len(finished("ordinary")) >= 2 and len(finished("binary")) >= 2, 40, "two fires of each"
@@ -117,7 +126,7 @@ def test_postgresql_scheduler_process_records_a_binary_http_answer_and_keeps_goi
         assert {row[1] for row in finished("binary")} == {"succeeded"}
         (result,) = cluster.sql(
             "SELECT r.result FROM jobs_run r JOIN jobs_job j ON j.id = r.job_id WHERE j.name = 'binary' "
-            "ORDER BY r.id LIMIT 1"
+            "AND r.status = 'succeeded' ORDER BY r.id LIMIT 1"
         )[0]
         assert result.startswith("HTTP 200 OK") and REPLACEMENT in result and "tail-marker" in result
         assert "database error, retrying" not in cluster.log("n1")
