@@ -14,7 +14,7 @@ from jobs import alerts
 from jobs.config import ALERT_KINDS, set_setting
 from jobs.handlers import registry
 from jobs.models import Job, Run
-from tests.fixtures.browser import SCREENSHOTS
+from tests.fixtures.browser import SCREENSHOTS, new_page
 
 pytestmark = [
     pytest.mark.browser,
@@ -140,16 +140,9 @@ def staff(db):
 @pytest.fixture
 def zh_page(browser, live_server):
     # locale= makes Chromium send Accept-Language: zh-CN.
-    context = browser.new_context(
-        base_url=live_server.url, viewport={"width": 1360, "height": 900}, locale="zh-CN"
-    )
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.js_errors = errors
+    page = new_page(browser, live_server.url, locale="zh-CN")
     yield page
-    context.close()
+    page.context.close()
 
 
 def make_job(**fields) -> Job:
