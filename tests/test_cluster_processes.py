@@ -265,7 +265,9 @@ def test_three_schedulers_plan_each_fire_once_and_a_standby_replaces_a_killed_le
     assert_one_row_per_slot(runs, gaps_allowed=True)
     assert cluster.duplicate_fires() == []
     # Fires missed while nobody led are recorded, not replayed (misfire rules).
-    assert {(r[1], r[2]) for r in runs} <= {("succeeded", ""), ("skipped", "misfire")}
+    # A fire that falls due while the job's previous run is still live is
+    # skipped by the overlap rule: on a busy machine a run can outlast a tick.
+    assert {(r[1], r[2]) for r in runs} <= {("succeeded", ""), ("skipped", "misfire"), ("skipped", "overlap")}
     assert {r[3] for r in runs} == {epoch, new_epoch}
 
 
