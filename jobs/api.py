@@ -300,6 +300,10 @@ def _shape_errors(errors: list[dict]) -> list[dict]:
         code = kind if kind in _OWN_CODES else _PYDANTIC_CODES.get(kind, "invalid")
         field = str(loc[0]) if loc else None
         message = error["msg"]
+        if kind == "string_unicode":
+            # A lone surrogate in a text whose length the schema checks.
+            problem = find_unstorable(error.get("input")) or "an unpaired surrogate"
+            code, message = TEXT_CODE, f"Contains {problem}, which cannot be stored."
         if code == "unknown_field":
             if problem := find_unstorable(field):
                 # The field's name is the bad input: named, it could not be shown or stored.
@@ -837,6 +841,7 @@ urlpatterns = [
     path("schema", schema, name="schema"),
     path("docs", api_docs, name="docs"),
     *_ninja_urls(),
-    # Anything else under /api/ is a JSON 404, never the HTML error page.
-    re_path(r"^(?P<rest>.*)$", not_found, name="not_found"),
+    # Anything else under /api/ is a JSON 404, never the HTML error page
+    # (a path with a newline in it included: `.` would not match it).
+    re_path(r"^(?P<rest>[\s\S]*)\Z", not_found, name="not_found"),
 ]

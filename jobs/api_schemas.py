@@ -47,6 +47,7 @@ from jobs.forms import (
     MAX_UPSTREAMS,
     NAMESPACE_RE,
 )
+from jobs.text import NO_NUL_PATTERN, VISIBLE_PATTERN
 
 PREVIEW_DEFAULT_COUNT = 5
 PREVIEW_MAX_COUNT = 50
@@ -187,23 +188,36 @@ class Error(Schema):
 # constants (`_stated`), so the document says exactly what the form does.
 
 
+def _lengths(keywords: dict) -> dict:
+    # A text's maximum length is checked here too, on the text as sent: the
+    # form trims first, and the document's maxLength counts what is sent. (A
+    # text too short, or empty, is the form's to report with its other problems.)
+    return {"max_length": keywords.pop("maxLength")} if "maxLength" in keywords else {}
+
+
 def _stated(**keywords) -> Any:
-    """JSON Schema keywords for the document; the form enforces them."""
-    return Field(json_schema_extra=keywords)
+    """JSON Schema keywords for the document; the form enforces them (and
+    this schema a text's maximum length as sent)."""
+    lengths = _lengths(keywords)
+    return Field(json_schema_extra=keywords or None, **lengths)
 
 
 NAME_CHARS = _max_length(models.Job, "name")
-Name = Annotated[StrictStr, _stated(minLength=1, maxLength=NAME_CHARS, pattern=r"\S")]
+Name = Annotated[StrictStr, _stated(minLength=1, maxLength=NAME_CHARS, pattern=VISIBLE_PATTERN)]
 # What a client may send as a property's value: numbers and booleans are
 # stored as their text, null as the empty text.
-PropertyInput = Annotated[
-    StrictStr | StrictInt | StrictFloat | StrictBool | None, _stated(maxLength=MAX_PROPERTY_CHARS)
-]
+PropertyInput = (
+    Annotated[StrictStr, _stated(maxLength=MAX_PROPERTY_CHARS, pattern=NO_NUL_PATTERN)]
+    | StrictInt
+    | StrictFloat
+    | StrictBool
+    | None
+)
 PropertiesInput = Annotated[
     dict[str, PropertyInput],
     _stated(
         maxProperties=MAX_PROPERTIES,
-        propertyNames={"maxLength": MAX_PROPERTY_NAME_CHARS, "pattern": r"\S"},
+        propertyNames={"maxLength": MAX_PROPERTY_NAME_CHARS, "pattern": VISIBLE_PATTERN},
     ),
 ]
 
@@ -211,17 +225,29 @@ PropertiesInput = Annotated[
 class Upstream(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    job: Annotated[StrictStr, _stated(maxLength=NAME_CHARS, pattern=r"\S")]
+    job: Annotated[StrictStr, _stated(maxLength=NAME_CHARS, pattern=VISIBLE_PATTERN)]
     on: _choice(models.JobDependency.On.values) = models.JobDependency.On.SUCCESS
 
 
-UpstreamInput = Upstream | Annotated[StrictStr, _stated(maxLength=NAME_CHARS, pattern=r"\S")]
+UpstreamInput = Upstream | Annotated[StrictStr, _stated(maxLength=NAME_CHARS, pattern=VISIBLE_PATTERN)]
 Seconds = Annotated[WholeNumber, _stated(minimum=MIN_ALERT_SECONDS, maximum=MAX_ALERT_SECONDS)]
 EditableState = _choice([models.Job.State.ENABLED, models.Job.State.PAUSED])
 
 
 def _optional(description: str | None = None, **keywords) -> Any:
-    return Field(None, description=description, json_schema_extra=keywords or None)
+    lengths = _lengths(keywords)
+    return Field(None, description=description, json_schema_extra=keywords or None, **lengths)
+
+
+def _bounded_expression(value):
+    if isinstance(value, str) and len(value) > cron.MAX_EXPRESSION_CHARS:
+        # The cron module's own code for it (47001), as the form answers; the
+        # length as sent, which the document's maxLength counts.
+        raise PydanticCustomError(
+            str(cron.MALFORMED),
+            f"The cron expression is longer than {cron.MAX_EXPRESSION_CHARS} characters",
+        )
+    return value
 
 
 class JobFields(Schema):
@@ -234,7 +260,7 @@ class JobFields(Schema):
         "Unique among live jobs, compared after trimming; no control, bidi-override or zero-width "
         "characters (code invalid_characters)."
     )
-    description: StrictStr | None = _optional(maxLength=MAX_DESCRIPTION_CHARS)
+    description: StrictStr | None = _optional(maxLength=MAX_DESCRIPTION_CHARS, pattern=NO_NUL_PATTERN)
     namespace: StrictStr | None = _optional(
         "Lower-case letters, digits, - and _; empty for none.",
         maxLength=_max_length(models.Job, "namespace"),
@@ -262,6 +288,7 @@ class JobFields(Schema):
     cron_expression: StrictStr | None = _optional(
         "Six fields, seconds first (five get 0 seconds); for schedule_type cron.",
         maxLength=cron.MAX_EXPRESSION_CHARS,
+        pattern=NO_NUL_PATTERN,
     )
     interval_seconds: WholeNumber | None = _optional(
         "For schedule_type interval.",
@@ -285,7 +312,9 @@ class JobFields(Schema):
     alert_emails: list[Annotated[StrictStr, _stated(format="email")]] | None = _optional(
         f"At most {MAX_EMAILS} distinct addresses (code too_many).", maxItems=MAX_EMAILS
     )
-    alert_channels: list[Annotated[StrictStr, _stated(maxLength=MAX_CHANNEL_URL_CHARS)]] | None = _optional(
+    alert_channels: (
+        list[Annotated[StrictStr, _stated(maxLength=MAX_CHANNEL_URL_CHARS, pattern=NO_NUL_PATTERN)]] | None
+    ) = _optional(
         "Apprise URLs (slack://…, json://host/path …). Read back masked; "
         "sending a masked URL back unchanged keeps the stored one.",
         maxItems=MAX_CHANNELS,
@@ -321,6 +350,11 @@ class JobFields(Schema):
     owner: Any = Field(None, json_schema_extra={"readOnly": True})
     created_at: Any = Field(None, json_schema_extra={"readOnly": True})
     updated_at: Any = Field(None, json_schema_extra={"readOnly": True})
+
+    @field_validator("cron_expression", mode="before")
+    @classmethod
+    def _expression_bounded(cls, value):
+        return _bounded_expression(value)
 
 
 class JobInput(JobFields):
@@ -393,7 +427,11 @@ class JobList(Schema):
 
 
 class JobFilters(Schema):
-    namespace: str = Field(None, description="Only this namespace (empty: jobs outside any).")
+    namespace: str = Field(
+        None,
+        description="Only this namespace (empty: jobs outside any).",
+        json_schema_extra={"pattern": NO_NUL_PATTERN},
+    )
     state: _choice(["", *models.Job.State.values]) = Field(None, description="Only this state (empty: any).")
     kind: _choice(["", *models.Job.Kind.values]) = Field(None, description="Only this kind (empty: any).")
 
@@ -480,7 +518,11 @@ class RunFilters(Schema):
         json_schema_extra={"pattern": f"^$|{INSTANT_PATTERN}"},
     )
     limit: int = Field(RUNS_DEFAULT_LIMIT, ge=1, le=RUNS_MAX_LIMIT, description="Page size.")
-    cursor: str = Field(None, description="next_cursor from the previous page.")
+    cursor: str = Field(
+        None,
+        description="next_cursor from the previous page; empty or left out: the first page.",
+        json_schema_extra={"pattern": f"^$|{models.CURSOR_PATTERN}"},
+    )
 
 
 class AllRunFilters(RunFilters):
@@ -503,7 +545,8 @@ class TaskInput(Schema):
         json_schema_extra=_registered_handlers,
     )
     key: Annotated[
-        StrictStr, _stated(minLength=1, maxLength=_max_length(models.Run, "task_key"), pattern=r"\S")
+        StrictStr,
+        _stated(minLength=1, maxLength=_max_length(models.Run, "task_key"), pattern=VISIBLE_PATTERN),
     ] = Field(..., description="Dedupe key: one live task per (handler, key).")
     properties: PropertiesInput | None = None
     run_after: StrictStr | None = _instant("ISO-8601; empty or left out: now.", empty=True)
@@ -550,7 +593,11 @@ class Dashboard(Schema):
 class UpcomingQuery(Schema):
     window: _choice(upcoming.WINDOWS) = Field("24h", description="How far ahead.")
     limit: int = Field(upcoming.PAGE, ge=1, le=UPCOMING_MAX_LIMIT, description="Page size.")
-    cursor: str = Field(None, description="next_cursor from the previous page.")
+    cursor: str = Field(
+        None,
+        description="next_cursor from the previous page; empty or left out: the first page.",
+        json_schema_extra={"pattern": f"^$|{models.CURSOR_PATTERN}"},
+    )
 
 
 class Fire(Schema):
@@ -579,7 +626,9 @@ class PreviewRequest(Schema):
         json_schema_extra=_examples({"expression": "0 30 3 * * MON-FRI", "timezone": "Europe/Berlin"}),
     )
 
-    expression: StrictStr = Field(..., min_length=1, max_length=cron.MAX_EXPRESSION_CHARS)
+    expression: StrictStr = Field(
+        ..., min_length=1, max_length=cron.MAX_EXPRESSION_CHARS, json_schema_extra={"pattern": NO_NUL_PATTERN}
+    )
     timezone: StrictStr = Field(
         "UTC",
         max_length=cron.MAX_ZONE_CHARS,
@@ -594,13 +643,7 @@ class PreviewRequest(Schema):
     def _expression_given(cls, value):
         if not isinstance(value, str) or not value.strip():
             raise PydanticCustomError("required", "Send the cron expression as “expression”.")
-        if len(value) > cron.MAX_EXPRESSION_CHARS:
-            # The cron module's own code for it (47001), as the form answers.
-            raise PydanticCustomError(
-                str(cron.MALFORMED),
-                f"The cron expression is longer than {cron.MAX_EXPRESSION_CHARS} characters",
-            )
-        return value
+        return _bounded_expression(value)
 
     @field_validator("timezone", mode="before")
     @classmethod

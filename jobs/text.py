@@ -25,6 +25,12 @@ from django.utils.translation import gettext as _
 REPLACEMENT = "\ufffd"
 CODE = "invalid_text"
 _UNSTORABLE_RE = re.compile("[\x00\ud800-\udfff]")
+# The input rule as JSON Schema patterns, for the API's document: text with
+# no NUL, and text with no NUL and something besides white space. A lone
+# surrogate cannot be written in a pattern every JSON reader accepts, so the
+# document says that part in words (the Error schema's invalid_text).
+NO_NUL_PATTERN = "^[^\\x00]*$"
+VISIBLE_PATTERN = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
 
 
 def storable(text: str) -> str:

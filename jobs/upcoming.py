@@ -9,9 +9,9 @@ number of jobs."""
 
 import heapq
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
-from jobs.models import Job
+from jobs.models import Job, parse_run_cursor, run_cursor
 
 WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7)}
 PAGE = 100
@@ -42,20 +42,13 @@ class Fire:
 
 
 def cursor_of(fire: Fire) -> str:
-    delta = fire.at - datetime(1970, 1, 1, tzinfo=UTC)
-    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-    return f"{micros}.{fire.job.pk}"
+    """The page cursor after `fire`: the run-history cursor's format, with the job's id."""
+    return run_cursor(fire.at, fire.job.pk)
 
 
 def parse_cursor(value: str | None) -> tuple[datetime, int] | None:
     """(time, job id) from cursor_of's text; None for anything it never wrote."""
-    try:
-        micros, job_id = (int(part) for part in (value or "").split("."))
-        if not 0 < job_id < 2**63:
-            return None
-        return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros), job_id
-    except (ValueError, OverflowError):
-        return None
+    return parse_run_cursor(value)
 
 
 def upcoming_fires(

@@ -686,7 +686,7 @@ def test_a_wrong_method_is_405_with_allow(staff_api, make_job):
     assert response["Allow"] == "GET, PUT, PATCH, DELETE"
 
 
-@pytest.mark.parametrize("url", ["/api/nope", "/api/jobs/", "/api/jobs/abc", "/api/"])
+@pytest.mark.parametrize("url", ["/api/nope", "/api/jobs/", "/api/jobs/abc", "/api/", "/api/runs/%0A1"])
 def test_unknown_api_paths_are_json_404(staff_api, url):
     assert_error(staff_api.get(url), 404, "not_found")
 

@@ -6,6 +6,7 @@ can enforce."""
 import pytest
 
 from jobs.forms import MAX_PROPERTY_NAME_CHARS
+from jobs.text import VISIBLE_PATTERN
 from tests.test_api import JOB, assert_error
 
 
@@ -57,5 +58,7 @@ def test_property_names_are_described_as_the_form_reads_them(anon_api):
     schemas = anon_api.get("/api/schema").json()["components"]["schemas"]
     for name in ("JobInput", "JobCreate", "RunNow", "TaskInput"):
         (bag, _null) = schemas[name]["properties"]["properties"]["anyOf"]
-        assert bag["propertyNames"] == {"maxLength": MAX_PROPERTY_NAME_CHARS, "pattern": r"\S"}, name
+        assert bag["propertyNames"] == {"maxLength": MAX_PROPERTY_NAME_CHARS, "pattern": VISIBLE_PATTERN}, (
+            name
+        )
         assert "patternProperties" not in bag

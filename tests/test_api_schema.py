@@ -167,3 +167,89 @@ def test_unauthenticated_and_forbidden_answers_fit_the_schema(document, anon_api
 def test_a_task_run_fits_the_schema(document, staff_api):
     run = services.enqueue("demo.echo", key="schema")
     check(document, staff_api.get(f"/api/runs/{run.pk}"), "RunDetail")
+
+
+def _request_strings(document):
+    """(where, schema) of every free-text string a request may carry: query
+    parameters and request bodies, $refs followed, enums and formats left out."""
+    components = document["components"]["schemas"]
+    found = []
+
+    def walk(node, where, seen):
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if ref:
+                name = ref.rsplit("/", 1)[-1]
+                if name not in seen:
+                    walk(components[name], f"{where}→{name}", seen | {name})
+                return
+            if node.get("type") == "string" and "enum" not in node and "format" not in node:
+                found.append((where, node))
+            if "propertyNames" in node:
+                found.append((f"{where}/propertyNames", node["propertyNames"]))
+            # A pattern or an enum beside anyOf applies to each alternative.
+            inherited = {key: node[key] for key in ("pattern", "enum") if key in node}
+            for key, value in node.items():
+                if key == "anyOf":
+                    for index, option in enumerate(value):
+                        walk({**inherited, **option}, f"{where}/anyOf[{index}]", seen)
+                elif key != "propertyNames":
+                    walk(value, f"{where}/{key}", seen)
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                walk(value, f"{where}[{index}]", seen)
+
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            for parameter in operation.get("parameters", []):
+                walk(parameter["schema"], f"{method} {path} ?{parameter['name']}", frozenset())
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+            if body:
+                walk(body["schema"], f"{method} {path} body", frozenset())
+    return found
+
+
+def _allows(schema, text):
+    # pattern is unanchored in JSON Schema; maxLength and the like aside.
+    return "pattern" not in schema or re.search(schema["pattern"], text) is not None
+
+
+def test_the_document_says_no_request_text_may_hold_a_nul(document):
+    """The API refuses a NUL in every text (code invalid_text), so the
+    document's patterns say so: a client (or Schemathesis) that follows the
+    document never sends one and expects it to be accepted."""
+    strings = _request_strings(document)
+    assert len(strings) > 15, strings  # the walk itself reaches the bodies and parameters
+    assert [where for where, schema in strings if _allows(schema, "a\x00b")] == []
+
+
+def test_every_text_the_cursor_pattern_allows_is_a_cursor_and_nothing_else_is():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from jobs.models import CURSOR_PATTERN, parse_run_cursor, run_cursor
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.from_regex(CURSOR_PATTERN, fullmatch=True))
+    def allowed(text):
+        at, run_id = parse_run_cursor(text)
+        assert run_cursor(at, run_id) == text
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        st.datetimes(min_value=datetime(1654, 1, 1), max_value=datetime(5137, 1, 1)),
+        st.integers(1, 10**18 - 1),
+    )
+    def written(at, run_id):
+        assert re.fullmatch(CURSOR_PATTERN, run_cursor(at.replace(tzinfo=UTC), run_id))
+
+    allowed()
+    written()
+    for text in ("01.5", "-0.5", "1.05", "1.0", "1.-5", "1.5 ", "+1.5", "1", "1.5.5", ""):
+        assert re.fullmatch(CURSOR_PATTERN, text) is None and parse_run_cursor(text) is None, text
+
+
+def test_the_upcoming_page_cursor_is_refused_when_it_is_not_one_the_api_gave(staff_api):
+    for text in ("01.5", "1.05", "garbage"):
+        response = staff_api.get("/api/upcoming", {"cursor": text})
+        assert response.status_code == 400 and response.json()["field"] == "cursor", text
