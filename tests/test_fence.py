@@ -208,9 +208,12 @@ ALLOWED = [
 
 
 def _url_id(url) -> str:
-    # "::" (IPv6) would read as pytest's node-id separator when an id is
-    # passed back on a command line (mutmut does): written ": :" here.
-    return url.encode("unicode_escape").decode().replace("::", ": :")
+    # A test id that mutmut can pass back to pytest as it was collected:
+    # printable ASCII only (a backslash or a non-ASCII character is escaped
+    # by pytest, and the escaped id is then not found), and no "::" (pytest's
+    # node-id separator, in IPv6 addresses).
+    text = "".join(char if " " <= char <= "~" and char != "\\" else f"<U+{ord(char):04X}>" for char in url)
+    return text.replace("::", ": :")
 
 
 def _hostile_ids():
