@@ -730,6 +730,7 @@ def _history_context(job: Job, params) -> dict:
             (job.version, job.state, job.next_fire_at, job.last_fire_at, job.consecutive_failures),
         ),
         "runs": page,
+        "rows": _history_rows(job, page),
         "status": status,
         "trigger": trigger,
         "statuses": Run.Status.choices,
@@ -744,6 +745,34 @@ def _history_context(job: Job, params) -> dict:
         "this_query": params.urlencode() if hasattr(params, "urlencode") else urlencode(params),
         "any_live": live,
     }
+
+
+def _history_rows(job: Job, runs: list[Run]) -> list[dict]:
+    """A history page's cells, worked out once per run (as the job list's
+    are, see _job_rows): times in the job's zone, labels, durations."""
+    zone = job.zone
+    run_url = _url_maker("jobs:run_detail")
+    statuses = {value: str(label) for value, label in Run.Status.choices}
+    triggers = {value: str(label) for value, label in Run.Trigger.choices}
+
+    def local(when, fmt):
+        return dateformat.format(when.astimezone(zone), fmt) if when else ""
+
+    return [
+        {
+            "run": run,
+            "url": run_url(run.pk),
+            "status_label": statuses.get(run.status, run.status),
+            "error_short": _short(run.error_head, 60) if run.error_head else "",
+            "scheduled_utc": dateformat.format(run.scheduled_at.astimezone(UTC), "Y-m-d H:i:s"),
+            "scheduled": local(run.scheduled_at, "Y-m-d H:i:s"),
+            "started": local(run.started_at, "H:i:s"),
+            "finished": local(run.finished_at, "H:i:s"),
+            "duration": duration(run.duration_ms),
+            "trigger_label": triggers.get(run.trigger, run.trigger),
+        }
+        for run in runs
+    ]
 
 
 def _chart(job: Job) -> dict | None:
