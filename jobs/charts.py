@@ -13,10 +13,13 @@ MIN_BAR = 2  # a run without a duration (skipped, cancelled early) still shows
 
 @dataclass(frozen=True)
 class Bar:
-    x: float
-    y: float
-    width: float
-    height: float
+    # SVG coordinates as text: a float in a template goes through the
+    # language's number format (slow over 60 bars × 4, and a decimal comma
+    # in a language that has one would break the SVG).
+    x: str
+    y: str
+    width: str
+    height: str
     status: str
     title: str
 
@@ -37,10 +40,10 @@ def duration_chart(runs: list[dict]) -> dict | None:
         duration = f"{ms} ms" if run["duration_ms"] is not None else "no duration"
         bars.append(
             Bar(
-                x=round(index * slot + (slot - bar_width) / 2, 1),
-                y=round(PLOT_BOTTOM - height, 1),
-                width=round(bar_width, 1),
-                height=round(height, 1),
+                x=str(round(index * slot + (slot - bar_width) / 2, 1)),
+                y=str(round(PLOT_BOTTOM - height, 1)),
+                width=str(round(bar_width, 1)),
+                height=str(round(height, 1)),
                 status=run["status"],
                 title=f"run {run['id']} · {scheduled:%Y-%m-%d %H:%M:%S} UTC · {run['status']} · {duration}",
             )

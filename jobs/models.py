@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.db.models.expressions import RawSQL
+from django.utils.encoding import force_str
 from django.utils.timezone import now as _now
 from django.utils.translation import gettext_lazy as _
 
@@ -27,6 +28,21 @@ DEFAULT_ALERT_THRESHOLD = 3
 # a run's timeout (and an HTTP job's own request timeout) is at most a day.
 MIN_INTERVAL_SECONDS = cron.MIN_INTERVAL_SECONDS
 MAX_TIMEOUT_SECONDS = 86_400
+
+
+class ChoiceLabels:
+    """`get_FOO_display()` without translating every label of the field.
+    Django's looks the value up in `dict(make_hashable(field.flatchoices))`,
+    and hashing a lazy label translates it: a runs table of 25 rows made
+    about 500 gettext calls for its status and trigger cells. This one
+    translates only the label it returns."""
+
+    def _get_FIELD_display(self, field):
+        value = getattr(self, field.attname)
+        for choice, label in field.flatchoices:
+            if choice == value:
+                return force_str(label, strings_only=True)
+        return force_str(value, strings_only=True)
 
 
 class JobQuerySet(models.QuerySet):
@@ -52,7 +68,7 @@ def cap_message(text: str | None, limit: int | None) -> str:
     return storable(cap_text(text, text, len(text), limit))
 
 
-class Job(models.Model):
+class Job(ChoiceLabels, models.Model):
     class Kind(models.TextChoices):
         PYTHON = "python", _("Python handler")
         HTTP = "http", _("HTTP request")
@@ -329,7 +345,7 @@ class RunQuerySet(models.QuerySet):
         )
 
 
-class Run(models.Model):
+class Run(ChoiceLabels, models.Model):
     class Trigger(models.TextChoices):
         SCHEDULE = "schedule", _("Schedule")
         MANUAL = "manual", _("Manual")
@@ -461,8 +477,11 @@ class Run(models.Model):
             models.Index(fields=["job", "-scheduled_at", "-id"], name="run_history_idx"),
             # The same, filtered by status (the console's "failed runs only").
             models.Index(fields=["job", "status", "-scheduled_at", "-id"], name="run_status_history_idx"),
-            # Retention deletes by age.
-            models.Index(fields=["scheduled_at"], name="run_scheduled_idx"),
+            # Retention deletes by age; the all-runs page walks it newest
+            # first (scheduled_at, id); the dashboard counts the last day's
+            # runs by status from it alone (status and job are in it, so no
+            # run row is read: half the time of that count at 1M runs).
+            models.Index(fields=["scheduled_at", "id", "status", "job"], name="run_scheduled_idx2"),
         ]
 
     def __str__(self):
@@ -485,7 +504,7 @@ class Run(models.Model):
         return self.started_at - self.scheduled_at if self.started_at else None
 
 
-class JobDependency(models.Model):
+class JobDependency(ChoiceLabels, models.Model):
     """An edge of the workflow graph: `downstream` runs after each final
     outcome of `upstream` that matches `on`. Written from Job.after by
     services.save_job; read by the scheduler when a run finishes."""
@@ -611,7 +630,7 @@ class Message(models.Model):
         return self.subject
 
 
-class Alert(models.Model):
+class Alert(ChoiceLabels, models.Model):
     """The alert outbox: one row per crash (or recovery) notice, written in the
     transaction that records the outcome (jobs.alerts), delivered later by the
     scheduler's send_alerts step (jobs.engine.outbox). The row keeps what was true at
@@ -693,7 +712,7 @@ class Alert(models.Model):
         return links.job_path(self.job_id)
 
 
-class AlertDelivery(models.Model):
+class AlertDelivery(ChoiceLabels, models.Model):
     """The outbox for one alert on one channel (an Apprise URL): written with
     the alert, delivered by the scheduler's send_alerts step with the same
     guarantees as the email (claim lease, backoff, a permanent refusal shown).
@@ -736,7 +755,7 @@ class AlertDelivery(models.Model):
         return f"{self.channel_masked} ({self.status})"
 
 
-class AuditEvent(models.Model):
+class AuditEvent(ChoiceLabels, models.Model):
     """Who did what to a job, when, and through which door. Kept when the
     user or the job is deleted (the names are copied)."""
 
@@ -809,7 +828,7 @@ class APIToken(models.Model):
         return self.revoked_at is None
 
 
-class Profile(models.Model):
+class Profile(ChoiceLabels, models.Model):
     """What a user chose for themselves in the console: for now, the language
     (blank: follow the browser's Accept-Language). jobs.i18n reads it."""
 

@@ -6,6 +6,7 @@ Access is decided by jobs.access only: every view needs a signed-in user;
 mutations need `can_edit` and POST (a GET never changes anything)."""
 
 import hashlib
+import unicodedata
 from datetime import UTC, datetime, timedelta
 from functools import wraps
 from urllib.parse import urlencode
@@ -20,7 +21,8 @@ from django.db.models.functions import Substr
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import dateformat, timezone
+from django.utils.text import Truncator
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_http_methods, require_POST
@@ -38,6 +40,7 @@ from jobs.handlers.http import METHODS as HTTP_METHODS
 from jobs.handlers.sql import sql_enabled
 from jobs.i18n import cron_error_message, describe_cron, localized_preview
 from jobs.models import LIVE_RUN, MANUAL_RUN, AuditEvent, Job, Message, Run, parse_run_cursor, run_cursor
+from jobs.templatetags.console import duration, relative_time, status_label
 
 JOBS_PER_PAGE = 50
 RUNS_PER_PAGE = 25
@@ -124,7 +127,7 @@ def _job_list_context(request) -> dict:
     jobs = jobs.order_by(order, "id")
 
     page = Paginator(jobs, JOBS_PER_PAGE).get_page(params.get("page"))
-    rows = [{"job": job, "schedule": _describe_schedule(job)} for job in page.object_list]
+    rows = _job_rows(page.object_list)
     poll_version = _fingerprint(
         page.paginator.count,
         [
@@ -160,6 +163,57 @@ def _job_list_context(request) -> dict:
     }
 
 
+def _url_maker(name: str):
+    """`pk → reverse(name, args=[pk])` for a table's rows: one reverse() for
+    the table instead of one per row (the URL tag is a row's dearest cell)."""
+    marker = 987654321987654321
+    template = reverse(name, args=[marker])
+    head, tail = template.split(str(marker))
+    return lambda pk: f"{head}{int(pk)}{tail}"
+
+
+def _short(text: str, limit: int) -> str:
+    """`text|truncatechars:limit`, without its walk over every character when
+    the text is short anyway (the filter keeps such text as it is, NFC)."""
+    if len(text) <= limit and unicodedata.is_normalized("NFC", text):
+        return text
+    return Truncator(text).chars(limit)
+
+
+def _job_rows(jobs) -> list[dict]:
+    """The job list's cells, worked out once per row here: the same text the
+    template filters made (relative_time, date, status_label, duration,
+    truncatechars), at a fraction of their cost over 50 rows."""
+    detail_url = _url_maker("jobs:job_detail")
+    states = {value: str(label) for value, label in Job.State.choices}
+    rows = []
+    for job in jobs:
+        zone = job.zone
+        row = {
+            "job": job,
+            "url": detail_url(job.pk),
+            # The template's {% blocktranslate %} msgids, filled in here.
+            "tick_label": _("Tick %(name)s") % {"name": job.name},
+            "description": _short(job.description, 90) if job.description else "",
+            "schedule": _describe_schedule(job),
+            "state_label": states.get(job.state, job.state),
+        }
+        if job.schedule_type == Job.ScheduleType.INTERVAL:
+            row["every"] = _("every %(seconds)s s") % {"seconds": job.interval_seconds}
+        if job.next_fire_at:
+            row["next_relative"] = relative_time(job.next_fire_at)
+            row["next_utc"] = dateformat.format(job.next_fire_at.astimezone(UTC), "Y-m-d H:i:s")
+            row["next_local"] = dateformat.format(job.next_fire_at.astimezone(zone), "Y-m-d H:i:s T")
+        if job.last_status:
+            row["status_label"] = status_label(job.last_status)
+            row["duration"] = duration(job.last_duration_ms)
+            if job.last_fire_at:
+                row["last_utc"] = dateformat.format(job.last_fire_at.astimezone(UTC), "Y-m-d H:i:s")
+                row["last_relative"] = relative_time(job.last_fire_at)
+        rows.append(row)
+    return rows
+
+
 def _live_runs(job: Job):
     return Run.objects.filter(LIVE_RUN, job=job)
 
@@ -172,11 +226,12 @@ def _describe_schedule(job: Job) -> str:
         for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
             if seconds % size == 0 and seconds >= size:
                 count = seconds // size
-                wording = {
-                    "day": ngettext("Every {count} day", "Every {count} days", count),
-                    "hour": ngettext("Every {count} hour", "Every {count} hours", count),
-                    "minute": ngettext("Every {count} minute", "Every {count} minutes", count),
-                }[unit]
+                if unit == "day":
+                    wording = ngettext("Every {count} day", "Every {count} days", count)
+                elif unit == "hour":
+                    wording = ngettext("Every {count} hour", "Every {count} hours", count)
+                else:
+                    wording = ngettext("Every {count} minute", "Every {count} minutes", count)
                 return wording.format(count=count)
         return _("Every {seconds} seconds").format(seconds=seconds)
     try:
@@ -675,6 +730,7 @@ def _history_context(job: Job, params) -> dict:
             (job.version, job.state, job.next_fire_at, job.last_fire_at, job.consecutive_failures),
         ),
         "runs": page,
+        "rows": _history_rows(job, page),
         "status": status,
         "trigger": trigger,
         "statuses": Run.Status.choices,
@@ -689,6 +745,34 @@ def _history_context(job: Job, params) -> dict:
         "this_query": params.urlencode() if hasattr(params, "urlencode") else urlencode(params),
         "any_live": live,
     }
+
+
+def _history_rows(job: Job, runs: list[Run]) -> list[dict]:
+    """A history page's cells, worked out once per run (as the job list's
+    are, see _job_rows): times in the job's zone, labels, durations."""
+    zone = job.zone
+    run_url = _url_maker("jobs:run_detail")
+    statuses = {value: str(label) for value, label in Run.Status.choices}
+    triggers = {value: str(label) for value, label in Run.Trigger.choices}
+
+    def local(when, fmt):
+        return dateformat.format(when.astimezone(zone), fmt) if when else ""
+
+    return [
+        {
+            "run": run,
+            "url": run_url(run.pk),
+            "status_label": statuses.get(run.status, run.status),
+            "error_short": _short(run.error_head, 60) if run.error_head else "",
+            "scheduled_utc": dateformat.format(run.scheduled_at.astimezone(UTC), "Y-m-d H:i:s"),
+            "scheduled": local(run.scheduled_at, "Y-m-d H:i:s"),
+            "started": local(run.started_at, "H:i:s"),
+            "finished": local(run.finished_at, "H:i:s"),
+            "duration": duration(run.duration_ms),
+            "trigger_label": triggers.get(run.trigger, run.trigger),
+        }
+        for run in runs
+    ]
 
 
 def _chart(job: Job) -> dict | None:
