@@ -11,7 +11,7 @@ from jobs.engine.execution.starting import Starter
 from jobs.engine.loop import POLL, NextQueued
 from jobs.engine.outbox import AlertSender
 from jobs.engine.outcomes import Recorded, Recorder
-from jobs.engine.planning import Planner
+from jobs.engine.planning import Planner, next_fire
 from jobs.models import Alert, Job, Run
 from tests.fixtures.core import T0
 
@@ -48,6 +48,23 @@ def test_planning_says_what_it_wrote_queued_and_what_to_start(make_job, planner)
     assert len(planned.queued) == 2
     assert {run.job_id for run in Run.objects.all()} == {job.pk for job in jobs}
     assert planner.plan_due(T0, epoch=None, free_slots=1).did is False, "nothing is due twice"
+
+
+def test_planning_reads_the_next_fire_the_loop_sleeps_on(make_job, planner):
+    make_job(next_fire_at=T0)  # fires every minute: next at T0 + 60 s once claimed
+    other = make_job(next_fire_at=T0 + timedelta(seconds=30))
+
+    planned = planner.plan_due(T0, epoch=None, free_slots=0)
+
+    assert planned.next_fire.at == T0 + timedelta(seconds=30) == next_fire()
+    other.delete()
+    planned = planner.plan_due(T0 + timedelta(seconds=60), epoch=None, free_slots=0)
+    assert planned.next_fire.at == T0 + timedelta(seconds=120) == next_fire(), (
+        "the claimed job's own next fire"
+    )
+    assert planner.plan_due(T0 + timedelta(seconds=61), epoch=None, free_slots=0).next_fire is None, (
+        "nothing due: the loop asks the database"
+    )
 
 
 def test_the_claim_starts_runs_planning_holds_and_hands_back_the_rest(

@@ -8,7 +8,7 @@ statement per batch, not one per row:
     WITH v(pk, m_<match>…, a_<assign>…) AS (VALUES (…), (…))
     UPDATE <table> SET <assign> = v.a_<assign>, … FROM v
     WHERE <table>.<pk> = v.pk AND <table>.<match> = v.m_<match> … [AND <where>]
-    RETURNING <table>.<pk>
+    RETURNING <table>.<pk> [, <returning>…]
 
 SQLite (3.33+ for UPDATE … FROM, 3.35+ for RETURNING) and PostgreSQL both
 run it. On PostgreSQL every placeholder carries its column's type, since a
@@ -37,16 +37,39 @@ def update_from_values(
     the `assign` fields to the row's values where the primary key and every
     `match` field equal the row's. `where` (SQL, may name the table) is
     ANDed on. Returns the primary keys of the rows that changed."""
+    return set(
+        update_from_values_returning(
+            model, rows, match=match, assign=assign, where=where, where_params=where_params
+        )
+    )
+
+
+def update_from_values_returning(
+    model,
+    rows: Iterable[Sequence],
+    *,
+    match: Sequence[str] = (),
+    assign: Sequence[str],
+    where: str = "",
+    where_params: Sequence = (),
+    returning: Sequence[str] = (),
+) -> dict:
+    """`update_from_values`, which also returns, for each row that changed,
+    the values of the `returning` SQL expressions (which may name the
+    table) evaluated on the updated row: {pk: (value, …)}. One statement
+    then both writes the rows and reads what follows from them."""
     rows = list(rows)
-    changed: set = set()
+    changed: dict = {}
     for start in range(0, len(rows), CHUNK):
-        changed |= _update_chunk(model, rows[start : start + CHUNK], match, assign, where, where_params)
+        changed.update(
+            _update_chunk(model, rows[start : start + CHUNK], match, assign, where, where_params, returning)
+        )
     return changed
 
 
-def _update_chunk(model, rows, match, assign, where, where_params) -> set:
+def _update_chunk(model, rows, match, assign, where, where_params, returning) -> dict:
     if not rows:
-        return set()
+        return {}
     ops = connection.ops
     qn = ops.quote_name
     meta = model._meta
@@ -71,8 +94,8 @@ def _update_chunk(model, rows, match, assign, where, where_params) -> set:
     statement = (
         f"WITH v({', '.join(qn(a) for a in aliases)}) AS (VALUES {', '.join([row_sql] * len(rows))}) "
         f"UPDATE {table} SET {sets} FROM v WHERE {' AND '.join(conditions)} "
-        f"RETURNING {table}.{qn(pk_field.column)}"
+        f"RETURNING {', '.join([f'{table}.{qn(pk_field.column)}', *returning])}"
     )
     with connection.cursor() as cursor:
         cursor.execute(statement, [*params, *where_params])
-        return {row[0] for row in cursor.fetchall()}
+        return {row[0]: tuple(row[1:]) for row in cursor.fetchall()}

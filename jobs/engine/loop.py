@@ -76,6 +76,7 @@ class Pass:
 
     did: bool
     backlog: bool = False  # a step stopped at its batch size: more is due right away
+    next_fire: planning.NextFire | None = None  # what planning read of the next fire, if it did
 
     def __bool__(self) -> bool:
         return self.did
@@ -280,14 +281,21 @@ class Scheduler:
                 )
             )
         claimed = self._claim(now)
-        return Pass(did or planned.did or claimed.did, backlog=planned.full or claimed.full)
+        return Pass(
+            did or planned.did or claimed.did,
+            backlog=planned.full or claimed.full,
+            next_fire=planned.next_fire,
+        )
 
-    def next_wakeup(self, now: datetime) -> datetime:
-        """The earliest of: the next fire, the next queued run, a deadline, the
-        next heartbeat, the next alert, and the edit poll."""
+    def next_wakeup(self, now: datetime, *, next_fire: planning.NextFire | None = None) -> datetime:
+        """The earliest of: the next fire (`next_fire`, if the pass's planning
+        read it, else from the database), the next queued run, a deadline,
+        the next heartbeat, the next alert, and the edit poll."""
         candidates = [now + POLL]
-        if self.leadership.is_leader() and (next_fire := planning.next_fire()) is not None:
-            candidates.append(next_fire)
+        if self.leadership.is_leader():
+            fire_at = planning.next_fire() if next_fire is None else next_fire.at
+            if fire_at is not None:
+                candidates.append(fire_at)
         if self.pool.free_slots > 0 and (next_queued := self.next_queued.get(now)) is not None:
             candidates.append(next_queued)
         candidates.extend(f.deadline for f in self.pool.flights.values())
@@ -323,7 +331,7 @@ class Scheduler:
                     if done.did and done.backlog:
                         wake_at = None
                         continue  # more is due right away
-                    wake_at = self.next_wakeup(self.clock())
+                    wake_at = self.next_wakeup(self.clock(), next_fire=done.next_fire)
                 outcomes = self.pool.wait((wake_at - self.clock()).total_seconds())
                 if outcomes:
                     self.pending.extend(outcomes)

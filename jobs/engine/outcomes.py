@@ -28,13 +28,19 @@ from datetime import datetime, timedelta
 from django.db import InterfaceError, OperationalError, transaction
 
 from jobs import alerts
-from jobs.engine.bulk import update_from_values
+from jobs.engine.bulk import update_from_values, update_from_values_returning
 from jobs.engine.execution.executors import Flight, Outcome
 from jobs.models import LIVE_RUN, Job, JobDependency, Run, cap_message
 
 log = logging.getLogger("cronboard.scheduler")
 
 LAST_ERROR_CHARS = 4000  # a job keeps this much of its last run's error
+
+# Whether the job being updated is upstream of another (for a RETURNING clause).
+HAS_DOWNSTREAM = (
+    f'EXISTS (SELECT 1 FROM "{JobDependency._meta.db_table}" '
+    f'WHERE "{JobDependency._meta.db_table}"."upstream_id" = "{Job._meta.db_table}"."id")'
+)
 
 
 @dataclass
@@ -150,7 +156,9 @@ class Recorder:
             match=["status"],
             assign=columns,
         )
-        update_from_values(
+        # The jobs' update also says which of them others run after, so a
+        # batch of jobs without dependents reads no dependency rows at all.
+        jobs = update_from_values_returning(
             Job,
             [
                 (
@@ -164,12 +172,14 @@ class Recorder:
                 if run.pk in touched and run.job_id is not None
             ],
             assign=["last_status", "last_error", "last_duration_ms", "consecutive_failures"],
+            returning=[HAS_DOWNSTREAM],
         )
         finished = []
         for run, outcome in common:
             if run.pk in touched and run.job_id is not None:
                 run.status, run.result = outcome.status, written[run.pk]["result"]
-                finished.append(run)
+                if jobs.get(run.job_id, (False,))[0]:
+                    finished.append(run)
         downstream = self.start_downstream(finished, now)
         return recorded | Recorded(written=len(touched), queued_at=_queued_at(downstream, now))
 

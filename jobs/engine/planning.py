@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Min
+from django.db.models import BooleanField, Min, Subquery
+from django.db.models.expressions import RawSQL
 
 from jobs.engine import leases
 from jobs.engine.bulk import update_from_values
@@ -29,6 +30,15 @@ from jobs.models import LIVE_RUN, Job, Run
 log = logging.getLogger("cronboard.scheduler")
 
 PLAN_BATCH = 500
+
+# A job has a live run. Raw SQL: SQLite uses the partial index run_live_idx
+# only when the condition is stated as literals (see LIVE_RUN).
+BUSY = RawSQL(
+    f'EXISTS (SELECT 1 FROM "{Run._meta.db_table}" WHERE "{Run._meta.db_table}"."job_id" = '
+    f'"{Job._meta.db_table}"."id" AND {LIVE_RUN.sql})',
+    (),
+    output_field=BooleanField(),
+)
 
 
 @dataclass
@@ -54,6 +64,15 @@ class Planned:
     queued: dict[int, Run] | None = None
     starting: list[Run] = field(default_factory=list)  # written running on this node: start them now
     lease_lost: bool = False  # claims were refused because the leader lease is gone
+    # The earliest next fire time once this pass's claims moved their jobs,
+    # when the pass could tell; None when it could not (nothing due, a claim
+    # refused, a full batch, a replan): then `next_fire()` asks.
+    next_fire: "NextFire | None" = None
+
+
+@dataclass(frozen=True)
+class NextFire:
+    at: datetime | None  # None: no job has a next fire time
 
 
 class Planner:
@@ -68,14 +87,18 @@ class Planner:
         leader lease's, which the claims carry (None on one node). Up to
         `free_slots` queued fires are written already running on this node
         (0: every fire goes through the queue)."""
-        due = list(Job.objects.due(now)[:PLAN_BATCH])
+        # Each due job comes with whether a run of it is live (the overlap
+        # rule) and the first fire time after `now`, which is the next fire
+        # unless a claim moves a job sooner: one statement, where two more
+        # would ask for the live runs and for the loop's sleep.
+        following = (
+            Job.objects.filter(state=Job.State.ENABLED, deleted_at__isnull=True, next_fire_at__gt=now)
+            .order_by("next_fire_at")
+            .values("next_fire_at")[:1]
+        )
+        due = list(Job.objects.due(now).annotate(busy=BUSY, following=Subquery(following))[:PLAN_BATCH])
         if not due:
             return Planned()
-        busy = set(
-            Run.objects.filter(LIVE_RUN, job_id__in=[job.pk for job in due]).values_list("job_id", flat=True)
-        )
-        for job in due:
-            job.busy = job.pk in busy
         planned = Planned(did=True, full=len(due) == PLAN_BATCH)
         plans = [self.plan_fire(job, now) for job in due]
         try:
@@ -91,6 +114,10 @@ class Planner:
                 # One INSERT for the batch's runs, inside the claims' transaction.
                 created = Run.objects.bulk_create(runs)
             planned.queued = {run.pk: run for run in created if run.status == Run.Status.QUEUED and run.pk}
+            if len(claimed) == len(plans) and not planned.full:
+                moved = [plan.new_next for plan in plans if plan.new_next is not None]
+                after = [due[0].following] if due[0].following is not None else []
+                planned.next_fire = NextFire(min([*moved, *after], default=None))
         except IntegrityError:
             # The unique (job, scheduled time, attempt) row stopped a duplicate:
             # redo one by one so the others still go through, all queued.

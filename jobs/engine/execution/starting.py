@@ -68,6 +68,10 @@ class Starter:
         if free <= 0:
             return Claimed(known=known, waiting_for_slots=True)
         queued = Run.objects.filter(status=Run.Status.QUEUED, run_after__lte=now).order_by("run_after", "id")
+        if not queued.exists():
+            # The common pass: nothing queued. A read, not a write transaction
+            # (on SQLite BEGIN IMMEDIATE takes the database's write lock).
+            return Claimed(known=known)
         if connection.vendor == "postgresql":
             queued = queued.select_for_update(skip_locked=True, of=("self",))
         claimed = Claimed(did=True)
