@@ -771,3 +771,50 @@ def test_interval_error_messages(value, code, message):
 @pytest.mark.parametrize(("value", "seconds"), [(" 30 ", 30), ("+7", 7), (7.0, 7), (5, 5), (86400, 86400)])
 def test_interval_values(value, seconds):
     assert cron.validate_interval(value) == seconds
+
+
+# -- descriptions in another language ---------------------------------------------------
+#
+# With a locale other than en_US, cron-descriptor words the time of day in
+# that language and this module words the day part itself, phrase by phrase,
+# through `translate` (gettext in the console). A translate that marks what
+# it was given shows which phrases and words went through it, and how they
+# were put together, without depending on a catalog.
+
+
+def _marked(text: str) -> str:
+    return f"<{text}>"
+
+
+@pytest.mark.parametrize(
+    ("expression", "day_part"),
+    [
+        ("0 0 9 * * *", ""),
+        ("0 0 9 L * ?", "<, ><on the last day of the month>"),
+        ("0 0 9 L-3 * ?", "<, ><on the 3th day before the last day of the month>"),
+        ("0 0 9 15W * ?", "<, ><on the weekday nearest day 15 of the month>"),
+        ("0 0 9 LW * ?", "<, ><on the last weekday of the month>"),
+        ("0 0 9 L-2W * ?", "<, ><on the weekday nearest 2 days before the last day of the month>"),
+        ("0 0 9 10,20 * ?", "<, ><on day 10,20 of the month>"),
+        ("0 0 9 ? * 5#3", "<, ><on the <third> <Friday> of the month>"),
+        ("0 0 9 ? * 1#1", "<, ><on the <first> <Monday> of the month>"),
+        ("0 0 9 ? * 5L", "<, ><on the last <Friday> of the month>"),
+        ("0 0 9 ? * 0L", "<, ><on the last <Sunday> of the month>"),
+        ("0 0 9 ? * 7L", "<, ><on the last <Sunday> of the month>"),
+        ("0 0 9 ? * MON-FRI", "<, ><on <Monday>-<Friday>>"),
+        ("0 0 9 ? * 0,3,7", "<, ><on <Sunday>,<Wednesday>,<Sunday>>"),
+        ("0 0 9 ? * */2", "<, ><on */2>"),
+        ("0 0 9 ? * 1/2", "<, ><on 1/2>"),
+        ("0 0 9 1 JAN,MAR *", "<, ><on day 1 of the month><, ><only in <January>,<March>>"),
+        ("0 0 9 1 1-3,12 ?", "<, ><on day 1 of the month><, ><only in <January>-<March>,<December>>"),
+        ("0 0 9 1 */2 ?", "<, ><on day 1 of the month><, ><only in */2>"),
+        ("0 0 9 ? 2 SUN", "<, ><on <Sunday>><, ><only in <February>>"),
+    ],
+)
+def test_another_language_words_the_day_part_through_translate(expression, day_part):
+    assert cron.describe(expression, locale="zh_CN", translate=_marked) == "在 09:00" + day_part
+
+
+def test_english_needs_no_translate():
+    assert cron.describe("0 0 9 ? * MON-FRI", translate=_marked) == cron.describe("0 0 9 ? * MON-FRI")
+    assert "<" not in cron.describe("0 0 9 ? * MON-FRI", translate=_marked)
