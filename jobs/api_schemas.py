@@ -17,6 +17,7 @@ Schemathesis run (tests/test_api_schemathesis.py) check they fit these."""
 
 from typing import Annotated, Any, Literal
 
+from django.utils.translation import gettext
 from ninja import Field, Schema
 from pydantic import (
     BeforeValidator,
@@ -195,6 +196,12 @@ def _lengths(keywords: dict) -> dict:
     return {"max_length": keywords.pop("maxLength")} if "maxLength" in keywords else {}
 
 
+def _documented(**keywords) -> Any:
+    """JSON Schema keywords for the document only: the form enforces them
+    exactly as stated (on the text as sent), with its own codes."""
+    return Field(json_schema_extra=keywords)
+
+
 def _stated(**keywords) -> Any:
     """JSON Schema keywords for the document; the form enforces them (and
     this schema a text's maximum length as sent)."""
@@ -225,11 +232,11 @@ PropertiesInput = Annotated[
 class Upstream(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    job: Annotated[StrictStr, _stated(maxLength=NAME_CHARS, pattern=VISIBLE_PATTERN)]
+    job: Annotated[StrictStr, _documented(maxLength=NAME_CHARS, pattern=VISIBLE_PATTERN)]
     on: _choice(models.JobDependency.On.values) = models.JobDependency.On.SUCCESS
 
 
-UpstreamInput = Upstream | Annotated[StrictStr, _stated(maxLength=NAME_CHARS, pattern=VISIBLE_PATTERN)]
+UpstreamInput = Upstream | Annotated[StrictStr, _documented(maxLength=NAME_CHARS, pattern=VISIBLE_PATTERN)]
 Seconds = Annotated[WholeNumber, _stated(minimum=MIN_ALERT_SECONDS, maximum=MAX_ALERT_SECONDS)]
 EditableState = _choice([models.Job.State.ENABLED, models.Job.State.PAUSED])
 
@@ -248,6 +255,26 @@ def _bounded_expression(value):
             f"The cron expression is longer than {cron.MAX_EXPRESSION_CHARS} characters",
         )
     return value
+
+
+def _bounded_channel(value):
+    # The channel module trims before it measures; the document's maxLength
+    # counts the text as sent. Its own code and words, as the form answers.
+    if isinstance(value, str) and len(value) > MAX_CHANNEL_URL_CHARS:
+        raise PydanticCustomError(
+            "invalid_channel",
+            gettext("A channel URL is longer than {max_url_chars} characters.").format(
+                max_url_chars=MAX_CHANNEL_URL_CHARS
+            ),
+        )
+    return value
+
+
+ChannelUrl = Annotated[
+    StrictStr,
+    BeforeValidator(_bounded_channel),
+    _documented(maxLength=MAX_CHANNEL_URL_CHARS, pattern=NO_NUL_PATTERN),
+]
 
 
 class JobFields(Schema):
@@ -312,9 +339,7 @@ class JobFields(Schema):
     alert_emails: list[Annotated[StrictStr, _stated(format="email")]] | None = _optional(
         f"At most {MAX_EMAILS} distinct addresses (code too_many).", maxItems=MAX_EMAILS
     )
-    alert_channels: (
-        list[Annotated[StrictStr, _stated(maxLength=MAX_CHANNEL_URL_CHARS, pattern=NO_NUL_PATTERN)]] | None
-    ) = _optional(
+    alert_channels: list[ChannelUrl] | None = _optional(
         "Apprise URLs (slack://…, json://host/path …). Read back masked; "
         "sending a masked URL back unchanged keeps the stored one.",
         maxItems=MAX_CHANNELS,
