@@ -862,3 +862,80 @@ def test_a_cancel_while_connecting_ends_the_request_cleanly():
         for filler in fillers:
             filler.close()
         listener.close()
+
+
+# -- IPv4 inside IPv6, with only IPv4 ranges blocked --------------------------------------
+#
+# The default list blocks the IPv6 forms as ranges too, so there the first
+# rule that matches is the IPv6 one. An operator's list may name only IPv4
+# ranges: each IPv6 form that leads to a blocked IPv4 address is still
+# refused, and the reason says which form and which address.
+
+IPV4_ONLY = fence.Policy.build(blocked_cidrs=["127.0.0.0/8", "0.0.0.0/8", "65.54.227.120/32"])
+TEREDO = "2001:0:4136:e378:8000:63bf:80ff:fffe"  # server 65.54.227.120, client 127.0.0.1
+
+
+@pytest.mark.parametrize(
+    ("address", "host", "reason"),
+    [
+        (
+            "::ffff:127.0.0.1",
+            None,
+            "::ffff:7f00:1 embeds 127.0.0.1 (IPv4-mapped), which is in blocked range 127.0.0.0/8 (loopback)",
+        ),
+        (
+            "::ffff:127.0.0.1",
+            "mapped.test",
+            "mapped.test resolves to ::ffff:7f00:1, which embeds 127.0.0.1 (IPv4-mapped), which is in blocked range 127.0.0.0/8 (loopback)",
+        ),
+        (
+            "2002:7f00:1::",
+            None,
+            "2002:7f00:1:: embeds 127.0.0.1 (6to4), which is in blocked range 127.0.0.0/8 (loopback)",
+        ),
+        (
+            "64:ff9b::127.0.0.1",
+            None,
+            "64:ff9b::7f00:1 embeds 127.0.0.1 (NAT64), which is in blocked range 127.0.0.0/8 (loopback)",
+        ),
+        (
+            TEREDO,
+            None,
+            f"{TEREDO} embeds 127.0.0.1 (Teredo client), which is in blocked range 127.0.0.0/8 (loopback)",
+        ),
+        (
+            "::ffff:0:7f00:1",
+            None,
+            "::ffff:0:7f00:1 embeds 127.0.0.1 (IPv4-translated), which is in blocked range 127.0.0.0/8 (loopback)",
+        ),
+        (
+            "::127.0.0.1",
+            None,
+            "::7f00:1 embeds 127.0.0.1 (IPv4-compatible), which is in blocked range 127.0.0.0/8 (loopback)",
+        ),
+        (
+            "::2",
+            None,
+            "::2 embeds 0.0.0.2 (IPv4-compatible), which is in blocked range 0.0.0.0/8 (unspecified)",
+        ),
+        # ::1 and :: are IPv6's own loopback and unspecified address, not 0.0.0.1 and 0.0.0.0.
+        ("::1", None, None),
+        ("::", None, None),
+        ("::ffff:8.8.8.8", None, None),
+        (
+            "127.0.0.1",
+            "loop.test",
+            "loop.test resolves to 127.0.0.1, which is in blocked range 127.0.0.0/8 (loopback)",
+        ),
+        ("127.0.0.1", "127.0.0.1", "127.0.0.1 is in blocked range 127.0.0.0/8 (loopback)"),
+    ],
+)
+def test_ipv4_inside_ipv6_is_found_with_only_ipv4_ranges_blocked(address, host, reason):
+    assert IPV4_ONLY.blocked_reason(ipaddress.ip_address(address), host) == reason
+
+
+def test_a_teredo_server_address_is_found_too():
+    policy = fence.Policy.build(blocked_cidrs=["65.54.227.120/32"])
+    assert policy.blocked_reason(ipaddress.ip_address(TEREDO)) == (
+        f"{TEREDO} embeds 65.54.227.120 (Teredo server), which is in blocked range 65.54.227.120/32 (JOBS_HTTP_BLOCKED_CIDRS)"
+    )
