@@ -49,11 +49,13 @@ class JobQuerySet(models.QuerySet):
     def live(self):
         return self.filter(deleted_at__isnull=True)
 
+    def scheduled(self):
+        """The jobs the scheduler fires: enabled and not deleted."""
+        return self.filter(state=Job.State.ENABLED, deleted_at__isnull=True)
+
     def due(self, now):
         """Enabled jobs whose next fire time has come (served by `job_due_idx`)."""
-        return self.filter(state=Job.State.ENABLED, deleted_at__isnull=True, next_fire_at__lte=now).order_by(
-            "next_fire_at", "id"
-        )
+        return self.scheduled().filter(next_fire_at__lte=now).order_by("next_fire_at", "id")
 
 
 def cap_message(text: str | None, limit: int | None) -> str:

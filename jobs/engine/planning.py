@@ -92,7 +92,8 @@ class Planner:
         # unless a claim moves a job sooner: one statement, where two more
         # would ask for the live runs and for the loop's sleep.
         following = (
-            Job.objects.filter(state=Job.State.ENABLED, deleted_at__isnull=True, next_fire_at__gt=now)
+            Job.objects.scheduled()
+            .filter(next_fire_at__gt=now)
             .order_by("next_fire_at")
             .values("next_fire_at")[:1]
         )
@@ -270,9 +271,7 @@ class Planner:
         )
 
     def _claimable(self, job: Job, expected_next: datetime, now: datetime, epoch: int | None):
-        claimable = Job.objects.filter(
-            pk=job.pk, next_fire_at=expected_next, state=Job.State.ENABLED, deleted_at__isnull=True
-        )
+        claimable = Job.objects.scheduled().filter(pk=job.pk, next_fire_at=expected_next)
         if self.clustered:
             # The fence, in the claim's own statement: we still hold the leader
             # lease at our epoch by the database clock, however long we stalled
@@ -331,9 +330,7 @@ def schedule_unplanned(now: datetime) -> bool:
 
 def next_fire() -> datetime | None:
     """The earliest next fire time of the enabled jobs."""
-    return Job.objects.filter(state=Job.State.ENABLED, deleted_at__isnull=True).aggregate(
-        m=Min("next_fire_at")
-    )["m"]
+    return Job.objects.scheduled().aggregate(m=Min("next_fire_at"))["m"]
 
 
 def _stamped(runs: list[Run], epoch: int | None) -> list[Run]:
