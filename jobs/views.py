@@ -185,7 +185,6 @@ def _job_rows(jobs) -> list[dict]:
     template filters made (relative_time, date, status_label, duration,
     truncatechars), at a fraction of their cost over 50 rows."""
     detail_url = _url_maker("jobs:job_detail")
-    states = {value: str(label) for value, label in Job.State.choices}
     rows = []
     for job in jobs:
         zone = job.zone
@@ -196,7 +195,7 @@ def _job_rows(jobs) -> list[dict]:
             "tick_label": _("Tick %(name)s") % {"name": job.name},
             "description": _short(job.description, 90) if job.description else "",
             "schedule": _describe_schedule(job),
-            "state_label": states.get(job.state, job.state),
+            "state_label": job.get_state_display(),
         }
         if job.schedule_type == Job.ScheduleType.INTERVAL:
             row["every"] = _("every %(seconds)s s") % {"seconds": job.interval_seconds}
@@ -752,8 +751,6 @@ def _history_rows(job: Job, runs: list[Run]) -> list[dict]:
     are, see _job_rows): times in the job's zone, labels, durations."""
     zone = job.zone
     run_url = _url_maker("jobs:run_detail")
-    statuses = {value: str(label) for value, label in Run.Status.choices}
-    triggers = {value: str(label) for value, label in Run.Trigger.choices}
 
     def local(when, fmt):
         return dateformat.format(when.astimezone(zone), fmt) if when else ""
@@ -762,14 +759,14 @@ def _history_rows(job: Job, runs: list[Run]) -> list[dict]:
         {
             "run": run,
             "url": run_url(run.pk),
-            "status_label": statuses.get(run.status, run.status),
+            "status_label": run.get_status_display(),
             "error_short": _short(run.error_head, 60) if run.error_head else "",
             "scheduled_utc": dateformat.format(run.scheduled_at.astimezone(UTC), "Y-m-d H:i:s"),
             "scheduled": local(run.scheduled_at, "Y-m-d H:i:s"),
             "started": local(run.started_at, "H:i:s"),
             "finished": local(run.finished_at, "H:i:s"),
             "duration": duration(run.duration_ms),
-            "trigger_label": triggers.get(run.trigger, run.trigger),
+            "trigger_label": run.get_trigger_display(),
         }
         for run in runs
     ]
