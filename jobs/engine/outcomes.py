@@ -37,9 +37,10 @@ log = logging.getLogger("cronboard.scheduler")
 LAST_ERROR_CHARS = 4000  # a job keeps this much of its last run's error
 
 # Whether the job being updated is upstream of another (for a RETURNING clause).
+_DEPENDENCIES = JobDependency._meta.db_table
 HAS_DOWNSTREAM = (
-    f'EXISTS (SELECT 1 FROM "{JobDependency._meta.db_table}" '
-    f'WHERE "{JobDependency._meta.db_table}"."upstream_id" = "{Job._meta.db_table}"."id")'
+    f'EXISTS (SELECT 1 FROM "{_DEPENDENCIES}" WHERE "{_DEPENDENCIES}".'
+    f'"{JobDependency._meta.get_field("upstream").column}" = "{Job._meta.db_table}"."{Job._meta.pk.column}")'
 )
 
 
