@@ -195,7 +195,6 @@ def _job_rows(jobs) -> list[dict]:
             "tick_label": _("Tick %(name)s") % {"name": job.name},
             "description": _short(job.description, 90) if job.description else "",
             "schedule": _describe_schedule(job),
-            "state_label": job.get_state_display(),
         }
         if job.schedule_type == Job.ScheduleType.INTERVAL:
             row["every"] = _("every %(seconds)s s") % {"seconds": job.interval_seconds}
@@ -759,14 +758,12 @@ def _history_rows(job: Job, runs: list[Run]) -> list[dict]:
         {
             "run": run,
             "url": run_url(run.pk),
-            "status_label": run.get_status_display(),
             "error_short": _short(run.error_head, 60) if run.error_head else "",
             "scheduled_utc": dateformat.format(run.scheduled_at.astimezone(UTC), "Y-m-d H:i:s"),
             "scheduled": local(run.scheduled_at, "Y-m-d H:i:s"),
             "started": local(run.started_at, "H:i:s"),
             "finished": local(run.finished_at, "H:i:s"),
             "duration": duration(run.duration_ms),
-            "trigger_label": run.get_trigger_display(),
         }
         for run in runs
     ]
