@@ -107,7 +107,9 @@ def test_sigterm_lets_a_short_run_finish(site):
     site.wait_for_rows("SELECT id FROM jobs_run WHERE status='running'", lambda rows: len(rows) == 1)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(15) == 0
-    assert site.sql("SELECT status FROM jobs_run") == [("succeeded",)]
+    # Under load the next interval fire can come while the run is still on:
+    # that one is recorded as skipped (overlap), which is not what this tests.
+    assert site.sql("SELECT status FROM jobs_run WHERE status != 'skipped'") == [("succeeded",)]
 
 
 def test_second_scheduler_on_the_same_sqlite_database_refuses_to_start(site):
