@@ -45,9 +45,19 @@ class ChoiceLabels:
         return force_str(value, strings_only=True)
 
 
+# A job that needs an operator: crashed, or failing (fires failed in a row,
+# not yet at its alert threshold). The dashboard lists these first; the
+# partial index job_attention_idx holds exactly them.
+NEEDS_ATTENTION = Q(state="crashed") | Q(consecutive_failures__gt=0)
+
+
 class JobQuerySet(models.QuerySet):
     def live(self):
         return self.filter(deleted_at__isnull=True)
+
+    def needing_attention(self):
+        """Live jobs that are crashed or failing (served by `job_attention_idx`)."""
+        return self.live().filter(NEEDS_ATTENTION)
 
     def scheduled(self):
         """The jobs the scheduler fires: enabled and not deleted."""
@@ -209,6 +219,15 @@ class Job(ChoiceLabels, models.Model):
                 fields=["next_fire_at"],
                 condition=Q(state="enabled", deleted_at__isnull=True),
                 name="job_due_idx",
+            ),
+            # The dashboard's jobs by state: counted from this index alone.
+            models.Index(fields=["state"], condition=Q(deleted_at__isnull=True), name="job_state_idx"),
+            # The dashboard's "needs attention": the few crashed or failing
+            # jobs, without reading every job row.
+            models.Index(
+                fields=["name"],
+                condition=Q(deleted_at__isnull=True) & NEEDS_ATTENTION,
+                name="job_attention_idx",
             ),
         ]
 

@@ -20,8 +20,11 @@ from django.db.models import F, Q
 from django.db.models.functions import Substr
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import dateformat, timezone
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
@@ -1034,7 +1037,7 @@ def dashboard_figures(user, *, now: datetime) -> dict:
         by_status.get(s, 0) for s in (Run.Status.FAILED, Run.Status.TIMED_OUT, Run.Status.INTERRUPTED)
     )
     attention = list(
-        jobs.filter(Q(state=Job.State.CRASHED) | Q(consecutive_failures__gt=0))
+        jobs.needing_attention()
         .order_by(Case(When(state=Job.State.CRASHED, then=0), default=1), "-consecutive_failures", "name")
         .only("id", "name", "state", "consecutive_failures", "last_fire_at", "last_status", "last_error")[
             :DASHBOARD_ATTENTION
@@ -1073,11 +1076,45 @@ def _status_bars(counts: dict) -> list[dict]:
     ]
 
 
+def _attention_rows(jobs: list[Job]) -> list[dict]:
+    """The "needs attention" list's cells, worked out once per job (as the
+    job list's are, see _job_rows)."""
+    detail_url = _url_maker("jobs:job_detail")
+    rows = []
+    for job in jobs:
+        n = job.consecutive_failures
+        # The msgids the template's {% blocktranslate %} had, filled in here.
+        failures = _("%(consecutive_failures)s failed fire%(consecutive_failures2)s in a row") % {
+            "consecutive_failures": n,
+            "consecutive_failures2": pluralize(n),
+        }
+        if job.last_fire_at:
+            failures = format_html(
+                "{} {}", failures, _html_message(_("· last %(last_fire_at)s"), last_fire_at=job.last_fire_at)
+            )
+        rows.append(
+            {
+                "job": job,
+                "url": detail_url(job.pk),
+                "failures": failures,
+                "error_short": _short(job.last_error, 120) if job.last_error else "",
+            }
+        )
+    return rows
+
+
+def _html_message(message: str, **times) -> str:
+    """A translated message whose %(name)s placeholders are times shown as
+    relative_time (HTML): the message escaped, the times inserted."""
+    return mark_safe(conditional_escape(message) % {k: relative_time(v) for k, v in times.items()})
+
+
 @login_required
 def dashboard(request):
     figures = dashboard_figures(request.user, now=timezone.now())
     context = {
         **figures,
+        "attention_rows": _attention_rows(figures["attention"]),
         "state_tiles": [(v, label, figures["jobs_by_state"][v]) for v, label in Job.State.choices],
         "bars": _status_bars(figures["runs_24h_by_status"]),
         "poll_version": _fingerprint(

@@ -698,6 +698,30 @@ def test_dashboard_figures_page_and_api(staff_client, staff_user, make_job, djan
     assert [r["id"] for r in body["running"]] == [live.pk] and body["running_count"] == 1
 
 
+def test_dashboard_attention_rows_say_how_often_and_when_and_escape_what_jobs_wrote(staff_client, make_job):
+    from django.utils import timezone
+
+    job = make_job(
+        name="<b>loud</b>",
+        state=Job.State.CRASHED,
+        consecutive_failures=3,
+        last_fire_at=timezone.now() - timedelta(minutes=5),
+        last_error="<script>x</script> " + "e" * 200,
+    )
+    make_job(name="once", consecutive_failures=1)
+    html = staff_client.get(reverse("jobs:dashboard")).content.decode()
+    attention = html.split('id="needs-attention"')[1].split("</section>")[0]
+    assert f'href="{reverse("jobs:job_detail", args=[job.pk])}"' in attention
+    assert "&lt;b&gt;loud&lt;/b&gt;" in attention and "<b>" not in attention
+    assert "3 failed fires in a row · last <time datetime=" in attention
+    assert "1 failed fire in a row</span>" in attention  # no last fire: no "· last"
+    assert "&lt;script&gt;x&lt;/script&gt; " + "e" * 100 + "…" in attention and "<script>" not in attention
+
+    staff_client.post("/i18n/setlang/", {"language": "zh-hans", "next": "/"})
+    html = staff_client.get(reverse("jobs:dashboard")).content.decode()
+    assert "连续 3 次触发失败 · 最近一次 <time datetime=" in html
+
+
 def test_export_the_listed_jobs_as_an_import_file(staff_client, make_job, tmp_path):
     import json
 
