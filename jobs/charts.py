@@ -1,8 +1,10 @@
 """The run-duration chart on the job page, drawn as SVG on the server: bar
 heights are computed here, the template only places them."""
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
+
+from django.utils.html import format_html_join
 
 WIDTH = 640
 HEIGHT = 140
@@ -53,6 +55,13 @@ def duration_chart(runs: list[dict]) -> dict | None:
         "height": HEIGHT,
         "plot_bottom": PLOT_BOTTOM,
         "bars": bars,
+        # The bars' SVG, escaped here in one pass rather than 60 template loops.
+        "bars_svg": format_html_join(
+            "",
+            '<rect class="bar status-{status}" x="{x}" y="{y}" width="{width}" height="{height}">'
+            "<title>{title}</title></rect>",
+            (asdict(bar) for bar in bars),
+        ),
         "longest_ms": longest,
         "first": runs[0]["scheduled_at"],
         "last": runs[-1]["scheduled_at"],

@@ -6,6 +6,7 @@ messages, history URLs. The browser side is tests/test_console_usability_browser
 import re
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import time_machine
 from django.urls import reverse
 
@@ -810,3 +811,45 @@ def test_import_is_staff_only(viewer_client):
     text = '[{"name": "v", "handler": "demo.echo", "cron_expression": "0 0 * * * *"}]'
     assert viewer_client.post(reverse("jobs:job_import"), {"text": text, "apply": "1"}).status_code == 403
     assert not Job.objects.filter(name="v").exists()
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        datetime(2026, 3, 29, 0, 59, 59, 999999, tzinfo=UTC),  # Berlin's spring-forward, either side
+        datetime(2026, 3, 29, 1, 0, 0, tzinfo=UTC),
+        datetime(2026, 10, 25, 0, 30, tzinfo=UTC),  # Berlin's repeated hour, first pass (CEST)
+        datetime(2026, 10, 25, 1, 30, tzinfo=UTC),  # second pass (CET)
+        datetime(999, 1, 2, 3, 4, 5, tzinfo=UTC),  # a four-digit year however small
+        datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC),
+    ],
+)
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin", "America/St_Johns", "Asia/Kathmandu"])
+def test_table_times_read_as_the_date_filter_wrote_them(when, zone):
+    from zoneinfo import ZoneInfo
+
+    from django.utils import dateformat
+
+    from jobs.views import _stamp
+
+    tz = ZoneInfo(zone)
+    try:
+        local = when.astimezone(tz)
+    except OverflowError:
+        pytest.skip("past year 9999 in this zone")
+    assert _stamp(when, tz) == dateformat.format(local, "Y-m-d H:i:s")
+    assert _stamp(when, tz, day=False) == dateformat.format(local, "H:i:s")
+    # The filter's "T" is empty in a repeated hour; the tables name the pass.
+    assert _stamp(when, tz, zone_name=True) == dateformat.format(local, "Y-m-d H:i:s ") + local.tzname()
+    assert _stamp(when) == dateformat.format(when.astimezone(UTC), "Y-m-d H:i:s")
+
+
+def test_a_time_in_the_repeated_hour_says_which_pass_it_is():
+    from zoneinfo import ZoneInfo
+
+    from jobs.views import _stamp
+
+    berlin = ZoneInfo("Europe/Berlin")
+    first, second = datetime(2026, 10, 25, 0, 30, tzinfo=UTC), datetime(2026, 10, 25, 1, 30, tzinfo=UTC)
+    assert _stamp(first, berlin, zone_name=True) == "2026-10-25 02:30:00 CEST"
+    assert _stamp(second, berlin, zone_name=True) == "2026-10-25 02:30:00 CET"
