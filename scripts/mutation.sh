@@ -7,7 +7,10 @@
 #   scripts/mutation.sh                  run (resuming from mutants/), then print the scores
 #   scripts/mutation.sh --fresh          throw mutants/ away first: every mutant is run again
 #   scripts/mutation.sh --max-children 2 worker processes (default 1: the machine is shared)
-#   scripts/mutation.sh --only 'jobs.engine.planning*'   only the mutants whose names match
+#   scripts/mutation.sh --module jobs/cron.py --module jobs/fence.py
+#                                        only these modules' mutants, judged by their own tests
+#                                        (tests/mutmut_plugin.py TESTS_BY_MODULE); with --fresh
+#   scripts/mutation.sh --only 'jobs.cron.x_parse*'   only the mutants whose names match
 #   scripts/mutation.sh --scores         print the scores of the last run only
 #
 # Survivors afterwards: .venv/bin/mutmut results; one diff: .venv/bin/mutmut show <name>.
@@ -18,20 +21,36 @@ fresh=0
 children=1
 run=1
 only=()
+modules=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --fresh) fresh=1 ;;
     --max-children) children="$2"; shift ;;
     --scores) run=0 ;;
     --only) only+=("$2"); shift ;;
-    *) echo "usage: $0 [--fresh] [--max-children N] [--only PATTERN] [--scores]" >&2; exit 2 ;;
+    --module) modules+=("$2"); shift ;;
+    *) echo "usage: $0 [--fresh] [--max-children N] [--module jobs/X.py] [--only PATTERN] [--scores]" >&2; exit 2 ;;
   esac
   shift
 done
 
 if [ "$run" = 1 ]; then
+  # jobs/engine/planning.py -> the mutant names jobs.engine.planning.*
+  for module in ${modules[@]+"${modules[@]}"}; do
+    name=${module%.py}
+    only+=("${name//\//.}.*")
+  done
+  MUTATION_MODULES=$(IFS=,; echo "${modules[*]+"${modules[*]}"}")
+  export MUTATION_MODULES
+  # mutmut keeps which tests cover which function from its first pass; that
+  # pass is only right for the modules it was taken with.
+  if [ "$fresh" = 0 ] && [ -f mutants/modules ] && [ "$(cat mutants/modules)" != "$MUTATION_MODULES" ]; then
+    echo "mutants/ was run for modules '$(cat mutants/modules)': add --fresh to run '$MUTATION_MODULES'" >&2
+    exit 2
+  fi
   [ "$fresh" = 1 ] && rm -rf mutants
   mkdir -p mutants
+  echo "$MUTATION_MODULES" > mutants/modules
   echo "mutmut run --max-children $children (progress in mutants/run.log)"
   # mutmut draws a progress spinner on every mutant; keep it out of the terminal.
   status=0
