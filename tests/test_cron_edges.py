@@ -644,6 +644,37 @@ def test_preview_shows_five_times_by_default():
     assert result["expression"] == "0 0 12 * * ?"
 
 
+def test_preview_describes_in_english_by_default_even_with_a_translate():
+    # The default locale is en_US: a translate alone (the console passes its
+    # gettext) words nothing in another language.
+    result = preview("0 0 9 ? * MON-FRI", "UTC", after=utc(2026, 1, 1), count=1, translate=_marked)
+    assert result["description"] == describe("0 0 9 ? * MON-FRI") == "At 09:00, Monday through Friday"
+    assert "<" not in result["description"]
+    assert preview(
+        "0 0 9 ? * MON-FRI", "UTC", after=utc(2026, 1, 1), count=1, locale="zh_CN", translate=_marked
+    )["description"] == describe("0 0 9 ? * MON-FRI", locale="zh_CN", translate=_marked)
+
+
+def test_preview_utc_times_are_whole_seconds_in_utc_whatever_the_local_zone(monkeypatch):
+    import time
+
+    # The process's own zone (TZ) must not leak into "utc"; nor microseconds.
+    monkeypatch.setenv("TZ", "Asia/Kathmandu")
+    time.tzset()
+    try:
+        times = preview("*/2 * * * * *", "Asia/Tokyo", after=utc(2026, 1, 1, 0, 0, 0, 500_000), count=2)[
+            "times"
+        ]
+        assert cron.iso_utc(datetime(2026, 1, 1, 12, 0, 0, 999_999, tzinfo=ZoneInfo("Asia/Tokyo"))) == (
+            "2026-01-01T03:00:00Z"
+        )
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert [t["utc"] for t in times] == ["2026-01-01T00:00:02Z", "2026-01-01T00:00:04Z"]
+    assert [t["local"] for t in times] == ["2026-01-01T09:00:02+09:00", "2026-01-01T09:00:04+09:00"]
+
+
 @pytest.mark.parametrize("count", [0, -1, 1001, True, False, 2.0, "5", None])
 def test_preview_count_must_be_a_whole_number_from_1_to_1000(count):
     with pytest.raises(CronError) as caught:
