@@ -470,6 +470,44 @@ def test_get_zone_rejects_a_missing_name_with_a_code(value):
     assert caught.value.message == "Choose a time zone, e.g. Europe/Berlin or UTC"
 
 
+@pytest.mark.parametrize("value", [None, "", "   "])
+def test_zone_name_reads_nothing_as_utc(value):
+    assert cron.zone_name(value) == "UTC"
+
+
+@pytest.mark.parametrize("value", [5, b"UTC", ["UTC"]])
+def test_zone_name_refuses_what_is_not_text_with_a_code(value):
+    with pytest.raises(CronError) as caught:
+        cron.zone_name(value)
+    assert caught.value.code == cron.UNKNOWN_ZONE
+    assert caught.value.message == "The time zone must be an IANA name such as Europe/Berlin"
+
+
+def test_zone_names_are_at_most_64_characters():
+    assert cron.MAX_ZONE_CHARS == 64
+    at_limit, over = "Europe/" + "x" * 57, "Europe/" + "x" * 58
+    with pytest.raises(CronError) as caught:
+        cron.zone_name(at_limit)  # long enough to be read, and unknown
+    assert caught.value.code == cron.UNKNOWN_ZONE
+    assert caught.value.message.startswith("Unknown time zone 'Europe/xxx")
+    with pytest.raises(CronError) as caught:
+        cron.zone_name(over)
+    assert caught.value.code == cron.UNKNOWN_ZONE
+    assert caught.value.message == "A time zone name has at most 64 characters"
+    assert caught.value.params == {"limit": 64}
+
+
+def test_a_listed_zone_the_system_cannot_load_is_an_unknown_zone():
+    # A name in the list of zones whose file is missing or unreadable.
+    with pytest.raises(CronError) as caught:
+        cron._read_zone("Nowhere/Atlantis")
+    assert caught.value.code == cron.UNKNOWN_ZONE
+    assert caught.value.message == (
+        "Unknown time zone 'Nowhere/Atlantis': use an IANA name such as America/New_York"
+    )
+    assert caught.value.params == {"zone": "Nowhere/Atlantis"}
+
+
 def test_get_zone_strips_the_name_and_names_an_unknown_one():
     assert get_zone(" Europe/Berlin ").key == "Europe/Berlin"
     with pytest.raises(CronError) as caught:
@@ -839,6 +877,7 @@ def _marked(text: str) -> str:
         ("0 0 9 1 JAN,MAR *", "<, ><on day 1 of the month><, ><only in <January>,<March>>"),
         ("0 0 9 1 1-3,12 ?", "<, ><on day 1 of the month><, ><only in <January>-<March>,<December>>"),
         ("0 0 9 1 */2 ?", "<, ><on day 1 of the month><, ><only in */2>"),
+        ("0 0 9 1 1/2 ?", "<, ><on day 1 of the month><, ><only in 1/2>"),
         ("0 0 9 ? 2 SUN", "<, ><on <Sunday>><, ><only in <February>>"),
     ],
 )
