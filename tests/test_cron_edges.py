@@ -878,6 +878,7 @@ def _marked(text: str) -> str:
         ("0 0 9 1 1-3,12 ?", "<, ><on day 1 of the month><, ><only in <January>-<March>,<December>>"),
         ("0 0 9 1 */2 ?", "<, ><on day 1 of the month><, ><only in */2>"),
         ("0 0 9 1 1/2 ?", "<, ><on day 1 of the month><, ><only in 1/2>"),
+        ("0 0 9 1 ? *", "<, ><on day 1 of the month>"),  # ? in the month: every month
         ("0 0 9 ? 2 SUN", "<, ><on <Sunday>><, ><only in <February>>"),
     ],
 )
