@@ -470,6 +470,44 @@ def test_get_zone_rejects_a_missing_name_with_a_code(value):
     assert caught.value.message == "Choose a time zone, e.g. Europe/Berlin or UTC"
 
 
+def _of_length(n: int, rest: str) -> str:
+    """A valid expression exactly `n` characters long: a seconds list, then `rest`."""
+    width = n - len(rest)
+    items = ["0"] * ((width + 1) // 2)
+    if width % 2 == 0:
+        items[0] = "10"
+    text = ",".join(items) + rest
+    assert len(text) == n
+    return text
+
+
+def test_an_expression_of_200_characters_is_read_and_one_more_is_refused():
+    assert cron.MAX_EXPRESSION_CHARS == 200
+    assert len(parse(_of_length(200, " 0 0 ? * *")).expression) == 200
+    with pytest.raises(CronError) as caught:
+        parse(_of_length(201, " 0 0 ? * *"))
+    assert caught.value.code == cron.MALFORMED
+    assert caught.value.message == "The cron expression is longer than 200 characters"
+    assert caught.value.params == {"limit": 200}
+
+
+def test_a_five_field_expression_may_not_grow_past_200_characters_when_seconds_are_added():
+    # Five fields get "0 " in front: 198 characters become 200, 199 become 201.
+    assert len(parse(_of_length(198, " 0 ? * *")).expression) == 200
+    with pytest.raises(CronError) as caught:
+        parse(_of_length(199, " 0 ? * *"))
+    assert caught.value.code == cron.MALFORMED
+    assert caught.value.message == "The cron expression is longer than 200 characters once normalised"
+    assert caught.value.params == {"limit": 200}
+
+
+def test_a_non_ascii_expression_is_refused_with_what_to_use_instead():
+    with pytest.raises(CronError) as caught:
+        parse("0 0 0 ? * ſun")
+    assert caught.value.code == cron.MALFORMED
+    assert caught.value.message == "Use ASCII only: digits, the symbols * , - / ? L W # and names such as MON"
+
+
 @pytest.mark.parametrize("value", [None, "", "   "])
 def test_zone_name_reads_nothing_as_utc(value):
     assert cron.zone_name(value) == "UTC"
