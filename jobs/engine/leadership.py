@@ -224,13 +224,16 @@ def analyze_unanalyzed_tables() -> None:
     ~30 ms late at the median) instead of looking each up by its key
     (0.2 ms). Autovacuum analyzes such a table, but only a minute or so
     later; the scheduler's own tables are analyzed here, once, if they
-    never were (reltuples < 0, PostgreSQL 14+)."""
+    never were (no ANALYZE and no autoanalyze in pg_stat_user_tables).
+    Not `reltuples < 0`: CREATE INDEX sets reltuples too (migration 0014
+    does, with the built-in job as the only row), without statistics."""
     if connection.vendor != "postgresql":
         return
     tables = [Job._meta.db_table, Run._meta.db_table]
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT relname FROM pg_class WHERE oid = ANY(%s::regclass[]) AND reltuples < 0",
+            "SELECT relname FROM pg_stat_user_tables WHERE relid = ANY(%s::regclass[]) "
+            "AND last_analyze IS NULL AND last_autoanalyze IS NULL",
             [tables],
         )
         never = [name for (name,) in cursor.fetchall()]
