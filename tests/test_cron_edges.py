@@ -481,23 +481,21 @@ def _of_length(n: int, rest: str) -> str:
     return text
 
 
-def test_an_expression_of_200_characters_is_read_and_one_more_is_refused():
+@pytest.mark.parametrize(
+    ("longest", "rest", "message"),
+    [
+        (200, " 0 0 ? * *", "The cron expression is longer than 200 characters"),
+        # Five fields get "0 " in front: 198 characters become 200, 199 become 201.
+        (198, " 0 ? * *", "The cron expression is longer than 200 characters once normalised"),
+    ],
+)
+def test_an_expression_of_200_characters_is_read_and_one_more_is_refused(longest, rest, message):
     assert cron.MAX_EXPRESSION_CHARS == 200
-    assert len(parse(_of_length(200, " 0 0 ? * *")).expression) == 200
+    assert len(parse(_of_length(longest, rest)).expression) == 200
     with pytest.raises(CronError) as caught:
-        parse(_of_length(201, " 0 0 ? * *"))
+        parse(_of_length(longest + 1, rest))
     assert caught.value.code == cron.MALFORMED
-    assert caught.value.message == "The cron expression is longer than 200 characters"
-    assert caught.value.params == {"limit": 200}
-
-
-def test_a_five_field_expression_may_not_grow_past_200_characters_when_seconds_are_added():
-    # Five fields get "0 " in front: 198 characters become 200, 199 become 201.
-    assert len(parse(_of_length(198, " 0 ? * *")).expression) == 200
-    with pytest.raises(CronError) as caught:
-        parse(_of_length(199, " 0 ? * *"))
-    assert caught.value.code == cron.MALFORMED
-    assert caught.value.message == "The cron expression is longer than 200 characters once normalised"
+    assert caught.value.message == message
     assert caught.value.params == {"limit": 200}
 
 
