@@ -939,3 +939,62 @@ def test_a_teredo_server_address_is_found_too():
     assert policy.blocked_reason(ipaddress.ip_address(TEREDO)) == (
         f"{TEREDO} embeds 65.54.227.120 (Teredo server), which is in blocked range 65.54.227.120/32 (JOBS_HTTP_BLOCKED_CIDRS)"
     )
+
+
+# --- parse_url's refusals, to the character (mutation testing found them untested) ---------
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        (None, "the URL must be text"),
+        (b"http://example.com/", "the URL must be text"),
+        ("", "the URL is empty"),
+        ("   ", "the URL is empty"),
+        ("http://" + "a" * 8180 + ".com/x", "the URL is longer than 8192 characters"),
+        ("http://exa mple.com/", "the URL contains a space, a control character or a backslash"),
+        ("http://example.com/\x7f", "the URL contains a space, a control character or a backslash"),
+        ("http://example.com/a\x1fb", "the URL contains a space, a control character or a backslash"),
+        ("http://:80/", "the URL has no host"),
+        ("http://./", "the URL has no host"),
+        ("http://\u00e9xample\u3002\ufffd.com/", "'éxample。�.com' is not a valid host name"),
+    ],
+)
+def test_parse_url_refuses_with_a_message_that_says_why(url, message):
+    with pytest.raises(fence.FenceError) as caught:
+        fence.parse_url(url)
+    assert str(caught.value) == message
+
+
+def test_parse_url_takes_exactly_8192_characters_and_every_visible_one():
+    longest = "http://example.com/" + "a" * (fence.MAX_URL_LENGTH - len("http://example.com/"))
+    assert len(longest) == fence.MAX_URL_LENGTH == 8192
+    assert fence.parse_url(longest).target == "/" + "a" * (8192 - len("http://example.com/"))
+    # 0x21 (!) is the first character allowed, 0x7E (~) the last below DEL.
+    assert fence.parse_url("http://example.com/!~").target == "/!~"
+    assert fence.parse_url("http://ｅxample.com/").host == "example.com"  # IDNA, to ASCII
+
+
+@pytest.mark.parametrize(
+    ("host", "address"),
+    [
+        ("0x", "0.0.0.0"),
+        ("0", "0.0.0.0"),
+        ("1.2.3.4", "1.2.3.4"),
+        ("255.1.1.1", "255.1.1.1"),
+        ("1.2.65535", "1.2.255.255"),
+        ("1.16777215", "1.255.255.255"),
+        ("4294967295", "255.255.255.255"),
+    ],
+)
+def test_ipv4_forms_up_to_their_limits(host, address):
+    assert fence.parse_url(f"http://{host}/").host == address
+
+
+@pytest.mark.parametrize(
+    "host", ["1.2.3.4.5", "256.1.1.1", "1.256.1.1", "1.2.65536", "1.16777216", "4294967296", "1.2.3.256"]
+)
+def test_ipv4_forms_past_their_limits_are_refused(host):
+    with pytest.raises(fence.FenceError) as caught:
+        fence.parse_url(f"http://{host}/")
+    assert str(caught.value) == f"host {host!r} looks like an IPv4 address but is not a valid one"
