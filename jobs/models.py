@@ -45,8 +45,8 @@ class ChoiceLabels:
         return force_str(value, strings_only=True)
 
 
-# A job that needs an operator: crashed, or failing (fires failed in a row,
-# not yet at its alert threshold). The dashboard lists these first; the
+# A job that needs an operator: crashed, or failing (its last fires failed in
+# a row, whatever its state now). The dashboard lists these first; the
 # partial index job_attention_idx holds exactly them.
 NEEDS_ATTENTION = Q(state="crashed") | Q(consecutive_failures__gt=0)
 
