@@ -280,7 +280,13 @@ _PYDANTIC_CODES = {
     "enum": "invalid_choice",
 }
 # Codes a schema raises itself (PydanticCustomError) and that pass through.
-_OWN_CODES = {"required", "invalid_channel", str(cron.MALFORMED), str(cron.UNKNOWN_ZONE)}
+_OWN_CODES = {
+    "required",
+    "invalid_channel",
+    str(cron.MALFORMED),
+    str(cron.UNKNOWN_ZONE),
+    str(cron.INTERVAL_TOO_SHORT),
+}
 _NO_BODY = {"code": "invalid_json", "message": "Send a JSON object as the request body.", "field": None}
 
 

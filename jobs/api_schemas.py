@@ -17,6 +17,7 @@ Schemathesis run (tests/test_api_schemathesis.py) check they fit these."""
 
 from typing import Annotated, Any, Literal
 
+from django.core.exceptions import ValidationError
 from django.utils.translation import gettext
 from ninja import Field, Schema
 from pydantic import (
@@ -47,6 +48,7 @@ from jobs.forms import (
     MAX_RETRIES,
     MAX_UPSTREAMS,
     NAMESPACE_RE,
+    check_interval,
 )
 from jobs.text import NO_NUL_PATTERN, VISIBLE_PATTERN
 
@@ -380,6 +382,19 @@ class JobFields(Schema):
     @classmethod
     def _expression_bounded(cls, value):
         return _bounded_expression(value)
+
+    @field_validator("interval_seconds")
+    @classmethod
+    def _interval_in_range(cls, value):
+        # The document's minimum and maximum hold whatever the schedule type:
+        # the form reads the interval only for an interval job, and a value
+        # it would ignore must not pass unchecked. Its rule and codes.
+        if value is None:
+            return value
+        try:
+            return check_interval(value)
+        except ValidationError as exc:
+            raise PydanticCustomError(exc.code, exc.messages[0]) from None
 
 
 class JobInput(JobFields):

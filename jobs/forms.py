@@ -363,6 +363,23 @@ class AfterField(forms.Field):
         return value
 
 
+def check_interval(seconds) -> int:
+    """An interval job's seconds: a whole number from the floor (47004) to
+    Job.MAX_INTERVAL_SECONDS. Raises ValidationError with the code."""
+    try:
+        seconds = cron.validate_interval(seconds)
+    except cron.CronError as exc:
+        raise ValidationError(cron_error_message(exc), code=str(exc.code)) from None
+    if seconds > Job.MAX_INTERVAL_SECONDS:
+        raise ValidationError(
+            _(
+                "The interval can be at most {max_interval_seconds:,} seconds (366 days); use a cron schedule for rarer jobs."
+            ).format(max_interval_seconds=Job.MAX_INTERVAL_SECONDS),
+            code="invalid",
+        )
+    return seconds
+
+
 class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
     """Create or edit a job. Pass `user` (None = a trusted caller such as the
     shell) so SQL jobs can be limited to superusers."""
@@ -590,22 +607,9 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
                 )
             elif seconds is not None:
                 try:
-                    data["interval_seconds"] = cron.validate_interval(seconds)
-                except cron.CronError as exc:
-                    self.add_error(
-                        "interval_seconds", ValidationError(cron_error_message(exc), code=str(exc.code))
-                    )
-                else:
-                    if data["interval_seconds"] > Job.MAX_INTERVAL_SECONDS:
-                        self.add_error(
-                            "interval_seconds",
-                            ValidationError(
-                                _(
-                                    "The interval can be at most {max_interval_seconds:,} seconds (366 days); use a cron schedule for rarer jobs."
-                                ).format(max_interval_seconds=Job.MAX_INTERVAL_SECONDS),
-                                code="invalid",
-                            ),
-                        )
+                    data["interval_seconds"] = check_interval(seconds)
+                except ValidationError as exc:
+                    self.add_error("interval_seconds", exc)
             data["cron_expression"] = ""
         else:
             expression = (data.get("cron_expression") or "").strip()
@@ -708,20 +712,21 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
                 )
                 data["properties"] = properties
                 return
-        if kind == Job.Kind.PYTHON:
-            handler = (data.get("handler") or "").strip()
-            if not handler:
-                self.add_error("handler", ValidationError(_("Choose a handler."), code="required"))
-            elif not registry.is_registered(handler) and handler != self.instance.handler:
-                # A job whose class disappeared stays editable under its old name.
-                self.add_error(
-                    "handler",
-                    ValidationError(
-                        _("No handler named “{handler}” is registered.").format(handler=handler),
-                        code="invalid",
-                    ),
-                )
-        elif kind == Job.Kind.HTTP:
+        handler = (data.get("handler") or "").strip()
+        if kind == Job.Kind.PYTHON and not handler:
+            self.add_error("handler", ValidationError(_("Choose a handler."), code="required"))
+        elif handler and not registry.is_registered(handler) and handler != self.instance.handler:
+            # Checked for every kind (another kind ignores it, but an unknown
+            # name is still refused); a job whose class disappeared stays
+            # editable under its old name.
+            self.add_error(
+                "handler",
+                ValidationError(
+                    _("No handler named “{handler}” is registered.").format(handler=handler),
+                    code="invalid",
+                ),
+            )
+        if kind == Job.Kind.HTTP:
             data["handler"] = ""
             for name in HTTP_FIELDS:
                 if data.get(name):

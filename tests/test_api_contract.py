@@ -6,6 +6,7 @@ can enforce."""
 import pytest
 
 from jobs.forms import MAX_PROPERTY_NAME_CHARS
+from jobs.models import Job
 from jobs.text import VISIBLE_PATTERN
 from tests.test_api import JOB, assert_error
 
@@ -62,3 +63,49 @@ def test_property_names_are_described_as_the_form_reads_them(anon_api):
             name
         )
         assert "patternProperties" not in bag
+
+
+@pytest.mark.parametrize("schedule", [{"cron_expression": "0 0 * * * *"}, {"schedule_type": "none"}])
+@pytest.mark.parametrize(
+    ("seconds", "code"), [(4, "47004"), (0, "47004"), (Job.MAX_INTERVAL_SECONDS + 1, "invalid")]
+)
+def test_an_interval_out_of_range_is_refused_whatever_the_schedule(
+    staff_api, make_job, schedule, seconds, code
+):
+    # Schemathesis: a cron job took interval_seconds above the document's
+    # maximum with 200 (the form reads the interval only for interval jobs).
+    created = staff_api.post("/api/jobs", {**JOB, **schedule})
+    assert created.status_code == 201, created.content
+    url = f"/api/jobs/{created.json()['id']}"
+    assert_error(staff_api.patch(url, {"interval_seconds": seconds}), 400, code, "interval_seconds")
+    assert_error(
+        staff_api.put(url, {**JOB, **schedule, "interval_seconds": seconds}), 400, code, "interval_seconds"
+    )
+    assert_error(
+        staff_api.post("/api/jobs", {**JOB, **schedule, "name": "other", "interval_seconds": seconds}),
+        400,
+        code,
+        "interval_seconds",
+    )
+    # In range, the interval of a job of another schedule is accepted and not kept.
+    answer = staff_api.patch(url, {"interval_seconds": Job.MAX_INTERVAL_SECONDS})
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["interval_seconds"] is None
+
+
+def test_an_unknown_handler_is_refused_for_every_kind(staff_api):
+    # Schemathesis: an HTTP job took a handler outside the document's enum
+    # (the form cleared it without looking).
+    http = {
+        "name": "h",
+        "kind": "http",
+        "properties": {"url": "https://93.184.215.14/"},
+        "cron_expression": "0 0 * * * *",
+    }
+    assert_error(staff_api.post("/api/jobs", {**http, "handler": "no.such"}), 400, "invalid", "handler")
+    created = staff_api.post("/api/jobs", {**http, "handler": "demo.echo"})
+    assert created.status_code == 201, created.content
+    assert created.json()["handler"] == ""
+    url = f"/api/jobs/{created.json()['id']}"
+    assert_error(staff_api.patch(url, {"handler": "no.such"}), 400, "invalid", "handler")
+    assert staff_api.patch(url, {"handler": ""}).status_code == 200
