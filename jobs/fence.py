@@ -237,9 +237,8 @@ def parse_url(url: str) -> ParsedURL:
         raise FenceError("the URL has no host")
 
     if netloc.startswith("["):
+        # urlsplit has refused a "[" without its "]" ("Invalid IPv6 URL").
         end = netloc.find("]")
-        if end < 0:
-            raise FenceError("unterminated IPv6 address in the URL")
         literal, rest = netloc[1:end], netloc[end + 1 :]
         if "%" in literal:
             raise FenceError("IPv6 zone identifiers are not allowed")

@@ -998,3 +998,175 @@ def test_ipv4_forms_past_their_limits_are_refused(host):
     with pytest.raises(fence.FenceError) as caught:
         fence.parse_url(f"http://{host}/")
     assert str(caught.value) == f"host {host!r} looks like an IPv4 address but is not a valid one"
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("ftp://example.com/", "scheme 'ftp' is not allowed (only http and https)"),
+        ("example.com/x", "a URL without a scheme is not allowed (only http and https)"),
+        ("//example.com/", "a URL without a scheme is not allowed (only http and https)"),
+        (
+            "http://user@example.com/",
+            "credentials in the URL (user@host) are not allowed; send an Authorization header instead",
+        ),
+        (
+            "https://u:p@example.com/",
+            "credentials in the URL (user@host) are not allowed; send an Authorization header instead",
+        ),
+        ("http:///path", "the URL has no host"),
+        ("http://[::1/", "not a valid URL: Invalid IPv6 URL"),
+        ("http://[fe80::1%25eth0]/", "IPv6 zone identifiers are not allowed"),
+        ("http://[::1]x/", "unexpected 'x' after the IPv6 address"),
+        ("http://[::1]x:80/", "unexpected 'x:80' after the IPv6 address"),
+        ("http://example.com:0/", "'0' is not a valid port"),
+        ("http://example.com:65536/", "'65536' is not a valid port"),
+        ("http://example.com:-1/", "'-1' is not a valid port"),
+        ("http://example.com:abc/", "'abc' is not a valid port"),
+        ("http://example.com:\uff18\uff10/", "'８０' is not a valid port"),
+        ("http://[::1]:0/", "'0' is not a valid port"),
+        ("http://a..b/", "host 'a..b' has an empty label"),
+        ("http://08.0.0.1/", "host '08.0.0.1' looks like an IPv4 address but is not a valid one"),
+        ("http://1.2.3.4.0/", "host '1.2.3.4.0' looks like an IPv4 address but is not a valid one"),
+    ],
+)
+def test_parse_url_refuses_schemes_credentials_ipv6_and_ports_with_their_message(url, message):
+    with pytest.raises(fence.FenceError) as caught:
+        fence.parse_url(url)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    ("url", "shown", "port", "ip"),
+    [
+        ("HTTP://Example.COM./a?b=1", "http://example.com/a?b=1", 80, None),
+        ("https://example.com:443/", "https://example.com/", 443, None),
+        ("http://example.com:/", "http://example.com/", 80, None),
+        ("http://example.com:1/", "http://example.com:1/", 1, None),
+        ("http://example.com:65535/", "http://example.com:65535/", 65535, None),
+        ("http://[::1]:8080/", "http://[::1]:8080/", 8080, "::1"),
+        ("http://[::1]:/", "http://[::1]/", 80, "::1"),
+        ("http://[::ffff:127.0.0.1]/", "http://127.0.0.1/", 80, "127.0.0.1"),
+        ("http://07/", "http://0.0.0.7/", 80, "0.0.0.7"),
+        ("http://00/", "http://0.0.0.0/", 80, "0.0.0.0"),
+        ("http://010/", "http://0.0.0.8/", 80, "0.0.0.8"),
+        ("http://0x1.0/", "http://1.0.0.0/", 80, "1.0.0.0"),
+        ("http://example.com/caf\u00e9?q=\u00e9", "http://example.com/caf%C3%A9?q=%C3%A9", 80, None),
+    ],
+)
+def test_parse_url_reads_schemes_ports_and_addresses(url, shown, port, ip):
+    parsed = fence.parse_url(url)
+    assert (parsed.url, parsed.port) == (shown, port)
+    assert parsed.ip == (ipaddress.ip_address(ip) if ip else None)
+
+
+def test_redirects_stop_after_five_by_default(web):
+    with pytest.raises(RequestFailed) as caught:
+        fenced_request("GET", web.url("/loop"), timeout=5)
+    assert str(caught.value) == "too many redirects (more than 5)"
+    assert len(web.requests) == 6  # the first request and five redirects
+
+
+def test_the_default_time_limit_is_30_seconds(web, monkeypatch):
+    # Waiting 30 s in a test would be slow: the deadline each hop is given says it.
+    left = []
+    real_exchange = fence._exchange
+
+    def exchange(target, method, headers, body, deadline, *rest):
+        left.append(deadline - time.monotonic())
+        return real_exchange(target, method, headers, body, deadline, *rest)
+
+    monkeypatch.setattr(fence, "_exchange", exchange)
+    assert fenced_request("GET", web.url("/status/200")).status == 200
+    assert 25 < left[0] <= 30
+
+
+def test_a_given_user_agent_is_sent_alone(web):
+    for name in ("User-Agent", "USER-AGENT"):
+        fenced_request("GET", web.url("/"), headers=[(name, "mine/2")], timeout=5)
+    for request in web.requests:
+        agents = [value for key, value in request["headers"].items() if key.lower() == "user-agent"]
+        assert agents == ["mine/2"]
+
+
+def test_elapsed_is_the_whole_exchange(web):
+    started = time.monotonic()
+    response = fenced_request("GET", redirect(web, 302, web.url("/slow?s=0.3")), timeout=5)
+    took = time.monotonic() - started
+    assert response.body == b"finally"
+    assert 0.3 <= response.elapsed <= took
+
+
+def test_a_303_after_a_put_drops_the_body_headers_and_keeps_the_others(web):
+    response = fenced_request(
+        "PUT",
+        redirect(web, 303, web.url("/echo")),
+        headers=[("Content-Type", "application/json"), ("content-length", "2"), ("X-Trace", "t1")],
+        body="{}",
+        timeout=5,
+    )
+    echoed = json.loads(response.body)
+    assert echoed["method"] == "GET" and echoed["body"] == ""
+    lowered = {key.lower(): value for key, value in echoed["headers"].items()}
+    assert "content-type" not in lowered and "content-length" not in lowered
+    assert lowered["x-trace"] == "t1"
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("http://[::1]]/", "unexpected ']' after the IPv6 address"),
+        # IPvFuture passes urlsplit's bracket check; it is no IPv6 address.
+        ("http://[v1.fe]/", "'v1.fe' is not a valid IPv6 address"),
+    ],
+)
+def test_parse_url_reads_a_bracketed_host_up_to_its_first_bracket(url, message):
+    with pytest.raises(fence.FenceError) as caught:
+        fence.parse_url(url)
+    assert str(caught.value) == message
+
+
+# --- an operator's lists (JOBS_HTTP_BLOCKED_CIDRS, JOBS_HTTP_ALLOWED_HOSTS) ---------------
+
+
+@pytest.mark.parametrize(
+    ("cidr", "address", "reason"),
+    [
+        (" 10.1.2.3/8 ", "10.9.9.9", "10.9.9.9 is in blocked range 10.0.0.0/8 (private)"),
+        ("127.0.0.0/16", "127.0.5.5", "127.0.5.5 is in blocked range 127.0.0.0/16 (loopback)"),
+        ("169.254.1.0/24", "169.254.1.9", "169.254.1.9 is in blocked range 169.254.1.0/24 (link-local)"),
+        ("fe80::1/64", "fe80::9", "fe80::9 is in blocked range fe80::/64 (link-local)"),
+        ("8.8.8.8/24", "8.8.8.1", "8.8.8.1 is in blocked range 8.8.8.0/24 (JOBS_HTTP_BLOCKED_CIDRS)"),
+    ],
+)
+def test_a_blocked_range_may_have_host_bits_and_is_named_by_its_kind(cidr, address, reason):
+    policy = fence.Policy.build(blocked_cidrs=[cidr])
+    assert policy.blocked_reason(ipaddress.ip_address(address)) == reason
+
+
+def test_allowed_hosts_are_read_as_an_operator_writes_them():
+    policy = fence.Policy.build(
+        blocked_cidrs=["10.0.0.0/8"],
+        allowed_hosts=[
+            "",
+            "  ",
+            " API.Example.COM. ",
+            "*.corp.example",
+            ".lab.example",
+            "[::5]",
+            "10.1.2.3/16",
+        ],
+    )
+    assert policy.name_allowed("api.example.com")  # trimmed, lower case, no trailing dot
+    assert policy.name_allowed("a.corp.example") and policy.name_allowed("b.a.corp.example")
+    assert not policy.name_allowed("corp.example") and not policy.name_allowed("evilcorp.example")
+    assert policy.name_allowed("x.lab.example") and not policy.name_allowed("lab.example")
+    assert not policy.name_allowed(".lab.example.evil")
+    # A network with host bits is its network; a bracketed IPv6 address is one too.
+    assert policy.network_allowed(ipaddress.ip_address("10.1.200.1"))
+    assert not policy.network_allowed(ipaddress.ip_address("10.2.0.1"))
+    assert policy.network_allowed(ipaddress.ip_address("::5"))
+    policy.check_address("anything.test", ipaddress.ip_address("10.1.0.1"))  # the network lifts the block
+    with pytest.raises(FenceError) as caught:
+        policy.check_address("other.test", ipaddress.ip_address("192.0.2.1"))
+    assert str(caught.value) == "other.test (192.0.2.1) is not in JOBS_HTTP_ALLOWED_HOSTS"
