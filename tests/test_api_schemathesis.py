@@ -4,7 +4,9 @@ the document forbids is accepted, no request gets a 500, and generated
 requests create, change and delete jobs.
 
 The run is deterministic (a fixed seed, a bounded number of examples per
-operation, one worker) and talks only to a gunicorn on loopback.
+operation, one worker) and talks only to a gunicorn on loopback, on SQLite
+and on PostgreSQL (whose text refuses what SQLite stores: a NUL, a lone
+surrogate).
 
 What a JSON Schema cannot say is whether a value *means* something (a cron
 expression that parses, a name no live job has yet, an HTTP job's URL
@@ -37,9 +39,14 @@ print(tokens.create_token(user=user, name="schemathesis")[1])
 """
 
 
-@pytest.fixture
-def site(tmp_path, migrated_sqlite):
-    url = processes.copy_sqlite(migrated_sqlite, tmp_path / "schemathesis.sqlite3")
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def site(request, tmp_path):
+    if request.param == "sqlite":
+        template = request.getfixturevalue("migrated_sqlite")
+        url = processes.copy_sqlite(template, tmp_path / "schemathesis.sqlite3")
+    else:
+        template = request.getfixturevalue("migrated_postgres")
+        url = request.getfixturevalue("postgres_server").create_database("schemathesis", template=template)
     site = processes.Site(tmp_path, url)
     yield site
     site.stop_all(timeout=15)
