@@ -2,7 +2,7 @@
 in time order, for the console's Upcoming page and GET /api/upcoming.
 
 A merge of each job's own sequence: jobs come from the database in
-next_fire_at order (job_due_idx serves it), a batch at a time, and each job
+next_fire_at order (job_state_due_idx serves it), a batch at a time, and each job
 taken off the heap pushes its following fire (Job.next_fire_after, the
 scheduler's own rule). A page of N fires costs about N steps, whatever the
 number of jobs."""

@@ -8,10 +8,10 @@ import pytest
 
 from jobs.engine.execution.executors import Outcome, make_pool
 from jobs.engine.execution.starting import Starter
-from jobs.engine.loop import POLL, NextQueued
+from jobs.engine.loop import KNOWN_MAX, POLL, NextQueued, remember
 from jobs.engine.outbox import AlertSender
 from jobs.engine.outcomes import Recorded, Recorder
-from jobs.engine.planning import Planner, next_fire
+from jobs.engine.planning import PLAN_BATCH, Planner, due_jobs, next_fire
 from jobs.models import Alert, Job, Run
 from tests.fixtures.core import T0
 
@@ -81,6 +81,39 @@ def test_the_claim_starts_runs_planning_holds_and_hands_back_the_rest(
     assert set(pool.flights) | set(claimed.known) == set(known), "two started, one still held"
     assert all(pool.flights[pk].ctx.run is known[pk] for pk in pool.flights), "started from memory"
     assert starter.claim_queued(T0, known=claimed.known).waiting_for_slots, "no slot free"
+
+
+def test_the_due_query_reads_a_range_of_its_index_and_sorts_nothing(make_job):
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's plan")
+    for minute in range(5):
+        make_job(next_fire_at=T0 + timedelta(minutes=minute))
+    make_job(next_fire_at=T0, state="paused")
+    sql, params = due_jobs(T0 + timedelta(minutes=2)).query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+        plan = [row[-1] for row in cursor.fetchall()]
+    # The due jobs and the first fire after them: two seeks, no sort. With an
+    # index on state alone, every pass read and sorted every enabled job.
+    seeks = [step for step in plan if "job_state_due_idx (state=? AND next_fire_at" in step]
+    assert len(seeks) == 2, plan
+    assert not [step for step in plan if "TEMP B-TREE" in step], plan
+    due = list(due_jobs(T0 + timedelta(minutes=2)))
+    assert [job.next_fire_at for job in due] == [T0 + timedelta(minutes=m) for m in range(3)]
+    assert {job.following for job in due} == {T0 + timedelta(minutes=3)}
+    assert due_jobs(T0).query.high_mark == PLAN_BATCH
+
+
+def test_runs_planning_wrote_queued_are_remembered_until_claimed(make_job, planner):
+    first = {pk: f"run {pk}" for pk in range(1, 4)}
+    # A pass that wrote its fires running (no queued ones) forgets nothing.
+    assert remember(first, {}) == first
+    assert remember(first, {4: "run 4"}) == {**first, 4: "run 4"}
+    # Bounded: the newest are kept; the claim reads the others with their job.
+    many = remember({}, {pk: pk for pk in range(KNOWN_MAX + 10)})
+    assert len(many) == KNOWN_MAX and min(many) == 10 and max(many) == KNOWN_MAX + 9
 
 
 def test_recording_a_failure_returns_the_retry_it_queued(make_job, recorder):

@@ -91,13 +91,7 @@ class Planner:
         # rule) and the first fire time after `now`, which is the next fire
         # unless a claim moves a job sooner: one statement, where two more
         # would ask for the live runs and for the loop's sleep.
-        following = (
-            Job.objects.scheduled()
-            .filter(next_fire_at__gt=now)
-            .order_by("next_fire_at")
-            .values("next_fire_at")[:1]
-        )
-        due = list(Job.objects.due(now).annotate(busy=BUSY, following=Subquery(following))[:PLAN_BATCH])
+        due = list(due_jobs(now))
         if not due:
             return Planned()
         planned = Planned(did=True, full=len(due) == PLAN_BATCH)
@@ -312,6 +306,19 @@ class Planner:
             created_at=now,
             **job.run_policy(),
         )
+
+
+def due_jobs(now: datetime):
+    """The due query of a pass: up to PLAN_BATCH due jobs in fire order, each
+    with `busy` (a run of it is live) and `following` (the first fire time
+    after `now` of any job). Both parts are ranges of job_state_due_idx."""
+    following = (
+        Job.objects.scheduled()
+        .filter(next_fire_at__gt=now)
+        .order_by("next_fire_at")
+        .values("next_fire_at")[:1]
+    )
+    return Job.objects.due(now).annotate(busy=BUSY, following=Subquery(following))[:PLAN_BATCH]
 
 
 def schedule_unplanned(now: datetime) -> bool:
