@@ -192,3 +192,217 @@ def test_the_outbox_paces_its_reads_and_reads_at_once_after_an_alert_was_written
     sender.alert_written()
     assert sender.next_due(T0 + timedelta(milliseconds=600)) is None
     assert reads == [T0, T0 + timedelta(milliseconds=600)]
+
+
+# -- outcomes, one run at a time (timeouts, cancels, shutdown, recovery) --------------
+
+
+def test_a_retry_copies_the_fire_and_its_policy_and_waits_its_interval(make_job, recorder):
+    user = (
+        __import__("django.contrib.auth", fromlist=["get_user_model"])
+        .get_user_model()
+        .objects.create(username="runner")
+    )
+    job = make_job()
+    upstream = Run.objects.create(job=job, scheduled_at=T0, trigger="schedule", status="succeeded")
+    run = Run.objects.create(
+        job=job,
+        scheduled_at=T0,
+        trigger="manual",
+        status="running",
+        started_at=T0,
+        attempt=2,
+        max_retries=3,
+        retry_interval_seconds=45,
+        timeout_seconds=12,
+        handler="demo.echo",
+        task_key="k-1",
+        properties={"a": "1"},
+        caused_by=upstream,
+        created_by=user,
+    )
+
+    recorder.record(run, Run.Status.TIMED_OUT, T0 + timedelta(seconds=12), error="slow")  # not retried
+    recorder.record(run, Run.Status.INTERRUPTED, T0, error="again")  # written once: nothing
+    run.status = "running"
+    Run.objects.filter(pk=run.pk).update(status="running")
+    recorded = recorder.record(run, Run.Status.INTERRUPTED, T0 + timedelta(seconds=20), error="killed")
+
+    retry = Run.objects.get(attempt=3)
+    assert recorded.queued_at == retry.run_after == T0 + timedelta(seconds=65)
+    assert (retry.status, retry.created_at, retry.fire_id) == (
+        "queued",
+        T0 + timedelta(seconds=20),
+        run.fire_id,
+    )
+    copied = ("job_id", "scheduled_at", "trigger", "max_retries", "retry_interval_seconds", "timeout_seconds")
+    assert [getattr(retry, f) for f in copied] == [getattr(run, f) for f in copied]
+    assert (retry.handler, retry.task_key, retry.properties) == ("demo.echo", "k-1", {"a": "1"})
+    assert (retry.caused_by_id, retry.created_by_id) == (upstream.pk, user.pk)
+
+
+def test_an_attempt_past_max_retries_is_not_retried(make_job, recorder):
+    run = Run.objects.create(
+        job=make_job(), scheduled_at=T0, trigger="schedule", status="running", started_at=T0, attempt=2,
+        max_retries=1,
+    )  # fmt: skip
+    assert recorder.record(run, Run.Status.FAILED, T0, error="boom").queued_at is None
+    assert not Run.objects.filter(attempt=3).exists()
+
+
+def test_recording_on_the_job_counts_a_fire_once_after_its_last_attempt(make_job, recorder):
+    job = make_job(alert_threshold=2, consecutive_failures=0)
+    late = T0 + timedelta(milliseconds=2500)
+
+    fires = iter(range(100))
+
+    def running(**fields):  # a fire of its own each time
+        return Run.objects.create(
+            job=job,
+            scheduled_at=T0 + timedelta(minutes=next(fires)),
+            trigger="schedule",
+            status="running",
+            started_at=T0,
+            **fields,
+        )
+
+    recorder.record(running(max_retries=1), Run.Status.FAILED, late, error="x" * 5000)
+    job.refresh_from_db()
+    # A failed attempt with a retry still to come: the job's last status, not a failure yet.
+    assert (job.last_status, job.consecutive_failures, job.last_duration_ms) == ("failed", 0, 2500)
+    assert len(job.last_error) < 5000 and job.last_error.startswith("xxx")
+
+    retry = Run.objects.get(job=job, attempt=2)
+    Run.objects.filter(pk=retry.pk).update(status="running", started_at=T0)
+    retry.refresh_from_db()
+    recorder.record(retry, Run.Status.TIMED_OUT, late, error="slow")
+    job.refresh_from_db()
+    assert (job.last_status, job.last_error, job.consecutive_failures, job.state) == (
+        "timed_out",
+        "slow",
+        1,
+        "enabled",
+    )
+
+    recorded = recorder.record(running(), Run.Status.FAILED, late, error="boom")
+    job.refresh_from_db()
+    assert recorded.alerts and (job.consecutive_failures, job.state, job.next_fire_at) == (2, "crashed", None)
+
+    # A crashed job is not crashed twice; a success clears the count.
+    assert recorder.record(running(), Run.Status.FAILED, late).alerts is False
+    job.refresh_from_db()
+    assert (job.consecutive_failures, job.state) == (3, "crashed")
+    recorder.record(running(), Run.Status.SUCCEEDED, late, result="fine")
+    job.refresh_from_db()
+    assert (job.last_status, job.last_error, job.consecutive_failures) == ("succeeded", "", 0)
+
+
+def test_a_paused_job_counts_failures_but_does_not_crash(make_job, recorder):
+    job = make_job(alert_threshold=1, state="paused")
+    run = Run.objects.create(job=job, scheduled_at=T0, trigger="schedule", status="running", started_at=T0)
+    assert recorder.record(run, Run.Status.FAILED, T0).alerts is False
+    job.refresh_from_db()
+    assert (job.state, job.consecutive_failures) == ("paused", 1)
+
+
+def test_an_outcome_that_cannot_be_stored_is_recorded_failed_and_says_why(make_job, recorder):
+    from django.db import IntegrityError, OperationalError
+
+    run = Run.objects.create(
+        job=make_job(), scheduled_at=T0, trigger="schedule", status="running", started_at=T0
+    )
+
+    def refused():
+        raise IntegrityError("value too long")
+
+    recorded = recorder.record_alone(run, "succeeded", T0, refused)
+    assert (recorded.runs, recorded.written) == (1, 1)
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.error == (
+        "The run ended (succeeded), but its outcome could not be written to the database: "
+        "IntegrityError: value too long. It is recorded as failed instead, without its result and log."
+    )
+
+    def lost():
+        raise OperationalError("server closed the connection")
+
+    with pytest.raises(OperationalError):
+        recorder.record_alone(run, "succeeded", T0, lost)
+
+
+def test_connection_errors_are_told_from_errors_of_the_data():
+    from django.db import DataError, IntegrityError, InterfaceError, OperationalError
+
+    from jobs.engine.outcomes import is_connection_error
+
+    class Cause(Exception):
+        def __init__(self, sqlstate):
+            self.sqlstate = sqlstate
+
+    def operational(sqlstate=None):
+        exc = OperationalError("x")
+        exc.__cause__ = Cause(sqlstate) if sqlstate is not None else None
+        return exc
+
+    assert is_connection_error(operational()) and is_connection_error(InterfaceError("gone"))
+    assert is_connection_error(operational("57P01")) and is_connection_error(operational("40P01"))
+    assert not is_connection_error(operational("54000")) and not is_connection_error(operational("54001"))
+    assert not is_connection_error(IntegrityError("dup")) and not is_connection_error(DataError("nul"))
+    assert not is_connection_error(ValueError("x"))
+
+
+# -- planning's own helpers -----------------------------------------------------
+
+
+def test_a_skipped_fire_is_written_finished_with_its_reason(make_job, planner):
+    job = make_job(max_retries=2, retry_interval_seconds=7, timeout_seconds=9)
+    skipped = planner.skipped(job, T0, Run.SkipReason.OVERLAP, T0 + timedelta(seconds=3), "still running")
+    assert (skipped.status, skipped.skip_reason, skipped.error) == ("skipped", "overlap", "still running")
+    assert (skipped.scheduled_at, skipped.finished_at, skipped.run_after, skipped.created_at) == (
+        T0,
+        T0 + timedelta(seconds=3),
+        T0 + timedelta(seconds=3),
+        T0 + timedelta(seconds=3),
+    )
+    assert (skipped.worker_id, skipped.trigger, skipped.job) == ("node-a", "schedule", job)
+    assert (skipped.max_retries, skipped.retry_interval_seconds, skipped.timeout_seconds) == (2, 7, 9)
+
+
+def test_jobs_without_a_next_fire_time_get_one(make_job):
+    from jobs.engine.planning import schedule_unplanned
+
+    plain = make_job()
+    paused = make_job(state="paused")
+    once = make_job(run_once=True)
+    gone = make_job()
+    gone.deleted_at = T0
+    gone.save()
+    never = make_job(cron_expression="0 0 0 1 1 ? 2020")
+    Job.objects.update(next_fire_at=None)
+
+    assert schedule_unplanned(T0) is True
+    found = dict(Job.objects.values_list("pk", "next_fire_at"))
+    assert found[plain.pk] == T0 + timedelta(minutes=1)
+    assert found[paused.pk] is found[once.pk] is found[gone.pk] is found[never.pk] is None
+    assert schedule_unplanned(T0) is False, "nothing left to plan"
+
+
+def test_the_one_job_claim_moves_only_the_fire_it_read(make_job, planner):
+    job = make_job(next_fire_at=T0)
+    plan = planner.plan_fire(job, T0)
+    assert planner.claim_fire(plan, T0, epoch=None) is True
+    job.refresh_from_db()
+    assert (job.next_fire_at, job.last_fire_at) == (T0 + timedelta(minutes=1), T0)
+    assert Run.objects.filter(job=job, scheduled_at=T0, status="queued").count() == 1
+    assert planner.claim_fire(plan, T0, epoch=None) is False, "the row moved: a second claim writes nothing"
+    assert Run.objects.filter(job=job).count() == 1
+
+    once = make_job(next_fire_at=T0, run_once=True)
+    assert planner.claim_fire(planner.plan_fire(once, T0), T0, epoch=None) is True
+    once.refresh_from_db()
+    assert (once.state, once.next_fire_at) == ("paused", None)
+    stopped = make_job(next_fire_at=T0)
+    plan = planner.plan_fire(stopped, T0)
+    Job.objects.filter(pk=stopped.pk).update(state="paused")
+    assert planner.claim_fire(plan, T0, epoch=None) is False, "a job paused since it was read"
