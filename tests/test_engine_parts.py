@@ -8,7 +8,7 @@ import pytest
 
 from jobs.engine.execution.executors import Outcome, make_pool
 from jobs.engine.execution.starting import Starter
-from jobs.engine.loop import KNOWN_MAX, POLL, NextQueued, remember
+from jobs.engine.loop import POLL, NextQueued
 from jobs.engine.outbox import AlertSender
 from jobs.engine.outcomes import Recorded, Recorder
 from jobs.engine.planning import PLAN_BATCH, Planner, due_jobs, next_fire
@@ -104,16 +104,6 @@ def test_the_due_query_reads_a_range_of_its_index_and_sorts_nothing(make_job):
     assert [job.next_fire_at for job in due] == [T0 + timedelta(minutes=m) for m in range(3)]
     assert {job.following for job in due} == {T0 + timedelta(minutes=3)}
     assert due_jobs(T0).query.high_mark == PLAN_BATCH
-
-
-def test_runs_planning_wrote_queued_are_remembered_until_claimed(make_job, planner):
-    first = {pk: f"run {pk}" for pk in range(1, 4)}
-    # A pass that wrote its fires running (no queued ones) forgets nothing.
-    assert remember(first, {}) == first
-    assert remember(first, {4: "run 4"}) == {**first, 4: "run 4"}
-    # Bounded: the newest are kept; the claim reads the others with their job.
-    many = remember({}, {pk: pk for pk in range(KNOWN_MAX + 10)})
-    assert len(many) == KNOWN_MAX and min(many) == 10 and max(many) == KNOWN_MAX + 9
 
 
 def test_recording_a_failure_returns_the_retry_it_queued(make_job, recorder):

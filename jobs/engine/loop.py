@@ -70,23 +70,6 @@ class Carry:
     waiting_for_slots: bool = False  # the last claim filled every free slot, with runs still queued
 
 
-# Queued runs kept in memory for the claim, at most: the newest are kept.
-# A run another node claimed, or one cancelled while queued, is never
-# claimed from here (the claim starts only ids its query returned), but
-# would stay; past this, the claim reads the rest with their job instead.
-KNOWN_MAX = 2 * planning.PLAN_BATCH
-
-
-def remember(known: dict[int, Run], queued: dict[int, Run]) -> dict[int, Run]:
-    """The runs the claim may start from memory: those not claimed yet and
-    those planning just wrote queued (a pass that wrote its fires running
-    adds none and forgets none)."""
-    merged = {**known, **queued}
-    if len(merged) > KNOWN_MAX:
-        merged = dict(list(merged.items())[-KNOWN_MAX:])
-    return merged
-
-
 @dataclass(frozen=True)
 class Pass:
     """What one pass did."""
@@ -254,7 +237,7 @@ class Scheduler:
         if planned.lease_lost:
             self.leadership.lost_leader()
         if planned.queued is not None:
-            self.carry = replace(self.carry, known=remember(self.carry.known, planned.queued))
+            self.carry = replace(self.carry, known=planned.queued)
         self._took(self.starter.start_all(planned.starting))
         return planned
 
