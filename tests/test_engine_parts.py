@@ -187,12 +187,7 @@ def test_the_outbox_paces_its_reads_and_reads_at_once_after_an_alert_was_written
 # -- outcomes, one run at a time (timeouts, cancels, shutdown, recovery) --------------
 
 
-def test_a_retry_copies_the_fire_and_its_policy_and_waits_its_interval(make_job, recorder):
-    user = (
-        __import__("django.contrib.auth", fromlist=["get_user_model"])
-        .get_user_model()
-        .objects.create(username="runner")
-    )
+def test_a_retry_copies_the_fire_and_its_policy_and_waits_its_interval(make_job, recorder, staff_user):
     job = make_job()
     upstream = Run.objects.create(job=job, scheduled_at=T0, trigger="schedule", status="succeeded")
     run = Run.objects.create(
@@ -209,7 +204,7 @@ def test_a_retry_copies_the_fire_and_its_policy_and_waits_its_interval(make_job,
         task_key="k-1",
         properties={"a": "1"},
         caused_by=upstream,
-        created_by=user,
+        created_by=staff_user,
     )
 
     recorder.record(run, Run.Status.TIMED_OUT, T0 + timedelta(seconds=12), error="slow")  # not retried
@@ -228,7 +223,7 @@ def test_a_retry_copies_the_fire_and_its_policy_and_waits_its_interval(make_job,
     copied = ("job_id", "scheduled_at", "trigger", "max_retries", "retry_interval_seconds", "timeout_seconds")
     assert [getattr(retry, f) for f in copied] == [getattr(run, f) for f in copied]
     assert (retry.handler, retry.task_key, retry.properties) == ("demo.echo", "k-1", {"a": "1"})
-    assert (retry.caused_by_id, retry.created_by_id) == (upstream.pk, user.pk)
+    assert (retry.caused_by_id, retry.created_by_id) == (upstream.pk, staff_user.pk)
 
 
 def test_an_attempt_past_max_retries_is_not_retried(make_job, recorder):

@@ -87,10 +87,6 @@ class Planner:
         leader lease's, which the claims carry (None on one node). Up to
         `free_slots` queued fires are written already running on this node
         (0: every fire goes through the queue)."""
-        # Each due job comes with whether a run of it is live (the overlap
-        # rule) and the first fire time after `now`, which is the next fire
-        # unless a claim moves a job sooner: one statement, where two more
-        # would ask for the live runs and for the loop's sleep.
         due = list(due_jobs(now))
         if not due:
             return Planned()
@@ -310,8 +306,11 @@ class Planner:
 
 def due_jobs(now: datetime):
     """The due query of a pass: up to PLAN_BATCH due jobs in fire order, each
-    with `busy` (a run of it is live) and `following` (the first fire time
-    after `now` of any job). Both parts are ranges of job_state_due_idx."""
+    with `busy` (a run of it is live: the overlap rule) and `following` (the
+    first fire time after `now` of any job, which is the next fire unless a
+    claim moves a job sooner). One statement, where two more would ask for
+    the live runs and for the loop's sleep; both parts are ranges of
+    job_state_due_idx."""
     following = (
         Job.objects.scheduled()
         .filter(next_fire_at__gt=now)
