@@ -565,10 +565,13 @@ class JobDependency(ChoiceLabels, models.Model):
 
 
 def _run_column_in(column: str, values) -> RawSQL:
-    """`"jobs_run"."<column>" IN ('a', 'b')`, the values written as literals."""
+    """`"jobs_run"."<column>" IN ('a', 'b')` (or `= 'a'`), the values written as literals."""
     assert all(str(v).replace("_", "").isalnum() for v in values), values
     listed = ", ".join(f"'{v}'" for v in values)
-    return RawSQL(f'"{Run._meta.db_table}"."{column}" IN ({listed})', (), output_field=models.BooleanField())
+    # One value as `=`: SQLite matches a partial index's `status = 'queued'`
+    # only to the same comparison, not to `IN ('queued')`.
+    condition = f"= {listed}" if len(values) == 1 else f"IN ({listed})"
+    return RawSQL(f'"{Run._meta.db_table}"."{column}" {condition}', (), output_field=models.BooleanField())
 
 
 # A run is live (queued or running); a run was started by hand. SQLite uses a
@@ -578,6 +581,9 @@ def _run_column_in(column: str, values) -> RawSQL:
 # the job ever had (bench: a job's whole history per fire). Filter live runs
 # of a job, or of a worker, with these.
 LIVE_RUN = _run_column_in("status", Run.LIVE)
+# A queued run (run_queued_idx): the claim asks on every pass whether one is
+# due; with the status bound, 0.2 ms of SQLite instead of 0.03 ms.
+QUEUED_RUN = _run_column_in("status", [Run.Status.QUEUED])
 MANUAL_RUN = _run_column_in("trigger", Run.MANUAL_TRIGGERS)
 
 

@@ -11,7 +11,7 @@ from jobs.engine.execution.starting import Starter
 from jobs.engine.loop import POLL, NextQueued
 from jobs.engine.outbox import AlertSender
 from jobs.engine.outcomes import Recorded, Recorder
-from jobs.engine.planning import PLAN_BATCH, Planner, due_jobs, next_fire
+from jobs.engine.planning import PLAN_BATCH, Planner, due_jobs, due_query, next_fire
 from jobs.models import Alert, Job, Run
 from tests.fixtures.core import T0
 
@@ -91,7 +91,7 @@ def test_the_due_query_reads_a_range_of_its_index_and_sorts_nothing(make_job):
     for minute in range(5):
         make_job(next_fire_at=T0 + timedelta(minutes=minute))
     make_job(next_fire_at=T0, state="paused")
-    sql, params = due_jobs(T0 + timedelta(minutes=2)).query.sql_with_params()
+    sql, params = due_query(T0 + timedelta(minutes=2)).query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
         plan = [row[-1] for row in cursor.fetchall()]
@@ -100,10 +100,10 @@ def test_the_due_query_reads_a_range_of_its_index_and_sorts_nothing(make_job):
     seeks = [step for step in plan if "job_state_due_idx (state=? AND next_fire_at" in step]
     assert len(seeks) == 2, plan
     assert not [step for step in plan if "TEMP B-TREE" in step], plan
-    due = list(due_jobs(T0 + timedelta(minutes=2)))
+    due = due_jobs(T0 + timedelta(minutes=2))
     assert [job.next_fire_at for job in due] == [T0 + timedelta(minutes=m) for m in range(3)]
     assert {job.following for job in due} == {T0 + timedelta(minutes=3)}
-    assert due_jobs(T0).query.high_mark == PLAN_BATCH
+    assert due_query(T0).query.high_mark == PLAN_BATCH
 
 
 def test_recording_a_failure_returns_the_retry_it_queued(make_job, recorder):

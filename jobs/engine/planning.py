@@ -25,6 +25,7 @@ from django.db.models.expressions import RawSQL
 from jobs.engine import leases
 from jobs.engine.bulk import update_from_values
 from jobs.engine.execution.starting import take
+from jobs.engine.prepared import Prepared
 from jobs.models import LIVE_RUN, Job, Run
 
 log = logging.getLogger("cronboard.scheduler")
@@ -87,7 +88,7 @@ class Planner:
         leader lease's, which the claims carry (None on one node). Up to
         `free_slots` queued fires are written already running on this node
         (0: every fire goes through the queue)."""
-        due = list(due_jobs(now))
+        due = due_jobs(now)
         if not due:
             return Planned()
         planned = Planned(did=True, full=len(due) == PLAN_BATCH)
@@ -304,7 +305,7 @@ class Planner:
         )
 
 
-def due_jobs(now: datetime):
+def due_query(now: datetime):
     """The due query of a pass: up to PLAN_BATCH due jobs in fire order, each
     with `busy` (a run of it is live: the overlap rule) and `following` (the
     first fire time after `now` of any job, which is the next fire unless a
@@ -318,6 +319,11 @@ def due_jobs(now: datetime):
         .values("next_fire_at")[:1]
     )
     return Job.objects.due(now).annotate(busy=BUSY, following=Subquery(following))[:PLAN_BATCH]
+
+
+# Compiled once: Django's compilation was most of the due query's cost
+# (jobs.engine.prepared).
+due_jobs = Prepared(due_query)
 
 
 def schedule_unplanned(now: datetime) -> bool:

@@ -20,8 +20,9 @@ from django.db.models import Min
 
 from jobs.engine.execution.executors import Flight, HandlerRef
 from jobs.engine.outcomes import Recorded, Recorder
+from jobs.engine.prepared import Prepared
 from jobs.handlers.base import JobContext
-from jobs.models import Job, Run
+from jobs.models import QUEUED_RUN, Job, Run
 
 CLAIM_BATCH = 100
 
@@ -67,11 +68,11 @@ class Starter:
         free = min(self.pool.free_slots, CLAIM_BATCH)
         if free <= 0:
             return Claimed(known=known, waiting_for_slots=True)
-        queued = Run.objects.filter(status=Run.Status.QUEUED, run_after__lte=now).order_by("run_after", "id")
-        if not queued.exists():
+        if not _any_queued_due(now):
             # The common pass: nothing queued. A read, not a write transaction
             # (on SQLite BEGIN IMMEDIATE takes the database's write lock).
             return Claimed(known=known)
+        queued = Run.objects.filter(QUEUED_RUN, run_after__lte=now).order_by("run_after", "id")
         if connection.vendor == "postgresql":
             queued = queued.select_for_update(skip_locked=True, of=("self",))
         claimed = Claimed(did=True)
@@ -148,6 +149,14 @@ class Starter:
         kind, name = (Job.Kind.PYTHON, run.handler) if run.is_task else (job.kind, job.handler)
         self.pool.start(flight, HandlerRef(str(kind), name))
         return Recorded()
+
+
+def _queued_due(now: datetime):
+    return Run.objects.filter(QUEUED_RUN, run_after__lte=now).order_by().only("id")[:1]
+
+
+# Asked on every pass, so compiled once (jobs.engine.prepared).
+_any_queued_due = Prepared(_queued_due)
 
 
 def next_queued_after(now: datetime) -> datetime | None:
