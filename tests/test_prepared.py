@@ -1,10 +1,15 @@
-"""jobs.engine.prepared: a queryset compiled once gives the rows the queryset
-itself gives, on both databases, whatever time it is called with."""
+"""The scheduler's hot statements written without building a Django query
+each time, checked against what Django itself does, on both databases:
+jobs.engine.prepared (a queryset compiled once) and jobs.engine.bulk's
+insert_rows (one INSERT for a pass's runs)."""
 
+import uuid
 from datetime import timedelta
 
 import pytest
-from django.db import connections
+from django.db import IntegrityError, connections, transaction
+
+from jobs.engine.bulk import insert_rows
 
 from jobs.engine.planning import due_jobs, due_query
 from jobs.engine.prepared import Prepared
@@ -55,3 +60,46 @@ def test_a_query_that_ignores_the_time_or_follows_relations_is_refused(db):
         Prepared(lambda now: Job.objects.all())(T0)
     with pytest.raises(ValueError, match="select_related"):
         Prepared(lambda now: Run.objects.filter(run_after__lte=now).select_related("job"))(T0)
+
+
+def test_insert_rows_writes_what_bulk_create_writes(both_databases, make_job):
+    """jobs.engine.bulk.insert_rows: the planner's one INSERT of a pass."""
+    job = make_job()
+
+    def runs(offset: timedelta) -> list[Run]:
+        return [
+            Run(
+                job=job,
+                fire_id=uuid.uuid4(),
+                scheduled_at=T0 + offset + timedelta(seconds=i),
+                run_after=T0,
+                trigger="schedule",
+                status=status,
+                started_at=T0 if status == "running" else None,
+                properties={"é": [1, None, "\u2713"]} if i else {},
+                planned_epoch=7 if i else None,
+                created_at=T0,
+                **job.run_policy(),
+            )
+            for i, status in enumerate(["queued", "running", "skipped"])
+        ]
+
+    ours, django = runs(timedelta(0)), runs(timedelta(hours=1))
+    assert insert_rows(ours) is not None and all(run.pk and not run._state.adding for run in ours)
+    Run.objects.bulk_create(django)
+    columns = [f.attname for f in Run._meta.concrete_fields if f.attname not in ("id", "scheduled_at", "fire_id")]
+    stored = {run.pk: run for run in Run.objects.all()}
+    assert len(stored) == 6
+    for mine, theirs in zip(ours, django, strict=True):
+        assert [getattr(stored[mine.pk], c) for c in columns] == [getattr(stored[theirs.pk], c) for c in columns]
+        assert stored[mine.pk].fire_id == mine.fire_id and stored[mine.pk].scheduled_at == mine.scheduled_at
+    assert insert_rows([]) == []
+
+
+def test_insert_rows_stops_at_the_unique_fire(both_databases, make_job):
+    job = make_job()
+    run = dict(job=job, scheduled_at=T0, run_after=T0, trigger="schedule", status="queued", created_at=T0)
+    insert_rows([Run(**run)])
+    with pytest.raises(IntegrityError), transaction.atomic():
+        insert_rows([Run(**run, attempt=2), Run(**run)])
+    assert Run.objects.count() == 1, "nothing of the refused statement is written"

@@ -1,4 +1,12 @@
-"""One UPDATE for many rows, each with its own values.
+"""One statement for many rows: an INSERT of new rows, an UPDATE of rows
+that each get their own values.
+
+`insert_rows(objs)` writes new model rows in one `INSERT … VALUES (…), (…)
+RETURNING pk` per chunk and sets their primary keys: what
+`bulk_create(objs)` does, without building a Django query for each call
+(0.1 ms a call and 20 µs a row of the scheduler's pass went there). The
+values are prepared by each field as `bulk_create` prepares them
+(`pre_save`, `get_db_prep_save`).
 
 The scheduler's hot paths write a batch of rows at a time: the fires a pass
 claims (each job's next fire time moves from the value it read to its own
@@ -15,6 +23,7 @@ run it. On PostgreSQL every placeholder carries its column's type, since a
 VALUES list gives its columns no type of its own.
 """
 
+import functools
 from collections.abc import Iterable, Sequence
 
 from django.db import connection
@@ -22,6 +31,43 @@ from django.db import connection
 # Rows per statement: well under SQLite's 32,766 bound parameters and
 # PostgreSQL's 65,535 for the widest row written here.
 CHUNK = 500
+
+
+def insert_rows(objs: Sequence) -> list:
+    """Insert model instances (one model, primary keys unset) and set their
+    primary keys; returns them."""
+    objs = list(objs)
+    if not objs:
+        return objs
+    model = type(objs[0])
+    fields, head = _insert_statement(model, connection.vendor)
+    pk_attname = model._meta.pk.attname
+    db = connection.alias
+    for start in range(0, len(objs), CHUNK):
+        chunk = objs[start : start + CHUNK]
+        params: list = []
+        for obj in chunk:
+            params += [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields]
+        row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"{head} VALUES {', '.join([row_sql] * len(chunk))} RETURNING {connection.ops.quote_name(model._meta.pk.column)}",
+                params,
+            )
+            keys = cursor.fetchall()
+        for obj, (key,) in zip(chunk, keys, strict=True):
+            setattr(obj, pk_attname, key)
+            obj._state.adding, obj._state.db = False, db
+    return objs
+
+
+@functools.cache
+def _insert_statement(model, vendor: str) -> tuple[list, str]:
+    """The fields an insert writes (every concrete one but the primary key)
+    and `INSERT INTO <table> (<columns>)`."""
+    qn = connection.ops.quote_name
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    return fields, f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)})"
 
 
 def update_from_values(

@@ -23,7 +23,7 @@ from django.db.models import BooleanField, Min, Subquery
 from django.db.models.expressions import RawSQL
 
 from jobs.engine import leases
-from jobs.engine.bulk import update_from_values
+from jobs.engine.bulk import insert_rows, update_from_values
 from jobs.engine.execution.starting import take
 from jobs.engine.prepared import Prepared
 from jobs.models import LIVE_RUN, Job, Run
@@ -104,7 +104,7 @@ class Planner:
                 planned.starting = queued[: max(0, free_slots)]
                 take(planned.starting, now, worker_id=self.worker_id, clock=self.clock)
                 # One INSERT for the batch's runs, inside the claims' transaction.
-                created = Run.objects.bulk_create(runs)
+                created = insert_rows(runs)
             planned.queued = {run.pk: run for run in created if run.status == Run.Status.QUEUED and run.pk}
             if len(claimed) == len(plans) and not planned.full:
                 moved = [plan.new_next for plan in plans if plan.new_next is not None]
