@@ -73,7 +73,9 @@ def test_the_claim_starts_runs_planning_holds_and_hands_back_the_rest(
     for _ in range(3):
         make_job(next_fire_at=T0)
     known = planner.plan_due(T0, epoch=None, free_slots=0).queued
-    starter = Starter(worker_id="node-a", clock=clock, pool=pool, recorder=recorder, log_keep=1000)
+    starter = Starter(
+        worker_id="node-a", clock=clock, pool=pool, recorder=recorder, log_keep=1000, remember_for=POLL
+    )
 
     claimed = starter.claim_queued(T0, known=known)
 
@@ -81,6 +83,29 @@ def test_the_claim_starts_runs_planning_holds_and_hands_back_the_rest(
     assert set(pool.flights) | set(claimed.known) == set(known), "two started, one still held"
     assert all(pool.flights[pk].ctx.run is known[pk] for pk in pool.flights), "started from memory"
     assert starter.claim_queued(T0, known=claimed.known).waiting_for_slots, "no slot free"
+
+
+@pytest.mark.parametrize(
+    ("age", "from_memory"),
+    [(POLL - timedelta(milliseconds=1), True), (POLL + timedelta(milliseconds=1), False)],
+)
+def test_a_held_run_starts_from_memory_only_within_the_edit_poll(
+    make_job, planner, recorder, pool, clock, age, from_memory
+):
+    """Within POLL a queued run starts with its job as planning read it (as a
+    run started in the pass that planned it does); past POLL it is read
+    again, so an edit made in the console while it waited for a slot counts."""
+    job = make_job(next_fire_at=T0, properties={"v": 1})
+    known = planner.plan_due(T0, epoch=None, free_slots=0).queued
+    Job.objects.filter(pk=job.pk).update(properties={"v": 2})
+    starter = Starter(
+        worker_id="node-a", clock=clock, pool=pool, recorder=recorder, log_keep=1000, remember_for=POLL
+    )
+    claimed = starter.claim_queued(T0 + age, known=known)
+    (flight,) = pool.flights.values()
+    assert (flight.ctx.run is known[flight.run_id]) == from_memory
+    assert flight.ctx.properties == ({"v": 1} if from_memory else {"v": 2})
+    assert claimed.known == {}
 
 
 def test_the_due_query_reads_a_range_of_its_index_and_sorts_nothing(make_job):
@@ -141,7 +166,9 @@ def test_finished_runs_are_written_and_let_go_of(make_job, recorder, pool, clock
         worker_id="node-a", clustered=False, misfire_threshold=timedelta(seconds=60), clock=clock
     )
     (run,) = planner.plan_due(T0, epoch=None, free_slots=1).starting
-    starter = Starter(worker_id="node-a", clock=clock, pool=pool, recorder=recorder, log_keep=1000)
+    starter = Starter(
+        worker_id="node-a", clock=clock, pool=pool, recorder=recorder, log_keep=1000, remember_for=POLL
+    )
     starter.start_all([run])
     pool.wait(10)  # the handler's own outcome is not needed: one is written by hand
 

@@ -10,7 +10,6 @@ import pytest
 from django.db import IntegrityError, connections, transaction
 
 from jobs.engine.bulk import insert_rows
-
 from jobs.engine.planning import due_jobs, due_query
 from jobs.engine.prepared import Prepared
 from jobs.models import Job, Run
@@ -87,11 +86,15 @@ def test_insert_rows_writes_what_bulk_create_writes(both_databases, make_job):
     ours, django = runs(timedelta(0)), runs(timedelta(hours=1))
     assert insert_rows(ours) is not None and all(run.pk and not run._state.adding for run in ours)
     Run.objects.bulk_create(django)
-    columns = [f.attname for f in Run._meta.concrete_fields if f.attname not in ("id", "scheduled_at", "fire_id")]
+    columns = [
+        f.attname for f in Run._meta.concrete_fields if f.attname not in ("id", "scheduled_at", "fire_id")
+    ]
     stored = {run.pk: run for run in Run.objects.all()}
     assert len(stored) == 6
     for mine, theirs in zip(ours, django, strict=True):
-        assert [getattr(stored[mine.pk], c) for c in columns] == [getattr(stored[theirs.pk], c) for c in columns]
+        assert [getattr(stored[mine.pk], c) for c in columns] == [
+            getattr(stored[theirs.pk], c) for c in columns
+        ]
         assert stored[mine.pk].fire_id == mine.fire_id and stored[mine.pk].scheduled_at == mine.scheduled_at
     assert insert_rows([]) == []
 

@@ -139,7 +139,12 @@ class Scheduler:
         )
         self.recorder = Recorder(worker_id=self.worker_id, cap=cap)
         self.starter = Starter(
-            worker_id=self.worker_id, clock=clock, pool=self.pool, recorder=self.recorder, log_keep=cap
+            worker_id=self.worker_id,
+            clock=clock,
+            pool=self.pool,
+            recorder=self.recorder,
+            log_keep=cap,
+            remember_for=POLL,
         )
         self.run_heartbeat = maintenance.RunHeartbeat(recorder=self.recorder)
         self.sweeper = maintenance.Sweep(worker_id=self.worker_id, recorder=self.recorder)
@@ -237,7 +242,8 @@ class Scheduler:
         if planned.lease_lost:
             self.leadership.lost_leader()
         if planned.queued is not None:
-            self.carry = replace(self.carry, known=planned.queued)
+            # Added to those not claimed yet; the claim forgets them after POLL.
+            self.carry = replace(self.carry, known={**self.carry.known, **planned.queued})
         self._took(self.starter.start_all(planned.starting))
         return planned
 

@@ -55,16 +55,31 @@ def take(runs: list[Run], now: datetime, *, worker_id: str, clock: Callable[[], 
 
 class Starter:
     def __init__(
-        self, *, worker_id: str, clock: Callable[[], datetime], pool, recorder: Recorder, log_keep: int
+        self,
+        *,
+        worker_id: str,
+        clock: Callable[[], datetime],
+        pool,
+        recorder: Recorder,
+        log_keep: int,
+        remember_for: timedelta,
     ):
         self.worker_id = worker_id
+        # A run planning wrote queued starts from memory, with its job as
+        # planning read it, only this long after it was written; after that
+        # it is read again with its job as it is now (the loop's POLL: how
+        # soon an edit made in the console is noticed).
+        self.remember_for = remember_for
         self.clock = clock
         self.pool = pool
         self.recorder = recorder
         self.log_keep = log_keep
 
     def claim_queued(self, now: datetime, *, known: dict[int, Run]) -> Claimed:
-        """Start queued runs that are due, as many as there are free slots."""
+        """Start queued runs that are due, as many as there are free slots.
+        `known`: runs planning wrote queued, by id, which start from memory
+        while they are recent (`remember_for`)."""
+        known = {pk: run for pk, run in known.items() if run.created_at >= now - self.remember_for}
         free = min(self.pool.free_slots, CLAIM_BATCH)
         if free <= 0:
             return Claimed(known=known, waiting_for_slots=True)
