@@ -8,8 +8,9 @@ time on a fixed clock. The steps share nothing but their arguments and
 return values; the little that one pass leaves for the next is the loop's,
 in the open:
 
-- `carry` (a `Carry`): the runs planning wrote and holds in memory, which
-  the claim then starts without loading them back, and whether the last
+- `carry` (a `Carry`): the runs planning wrote queued and holds in memory,
+  which the claim starts without loading them back while they are younger
+  than POLL (`Starter.remember_for`), and whether the last
   claim left runs waiting for slots (then fires are not written already
   running, and a finished run wakes the loop at once);
 - `pending`: outcomes that arrived between passes, not written yet (and kept

@@ -176,7 +176,7 @@ _any_queued_due = Prepared(_queued_due)
 
 def next_queued_after(now: datetime) -> datetime | None:
     """When the next queued run that is not due yet becomes due."""
-    return Run.objects.filter(status=Run.Status.QUEUED, run_after__gt=now).aggregate(m=Min("run_after"))["m"]
+    return Run.objects.filter(QUEUED_RUN, run_after__gt=now).aggregate(m=Min("run_after"))["m"]
 
 
 def upstream_of(run: Run) -> dict | None:
