@@ -12,7 +12,7 @@ from jobs.engine.loop import POLL, NextQueued
 from jobs.engine.outbox import AlertSender
 from jobs.engine.outcomes import Recorded, Recorder
 from jobs.engine.planning import PLAN_BATCH, Planner, due_jobs, due_query, next_fire
-from jobs.models import Alert, Job, Run
+from jobs.models import QUEUED_RUN, Alert, Job, Run
 from tests.fixtures.core import T0
 
 pytestmark = pytest.mark.django_db
@@ -418,3 +418,22 @@ def test_the_one_job_claim_moves_only_the_fire_it_read(make_job, planner):
     plan = planner.plan_fire(stopped, T0)
     Job.objects.filter(pk=stopped.pk).update(state="paused")
     assert planner.claim_fire(plan, T0, epoch=None) is False, "a job paused since it was read"
+
+
+def test_the_claims_questions_read_the_queued_runs_index(db):
+    """Asked on every pass: is a queued run due, when is the next one. Both
+    by run_queued_idx, which SQLite uses only when the status is a literal
+    `=` (bound, or written `IN ('queued')`, it scanned another index)."""
+    from django.db import connection
+
+    from jobs.engine.execution.starting import _queued_due
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's plan")
+    later = Run.objects.filter(QUEUED_RUN, run_after__gt=T0).values("run_after")
+    for queryset in (_queued_due(T0), later):
+        sql, params = queryset.query.sql_with_params()
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+            plan = " | ".join(row[-1] for row in cursor.fetchall())
+        assert "USING INDEX run_queued_idx" in plan, plan
