@@ -1,0 +1,20 @@
+"""Schemathesis, every check, against a gunicorn on PostgreSQL, whose text
+refuses what SQLite stores (a NUL, a lone surrogate); tests/fixtures/schemathesis.py
+says what and how."""
+
+import pytest
+
+from tests.fixtures.schemathesis import check_schemathesis, schemathesis_site
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+
+
+@pytest.fixture
+def site(request, tmp_path):
+    site = schemathesis_site(request, tmp_path, "postgres")
+    yield site
+    site.stop_all(timeout=15)
+
+
+def test_schemathesis_finds_nothing_and_reaches_the_job_life_cycle(site, tmp_path):
+    check_schemathesis(site, tmp_path)
