@@ -3,9 +3,9 @@ it serves (tests/fixtures/schemathesis.py says what and how)."""
 
 import pytest
 
-from tests.fixtures.schemathesis import check_schemathesis, schemathesis_site
+from tests.fixtures.schemathesis import TIMEOUT_SECONDS, check_schemathesis, schemathesis_site
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(TIMEOUT_SECONDS)]
 
 
 @pytest.fixture

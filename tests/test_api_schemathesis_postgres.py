@@ -4,9 +4,9 @@ says what and how."""
 
 import pytest
 
-from tests.fixtures.schemathesis import check_schemathesis, schemathesis_site
+from tests.fixtures.schemathesis import TIMEOUT_SECONDS, check_schemathesis, schemathesis_site
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(TIMEOUT_SECONDS)]
 
 
 @pytest.fixture
