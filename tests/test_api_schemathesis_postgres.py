@@ -4,16 +4,11 @@ says what and how."""
 
 import pytest
 
-from tests.fixtures.schemathesis import TIMEOUT_SECONDS, check_schemathesis, schemathesis_site
+from tests.fixtures.schemathesis import TIMEOUT_SECONDS, check_schemathesis, site_fixture
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(TIMEOUT_SECONDS)]
 
-
-@pytest.fixture
-def site(request, tmp_path):
-    site = schemathesis_site(request, tmp_path, "postgres")
-    yield site
-    site.stop_all(timeout=15)
+site = site_fixture("postgres")
 
 
 def test_schemathesis_finds_nothing_and_reaches_the_job_life_cycle(site, tmp_path):
