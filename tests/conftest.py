@@ -18,9 +18,9 @@ pytest_plugins = [
 ]
 
 
-# The files that take longest, longest first: their wall seconds with six
-# workers on a 2-core machine were about 207, 177, 150, 120, 84, 80, 50, 51,
-# 45, 44 and 42. scripts/test.sh hands whole files to the workers in
+# The files that take longest, longest first: beside the rest of the suite
+# on a 2-core machine the first four take three to five minutes each, the
+# others one to two. scripts/test.sh hands whole files to the workers in
 # collection order (`--dist loadfile --no-loadscope-reorder`), so these start
 # first instead of one of them starting last and running alone while the
 # other workers idle. Only the order of the files depends on this list: a

@@ -60,10 +60,6 @@ def drive(scheduler, until, timeout=20.0):
 
 
 def fire_now(make_job, handler, **fields):
-    """A job due now whose next fire is next 1 January (unless told otherwise):
-    make_job's every-minute default would fire again at the next :00, and a
-    test that waits for a slot to come free would then see it taken again."""
-    fields.setdefault("cron_expression", "0 0 0 1 1 *")
     return make_job(handler=handler, next_fire_at=timezone.now(), **fields)
 
 
