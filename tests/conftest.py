@@ -20,7 +20,7 @@ pytest_plugins = [
 
 # The files that take longest, longest first: beside the rest of the suite
 # on a 2-core machine the first four take three to five minutes each, the
-# others one to two. scripts/test.sh hands whole files to the workers in
+# others up to two. scripts/test.sh hands whole files to the workers in
 # collection order (`--dist loadfile --no-loadscope-reorder`), so these start
 # first instead of one of them starting last and running alone while the
 # other workers idle. Only the order of the files depends on this list: a
