@@ -390,6 +390,26 @@ def test_keyboard_focus_survives_a_search_redraw_and_a_refresh(open_page, staff)
     assert page.js_errors == []
 
 
+def test_keyboard_focus_survives_a_redraw_that_overlaps_another(open_page, staff):
+    """Regression: a second part's swap (the unread badge's poll) landing
+    before the first part's redraw had settled made the first forget where
+    the focus was, so a link in the run history lost it (seen once under
+    load, when the history's own poll met one the test asked for). The
+    settle delay is stretched here so the overlap is certain."""
+    job = make_job(name="sync-b")
+    Run.objects.create(job=job, scheduled_at=timezone.now(), trigger="schedule", status="succeeded")
+    page = sign_in(open_page())
+    page.goto(f"/jobs/{job.pk}/")
+    page.evaluate("htmx.config.defaultSettleDelay = 1500")
+    page.locator("#run-history tbody a").first.focus()
+    with page.expect_response(lambda r: r.request.headers.get("hx-trigger") == "run-history"):
+        page.evaluate("htmx.trigger('#run-history', 'poll')")
+    with page.expect_response(lambda r: r.request.headers.get("hx-trigger") == "unread-count"):
+        page.evaluate("htmx.trigger('#unread-count', 'poll')")
+    expect(page.locator("#run-history tbody a").first).to_be_focused()
+    assert page.js_errors == []
+
+
 # -- 3. live ----------------------------------------------------------------------------------------------
 
 

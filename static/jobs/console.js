@@ -258,10 +258,13 @@
     );
   }
 
+  // What a swap keeps is let go of by the next settle, not by the next swap:
+  // two redraws can overlap (a part's own poll beside one the page asked
+  // for), and the second one's swap, with the focus already gone, must not
+  // forget what the first one kept.
   document.addEventListener("htmx:beforeSwap", function (event) {
     const target = event.detail.target;
     const active = document.activeElement;
-    keptFocus = null;
     if (!target || !target.id || !active || active === document.body || !target.contains(active) || active.id) return;
     keptFocus = { target: target.id, clone: active.cloneNode(true), index: focusables(target).indexOf(active) };
   });
