@@ -258,20 +258,22 @@
     );
   }
 
-  // What a swap keeps is let go of by the next settle, not by the next swap:
-  // two redraws can overlap (a part's own poll beside one the page asked
-  // for), and the second one's swap, with the focus already gone, must not
-  // forget what the first one kept.
+  // What a swap keeps is let go of when that part settles, not by the next
+  // swap or another part's settle: two redraws can overlap (a part's own
+  // poll beside another part's), and the second, with the focus already
+  // gone, must not forget what the first kept.
   document.addEventListener("htmx:beforeSwap", function (event) {
     const target = event.detail.target;
     const active = document.activeElement;
     if (!target || !target.id || !active || active === document.body || !target.contains(active) || active.id) return;
     keptFocus = { target: target.id, clone: active.cloneNode(true), index: focusables(target).indexOf(active) };
   });
-  document.addEventListener("htmx:afterSettle", function () {
+  document.addEventListener("htmx:afterSettle", function (event) {
     const kept = keptFocus;
+    const target = event.detail.target;
+    if (!kept || !target || target.id !== kept.target) return;
     keptFocus = null;
-    if (!kept || (document.activeElement && document.activeElement !== document.body)) return;
+    if (document.activeElement && document.activeElement !== document.body) return;
     const root = document.getElementById(kept.target);
     if (!root) return;
     const candidates = focusables(root);
