@@ -3,6 +3,7 @@ real SQLite file, beside hostile jobs: the scheduler stays up, ordinary jobs
 keep their times, each hostile run is recorded with the right status, and a
 scheduler killed with -9 leaves no run process behind."""
 
+import itertools
 import json
 import os
 import signal
@@ -78,7 +79,7 @@ def site(tmp_path, migrated_sqlite):
 def test_hostile_jobs_are_recorded_and_ordinary_jobs_keep_their_times(site):
     site.import_jobs(
         every("ticker", "demo.echo", properties={"n": "1"}),
-        every("spinner", "hostile.spin", timeout_seconds=5),
+        every("spinner", "hostile.spin", timeout_seconds=20),
         every("segfault", "hostile.segfault"),
         every("exit", "hostile.exit", properties={"code": "7"}),
         every("hog", "hostile.hog", properties={"mb": "1536"}),
@@ -106,7 +107,7 @@ def test_hostile_jobs_are_recorded_and_ordinary_jobs_keep_their_times(site):
         lambda rows: all(last(n) for n in ("spinner", "segfault", "exit", "hog", "flood", "count")),
         60,
     )
-    assert last("spinner")[0][:2] == ("timed_out", "timed out after 5 s; the handler was asked to stop")
+    assert last("spinner")[0][:2] == ("timed_out", "timed out after 20 s; the handler was asked to stop")
     assert last("segfault")[0][0] == "failed" and "killed by signal SIGSEGV" in last("segfault")[0][1]
     assert last("exit")[0][:2] == (
         "failed",
@@ -120,25 +121,33 @@ def test_hostile_jobs_are_recorded_and_ordinary_jobs_keep_their_times(site):
         "an SQL job reads the scheduler's database from its child"
     )
 
-    # Meanwhile the ticker fired on its grid, every fire run. A loop held by
-    # a hostile run would skip or miss ticks, or start them late by the
-    # spinner's 5 s; the bound leaves room for a machine the test suite
-    # itself keeps busy (its other workers), never for a held loop.
+    # Meanwhile the ticker fired on its grid. A loop held by a hostile run
+    # would be held for that run's whole life: the spinner's 20 s, four ticks
+    # in a row skipped, or run late by seconds. A machine the test suite
+    # itself keeps busy (its other workers, on two cores) may starve the
+    # scheduler for a moment past one 5 s tick; the scheduler then skips that
+    # tick as designed (skipped/misfire or skipped/overlap) and keeps to the
+    # grid. So: every tick is recorded (one run per 5 s: a held loop records
+    # one skip for the whole hold), a tick that ran succeeded and started less
+    # than 3 s late, and a skip stands alone, never two in a row.
     # Only the ticks due once the scheduler was up (its first run started):
     # a tick that fell due while the process was still booting is skipped as
     # a misfire by design, on a busy machine more so.
     fires = site.wait_for_rows(
-        "SELECT r.status, (julianday(r.started_at) - julianday(r.scheduled_at)) * 86400 FROM jobs_run r "
-        "JOIN jobs_job j ON j.id = r.job_id WHERE j.name = 'ticker' AND r.status != 'running' "
-        "AND r.scheduled_at >= (SELECT min(started_at) FROM jobs_run)",
-        lambda rows: len(rows) >= 3,
+        "SELECT r.status, r.skip_reason, (julianday(r.started_at) - julianday(r.scheduled_at)) * 86400, "
+        "julianday(r.scheduled_at) * 86400, r.error FROM jobs_run r JOIN jobs_job j ON j.id = r.job_id "
+        "WHERE j.name = 'ticker' AND r.status != 'running' "
+        "AND r.scheduled_at >= (SELECT min(started_at) FROM jobs_run) ORDER BY r.scheduled_at",
+        lambda rows: sum(status == "succeeded" for status, *_ in rows) >= 3,
         30,
     )
-    assert {status for status, _ in fires} == {"succeeded"}, site.sql(
-        "SELECT r.status, r.skip_reason, r.error, r.scheduled_at, r.started_at, r.finished_at FROM jobs_run r "
-        "JOIN jobs_job j ON j.id = r.job_id WHERE j.name = 'ticker' ORDER BY r.id"
-    )
-    assert max(late for _, late in fires) < 3.0
+    ran = [late for status, _, late, *_ in fires if status != "skipped"]
+    assert {status for status, *_ in fires} <= {"succeeded", "skipped"}, fires
+    assert {reason for status, reason, *_ in fires if status == "skipped"} <= {"misfire", "overlap"}, fires
+    assert not any(a[0] == b[0] == "skipped" for a, b in itertools.pairwise(fires)), fires
+    assert max(ran) < 3.0, fires
+    grid = [at for _, _, _, at, _ in fires]
+    assert all(abs(b - a - 5) < 0.01 for a, b in itertools.pairwise(grid)), fires
     assert proc.poll() is None, site.logs()
     assert "Traceback" not in site.logs()
 

@@ -146,6 +146,10 @@ def test_several_due_fires_become_one_skip_record_and_the_latest_runs(make_job, 
     scheduler.plan_due(now)
     skipped, fired = runs_of(job)
     assert (skipped.status, skipped.skip_reason, skipped.scheduled_at) == ("skipped", "misfire", T0)
+    assert skipped.error == (
+        f"missed: the fire times from {T0.isoformat()} to {(T0 + timedelta(minutes=10)).isoformat()} passed "
+        "before the scheduler reached them (it was stopped or held up); only the last one runs"
+    )
     assert (fired.status, fired.scheduled_at) == ("running", T0 + timedelta(minutes=10))
     job.refresh_from_db()
     assert job.next_fire_at == T0 + timedelta(minutes=10, seconds=10)

@@ -157,8 +157,8 @@ class Planner:
         if latest is not None:
             if missed_before:
                 missed = (
-                    f"missed: fire times from {due_at.isoformat()} until {latest.isoformat()} passed "
-                    f"while no scheduler was running"
+                    f"missed: the fire times from {due_at.isoformat()} to {latest.isoformat()} passed "
+                    f"before the scheduler reached them (it was stopped or held up); only the last one runs"
                 )
             fire_at, trigger = latest, Run.Trigger.SCHEDULE
         elif job.misfire_policy == Job.MisfirePolicy.FIRE_ONCE_NOW:
