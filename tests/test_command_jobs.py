@@ -136,15 +136,17 @@ def test_through_the_scheduler_a_timeout_is_recorded_and_the_group_killed(make_j
         kind=Job.Kind.COMMAND,
         handler="",
         properties={"command": json.dumps([PY, "-c", STUBBORN])},
-        timeout_seconds=5,
+        timeout_seconds=60,
     )
     # A real clock: a run in a child process reads its deadline by the real time.
+    # The timeout is long so that a slow machine has the program up well before
+    # it; the test then moves the scheduler's clock past it.
     base = timezone.now()
     now = [base]
     s = Scheduler(worker_id="node-c", max_workers=2, clock=lambda: now[0], misfire_threshold=60)
     try:
         run = Run.objects.create(
-            job=job, scheduled_at=base, run_after=base, trigger="manual", timeout_seconds=5
+            job=job, scheduled_at=base, run_after=base, trigger="manual", timeout_seconds=60
         )
         assert s.claim_queued(base)
         flight = s.pool.flights[run.pk]
@@ -153,7 +155,7 @@ def test_through_the_scheduler_a_timeout_is_recorded_and_the_group_killed(make_j
             time.sleep(0.05)
         assert " ready " in flight.ctx.log_text(), (flight.ctx.log_text(), Run.objects.get(pk=run.pk).error)
         child = ready_pid(flight.ctx.log_text())
-        now[0] = base + timedelta(seconds=10)
+        now[0] = base + timedelta(seconds=70)
         assert s.enforce_deadlines(now[0])
         run.refresh_from_db()
         assert run.status == "timed_out"

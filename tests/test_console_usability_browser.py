@@ -15,6 +15,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from jobs.models import Alert, Job, LeadershipChange, Lease, Message, Run
+from tests.fixtures.browser import close_contexts
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -50,8 +51,7 @@ def open_page(browser, live_server):
         return page
 
     yield _open
-    for context in contexts:
-        context.close()
+    close_contexts(*contexts)
 
 
 def sign_in(page, username="ada", password="pw-ada-123"):

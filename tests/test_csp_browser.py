@@ -5,6 +5,8 @@ actually swaps."""
 import pytest
 from django.contrib.auth import get_user_model
 
+from tests.fixtures.browser import close_contexts
+
 expect = pytest.importorskip("playwright.sync_api").expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -21,7 +23,7 @@ def csp_page(browser, live_server):
     page.on("console", lambda message: page.console_lines.append(message.text))
     page.on("pageerror", lambda exc: page.console_lines.append(str(exc)))
     yield page
-    context.close()
+    close_contexts(context)
 
 
 def violations(page) -> list[str]:

@@ -14,7 +14,7 @@ from jobs import alerts
 from jobs.config import ALERT_KINDS, set_setting
 from jobs.handlers import registry
 from jobs.models import Job, Run
-from tests.fixtures.browser import SCREENSHOTS, new_page
+from tests.fixtures.browser import SCREENSHOTS, close_contexts, new_page
 
 pytestmark = [
     pytest.mark.browser,
@@ -142,7 +142,7 @@ def zh_page(browser, live_server):
     # locale= makes Chromium send Accept-Language: zh-CN.
     page = new_page(browser, live_server.url, locale="zh-CN")
     yield page
-    page.context.close()
+    close_contexts(page.context)
 
 
 def make_job(**fields) -> Job:
@@ -348,4 +348,4 @@ def test_the_switcher_turns_the_console_back_to_english_without_script(browser, 
         # The check the Chinese walk relies on does see English when it is there.
         assert {"Jobs", "Runs", "Settings", "Sign out"} <= set(english_left(page))
     finally:
-        context.close()
+        close_contexts(context)
