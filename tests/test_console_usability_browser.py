@@ -15,7 +15,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from jobs.models import Alert, Job, LeadershipChange, Lease, Message, Run
-from tests.fixtures.browser import close_contexts
+from tests.fixtures.browser import close_contexts, new_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -42,12 +42,8 @@ def open_page(browser, live_server):
     contexts = []
 
     def _open(viewport=DESKTOP, **options):
-        context = browser.new_context(base_url=live_server.url, viewport=viewport, **options)
-        contexts.append(context)
-        page = context.new_page()
-        page.set_default_timeout(10_000)
-        page.js_errors = []
-        page.on("pageerror", lambda exc: page.js_errors.append(str(exc)))
+        page = new_page(browser, live_server.url, viewport=viewport, **options)
+        contexts.append(page.context)
         return page
 
     yield _open
