@@ -5,7 +5,7 @@ actually swaps."""
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.fixtures.browser import close_contexts
+from tests.fixtures.browser import close_contexts, new_page
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
@@ -16,14 +16,12 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def csp_page(browser, live_server):
     """A page on the shared Chromium (tests/fixtures/browser.py) that keeps
     every console line, where the browser reports CSP violations."""
-    context = browser.new_context(base_url=live_server.url)
-    page = context.new_page()
-    page.set_default_timeout(10_000)
+    page = new_page(browser, live_server.url)
     page.console_lines = []
     page.on("console", lambda message: page.console_lines.append(message.text))
     page.on("pageerror", lambda exc: page.console_lines.append(str(exc)))
     yield page
-    close_contexts(context)
+    close_contexts(page.context)
 
 
 def violations(page) -> list[str]:
