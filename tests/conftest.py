@@ -30,6 +30,7 @@ LONGEST_FIRST = (
     "test_cluster_processes.py",
     "test_api_schemathesis.py",
     "test_api_schemathesis_postgres.py",
+    "test_api_schemathesis_coverage.py",
     "test_scheduler_process.py",
     "test_alert_kinds.py",
     "test_executor_process.py",

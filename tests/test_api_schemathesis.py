@@ -1,5 +1,7 @@
-"""Schemathesis, every check, against a gunicorn on SQLite and the document
-it serves (tests/fixtures/schemathesis.py says what and how)."""
+"""Schemathesis's generated phases (examples, fuzzing, stateful), every
+check, against a gunicorn on SQLite and the document it serves; its coverage
+phase is tests/test_api_schemathesis_coverage.py (tests/fixtures/schemathesis.py
+says what and how)."""
 
 import pytest
 

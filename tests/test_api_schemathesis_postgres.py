@@ -1,6 +1,7 @@
-"""Schemathesis, every check, against a gunicorn on PostgreSQL, whose text
-refuses what SQLite stores (a NUL, a lone surrogate); tests/fixtures/schemathesis.py
-says what and how."""
+"""Schemathesis's generated phases (examples, fuzzing, stateful), every
+check, against a gunicorn on PostgreSQL, whose text refuses what SQLite
+stores (a NUL, a lone surrogate); tests/fixtures/schemathesis.py says what
+and how, and why the coverage phase runs on SQLite only."""
 
 import pytest
 
