@@ -34,3 +34,60 @@ def test_runs_of_a_job_are_found_through_the_history_index_not_an_index_of_their
             cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
             plan = " ".join(str(row) for row in cursor.fetchall())
         assert "USING" in plan and "INDEX" in plan and "(job_id=?)" in plan, plan
+
+
+def _plan(connection, queryset_or_sql, params=()) -> str:
+    sql, params = (
+        (queryset_or_sql, params)
+        if isinstance(queryset_or_sql, str)
+        else queryset_or_sql.query.sql_with_params()
+    )
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+        else:
+            cursor.execute("SET LOCAL enable_seqscan = off")  # a few rows: else a scan is cheaper
+            cursor.execute("EXPLAIN " + sql, params)
+        return " ".join(str(row) for row in cursor.fetchall())
+
+
+def _index_sql(connection, name: str) -> str:
+    query = (
+        "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = %s"
+        if connection.vendor == "sqlite"
+        else "SELECT indexdef FROM pg_indexes WHERE indexname = %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(query, [name])
+        row = cursor.fetchone()
+    return row[0] if row else ""
+
+
+def test_runs_index_their_upstream_run_and_their_user_only_when_they_have_one(both_databases):
+    """Most runs have neither an upstream run nor a user who started them: the
+    indexes on those foreign keys hold only the runs that have one (an insert
+    writes no entry), and the lookups that need them (a run's downstream
+    runs; the SET NULL when a run or a user is deleted) use them."""
+    from django.db import connection, transaction
+
+    from jobs.models import Run
+
+    with connection.cursor() as cursor:
+        indexes = connection.introspection.get_constraints(cursor, Run._meta.db_table)
+    on = {
+        column: sorted(
+            name for name, spec in indexes.items() if spec["index"] and spec["columns"] == [column]
+        )
+        for column in ("caused_by_id", "created_by_id")
+    }
+    assert on == {"caused_by_id": ["run_caused_by_idx"], "created_by_id": ["run_created_by_idx"]}, on
+    for name, column in (("run_caused_by_idx", "caused_by_id"), ("run_created_by_idx", "created_by_id")):
+        condition = _index_sql(connection, name).replace('"', "").partition(" WHERE ")[2]
+        assert condition.strip("()") == f"{column} IS NOT NULL", (name, condition)
+    with transaction.atomic():
+        downstream = _plan(connection, Run.objects.filter(caused_by_id=7).values("id"))
+        set_null = _plan(
+            connection, "UPDATE jobs_run SET created_by_id = NULL WHERE created_by_id IN (%s, %s)", (1, 2)
+        )
+    assert "run_caused_by_idx" in downstream, downstream
+    assert "run_created_by_idx" in set_null, set_null
