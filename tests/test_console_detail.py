@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from jobs.models import AuditEvent, Job, Run, cap_message
 from tests.fixtures.core import T0
+from tests.fixtures.databases import query_plan
 
 HTMX = {"HX-Request": "true"}
 
@@ -239,9 +240,7 @@ def test_deep_history_page_costs_what_the_first_does(staff_client, make_job):
     # The database seeks the history index to the cursor: no walk from the
     # newest run, no sort. (SQLite: the captured SQL has its values inlined.)
     if connection.vendor == "sqlite":
-        with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN QUERY PLAN " + history_sql[0])
-            plan = " ".join(str(row) for row in cursor.fetchall())
+        plan = " ".join(query_plan(history_sql[0]))
         assert "run_history_idx (job_id=? AND scheduled_at<?)" in plan, plan
         assert "TEMP B-TREE" not in plan.upper(), plan
 

@@ -14,6 +14,7 @@ from jobs.engine.outcomes import Recorded, Recorder
 from jobs.engine.planning import PLAN_BATCH, Planner, due_jobs, due_query, next_fire
 from jobs.models import QUEUED_RUN, Alert, Job, Run
 from tests.fixtures.core import T0
+from tests.fixtures.databases import query_plan
 
 pytestmark = pytest.mark.django_db
 
@@ -116,10 +117,7 @@ def test_the_due_query_reads_a_range_of_its_index_and_sorts_nothing(make_job):
     for minute in range(5):
         make_job(next_fire_at=T0 + timedelta(minutes=minute))
     make_job(next_fire_at=T0, state="paused")
-    sql, params = due_query(T0 + timedelta(minutes=2)).query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
-        plan = [row[-1] for row in cursor.fetchall()]
+    plan = query_plan(due_query(T0 + timedelta(minutes=2)))
     # The due jobs and the first fire after them: two seeks, no sort. With an
     # index on state alone, every pass read and sorted every enabled job.
     seeks = [step for step in plan if "job_state_due_idx (state=? AND next_fire_at" in step]
@@ -432,8 +430,5 @@ def test_the_claims_questions_read_the_queued_runs_index(db):
         pytest.skip("SQLite's plan")
     later = Run.objects.filter(QUEUED_RUN, run_after__gt=T0).values("run_after")
     for queryset in (_queued_due(T0), later):
-        sql, params = queryset.query.sql_with_params()
-        with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
-            plan = " | ".join(row[-1] for row in cursor.fetchall())
+        plan = " | ".join(query_plan(queryset))
         assert "USING INDEX run_queued_idx" in plan, plan

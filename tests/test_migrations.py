@@ -2,6 +2,8 @@ from io import StringIO
 
 from django.core.management import call_command
 
+from tests.fixtures.databases import query_plan
+
 
 def test_migrations_match_models(db):
     out = StringIO()
@@ -29,26 +31,8 @@ def test_runs_of_a_job_are_found_through_the_history_index_not_an_index_of_their
     assert not own, job_first
     assert "run_history_idx" in job_first
     if connection.vendor == "sqlite":
-        sql, params = Run.objects.filter(job_id=1).values("id").query.sql_with_params()
-        with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
-            plan = " ".join(str(row) for row in cursor.fetchall())
+        plan = " ".join(query_plan(Run.objects.filter(job_id=1).values("id")))
         assert "USING" in plan and "INDEX" in plan and "(job_id=?)" in plan, plan
-
-
-def _plan(connection, queryset_or_sql, params=()) -> str:
-    sql, params = (
-        (queryset_or_sql, params)
-        if isinstance(queryset_or_sql, str)
-        else queryset_or_sql.query.sql_with_params()
-    )
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
-        else:
-            cursor.execute("SET LOCAL enable_seqscan = off")  # a few rows: else a scan is cheaper
-            cursor.execute("EXPLAIN " + sql, params)
-        return " ".join(str(row) for row in cursor.fetchall())
 
 
 def _index_sql(connection, name: str) -> str:
@@ -68,7 +52,7 @@ def test_runs_index_their_upstream_run_and_their_user_only_when_they_have_one(bo
     indexes on those foreign keys hold only the runs that have one (an insert
     writes no entry), and the lookups that need them (a run's downstream
     runs; the SET NULL when a run or a user is deleted) use them."""
-    from django.db import connection, transaction
+    from django.db import connection
 
     from jobs.models import Run
 
@@ -84,10 +68,9 @@ def test_runs_index_their_upstream_run_and_their_user_only_when_they_have_one(bo
     for name, column in (("run_caused_by_idx", "caused_by_id"), ("run_created_by_idx", "created_by_id")):
         condition = _index_sql(connection, name).replace('"', "").partition(" WHERE ")[2]
         assert condition.strip("()") == f"{column} IS NOT NULL", (name, condition)
-    with transaction.atomic():
-        downstream = _plan(connection, Run.objects.filter(caused_by_id=7).values("id"))
-        set_null = _plan(
-            connection, "UPDATE jobs_run SET created_by_id = NULL WHERE created_by_id IN (%s, %s)", (1, 2)
-        )
+    downstream = " ".join(query_plan(Run.objects.filter(caused_by_id=7).values("id")))
+    set_null = " ".join(
+        query_plan("UPDATE jobs_run SET created_by_id = NULL WHERE created_by_id IN (%s, %s)", (1, 2))
+    )
     assert "run_caused_by_idx" in downstream, downstream
     assert "run_created_by_idx" in set_null, set_null

@@ -7,6 +7,7 @@ import pytest
 from django.urls import reverse
 
 from jobs.models import Job, Run
+from tests.fixtures.databases import query_plan
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -52,8 +53,6 @@ def test_the_live_run_condition_selects_live_runs_through_the_partial_index(make
     the status (with `status__in` and bound parameters it could not)."""
     from datetime import timedelta
 
-    from django.db import connection
-
     from jobs.models import LIVE_RUN, MANUAL_RUN
 
     job = make_job()
@@ -64,10 +63,7 @@ def test_the_live_run_condition_selects_live_runs_through_the_partial_index(make
     live = Run.objects.filter(LIVE_RUN, job=job)
     assert sorted(live.values_list("status", flat=True)) == sorted(Run.LIVE)
     assert not live.filter(MANUAL_RUN).exists()
-    sql, params = live.values("id").query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
-        plan = " ".join(str(row) for row in cursor.fetchall())
+    plan = " ".join(query_plan(live.values("id")))
     # A seek on (job, status), not a walk through the job's whole history.
     assert "INDEX" in plan and "(job_id=? AND status=?)" in plan, plan
 
