@@ -10,7 +10,7 @@ for a run it executes, the `Outcome` it reports, which handler a run calls
 (`HandlerRef`), and how a handler's end becomes an outcome (`run_handler`).
 
 A pool has `size` slots and this interface: `flights` (run id → Flight),
-`free_slots`, `start(flight, ref)`, `abandon(run_id)`, `wait(timeout)` →
+`free_slots` (`size` less the runs `executing`), `start(flight, ref)`, `abandon(run_id)`, `wait(timeout)` →
 outcomes, `wake()`, `warm()`, `close()`, `abandoned_count`.
 """
 
@@ -91,6 +91,17 @@ def make_pool(size: int, *, executor: str | None = None, log_keep: int | None = 
 
         return WorkerPool(size)
     raise ValueError(f"unknown executor {executor!r} (process or thread)")
+
+
+def executing(flights: dict[int, Flight]) -> int:
+    """How many of a pool's `flights` hold a worker slot: those whose
+    handler has not finished. A finished run whose outcome the loop has not
+    written yet holds none: its thread (and child process) is free for the
+    next run, so JOBS_MAX_CONCURRENT_RUNS caps the handlers running at once,
+    and a burst of short runs does not wait for the loop's next write to
+    find a slot. (Such a run stays in `flights`, and `running` in the
+    database, until its outcome is written.)"""
+    return sum(1 for flight in list(flights.values()) if not flight.done.is_set())
 
 
 def take_outcomes(outcomes: queue.SimpleQueue, flights: dict[int, Flight], timeout: float) -> list[Outcome]:

@@ -43,7 +43,7 @@ import threading
 import time
 from multiprocessing.connection import wait as wait_for
 
-from jobs.engine.execution.executors import Flight, HandlerRef, Outcome, take_outcomes
+from jobs.engine.execution.executors import Flight, HandlerRef, Outcome, executing, take_outcomes
 from jobs.engine.execution.logbuffer import Chunk, LogBuffer, cap_text
 from jobs.handlers.base import JobContext
 
@@ -154,7 +154,7 @@ class ProcessPool:
     @property
     def free_slots(self) -> int:
         with self._lock:
-            return self.size - len(self.flights) - len(self._stopping)
+            return self.size - executing(self.flights) - len(self._stopping)
 
     @property
     def abandoned_count(self) -> int:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from django.db import connections
 
-from jobs.engine.execution.executors import Flight, Outcome, run_handler, take_outcomes
+from jobs.engine.execution.executors import Flight, Outcome, executing, run_handler, take_outcomes
 from jobs.handlers.base import JobHandler
 
 
@@ -36,7 +36,7 @@ class WorkerPool:
 
     @property
     def free_slots(self) -> int:
-        return self.size - len(self.flights)
+        return self.size - executing(self.flights)
 
     @property
     def abandoned_count(self) -> int:
@@ -87,11 +87,12 @@ class WorkerPool:
                 continue
             flight.thread = threading.current_thread()
             outcome = self._execute(flight, make_handler)
-            flight.done.set()
-            # Idle before the outcome is seen, so the run the loop starts next
-            # can reuse this thread instead of starting another.
+            # Idle before the slot is free (done) and the outcome is seen, so
+            # the run the loop starts next can reuse this thread instead of
+            # starting another.
             with self._idle_lock:
                 self._idle += 1
+            flight.done.set()
             self._outcomes.put(outcome)
 
     def warm(self) -> None:
