@@ -3,10 +3,7 @@ that each get their own values.
 
 `insert_rows(objs)` writes new model rows in one `INSERT … VALUES (…), (…)
 RETURNING pk` per chunk and sets their primary keys: what
-`bulk_create(objs)` does, without building a Django query for each call
-(0.1 ms a call and 20 µs a row of the scheduler's pass went there). The
-values are prepared by each field as `bulk_create` prepares them
-(`pre_save`, `get_db_prep_save`).
+`bulk_create(objs)` does, without building a Django query for each call.
 
 The scheduler's hot paths write a batch of rows at a time: the fires a pass
 claims (each job's next fire time moves from the value it read to its own
@@ -21,16 +18,133 @@ statement per batch, not one per row:
 SQLite (3.33+ for UPDATE … FROM, 3.35+ for RETURNING) and PostgreSQL both
 run it. On PostgreSQL every placeholder carries its column's type, since a
 VALUES list gives its columns no type of its own.
+
+What each statement costs besides the database's own work is kept small,
+because the scheduler pays it on every pass: the SQL of each shape (model,
+columns, number of rows) is built once, and each value is prepared for the
+database by a function chosen once per field (`Preparer`): for the values
+the scheduler writes (aware datetimes, UUIDs, integers, strings, booleans,
+JSON objects) it gives what the field's `get_db_prep_save` (inserts) or
+`get_db_prep_value` (updates) gives, without Django's dispatch through the
+field, its lookups and the connection proxy (about a third of a pass went
+there); any other value goes through the field's own method.
+tests/test_prepared.py compares the two for every field of runs and jobs,
+on both databases.
 """
 
 import functools
-from collections.abc import Iterable, Sequence
+import operator
+import uuid
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 
-from django.db import connection
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import Field
 
 # Rows per statement: well under SQLite's 32,766 bound parameters and
 # PostgreSQL's 65,535 for the widest row written here.
 CHUNK = 500
+
+
+def database():
+    """The connection the engine writes through: the default database's
+    wrapper itself (not the `django.db.connection` proxy, which looks it up
+    again on every attribute)."""
+    return connections[DEFAULT_DB_ALIAS]
+
+
+# -- preparing values ---------------------------------------------------------------
+
+
+def _field_prep(field, conn, *, save: bool) -> Callable:
+    """A function value → the value as the database driver takes it: the
+    field's own `get_db_prep_save` (`save`) or `get_db_prep_value`, with a
+    fast path, for the types the engine writes, that gives the same result."""
+    if save:
+        django = functools.partial(_prep_save, field, conn)
+    else:
+        django = functools.partial(field.get_db_prep_value, connection=conn)
+    kind = (field.target_field if field.is_relation else field).get_internal_type()
+    sqlite = conn.vendor == "sqlite"
+    if kind == "DateTimeField" and settings.USE_TZ:
+        if sqlite:
+            zone = conn.timezone
+
+            def prep(value):
+                if type(value) is datetime and value.utcoffset() is not None:
+                    # adapt_datetimefield_value: naive in the connection's zone, as text.
+                    return str(value.astimezone(zone).replace(tzinfo=None))
+                return None if value is None else django(value)
+
+            return prep
+        return lambda value: (
+            value
+            if value is None or (type(value) is datetime and value.utcoffset() is not None)
+            else django(value)
+        )
+    if kind == "UUIDField":
+        native = conn.features.has_native_uuid_field
+        return lambda value: (value if native else value.hex) if type(value) is uuid.UUID else django(value)
+    if kind in ("CharField", "TextField"):
+        return lambda value: value if value is None or type(value) is str else django(value)
+    if kind == "BooleanField":
+        return lambda value: value if value is None or type(value) is bool else django(value)
+    if sqlite and kind in conn.ops.integer_field_ranges:
+        # SQLite adapts no integer (PostgreSQL wraps each in its type): as is.
+        return lambda value: value if value is None or type(value) is int else django(value)
+    return django
+
+
+def _prep_save(field, conn, value):
+    return field.get_db_prep_save(value, conn)
+
+
+class Preparer:
+    """For fixed fields of a model on one connection: each field's value
+    prepared for the driver (`values(row)`), or read off an instance and
+    prepared as an INSERT prepares it (`of(obj)`: `pre_save` first, for a
+    field that computes its value)."""
+
+    def __init__(self, fields: Sequence[Field], conn, *, save: bool):
+        self.fields = list(fields)
+        self.preps = [_field_prep(field, conn, save=save) for field in self.fields]
+        self.getters = [
+            (lambda obj, f=field: f.pre_save(obj, True))
+            if type(field).pre_save is not Field.pre_save
+            else operator.attrgetter(field.attname)
+            for field in self.fields
+        ]
+
+    def values(self, row: Sequence) -> list:
+        if len(row) != len(self.preps):
+            raise ValueError(f"a row has {len(row)} values for {len(self.preps)} columns")
+        return [prep(value) for prep, value in zip(self.preps, row, strict=True)]
+
+    def of(self, obj) -> list:
+        return [prep(get(obj)) for prep, get in zip(self.preps, self.getters, strict=True)]
+
+
+# Per connection object (each thread has its own; a test may switch the
+# database): the preparers made for it, which hold it.
+_preparers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def preparer(model, names: Sequence[str], *, save: bool = False, conn=None) -> Preparer:
+    """The Preparer of `model`'s fields `names` ("pk" for the primary key)
+    on the engine's connection (or `conn`)."""
+    conn = conn or database()
+    made = _preparers.setdefault(conn, {})
+    key = (model, tuple(names), save)
+    if key not in made:
+        meta = model._meta
+        fields = [meta.pk if name == "pk" else meta.get_field(name) for name in names]
+        made[key] = Preparer(fields, conn, save=save)
+    return made[key]
+
+
+# -- INSERT -------------------------------------------------------------------------------
 
 
 def insert_rows(objs: Sequence) -> list:
@@ -39,21 +153,19 @@ def insert_rows(objs: Sequence) -> list:
     objs = list(objs)
     if not objs:
         return objs
+    conn = database()
     model = type(objs[0])
-    fields, head = _insert_statement(model, connection.vendor)
+    names = _insert_fields(model)
+    prep = preparer(model, names, save=True, conn=conn)
     pk_attname = model._meta.pk.attname
-    db = connection.alias
+    db = conn.alias
     for start in range(0, len(objs), CHUNK):
         chunk = objs[start : start + CHUNK]
         params: list = []
         for obj in chunk:
-            params += [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields]
-        row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"{head} VALUES {', '.join([row_sql] * len(chunk))} RETURNING {connection.ops.quote_name(model._meta.pk.column)}",
-                params,
-            )
+            params += prep.of(obj)
+        with conn.cursor() as cursor:
+            cursor.execute(_insert_sql(model, conn.vendor, len(chunk)), params)
             keys = cursor.fetchall()
         for obj, (key,) in zip(chunk, keys, strict=True):
             setattr(obj, pk_attname, key)
@@ -62,12 +174,24 @@ def insert_rows(objs: Sequence) -> list:
 
 
 @functools.cache
-def _insert_statement(model, vendor: str) -> tuple[list, str]:
-    """The fields an insert writes (every concrete one but the primary key)
-    and `INSERT INTO <table> (<columns>)`."""
-    qn = connection.ops.quote_name
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    return fields, f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)})"
+def _insert_fields(model) -> tuple:
+    """The fields an insert writes: every concrete one but the primary key."""
+    return tuple(f.name for f in model._meta.concrete_fields if not f.primary_key)
+
+
+@functools.cache
+def _insert_sql(model, vendor: str, rows: int) -> str:
+    qn = database().ops.quote_name
+    meta = model._meta
+    columns = [meta.get_field(name).column for name in _insert_fields(model)]
+    row_sql = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    return (
+        f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(c) for c in columns)}) "
+        f"VALUES {', '.join([row_sql] * rows)} RETURNING {qn(meta.pk.column)}"
+    )
+
+
+# -- UPDATE … FROM (VALUES …) -----------------------------------------------------------
 
 
 def update_from_values(
@@ -105,43 +229,46 @@ def update_from_values_returning(
     table) evaluated on the updated row: {pk: (value, …)}. One statement
     then both writes the rows and reads what follows from them."""
     rows = list(rows)
+    if not rows:
+        return {}
+    conn = database()
+    match, assign, returning = tuple(match), tuple(assign), tuple(returning)
+    prep = preparer(model, ("pk", *match, *assign), conn=conn)
     changed: dict = {}
     for start in range(0, len(rows), CHUNK):
-        changed.update(
-            _update_chunk(model, rows[start : start + CHUNK], match, assign, where, where_params, returning)
-        )
+        chunk = rows[start : start + CHUNK]
+        params: list = []
+        for row in chunk:
+            params += prep.values(row)
+        sql = _update_sql(model, conn.vendor, match, assign, where, returning, len(chunk))
+        with conn.cursor() as cursor:
+            cursor.execute(sql, [*params, *where_params])
+            changed.update((row[0], tuple(row[1:])) for row in cursor.fetchall())
     return changed
 
 
-def _update_chunk(model, rows, match, assign, where, where_params, returning) -> dict:
-    if not rows:
-        return {}
-    ops = connection.ops
-    qn = ops.quote_name
+@functools.cache
+def _update_sql(
+    model, vendor: str, match: tuple, assign: tuple, where: str, returning: tuple, rows: int
+) -> str:
+    conn = database()
+    qn = conn.ops.quote_name
     meta = model._meta
     table = qn(meta.db_table)
     pk_field = meta.pk
     fields = [pk_field, *(meta.get_field(n) for n in match), *(meta.get_field(n) for n in assign)]
     aliases = ["pk", *(f"m_{n}" for n in match), *(f"a_{n}" for n in assign)]
-    if connection.vendor == "postgresql":
-        row_sql = "(" + ", ".join(f"%s::{f.db_type(connection)}" for f in fields) + ")"
+    if vendor == "postgresql":
+        row_sql = "(" + ", ".join(f"%s::{f.db_type(conn)}" for f in fields) + ")"
     else:
         row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    params: list = []
-    for row in rows:
-        if len(row) != len(fields):
-            raise ValueError(f"a row has {len(row)} values for {len(fields)} columns")
-        params += [f.get_db_prep_value(value, connection) for f, value in zip(fields, row, strict=True)]
     sets = ", ".join(f"{qn(meta.get_field(n).column)} = v.{qn('a_' + n)}" for n in assign)
     conditions = [f"{table}.{qn(pk_field.column)} = v.pk"]
     conditions += [f"{table}.{qn(meta.get_field(n).column)} = v.{qn('m_' + n)}" for n in match]
     if where:
         conditions.append(f"({where})")
-    statement = (
-        f"WITH v({', '.join(qn(a) for a in aliases)}) AS (VALUES {', '.join([row_sql] * len(rows))}) "
+    return (
+        f"WITH v({', '.join(qn(a) for a in aliases)}) AS (VALUES {', '.join([row_sql] * rows)}) "
         f"UPDATE {table} SET {sets} FROM v WHERE {' AND '.join(conditions)} "
         f"RETURNING {', '.join([f'{table}.{qn(pk_field.column)}', *returning])}"
     )
-    with connection.cursor() as cursor:
-        cursor.execute(statement, [*params, *where_params])
-        return {row[0]: tuple(row[1:]) for row in cursor.fetchall()}
