@@ -43,6 +43,15 @@ def ready_pid(log: str) -> int:
     return int(next(line for line in log.splitlines() if line.split()[1:2] == ["ready"]).split()[-1])
 
 
+def pump(pool, until, timeout: float = 20) -> bool:
+    """Let the pool take in what its runs send (the scheduler's loop does
+    this between passes) until `until()` holds; whether it did."""
+    end = time.monotonic() + timeout
+    while not until() and time.monotonic() < end:
+        pool.wait(0.05)
+    return until()
+
+
 def gone(pid: int) -> bool:
     """Not running (absent, or a zombie waiting for its reaper) within a few
     seconds: SIGKILL is delivered asynchronously."""
@@ -150,10 +159,10 @@ def test_through_the_scheduler_a_timeout_is_recorded_and_the_group_killed(make_j
         )
         assert s.claim_queued(base)
         flight = s.pool.flights[run.pk]
-        until = time.monotonic() + 20
-        while " ready " not in flight.ctx.log_text() and time.monotonic() < until:
-            time.sleep(0.05)
-        assert " ready " in flight.ctx.log_text(), (flight.ctx.log_text(), Run.objects.get(pk=run.pk).error)
+        assert pump(s.pool, lambda: " ready " in flight.ctx.log_text()), (
+            flight.ctx.log_text(),
+            Run.objects.get(pk=run.pk).error,
+        )
         child = ready_pid(flight.ctx.log_text())
         now[0] = base + timedelta(seconds=70)
         assert s.enforce_deadlines(now[0])
@@ -265,17 +274,17 @@ def test_a_cancelled_command_run_is_recorded_cancelled_and_its_group_killed(make
         run = Run.objects.create(job=job, scheduled_at=T0, run_after=T0, trigger="manual")
         assert s.claim_queued(T0)
         flight = s.pool.flights[run.pk]
-        until = time.monotonic() + 20
-        while " ready " not in flight.ctx.log_text() and time.monotonic() < until:
-            time.sleep(0.05)
-        assert " ready " in flight.ctx.log_text(), (flight.ctx.log_text(), Run.objects.get(pk=run.pk).error)
+        assert pump(s.pool, lambda: " ready " in flight.ctx.log_text()), (
+            flight.ctx.log_text(),
+            Run.objects.get(pk=run.pk).error,
+        )
         child = ready_pid(flight.ctx.log_text())
         run.refresh_from_db()
         services.cancel_run(run=run)
         s.heartbeat(T0)
         run.refresh_from_db()
         assert run.status == "cancelled"
-        assert flight.done.wait(20)
+        assert pump(s.pool, flight.done.is_set)
         assert gone(child)
     finally:
         for f in list(s.pool.flights.values()):

@@ -69,10 +69,11 @@ def test_planning_reads_the_next_fire_the_loop_sleeps_on(make_job, planner):
 
 
 def test_the_claim_starts_runs_planning_holds_and_hands_back_the_rest(
-    make_job, planner, recorder, pool, clock
+    make_job, planner, recorder, pool, clock, gate_handler
 ):
     for _ in range(3):
-        make_job(next_fire_at=T0)
+        # Held by the gate: a run that finished would free its slot at once.
+        make_job(next_fire_at=T0, handler="test.gate")
     known = planner.plan_due(T0, epoch=None, free_slots=0).queued
     starter = Starter(
         worker_id="node-a", clock=clock, pool=pool, recorder=recorder, log_keep=1000, remember_for=POLL

@@ -2,11 +2,19 @@
 executes in a child process, so a handler that spins past its deadline,
 segfaults, exhausts memory or calls os._exit takes only its own process down.
 
-The pool has one slot per concurrent run (JOBS_MAX_CONCURRENT_RUNS). Each slot
-is a thread of the scheduler that owns one child process and talks to it over
-a multiprocessing Pipe: it sends a run, receives the run's log as it is
-written and then its outcome, and watches the child's sentinel. The child
-stays for the next run; one that died, or was killed, is replaced.
+The pool has one child process per concurrent run (JOBS_MAX_CONCURRENT_RUNS),
+each reached over a multiprocessing Pipe: the scheduler sends it a run,
+receives the run's log as it is written and then its outcome, and watches
+its sentinel. The child stays for the next run; one that died, or was
+killed, is replaced.
+
+Everything the pool does happens in the scheduler's loop, in `start` and in
+`wait`: `start` hands a run to an idle child (one pipe write); `wait` polls
+every child's pipe and sentinel at once, and turns what arrived into log
+lines, outcomes, dead children and ready replacements. No thread per child,
+so a run costs the loop no thread hand-over and no wait for the GIL (with a
+thread per slot, a run's hand-over cost the scheduler as much as planning
+and writing it).
 
 Why not concurrent.futures.ProcessPoolExecutor: it cannot kill the process
 of one task (a task past its deadline would keep its worker until it
@@ -23,27 +31,27 @@ SQLite scheduler lock). Each child opens its own connections when a handler
 needs them and closes them after every run.
 
 The scheduler stays in charge of time: at a run's deadline, or when it is
-cancelled, the scheduler records the run and the slot terminates the child
-(SIGTERM, then SIGKILL after GRACE_SECONDS). The slot counts as busy until
-the child is gone, then a new child takes its place.
+cancelled, the scheduler records the run and the pool terminates the child
+(SIGTERM, then SIGKILL after GRACE_SECONDS, both from `wait`). The child's
+place counts as busy until the child is gone, then a new child takes it.
 """
 
 import ctypes
+import functools
 import importlib
 import logging
 import multiprocessing
 import os
 import pickle
-import queue
 import resource
 import select
 import signal
 import socket
 import threading
 import time
-from multiprocessing.connection import wait as wait_for
+from collections import deque
 
-from jobs.engine.execution.executors import Flight, HandlerRef, Outcome, executing, take_outcomes
+from jobs.engine.execution.executors import Flight, HandlerRef, Outcome, executing
 from jobs.engine.execution.logbuffer import Chunk, LogBuffer, cap_text
 from jobs.handlers.base import JobContext
 
@@ -55,7 +63,9 @@ FLUSH_EVERY = 0.2  # seconds: how often a child sends the log written since
 PR_SET_PDEATHSIG = 1
 MEMORY_SIGNALS = {signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS}
 
-# Payload of a run, besides the handler: the JobContext fields it is rebuilt from.
+# Payload of a run, besides the handler: the JobContext fields it is rebuilt
+# from. The job and run rows travel as their column values (`_row`), which
+# pickle in a third of the time a model instance takes.
 CONTEXT_FIELDS = (
     "run_id",
     "fire_id",
@@ -68,8 +78,6 @@ CONTEXT_FIELDS = (
     "task_key",
     "sql_write",
     "upstream",
-    "job",
-    "run",
 )
 
 
@@ -133,6 +141,51 @@ def settings_snapshot() -> dict:
     return snapshot
 
 
+@functools.cache
+def _attnames(model) -> tuple:
+    return tuple(field.attname for field in model._meta.concrete_fields)
+
+
+def _row(obj):
+    """A model instance as (model label, its column values), for a child
+    to rebuild (`_instance`); None stays None."""
+    if obj is None:
+        return None
+    return obj._meta.label, tuple(getattr(obj, name) for name in _attnames(type(obj)))
+
+
+def _instance(row):
+    if row is None:
+        return None
+    from django.apps import apps
+    from django.db import DEFAULT_DB_ALIAS
+
+    label, values = row
+    return apps.get_model(label).from_db(DEFAULT_DB_ALIAS, None, values)
+
+
+def payload_of(ctx: JobContext) -> dict:
+    """What a child needs to rebuild the run's JobContext (`context_from`)."""
+    payload = {name: getattr(ctx, name) for name in CONTEXT_FIELDS}
+    payload["job"], payload["run"] = _row(ctx.job), _row(ctx.run)
+    return payload
+
+
+class _Child:
+    """One child process and what the pool knows of it."""
+
+    def __init__(self, number: int, process, conn):
+        self.number = number
+        self.process = process
+        self.conn = conn
+        self.started = time.monotonic()
+        self.ready = False
+        self.flight: Flight | None = None  # the run it executes
+        self.stopping = False  # its run was given up on: it is being terminated
+        self.kill_at: float | None = None  # SIGKILL due (monotonic), after SIGTERM
+        self.last_run = False  # it leaves after this run (a MemoryError)
+
+
 class ProcessPool:
     """Runs each run in a child process from a reusable pool of `size`. The
     same interface as the thread executor (jobs.engine.execution.threads)."""
@@ -142,320 +195,376 @@ class ProcessPool:
         self.memory_mb = memory_mb or None
         self.log_keep = log_keep
         self.flights: dict[int, Flight] = {}
-        self._outcomes: queue.SimpleQueue = queue.SimpleQueue()
-        self._work: queue.SimpleQueue = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._running: dict[int, _Slot] = {}  # run id → the slot executing it
-        self._stopping: dict[int, Flight] = {}  # abandoned runs whose child is not gone yet
-        self._slots: list[_Slot] = []
-        self._config: dict | None = None
         self.start_seconds: list[float] = []  # how long each child took to be ready
+        self._children: list[_Child] = []
+        self._pending: deque[tuple[Flight, HandlerRef]] = deque()  # runs waiting for a child
+        self._numbers = 0
+        self._config: dict | None = None
+        # Set when something may want the loop to look again (a wake(), a
+        # place that became free) while no wait() was waiting: the next
+        # wait() returns at once.
+        self._woken = False
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._poll = select.poll()
+        self._poll.register(self._wake_r, select.POLLIN)
+        self._by_fd: dict[int, tuple[_Child, str]] = {}
+        self._failed_start: list[Outcome] = []  # runs no child could be started for
+        self._taken: list[Outcome] = []  # outcomes read by free_slots, for the next wait()
+
+    # -- the interface ------------------------------------------------------------
 
     @property
     def free_slots(self) -> int:
-        with self._lock:
-            return self.size - executing(self.flights) - len(self._stopping)
+        """Places for new runs: a run whose child has finished holds none,
+        even before the loop takes its outcome (a finished child's message
+        is read here, without waiting, and kept for the next `wait`)."""
+        self._woken |= self._wait_once(0, self._taken)
+        return self.size - executing(self.flights) - self.abandoned_count
 
     @property
     def abandoned_count(self) -> int:
         """Runs given up on whose child is still being stopped."""
-        with self._lock:
-            return len(self._stopping)
+        return sum(1 for child in self._children if child.stopping)
 
     def child_pids(self) -> list[int]:
-        return [
-            slot.process.pid
-            for slot in self._slots
-            if slot.process is not None and _exitcode(slot.process) is None
-        ]
+        return [child.process.pid for child in self._children if child.process.exitcode is None]
 
     def warm(self, timeout: float = START_TIMEOUT_SECONDS) -> None:
-        """Start every slot and its child now (the first runs do not wait
-        for them); returns once they are ready or `timeout` passed."""
-        if self._slots:
+        """Start every child now (the first runs do not wait for them);
+        returns once they are ready or `timeout` passed."""
+        if self._config is not None:
             return
         self._config = {
             "settings": settings_snapshot(),
             "memory_mb": self.memory_mb,
             "log_keep": self.log_keep,
         }
-        self._slots = [_Slot(self, n + 1) for n in range(self.size)]
-        for slot in self._slots:
-            slot.thread.start()
+        for _ in range(self.size):
+            self._spawn()
         until = time.monotonic() + timeout
-        for slot in self._slots:
-            slot.ready.wait(max(0.0, until - time.monotonic()))
+        while any(not child.ready for child in self._children) and time.monotonic() < until:
+            self._woken |= self._wait_once(until - time.monotonic(), self._taken)
 
     def start(self, flight: Flight, make_handler: HandlerRef) -> None:
-        if not self._slots:
+        if self._config is None:
             self.warm()
-        with self._lock:
-            self.flights[flight.run_id] = flight
-        self._work.put((flight, make_handler))
+        self.flights[flight.run_id] = flight
+        self._pending.append((flight, make_handler))
+        self._dispatch(self._taken)
 
     def abandon(self, run_id: int) -> Flight | None:
-        """Stop waiting for a run: its child is terminated, and its slot is
-        free again once the child is gone. A run no slot took yet is dropped."""
-        with self._lock:
-            flight = self.flights.pop(run_id, None)
-            if flight is None:
-                return None
-            flight.ctx.cancelled.set()
-            slot = self._running.get(run_id)
-            if slot is not None:
-                self._stopping[run_id] = flight
-                slot.request_stop()
+        """Stop waiting for a run: its child is terminated, and its place is
+        free again once the child is gone. A run no child took yet is dropped."""
+        flight = self.flights.pop(run_id, None)
+        if flight is None:
+            return None
+        flight.ctx.cancelled.set()
+        for child in self._children:
+            if child.flight is flight and not child.stopping:
+                child.stopping = True
+                self._signal(child, signal.SIGTERM)
+                child.kill_at = time.monotonic() + GRACE_SECONDS
         return flight
 
     def wake(self) -> None:
-        self._outcomes.put(None)
+        """Make a pending wait() return now (signal handlers and other threads use this)."""
+        try:
+            os.write(self._wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass  # the pipe is full: a wake-up is already pending
 
     def wait(self, timeout: float) -> list[Outcome]:
-        """Block up to `timeout` seconds for the next outcome, then take all
-        that are ready. Outcomes of abandoned runs are dropped; a slot that
-        became free wakes this up too."""
-        return take_outcomes(self._outcomes, self.flights, timeout)
+        """Wait up to `timeout` seconds for the next outcome, then take all
+        that are ready. Log lines that arrive meanwhile are kept; outcomes
+        of abandoned runs are dropped. A place that became free (a child
+        stopped or replaced) or a wake() ends the wait too, with no outcome."""
+        outcomes = [o for o in self._taken if o.run_id in self.flights]  # not abandoned since
+        self._taken = []
+        until = time.monotonic() + max(0.0, timeout)
+        if outcomes or self._woken:
+            until = 0.0  # something is here already: take what else is ready, no waiting
+        self._woken = False
+        while True:
+            if self._wait_once(until - time.monotonic(), outcomes) or outcomes:
+                return outcomes
+            if time.monotonic() >= until:
+                return outcomes
 
     def close(self, timeout: float = GRACE_SECONDS + 1) -> None:
         """Stop every child (idle ones leave at once, busy ones are
-        terminated) and the slot threads."""
-        with self._lock:
-            for run_id in list(self.flights):
-                slot = self._running.get(run_id)
-                if slot is not None:
-                    self._stopping[run_id] = self.flights[run_id]
-                    slot.request_stop()
-            self.flights.clear()
-        for _ in self._slots:
-            self._work.put(None)
+        terminated) and forget the runs."""
+        self.flights.clear()
+        self._pending.clear()
+        self._taken = []
+        for child in self._children:
+            if child.flight is not None and not child.stopping:
+                child.stopping = True
+                self._signal(child, signal.SIGTERM)
+            self._close_conn(child)  # an idle child reads the end of the pipe and leaves
         until = time.monotonic() + timeout
-        for slot in self._slots:
-            slot.thread.join(max(0.0, until - time.monotonic()))
-            slot.retire()
-        self._slots = []
+        for child in self._children:
+            if _reap(child.process, max(0.0, until - time.monotonic())) is None:
+                _stop(child.process, wait=0)
+            self._forget(child)
+        self._children = []
+        self._config = None
 
-    # -- called by the slot threads ------------------------------------------
+    # -- children -----------------------------------------------------------------
 
-    def _begin(self, flight: Flight, slot: "_Slot") -> bool:
-        with self._lock:
-            if flight.run_id not in self.flights:
-                return False  # abandoned before a slot took it
-            self._running[flight.run_id] = slot
-            slot.stop_requested = False
-            return True
-
-    def _end(self, flight: Flight, outcome: Outcome | None) -> None:
-        with self._lock:
-            self._running.pop(flight.run_id, None)
-            self._stopping.pop(flight.run_id, None)
-        flight.done.set()
-        # None still wakes the loop: a slot is free.
-        self._outcomes.put(outcome)
-
-
-class _Slot:
-    """One worker slot: a thread of the scheduler and the child it owns."""
-
-    def __init__(self, pool: ProcessPool, number: int):
-        self.pool = pool
-        self.number = number
-        self.process = None
-        self.conn = None
-        self.ready = threading.Event()
-        self.stop_requested = False
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        self.thread = threading.Thread(target=self._loop, name=f"run-slot-{number}", daemon=True)
-
-    def request_stop(self) -> None:
-        """(Under the pool's lock.) Terminate the child of the current run."""
-        self.stop_requested = True
-        try:
-            os.write(self._wake_w, b"x")
-        except OSError:
-            pass
-
-    def _loop(self) -> None:
-        try:
-            self._spawn()
-        except ChildStartError as exc:
-            log.error("run slot %d: %s", self.number, exc)
-        finally:
-            self.ready.set()
-        while True:
-            item = self.pool._work.get()
-            if item is None:
-                return
-            flight, ref = item
-            if not self.pool._begin(flight, self):
-                self.pool._end(flight, None)
-                continue
-            try:
-                outcome = self._execute(flight, ref)
-            except Exception as exc:  # the slot must survive whatever happened
-                log.exception("run slot %d: run %s", self.number, flight.run_id)
-                outcome = Outcome(flight.run_id, "failed", error=f"the run's process failed: {exc}")
-                self.retire()
-            if outcome is not None:
-                outcome.log = flight.ctx.log_text()
-            self.pool._end(flight, outcome)
-            if self.process is None:
-                try:
-                    self._spawn()  # the replacement, ready before the next run
-                except ChildStartError as exc:
-                    log.error("run slot %d: %s", self.number, exc)
-
-    def _spawn(self) -> None:
+    def _spawn(self) -> _Child | None:
+        """Start a child; it is ready (takes runs) once it says so, in `wait`."""
         ctx = mp_context()
-        parent, child = ctx.Pipe(duplex=True)
-        started = time.monotonic()
+        parent, child_end = ctx.Pipe(duplex=True)
+        self._numbers += 1
         process = ctx.Process(
             target=child_main,
-            args=(child, self.pool._config),
-            name=f"cronboard-run-{self.number}",
+            args=(child_end, self._config),
+            name=f"cronboard-run-{self._numbers}",
             daemon=True,
         )
-        with _MP_LOCK:
+        try:
             process.start()
-        child.close()
-        ready = wait_for([parent, process.sentinel], START_TIMEOUT_SECONDS)
-        message = None
-        if parent in ready:
-            try:
-                message = parent.recv()
-            except (EOFError, OSError):
-                pass
-        if not (isinstance(message, tuple) and message[:1] == ("ready",)):
-            _stop(process, wait=0)
+        except Exception as exc:
             parent.close()
-            detail = message[1] if isinstance(message, tuple) and message[:1] == ("error",) else ""
-            raise ChildStartError(
-                f"a run process could not start ({describe_exit(_exitcode(process), None)}){': ' + detail if detail else ''}"
-            )
-        self.process, self.conn = process, parent
-        self.pool.start_seconds.append(time.monotonic() - started)
-        log.debug("run slot %d: child process %d ready", self.number, process.pid)
-
-    def _execute(self, flight: Flight, ref: HandlerRef) -> Outcome | None:
-        if self.process is None:
-            try:
-                self._spawn()
-            except ChildStartError as exc:
-                return Outcome(flight.run_id, "failed", error=str(exc))
-        ctx = flight.ctx
-        payload = {name: getattr(ctx, name) for name in CONTEXT_FIELDS}
-        try:
-            self.conn.send(("run", ref, ref.module(), payload))
-        except (OSError, EOFError):
-            return self._child_gone(flight.run_id)
-        except Exception as exc:  # a payload that does not pickle
-            return Outcome(
-                flight.run_id, "failed", error=f"the run could not be handed to its process: {exc}"
-            )
-        buffer = ctx._log
-        signalled_at = None
-        while True:
-            timeout = (
-                None if signalled_at is None else max(0.0, signalled_at + GRACE_SECONDS - time.monotonic())
-            )
-            ready = wait_for([self.conn, self.process.sentinel, self._wake_r], timeout)
-            if self._wake_r in ready:
-                try:
-                    os.read(self._wake_r, 64)
-                except BlockingIOError:
-                    pass
-            if self.conn in ready or (self.process.sentinel in ready and self._poll()):
-                try:
-                    message = self.conn.recv()
-                except (EOFError, OSError):
-                    return self._child_gone(flight.run_id)
-                kind = message[0]
-                if kind == "log":
-                    buffer.merge(Chunk(*message[1:]))
-                    continue
-                if kind == "done":
-                    _, status, result, error, recycle = message
-                    if recycle:
-                        self.retire()
-                    return Outcome(flight.run_id, status, result=result, error=error)
-            elif self.process.sentinel in ready:
-                return self._child_gone(flight.run_id)
-            if self.stop_requested:
-                if signalled_at is None:
-                    signalled_at = time.monotonic()
-                    self._signal(signal.SIGTERM)
-                elif time.monotonic() >= signalled_at + GRACE_SECONDS:
-                    self._signal(signal.SIGKILL)
-                    return self._child_gone(flight.run_id)
-
-    def _poll(self) -> bool:
-        try:
-            return self.conn.poll()
-        except (OSError, EOFError):
-            return False
-
-    def _signal(self, sig: int) -> None:
-        # exitcode polls the child first: a pid already reaped is never signalled.
-        if self.process is not None and _exitcode(self.process) is None:
-            try:
-                os.kill(self.process.pid, sig)
-            except ProcessLookupError:
-                pass
-
-    def _child_gone(self, run_id: int) -> Outcome | None:
-        """The child ended: an outcome that says how, unless the run was
-        given up on (then its end was our doing, and it is recorded already)."""
-        exitcode = _reap(self.process)
-        with self.pool._lock:
-            stopped = self.stop_requested
-        self.retire()
-        if stopped:
+            child_end.close()
+            log.error("a run process could not start: %s", exc)
+            self._fail_pending(f"a run process could not start: {exc}")
             return None
-        return Outcome(run_id, "failed", error=describe_exit(exitcode, self.pool.memory_mb))
+        child_end.close()
+        child = _Child(self._numbers, process, parent)
+        self._children.append(child)
+        self._watch(child.conn.fileno(), child, "conn")
+        self._watch(process.sentinel, child, "sentinel")
+        return child
 
-    def retire(self) -> None:
-        """Let the child go: an idle one reads the closed pipe and exits; one
-        that does not is killed."""
-        process, conn = self.process, self.conn
-        self.process = self.conn = None
-        if conn is not None:
+    def _watch(self, fd: int, child: _Child, what: str) -> None:
+        self._by_fd[fd] = (child, what)
+        self._poll.register(fd, select.POLLIN)
+
+    def _unwatch(self, fd: int) -> None:
+        if self._by_fd.pop(fd, None) is not None:
+            self._poll.unregister(fd)
+
+    def _close_conn(self, child: _Child) -> None:
+        if child.conn is not None:
+            self._unwatch(child.conn.fileno())
             try:
-                conn.close()
+                child.conn.close()
             except OSError:
                 pass
-        if process is not None:
-            _stop(process, wait=1)
+            child.conn = None
 
+    def _forget(self, child: _Child) -> None:
+        self._close_conn(child)
+        self._unwatch(child.process.sentinel)
+        if child in self._children:
+            self._children.remove(child)
 
-# multiprocessing reads a forkserver child's exit status from its sentinel
-# once, in whichever thread polls first, and Process.start() polls every
-# other child: two slot threads polling at once made one of them read the
-# end of the pipe instead (exit status 255). Every start and poll holds this
-# lock; blocking waits happen on the sentinel, outside it.
-_MP_LOCK = threading.Lock()
+    def _dispatch(self, outcomes: list[Outcome]) -> None:
+        """Hand pending runs to idle children; start children for the rest,
+        up to the pool's size."""
+        while self._pending:
+            child = next(
+                (
+                    c
+                    for c in self._children
+                    if c.ready and c.flight is None and c.conn is not None and not (c.stopping or c.last_run)
+                ),
+                None,
+            )
+            if child is None:
+                break
+            flight, ref = self._pending.popleft()
+            if flight.run_id not in self.flights:
+                continue  # abandoned before a child took it
+            self._send(child, flight, ref, outcomes)
+        # Never more children than places: one being stopped, or leaving,
+        # keeps its place until it is gone.
+        for _ in range(min(len(self._pending), self.size - len(self._children))):
+            if self._spawn() is None:
+                break
 
+    def _send(self, child: _Child, flight: Flight, ref: HandlerRef, outcomes: list[Outcome]) -> None:
+        child.flight = flight
+        try:
+            message = ("run", ref, ref.module(), payload_of(flight.ctx))
+            child.conn.send(message)
+        except (OSError, EOFError):
+            self._child_gone(child, outcomes)
+        except Exception as exc:  # a payload that does not pickle
+            child.flight = None
+            self._finish(
+                flight,
+                Outcome(flight.run_id, "failed", error=f"the run could not be handed to its process: {exc}"),
+                outcomes,
+            )
 
-def _exitcode(process) -> int | None:
-    with _MP_LOCK:
-        return process.exitcode
+    def _finish(self, flight: Flight, outcome: Outcome | None, outcomes: list[Outcome]) -> None:
+        """A run ended in its child: its place is free; its outcome (None: it
+        was given up on, and recorded already) goes to the loop."""
+        flight.done.set()
+        if outcome is not None and flight.run_id in self.flights:
+            outcome.log = flight.ctx.log_text()
+            outcomes.append(outcome)
+
+    def _fail_pending(self, error: str) -> None:
+        """No child could start: the oldest run waiting for one fails with why."""
+        while self._pending:
+            flight, _ = self._pending.popleft()
+            if flight.run_id in self.flights:
+                flight.done.set()
+                self._failed_start.append(Outcome(flight.run_id, "failed", error=error))
+                return
+
+    # -- waiting ---------------------------------------------------------------------
+
+    def _wait_once(self, timeout: float, outcomes: list[Outcome]) -> bool:
+        """One poll of every child and the wake pipe, up to `timeout`
+        seconds; what arrived is handled. True when the loop should look
+        again without an outcome: woken, or a place became free."""
+        now = time.monotonic()
+        kills = [c.kill_at for c in self._children if c.kill_at is not None]
+        starting = [c.started + START_TIMEOUT_SECONDS for c in self._children if not c.ready]
+        until = min([now + max(0.0, timeout), *kills, *starting])
+        try:
+            events = self._poll.poll(max(0, int((until - now) * 1000 + 0.999)))
+        except InterruptedError:
+            events = []
+        freed = False
+        gone = []
+        for fd, _event in events:
+            if fd == self._wake_r:
+                try:
+                    while os.read(self._wake_r, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+                freed = True
+                continue
+            watched = self._by_fd.get(fd)
+            if watched is None:
+                continue
+            child, what = watched
+            if what == "conn":
+                freed |= self._receive(child, outcomes)
+            else:
+                gone.append(child)
+        for child in gone:
+            if child in self._children:
+                # What it wrote before it ended comes first.
+                freed |= self._receive(child, outcomes)
+                if child in self._children:
+                    self._child_gone(child, outcomes)
+                    freed = True
+        freed |= self._timers(outcomes)
+        if self._failed_start:
+            outcomes.extend(o for o in self._failed_start if o.run_id in self.flights)
+            self._failed_start = []
+        if freed or outcomes:
+            self._dispatch(outcomes)
+        return freed
+
+    def _receive(self, child: _Child, outcomes: list[Outcome]) -> bool:
+        """Read what the child sent. True when that made a place free (a
+        child became ready)."""
+        freed = False
+        while child.conn is not None:
+            try:
+                if not child.conn.poll():
+                    return freed
+                message = child.conn.recv()
+            except (EOFError, OSError):
+                self._close_conn(child)  # it is gone: its sentinel says how
+                return freed
+            kind = message[0]
+            if kind == "log":
+                if child.flight is not None:
+                    child.flight.ctx._log.merge(Chunk(*message[1:]))
+            elif kind == "done":
+                _, status, result, error, last = message
+                flight, child.flight = child.flight, None
+                child.last_run = last
+                if flight is not None and child.stopping:
+                    flight.done.set()  # given up on, and recorded already
+                elif flight is not None:
+                    self._finish(flight, Outcome(flight.run_id, status, result=result, error=error), outcomes)
+                if last:
+                    self._close_conn(child)  # it leaves; its sentinel replaces it
+            elif kind == "ready":
+                child.ready = True
+                self.start_seconds.append(time.monotonic() - child.started)
+                log.debug("run process %d ready (pid %d)", child.number, child.process.pid)
+                freed = True
+            elif kind == "error":
+                log.error("a run process could not start: %s", message[1])
+                self._start_failed(child, message[1])
+        return freed
+
+    def _child_gone(self, child: _Child, outcomes: list[Outcome]) -> None:
+        """The child ended: its run (if any, and not given up on) failed
+        with how it ended; a replacement starts if runs wait for one."""
+        exitcode = _reap(child.process, 0 if child.stopping else 1)
+        if exitcode is None:  # its pipe closed, but it has not ended: it will not be used again
+            _stop(child.process, wait=0)
+            exitcode = child.process.exitcode
+        flight = child.flight
+        self._forget(child)
+        if flight is not None:
+            if child.stopping:
+                flight.done.set()
+            else:
+                self._finish(
+                    flight,
+                    Outcome(flight.run_id, "failed", error=describe_exit(exitcode, self.memory_mb)),
+                    outcomes,
+                )
+        elif not child.ready and not child.last_run:
+            self._start_failed(child, describe_exit(exitcode, None))
+        if child.ready and self._config is not None and len(self._children) < self.size:
+            self._spawn()  # the replacement, ready before the next run needs it
+
+    def _start_failed(self, child: _Child, detail: str) -> None:
+        _stop(child.process, wait=0)
+        self._forget(child)
+        self._fail_pending(f"a run process could not start ({detail})")
+
+    def _timers(self, outcomes: list[Outcome]) -> bool:
+        """SIGKILL for children past their grace; children that never got ready."""
+        now = time.monotonic()
+        freed = False
+        for child in list(self._children):
+            if child.kill_at is not None and now >= child.kill_at:
+                child.kill_at = None
+                self._signal(child, signal.SIGKILL)
+            elif not child.ready and now >= child.started + START_TIMEOUT_SECONDS:
+                self._start_failed(child, f"not ready after {START_TIMEOUT_SECONDS:g} s")
+                freed = True
+        return freed
+
+    def _signal(self, child: _Child, sig: int) -> None:
+        # exitcode polls the child first: a pid already reaped is never signalled.
+        if child.process.exitcode is None:
+            try:
+                os.kill(child.process.pid, sig)
+            except ProcessLookupError:
+                pass
 
 
 def _reap(process, timeout: float | None = None) -> int | None:
     """Wait for the child to end (up to `timeout`); its exit code, or None."""
-    wait_for([process.sentinel], timeout)
-    with _MP_LOCK:
-        process.join(0)
-        return process.exitcode
+    process.join(timeout)
+    return process.exitcode
 
 
 def _stop(process, *, wait: float) -> None:
     """Give the child `wait` seconds to leave, then kill it."""
     if _reap(process, wait) is None:
-        if _exitcode(process) is None:
-            try:
-                process.kill()
-            except ProcessLookupError:
-                pass
+        try:
+            process.kill()
+        except ProcessLookupError:
+            pass
         _reap(process)
 
 
@@ -469,9 +578,15 @@ def child_main(conn, config: dict) -> None:
     try:
         _setup(config)
     except BaseException as exc:
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        message = ("error", f"{type(exc).__name__}: {exc}")
+    else:
+        message = ("ready", os.getpid())
+    try:
+        conn.send(message)
+    except OSError:
+        return  # the scheduler let go of this process before it was ready (it closed the pool)
+    if message[0] == "error":
         return
-    conn.send(("ready", os.getpid()))
     threading.Thread(target=_exit_with_scheduler, args=(conn,), name="scheduler-watch", daemon=True).start()
     while True:
         try:
@@ -582,6 +697,17 @@ class _ChildContext(JobContext):
         self.streamer.poke()
 
 
+def context_from(payload: dict) -> dict:
+    """The JobContext fields `payload_of` sent, with the job and run rows
+    rebuilt (the run's job cached on it, as it was in the scheduler)."""
+    fields = dict(payload)
+    job, run = _instance(payload["job"]), _instance(payload["run"])
+    if run is not None and job is not None and run.job_id == job.pk:
+        type(run)._meta.get_field("job").set_cached_value(run, job)
+    fields["job"], fields["run"] = job, run
+    return fields
+
+
 def _run(conn, ref: HandlerRef, module: str | None, payload: dict, config: dict) -> bool:
     """One run; True if this process should not take another."""
     from django.db import connections
@@ -589,7 +715,7 @@ def _run(conn, ref: HandlerRef, module: str | None, payload: dict, config: dict)
     from jobs.engine.execution.executors import run_handler
 
     keep = config["log_keep"]
-    ctx = _ChildContext(**payload, log_keep=keep)
+    ctx = _ChildContext(**context_from(payload), log_keep=keep)
     ctx.streamer = _Streamer(conn, ctx._log)
     memory_error = memory_error_message(config["memory_mb"]) if config["memory_mb"] else None
 
