@@ -5,11 +5,14 @@ insert_rows (one INSERT for a pass's runs)."""
 
 import uuid
 from datetime import timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connections, transaction
+from django.utils.functional import lazystr
 
-from jobs.engine.bulk import insert_rows
+from jobs.engine.bulk import insert_rows, preparer
 from jobs.engine.planning import due_jobs, due_query
 from jobs.engine.prepared import Prepared
 from jobs.models import Job, Run
@@ -106,3 +109,60 @@ def test_insert_rows_stops_at_the_unique_fire(both_databases, make_job):
     with pytest.raises(IntegrityError), transaction.atomic():
         insert_rows([Run(**run, attempt=2), Run(**run)])
     assert Run.objects.count() == 1, "nothing of the refused statement is written"
+
+
+def _values_for(field) -> list:
+    """Values a field may be given: the types the scheduler writes, and
+    others that must take the field's own way."""
+    kind = (field.target_field if field.is_relation else field).get_internal_type()
+    berlin = ZoneInfo("Europe/Berlin")
+    common = [None]
+    if kind == "DateTimeField":
+        return [*common, T0, T0.astimezone(berlin), T0 + timedelta(microseconds=7), T0.isoformat()]
+    if kind == "UUIDField":
+        return [*common, uuid.UUID(int=5), str(uuid.UUID(int=6))]
+    if kind in ("CharField", "TextField"):
+        return [*common, "", "é \u2713 text", 5, lazystr("lazy")]
+    if kind == "BooleanField":
+        return [*common, True, False, 1, 0]
+    if kind == "JSONField":
+        return [*common, {}, {"é": [1, 2.5, None, True, "\u2713"]}, [1, "a"], "text", 5]
+    return [*common, 0, 7, 2**40, "12", True]  # integers and keys
+
+
+def _comparable(value):
+    if hasattr(value, "obj") and hasattr(value, "dumps"):  # psycopg's Jsonb wrapper
+        return ("Jsonb", value.obj)
+    return (type(value).__name__, value)
+
+
+@pytest.mark.parametrize("save", [True, False], ids=["insert", "update"])
+@pytest.mark.parametrize("model", [Run, Job], ids=["run", "job"])
+def test_values_are_prepared_as_each_field_prepares_them(both_databases, model, save):
+    """jobs.engine.bulk's preparers against the fields' own get_db_prep_save
+    (inserts) and get_db_prep_value (updates), for every field of the two
+    tables the scheduler writes, on both databases."""
+    from django.db import connection
+
+    conn = connections["default"]
+    checked = 0
+    for field in model._meta.concrete_fields:
+        if field.primary_key and save:
+            continue
+        name = "pk" if field.primary_key else field.name
+        prep = preparer(model, [name], save=save)
+        for value in _values_for(field):
+            if field.primary_key and value is None:
+                continue
+            try:
+                expected = (
+                    field.get_db_prep_save(value, conn) if save else field.get_db_prep_value(value, conn)
+                )
+            except (TypeError, ValueError, ValidationError) as exc:
+                with pytest.raises(type(exc)):
+                    prep.values([value])
+                continue
+            assert _comparable(prep.values([value])[0]) == _comparable(expected), (field.name, value)
+            checked += 1
+    assert checked > 5 * len(model._meta.concrete_fields)
+    assert connection.vendor in ("sqlite", "postgresql")
