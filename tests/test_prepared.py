@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connections, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils.functional import lazystr
 
 from jobs.engine.bulk import insert_rows, preparer
@@ -166,3 +167,69 @@ def test_values_are_prepared_as_each_field_prepares_them(both_databases, model, 
             checked += 1
     assert checked > 5 * len(model._meta.concrete_fields)
     assert connection.vendor in ("sqlite", "postgresql")
+
+
+@pytest.mark.postgres
+def test_the_cluster_claim_takes_what_the_orm_would_read_and_marks_it(postgres_database, make_job):
+    """jobs.engine.execution.starting's one-statement claim on PostgreSQL:
+    the oldest due queued runs up to the limit, marked running on this node,
+    each read back as `select_related("job")` reads it (its job cached, a
+    task's None), oldest first; later, running and finished runs untouched."""
+    from jobs.engine.execution.starting import ClusterClaim
+
+    job = make_job(properties={"é": [1, None, "\u2713"]}, last_fire_at=T0)
+    other = make_job()
+
+    def queued(**fields):
+        return Run.objects.create(
+            **{"job": job, "scheduled_at": T0, "trigger": "manual", "status": "queued", **fields}
+        )
+
+    second = queued(run_after=T0 - timedelta(seconds=1), trigger="schedule", properties={"x": 1})
+    first = queued(run_after=T0 - timedelta(seconds=2), job=other, trigger="schedule")
+    task = queued(run_after=T0 - timedelta(seconds=1), job=None, trigger="task", handler="demo.echo")
+    fourth = queued(run_after=T0, trigger="schedule", scheduled_at=T0 + timedelta(seconds=1))
+    later = queued(
+        run_after=T0 + timedelta(seconds=1), trigger="schedule", scheduled_at=T0 + timedelta(seconds=2)
+    )
+    running = queued(
+        status="running",
+        run_after=T0 - timedelta(hours=1),
+        trigger="schedule",
+        scheduled_at=T0 - timedelta(hours=1),
+    )
+    started = T0 + timedelta(milliseconds=5)
+    claim = ClusterClaim()
+
+    got = claim(T0, 3, worker_id="node-x", started=started)
+
+    assert [run.pk for run in got] == [first.pk, second.pk, task.pk], "oldest first, up to the limit"
+    stored = {run.pk: run for run in Run.objects.select_related("job").filter(pk__in=[r.pk for r in got])}
+    for run in got:
+        mine, theirs = [
+            [getattr(r, f.attname) for f in Run._meta.concrete_fields] for r in (run, stored[run.pk])
+        ]
+        assert mine == theirs
+        assert (run.status, run.worker_id, run.started_at, run.heartbeat_at) == (
+            "running",
+            "node-x",
+            started,
+            started,
+        )
+        assert not run._state.adding
+    with CaptureQueriesContext(connections["default"]) as queries:
+        jobs_read = [run.job for run in got]
+    assert not queries, "each run's job came with it"
+    assert jobs_read[2] is None
+    for read in jobs_read[:2]:
+        assert [getattr(read, f.attname) for f in Job._meta.concrete_fields] == [
+            getattr(Job.objects.get(pk=read.pk), f.attname) for f in Job._meta.concrete_fields
+        ]
+    assert got[1].job.properties == {"é": [1, None, "\u2713"]} and got[1].properties == {"x": 1}
+    assert {r.pk: r.status for r in Run.objects.filter(pk__in=[fourth.pk, later.pk, running.pk])} == {
+        fourth.pk: "queued",
+        later.pk: "queued",
+        running.pk: "running",
+    }
+    assert [run.pk for run in claim(T0, 5, worker_id="node-y", started=started)] == [fourth.pk]
+    assert claim(T0, 5, worker_id="node-y", started=started) == []

@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.db.models import BooleanField, Min, Subquery
 from django.db.models.expressions import RawSQL
 
@@ -82,6 +82,7 @@ class Planner:
         self.clustered = clustered
         self.misfire_threshold = misfire_threshold
         self.clock = clock
+        self._fence_compiled: tuple | None = None  # ((connection, epoch), (sql, params)), see _fence
 
     def plan_due(self, now: datetime, *, epoch: int | None, free_slots: int) -> Planned:
         """Claim every due fire (up to a batch) and write its run. `epoch`: the
@@ -238,8 +239,7 @@ class Planner:
         where_params: list = [str(Job.State.ENABLED)]
         if self.clustered:
             # The epoch fence, in the claim's own statement (see `_claimable`).
-            holding = leases.holding(leases.LEADER, self.worker_id, epoch, now=now)
-            sql, fence_params = holding.values("pk").query.sql_with_params()
+            sql, fence_params = self._fence(epoch, now)
             where += f" AND EXISTS ({sql})"
             where_params += fence_params
         rows = [
@@ -260,6 +260,20 @@ class Planner:
             where=where,
             where_params=where_params,
         )
+
+    def _fence(self, epoch: int | None, now: datetime) -> tuple[str, tuple]:
+        """The epoch fence's SQL and parameters. On PostgreSQL it judges by
+        the database's clock, so it takes no time of ours: compiled once per
+        epoch and connection, not on every pass."""
+        key = (connections[DEFAULT_DB_ALIAS], epoch)
+        if self._fence_compiled is not None and self._fence_compiled[0] == key:
+            return self._fence_compiled[1]
+        compiled = (
+            leases.holding(leases.LEADER, self.worker_id, epoch, now=now).values("pk").query.sql_with_params()
+        )
+        if key[0].vendor == "postgresql":
+            self._fence_compiled = (key, compiled)
+        return compiled
 
     def _claimable(self, job: Job, expected_next: datetime, now: datetime, epoch: int | None):
         claimable = Job.objects.scheduled().filter(pk=job.pk, next_fire_at=expected_next)

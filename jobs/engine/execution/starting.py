@@ -4,18 +4,24 @@ hand each run to the pool with its context.
 `Starter.claim_queued(now, known=…)` takes the due queued runs (retries,
 manual runs, tasks, upstream runs, and on PostgreSQL the fires the leader
 planned) in order, up to the free slots, marks them running on this node
-with a compare-and-set on their status (on PostgreSQL `SELECT … FOR UPDATE
-SKIP LOCKED`, so each run is taken by one node), and starts them. `known`
-are runs planning just wrote and still holds in memory: those are not loaded
-back. What is left of them, and whether runs wait for slots, comes back in
-the `Claimed`.
+with a compare-and-set on their status, and starts them. `known` are runs
+planning just wrote and still holds in memory: those are not loaded back.
+What is left of them, and whether runs wait for slots, comes back in the
+`Claimed`.
+
+On PostgreSQL, where every node claims on every pass and each round trip
+to the server is part of a fire's lateness, the claim is one statement
+(`ClusterClaim`): an UPDATE of the oldest due queued runs picked with
+`FOR UPDATE SKIP LOCKED` (so each run is taken by one node), which returns
+them with their job. On SQLite (one node, one writer) the claim reads the
+due runs, loads those it does not hold, and marks them in one transaction.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import Min
 
 from jobs.engine.execution.executors import Flight, HandlerRef
@@ -83,6 +89,8 @@ class Starter:
         free = min(self.pool.free_slots, CLAIM_BATCH)
         if free <= 0:
             return Claimed(known=known, waiting_for_slots=True)
+        if connection.vendor == "postgresql":
+            return self._claim_clustered(now, free, known)
         if not _any_queued_due(now):
             # The common pass: nothing queued. A read, not a write transaction
             # (on SQLite BEGIN IMMEDIATE takes the database's write lock).
@@ -112,6 +120,32 @@ class Starter:
             started = take(runs, now, worker_id=self.worker_id, clock=self.clock)
             Run.objects.filter(pk__in=[r.pk for r in runs], status=Run.Status.QUEUED).update(
                 status=Run.Status.RUNNING, worker_id=self.worker_id, started_at=started, heartbeat_at=started
+            )
+        claimed.recorded = self.start_all(runs)
+        return claimed
+
+    def _claim_clustered(self, now: datetime, free: int, known: dict[int, Run]) -> Claimed:
+        """PostgreSQL: up to `free` due queued runs, marked running on this
+        node and read back with their jobs, in one statement (autocommit:
+        its commit is the claim). Runs planning holds start from memory."""
+        started = max(now, self.clock())
+        rows = _cluster_claim(now, free, worker_id=self.worker_id, started=started)
+        if not rows:
+            return Claimed(known=known)
+        claimed = Claimed(did=True)
+        runs = [known.get(run.pk) or run for run in rows]
+        taken = {run.pk for run in runs}
+        claimed.known = {pk: run for pk, run in known.items() if pk not in taken}
+        if len(runs) == free:
+            # Perhaps more queued: wait for slots, or go on if the batch limited us.
+            claimed.waiting_for_slots = free == self.pool.free_slots
+            claimed.full = not claimed.waiting_for_slots
+        for run in runs:
+            run.status, run.worker_id, run.started_at, run.heartbeat_at = (
+                Run.Status.RUNNING,
+                self.worker_id,
+                started,
+                started,
             )
         claimed.recorded = self.start_all(runs)
         return claimed
@@ -164,6 +198,86 @@ class Starter:
         kind, name = (Job.Kind.PYTHON, run.handler) if run.is_task else (job.kind, job.handler)
         self.pool.start(flight, HandlerRef(str(kind), name))
         return Recorded()
+
+
+class ClusterClaim:
+    """The PostgreSQL claim, one statement: the oldest due queued runs, up
+    to a number, locked with SKIP LOCKED (another node's claim skips them
+    rather than waiting), marked running on this node, and returned with
+    their jobs (a task has none), oldest first.
+
+    The rows are read as `Run.objects.select_related("job")` reads them:
+    the same columns in the same order, with Django's converters, compiled
+    once per connection (tests/test_engine_parts.py compares the two)."""
+
+    def __init__(self):
+        self._compiled = None
+
+    def __call__(self, now: datetime, limit: int, *, worker_id: str, started: datetime) -> list[Run]:
+        conn = connections[DEFAULT_DB_ALIAS]
+        compiled = self._compiled
+        if compiled is None or compiled["connection"] is not conn:
+            compiled = self._compiled = self._compile(conn)
+        prep = conn.ops.adapt_datetimefield_value
+        with conn.cursor() as cursor:
+            cursor.execute(compiled["sql"], [worker_id, prep(started), prep(started), prep(now), limit])
+            rows = cursor.fetchall()
+        if compiled["converters"]:
+            rows = compiled["compiler"].apply_converters(rows, compiled["converters"])
+        runs = []
+        (run_start, run_end), (job_start, job_end) = compiled["run"], compiled["job"]
+        cache_job = compiled["cache_job"]
+        for row in rows:
+            run = Run.from_db(conn.alias, compiled["run_names"], row[run_start:run_end])
+            job_values = row[job_start:job_end]
+            job = (
+                None if job_values[0] is None else Job.from_db(conn.alias, compiled["job_names"], job_values)
+            )
+            cache_job(run, job)
+            runs.append(run)
+        runs.sort(key=lambda run: (run.run_after, run.pk))
+        return runs
+
+    @staticmethod
+    def _compile(conn) -> dict:
+        compiler = Run.objects.select_related("job").query.get_compiler(connection=conn)
+        compiler.as_sql()  # fills in what it selects
+        select = [column for column, _sql, _alias in compiler.select]
+        info = compiler.klass_info
+        (related,) = info["related_klass_infos"]
+        qn = conn.ops.quote_name
+        run_table, job_table = Run._meta.db_table, Job._meta.db_table
+        columns = [
+            f"claimed.{qn(column.target.column)}"
+            if column.alias == run_table
+            else f"{qn(job_table)}.{qn(column.target.column)}"
+            for column in select
+        ]
+        run_cols = f"{qn(run_table)}.{{}}".format
+        sql = (
+            f"WITH claimed AS (UPDATE {qn(run_table)} SET {qn('status')} = 'running', "
+            f"{qn('worker_id')} = %s, {qn('started_at')} = %s, {qn('heartbeat_at')} = %s "
+            f"WHERE {run_cols(qn('id'))} IN (SELECT {qn('id')} FROM {qn(run_table)} "
+            f"WHERE {QUEUED_RUN.sql} AND {qn('run_after')} <= %s ORDER BY {qn('run_after')}, {qn('id')} "
+            f"LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING {run_cols('*')}) "
+            f"SELECT {', '.join(columns)} FROM claimed "
+            f"LEFT JOIN {qn(job_table)} ON {qn(job_table)}.{qn('id')} = claimed.{qn('job_id')}"
+        )
+        run_fields, job_fields = info["select_fields"], related["select_fields"]
+        return {
+            "connection": conn,
+            "sql": sql,
+            "compiler": compiler,
+            "converters": compiler.get_converters(select),
+            "run": (run_fields[0], run_fields[-1] + 1),
+            "job": (job_fields[0], job_fields[-1] + 1),
+            "run_names": [select[i].target.attname for i in run_fields],
+            "job_names": [select[i].target.attname for i in job_fields],
+            "cache_job": related["local_setter"],
+        }
+
+
+_cluster_claim = ClusterClaim()
 
 
 def _queued_due(now: datetime):
