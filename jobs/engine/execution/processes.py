@@ -428,10 +428,7 @@ class ProcessPool:
         kills = [c.kill_at for c in self._children if c.kill_at is not None]
         starting = [c.started + START_TIMEOUT_SECONDS for c in self._children if not c.ready]
         until = min([now + max(0.0, timeout), *kills, *starting])
-        try:
-            events = self._poll.poll(max(0, int((until - now) * 1000 + 0.999)))
-        except InterruptedError:
-            events = []
+        events = self._poll_for(until - now)
         freed = False
         gone = []
         for fd, _event in events:
@@ -465,6 +462,21 @@ class ProcessPool:
         if freed or outcomes:
             self._dispatch(outcomes)
         return freed
+
+    def _poll_for(self, seconds: float) -> list:
+        """poll() for up to `seconds`, to the microsecond: poll counts whole
+        milliseconds, and the loop sleeps until a fire's time this way, so
+        the part of a millisecond left is slept (what arrives meanwhile is
+        seen right after)."""
+        whole = int(max(0.0, seconds) * 1000)
+        try:
+            events = self._poll.poll(whole)
+            if not events and seconds * 1000 > whole:
+                time.sleep(seconds - whole / 1000)
+                events = self._poll.poll(0)
+        except InterruptedError:
+            return []
+        return events
 
     def _receive(self, child: _Child, outcomes: list[Outcome]) -> bool:
         """Read what the child sent. True when that made a place free (a
