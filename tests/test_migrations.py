@@ -74,3 +74,17 @@ def test_runs_index_their_upstream_run_and_their_user_only_when_they_have_one(bo
     )
     assert "run_caused_by_idx" in downstream, downstream
     assert "run_created_by_idx" in set_null, set_null
+
+
+def test_a_runs_fire_id_has_no_index_of_its_own(both_databases):
+    """No query looks runs up by their fire id (it is the handlers'
+    idempotency key): an index on it cost every run's insert an entry at a
+    random place. Migration 0017 drops it by name on both databases."""
+    from django.db import connection
+
+    from jobs.models import Run
+
+    with connection.cursor() as cursor:
+        indexes = connection.introspection.get_constraints(cursor, Run._meta.db_table)
+    on_fire_id = [name for name, spec in indexes.items() if "fire_id" in spec["columns"]]
+    assert on_fire_id == [], on_fire_id
