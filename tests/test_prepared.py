@@ -233,3 +233,25 @@ def test_the_cluster_claim_takes_what_the_orm_would_read_and_marks_it(postgres_d
     }
     assert [run.pk for run in claim(T0, 5, worker_id="node-y", started=started)] == [fourth.pk]
     assert claim(T0, 5, worker_id="node-y", started=started) == []
+
+
+def test_the_engines_statements_are_seen_by_whoever_watches_and_keep_djangos_checks(both_databases, make_job):
+    """jobs.engine.bulk.fetch sends SQLite statements to the driver itself,
+    but not while statements are captured (tests, DEBUG's log, execute
+    wrappers), and errors and a broken transaction come as Django's."""
+    from django.db.transaction import TransactionManagementError
+
+    job = make_job()
+    run = dict(job=job, scheduled_at=T0, run_after=T0, trigger="schedule", status="queued", created_at=T0)
+    with CaptureQueriesContext(connections["default"]) as queries:
+        insert_rows([Run(**run)])
+    assert [q["sql"] for q in queries if q["sql"].startswith('INSERT INTO "jobs_run"')], (
+        queries.captured_queries
+    )
+    with pytest.raises(IntegrityError), transaction.atomic():
+        insert_rows([Run(**run)])  # the same fire again
+    with transaction.atomic():
+        transaction.set_rollback(True)
+        with pytest.raises(TransactionManagementError):
+            insert_rows([Run(**run, attempt=2)])
+    assert Run.objects.count() == 1

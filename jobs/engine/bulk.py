@@ -55,6 +55,39 @@ def database():
     return connections[DEFAULT_DB_ALIAS]
 
 
+def fetch(conn, sql: str, params) -> list[tuple]:
+    """Execute `sql` (Django's %s placeholders) with `params` on `conn` and
+    return its rows.
+
+    On SQLite the statement goes to the driver's own connection, its
+    placeholders rewritten once per statement text: Django's cursor
+    rewrites them on every execution (a regular expression over the whole
+    text, which for a batch's INSERT is tens of kilobytes) and wraps each
+    call in three layers. The same checks are made (a broken transaction
+    refuses, errors come as Django's), and while anything watches the
+    statements (a test capturing queries, DEBUG's query log, an execute
+    wrapper) they go through Django's cursor as before."""
+    if conn.vendor == "sqlite" and not conn.queries_logged and not conn.execute_wrappers:
+        conn.close_if_health_check_failed()
+        conn.ensure_connection()
+        conn.validate_thread_sharing()
+        conn.validate_no_broken_transaction()
+        with conn.wrap_database_errors:
+            return conn.connection.execute(_qmark(sql), params).fetchall()
+    with conn.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+@functools.lru_cache(maxsize=512)
+def _qmark(sql: str) -> str:
+    """Django's "format" placeholders as SQLite's "qmark" ones, as Django's
+    SQLite cursor converts them."""
+    from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
+
+    return FORMAT_QMARK_REGEX.sub("?", sql).replace("%%", "%")
+
+
 # -- preparing values ---------------------------------------------------------------
 
 
@@ -71,11 +104,15 @@ def _field_prep(field, conn, *, save: bool) -> Callable:
     if kind == "DateTimeField" and settings.USE_TZ:
         if sqlite:
             zone = conn.timezone
+            last = [None, None]  # the last value and its text: a pass writes the same `now` many times
 
             def prep(value):
+                if value is last[0] and value is not None:
+                    return last[1]
                 if type(value) is datetime and value.utcoffset() is not None:
                     # adapt_datetimefield_value: naive in the connection's zone, as text.
-                    return str(value.astimezone(zone).replace(tzinfo=None))
+                    last[:] = value, str(value.astimezone(zone).replace(tzinfo=None))
+                    return last[1]
                 return None if value is None else django(value)
 
             return prep
@@ -164,9 +201,7 @@ def insert_rows(objs: Sequence) -> list:
         params: list = []
         for obj in chunk:
             params += prep.of(obj)
-        with conn.cursor() as cursor:
-            cursor.execute(_insert_sql(model, conn.vendor, len(chunk)), params)
-            keys = cursor.fetchall()
+        keys = fetch(conn, _insert_sql(model, conn.vendor, len(chunk)), params)
         for obj, (key,) in zip(chunk, keys, strict=True):
             setattr(obj, pk_attname, key)
             obj._state.adding, obj._state.db = False, db
@@ -241,9 +276,7 @@ def update_from_values_returning(
         for row in chunk:
             params += prep.values(row)
         sql = _update_sql(model, conn.vendor, match, assign, where, returning, len(chunk))
-        with conn.cursor() as cursor:
-            cursor.execute(sql, [*params, *where_params])
-            changed.update((row[0], tuple(row[1:])) for row in cursor.fetchall())
+        changed.update((row[0], tuple(row[1:])) for row in fetch(conn, sql, [*params, *where_params]))
     return changed
 
 

@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import QuerySet
 
+from jobs.engine.bulk import fetch
+
 # A time no query of this project asks about, so that it is found only where
 # the call's `now` goes.
 MARKER = datetime(1901, 2, 3, 4, 5, 6, 789012, tzinfo=UTC)
@@ -70,9 +72,7 @@ class Prepared:
         value = connection.ops.adapt_datetimefield_value(now)
         for slot in compiled.slots:
             params[slot] = value
-        with connection.cursor() as cursor:
-            cursor.execute(compiled.sql, params)
-            rows = cursor.fetchall()
+        rows = fetch(connection, compiled.sql, params)
         if compiled.converters:
             rows = compiled.compiler.apply_converters(rows, compiled.converters)
         model, start, end, init_list, annotations = (

@@ -389,8 +389,10 @@ class ProcessPool:
     def _send(self, child: _Child, flight: Flight, ref: HandlerRef, outcomes: list[Outcome]) -> None:
         child.flight = flight
         try:
-            message = ("run", ref, ref.module(), payload_of(flight.ctx))
-            child.conn.send(message)
+            message = ("run", ref.kind, ref.name, ref.module(), payload_of(flight.ctx))
+            # Plain pickle: nothing in a run needs multiprocessing's reducers
+            # (ForkingPickler copies its dispatch table on every call).
+            child.conn.send_bytes(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
         except (OSError, EOFError):
             self._child_gone(child, outcomes)
         except Exception as exc:  # a payload that does not pickle
@@ -607,8 +609,8 @@ def child_main(conn, config: dict) -> None:
             return
         if message is None:
             return
-        _, ref, module, payload = message
-        if _run(conn, ref, module, payload, config):
+        _, kind, name, module, payload = message
+        if _run(conn, HandlerRef(kind, name), module, payload, config):
             return  # after a MemoryError: a fresh process for the next run
 
 
