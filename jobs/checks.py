@@ -9,8 +9,12 @@ from pathlib import Path
 from django.conf import settings
 from django.core.checks import Error, register
 
+# The tag of Cronboard's own checks, which the scheduler runs with the models'
+# (runscheduler's requires_system_checks) while `manage.py check` runs all.
+TAG = "cronboard"
 
-@register()
+
+@register(TAG)
 def sqlite_folder_exists(app_configs=None, **kwargs):
     return sqlite_folder_errors(settings.DATABASES["default"])
 

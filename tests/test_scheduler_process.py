@@ -139,3 +139,19 @@ def test_restart_after_kill_9_is_not_blocked_by_the_dead_process(site):
         second.pid,
     )
     assert second.poll() is None, site.logs()
+
+
+def test_a_database_that_was_never_migrated_is_refused_in_one_sentence(tmp_path):
+    fresh = processes.Site(tmp_path, f"sqlite:///{tmp_path / 'new.sqlite3'}")
+    started = fresh.manage("runscheduler", check=False, timeout=60)
+    assert started.returncode == 1
+    assert "The database is not migrated" in started.stderr
+    assert "python manage.py migrate" in started.stderr
+    assert "Traceback" not in started.stderr
+
+
+def test_the_scheduler_runs_cronboards_own_system_checks(tmp_path):
+    nowhere = processes.Site(tmp_path, f"sqlite:///{tmp_path / 'nowhere' / 'db.sqlite3'}")
+    started = nowhere.manage("runscheduler", check=False, timeout=60)
+    assert started.returncode == 1
+    assert "cronboard.E001" in started.stderr
