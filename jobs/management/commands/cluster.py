@@ -5,11 +5,13 @@ import json
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
+from jobs import checks
 from jobs.cluster import ClusterStatus, cluster_status
 
 
 class Command(BaseCommand):
     help = "Show the scheduler nodes, the leader lease and recent leadership changes."
+    requires_system_checks = checks.FOR_COMMANDS
 
     def add_arguments(self, parser):
         actions = parser.add_subparsers(dest="action", required=True, metavar="status")

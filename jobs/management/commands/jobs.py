@@ -21,7 +21,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.translation import gettext as _
 
-from jobs import imports, services
+from jobs import checks, imports, services
 from jobs.i18n import activate_for_people_without_a_session
 from jobs.models import AuditEvent, Job
 from jobs.serializers import RUN_FIELDS, job_to_spec, run_to_dict
@@ -32,6 +32,7 @@ CLI = AuditEvent.Via.CLI
 
 class Command(BaseCommand):
     help = "Import, export, list and act on jobs."
+    requires_system_checks = checks.FOR_COMMANDS
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")

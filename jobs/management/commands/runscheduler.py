@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 from django.conf import settings
-from django.core.checks import Tags
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
@@ -64,11 +63,7 @@ def unapplied_migrations() -> list[str]:
 
 class Command(BaseCommand):
     help = "Run the Cronboard scheduler: plan due fires and execute runs until SIGTERM."
-    # The checks of what the scheduler uses: the models and Cronboard's own.
-    # Not the web side's (URLs, templates, admin, security): checking the URLs
-    # imports every view and builds the API's schemas, 0.2 s of CPU at each
-    # start and their memory for the life of a process that serves no page.
-    requires_system_checks = [Tags.models, checks.TAG]
+    requires_system_checks = checks.FOR_COMMANDS
 
     def add_arguments(self, parser):
         parser.add_argument(
