@@ -91,6 +91,11 @@ def run(options: dict, workdir: Path) -> dict:
     longest = (
         float(m.group(1)) if (m := re.search(r"longest batch transaction ([\d.]+) ms", cleanup.log)) else None
     )
+    p99 = (
+        float(m.group(1))
+        if (m := re.search(r"batch transaction p50 [\d.]+ ms, p99 ([\d.]+) ms", cleanup.log))
+        else None
+    )
     seconds = (during.end - during.start).total_seconds()
     return {
         "runs_seeded": options["runs"],
@@ -100,6 +105,7 @@ def run(options: dict, workdir: Path) -> dict:
         "rows_deleted": deleted,
         "cleanup_seconds": round(seconds, 1),
         "rows_deleted_per_s": round(deleted / seconds) if seconds > 0 else None,
+        "transaction_p99_ms": p99,
         "longest_transaction_ms": longest,
         "lateness_ms_before": _lateness(before),
         "lateness_ms_during": _lateness(during),
@@ -130,6 +136,7 @@ def render(options: dict, figures: dict) -> str:
         ("rows deleted", fmt(figures["rows_deleted"])),
         ("cleanup took", fmt(figures["cleanup_seconds"], "s")),
         ("rows deleted per second", fmt(figures["rows_deleted_per_s"])),
+        ("batch transaction p99", fmt(figures["transaction_p99_ms"], "ms")),
         ("longest batch transaction", fmt(figures["longest_transaction_ms"], "ms")),
         ("fires measured before / during", f"{fmt(b['fires'])} / {fmt(d['fires'])}"),
         ("lateness p50 before / during", f"{fmt(b['p50'])} / {fmt(d['p50'], 'ms')}"),
