@@ -141,9 +141,10 @@ def test_restart_after_kill_9_is_not_blocked_by_the_dead_process(site):
     assert second.poll() is None, site.logs()
 
 
-def test_a_database_that_was_never_migrated_is_refused_in_one_sentence(tmp_path):
+@pytest.mark.parametrize("command", [("runscheduler",), ("jobs", "list"), ("cluster", "status")])
+def test_a_database_that_was_never_migrated_is_refused_in_one_sentence(tmp_path, command):
     fresh = processes.Site(tmp_path, f"sqlite:///{tmp_path / 'new.sqlite3'}")
-    started = fresh.manage("runscheduler", check=False, timeout=60)
+    started = fresh.manage(*command, check=False, timeout=60)
     assert started.returncode == 1
     assert "The database is not migrated" in started.stderr
     assert "python manage.py migrate" in started.stderr

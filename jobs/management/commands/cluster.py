@@ -24,6 +24,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, action, as_json=False, **options):
+        checks.require_migrated()
         status = cluster_status(now=timezone.now())
         if as_json:
             self.stdout.write(json.dumps(status.as_json(), indent=2))

@@ -68,6 +68,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, action, **options):
         activate_for_people_without_a_session()
+        checks.require_migrated()
         # Bytes on the command line that are not UTF-8 arrive as lone
         # surrogates (Python's surrogateescape): a job name with them is
         # refused here, as at every other door, before a query fails on it.

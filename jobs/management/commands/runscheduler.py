@@ -8,7 +8,6 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -52,15 +51,6 @@ class SchedulerLock:
             self._fd = None
 
 
-def unapplied_migrations() -> list[str]:
-    """The migrations not applied to the default database, in order, as
-    "app.name" (what runserver warns about; the scheduler would stop on the
-    first missing table or column instead)."""
-    executor = MigrationExecutor(connection)
-    plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
-    return [f"{migration.app_label}.{migration.name}" for migration, _backwards in plan]
-
-
 class Command(BaseCommand):
     help = "Run the Cronboard scheduler: plan due fires and execute runs until SIGTERM."
     requires_system_checks = checks.FOR_COMMANDS
@@ -74,14 +64,7 @@ class Command(BaseCommand):
         activate_for_people_without_a_session()
         if not settings.JOBS_SCHEDULER_ENABLED:
             raise CommandError(_("JOBS_SCHEDULER_ENABLED is false on this node: it serves pages only."))
-        unapplied = unapplied_migrations()
-        if unapplied:
-            raise CommandError(
-                _(
-                    "The database is not migrated: %(count)d migrations are not applied (the first: %(name)s). Run  python manage.py migrate  first."
-                )
-                % {"count": len(unapplied), "name": unapplied[0]}
-            )
+        checks.require_migrated()
         lock = None
         if connection.vendor == "sqlite":
             lock = SchedulerLock(settings.DATABASES["default"]["NAME"])
