@@ -18,13 +18,13 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import BooleanField, Min, Subquery
 from django.db.models.expressions import RawSQL
 
 from jobs.engine import leases
-from jobs.engine.bulk import insert_rows, update_from_values
-from jobs.engine.execution.starting import take
+from jobs.engine.bulk import database, insert_rows, update_from_values
+from jobs.engine.execution.starting import start_time, take
 from jobs.engine.prepared import Prepared
 from jobs.models import LIVE_RUN, Job, Run
 
@@ -103,7 +103,7 @@ class Planner:
                 runs = [run for plan in claimed for run in _stamped(plan.runs, epoch)]
                 queued = [run for run in runs if run.status == Run.Status.QUEUED]
                 planned.starting = queued[: max(0, free_slots)]
-                take(planned.starting, now, worker_id=self.worker_id, clock=self.clock)
+                take(planned.starting, start_time(now, self.clock), worker_id=self.worker_id)
                 # One INSERT for the batch's runs, inside the claims' transaction.
                 created = insert_rows(runs)
             planned.queued = {run.pk: run for run in created if run.status == Run.Status.QUEUED and run.pk}
@@ -265,7 +265,7 @@ class Planner:
         """The epoch fence's SQL and parameters. On PostgreSQL it judges by
         the database's clock, so it takes no time of ours: compiled once per
         epoch and connection, not on every pass."""
-        key = (connections[DEFAULT_DB_ALIAS], epoch)
+        key = (database(), epoch)
         if self._fence_compiled is not None and self._fence_compiled[0] == key:
             return self._fence_compiled[1]
         compiled = (

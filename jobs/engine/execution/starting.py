@@ -21,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db import connection, transaction
 from django.db.models import Min
 
+from jobs.engine.bulk import database, fetch
 from jobs.engine.execution.executors import Flight, HandlerRef
 from jobs.engine.outcomes import Recorded, Recorder
 from jobs.engine.prepared import Prepared
@@ -44,11 +45,14 @@ class Claimed:
     recorded: Recorded = field(default_factory=Recorded)  # runs it could not start (their job is deleted)
 
 
-def take(runs: list[Run], now: datetime, *, worker_id: str, clock: Callable[[], datetime]) -> datetime:
-    """Make the in-memory runs this node's, running from now. started_at
-    is when the run is handed to a worker, not when this pass began: the
-    pass's own writes are part of a fire's lateness."""
-    started = max(now, clock())
+def start_time(now: datetime, clock: Callable[[], datetime]) -> datetime:
+    """When runs this pass hands to workers start: the clock's time, not when
+    the pass began (the pass's own writes are part of a fire's lateness)."""
+    return max(now, clock())
+
+
+def take(runs: list[Run], started: datetime, *, worker_id: str) -> None:
+    """Make the in-memory runs this node's, running since `started`."""
     for run in runs:
         run.status, run.worker_id, run.started_at, run.heartbeat_at = (
             Run.Status.RUNNING,
@@ -56,7 +60,6 @@ def take(runs: list[Run], now: datetime, *, worker_id: str, clock: Callable[[], 
             started,
             started,
         )
-    return started
 
 
 class Starter:
@@ -96,9 +99,6 @@ class Starter:
             # (on SQLite BEGIN IMMEDIATE takes the database's write lock).
             return Claimed(known=known)
         queued = Run.objects.filter(QUEUED_RUN, run_after__lte=now).order_by("run_after", "id")
-        if connection.vendor == "postgresql":
-            queued = queued.select_for_update(skip_locked=True, of=("self",))
-        claimed = Claimed(did=True)
         with transaction.atomic():
             ids = list(queued.values_list("id", flat=True)[:free])
             if not ids:
@@ -112,12 +112,9 @@ class Starter:
                 else {}
             )
             runs = [run for pk in ids if (run := known.get(pk) or loaded.get(pk)) is not None]
-            claimed.known = {pk: run for pk, run in known.items() if pk not in ids}
-            if len(runs) == free:
-                # Perhaps more queued: wait for slots, or go on if the batch limited us.
-                claimed.waiting_for_slots = free == self.pool.free_slots
-                claimed.full = not claimed.waiting_for_slots
-            started = take(runs, now, worker_id=self.worker_id, clock=self.clock)
+            claimed = self._claimed(runs, known, free)
+            started = start_time(now, self.clock)
+            take(runs, started, worker_id=self.worker_id)
             Run.objects.filter(pk__in=[r.pk for r in runs], status=Run.Status.QUEUED).update(
                 status=Run.Status.RUNNING, worker_id=self.worker_id, started_at=started, heartbeat_at=started
             )
@@ -128,26 +125,24 @@ class Starter:
         """PostgreSQL: up to `free` due queued runs, marked running on this
         node and read back with their jobs, in one statement (autocommit:
         its commit is the claim). Runs planning holds start from memory."""
-        started = max(now, self.clock())
+        started = start_time(now, self.clock)
         rows = _cluster_claim(now, free, worker_id=self.worker_id, started=started)
         if not rows:
             return Claimed(known=known)
-        claimed = Claimed(did=True)
         runs = [known.get(run.pk) or run for run in rows]
+        claimed = self._claimed(runs, known, free)
+        take(runs, started, worker_id=self.worker_id)  # the ones from memory, as the statement marked them
+        claimed.recorded = self.start_all(runs)
+        return claimed
+
+    def _claimed(self, runs: list[Run], known: dict[int, Run], free: int) -> Claimed:
+        """What a claim that took `runs` (with `free` slots) did, before they start."""
         taken = {run.pk for run in runs}
-        claimed.known = {pk: run for pk, run in known.items() if pk not in taken}
+        claimed = Claimed(did=True, known={pk: run for pk, run in known.items() if pk not in taken})
         if len(runs) == free:
             # Perhaps more queued: wait for slots, or go on if the batch limited us.
             claimed.waiting_for_slots = free == self.pool.free_slots
             claimed.full = not claimed.waiting_for_slots
-        for run in runs:
-            run.status, run.worker_id, run.started_at, run.heartbeat_at = (
-                Run.Status.RUNNING,
-                self.worker_id,
-                started,
-                started,
-            )
-        claimed.recorded = self.start_all(runs)
         return claimed
 
     def start_all(self, runs: list[Run]) -> Recorded:
@@ -208,20 +203,18 @@ class ClusterClaim:
 
     The rows are read as `Run.objects.select_related("job")` reads them:
     the same columns in the same order, with Django's converters, compiled
-    once per connection (tests/test_engine_parts.py compares the two)."""
+    once per connection (tests/test_prepared.py compares the two)."""
 
     def __init__(self):
         self._compiled = None
 
     def __call__(self, now: datetime, limit: int, *, worker_id: str, started: datetime) -> list[Run]:
-        conn = connections[DEFAULT_DB_ALIAS]
+        conn = database()
         compiled = self._compiled
         if compiled is None or compiled["connection"] is not conn:
             compiled = self._compiled = self._compile(conn)
         prep = conn.ops.adapt_datetimefield_value
-        with conn.cursor() as cursor:
-            cursor.execute(compiled["sql"], [worker_id, prep(started), prep(started), prep(now), limit])
-            rows = cursor.fetchall()
+        rows = fetch(conn, compiled["sql"], [worker_id, prep(started), prep(started), prep(now), limit])
         if compiled["converters"]:
             rows = compiled["compiler"].apply_converters(rows, compiled["converters"])
         runs = []
@@ -253,15 +246,18 @@ class ClusterClaim:
             else f"{qn(job_table)}.{qn(column.target.column)}"
             for column in select
         ]
-        run_cols = f"{qn(run_table)}.{{}}".format
+        run, job = qn(run_table), qn(job_table)
+        names = ("status", "worker_id", "started_at", "heartbeat_at", "run_after", "job")
+        col = {name: qn(Run._meta.get_field(name).column) for name in names}
+        run_pk, job_pk = qn(Run._meta.pk.column), qn(Job._meta.pk.column)
         sql = (
-            f"WITH claimed AS (UPDATE {qn(run_table)} SET {qn('status')} = 'running', "
-            f"{qn('worker_id')} = %s, {qn('started_at')} = %s, {qn('heartbeat_at')} = %s "
-            f"WHERE {run_cols(qn('id'))} IN (SELECT {qn('id')} FROM {qn(run_table)} "
-            f"WHERE {QUEUED_RUN.sql} AND {qn('run_after')} <= %s ORDER BY {qn('run_after')}, {qn('id')} "
-            f"LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING {run_cols('*')}) "
+            f"WITH claimed AS (UPDATE {run} SET {col['status']} = '{Run.Status.RUNNING}', "
+            f"{col['worker_id']} = %s, {col['started_at']} = %s, {col['heartbeat_at']} = %s "
+            f"WHERE {run}.{run_pk} IN (SELECT {run_pk} FROM {run} "
+            f"WHERE {QUEUED_RUN.sql} AND {col['run_after']} <= %s ORDER BY {col['run_after']}, {run_pk} "
+            f"LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING {run}.*) "
             f"SELECT {', '.join(columns)} FROM claimed "
-            f"LEFT JOIN {qn(job_table)} ON {qn(job_table)}.{qn('id')} = claimed.{qn('job_id')}"
+            f"LEFT JOIN {job} ON {job}.{job_pk} = claimed.{col['job']}"
         )
         run_fields, job_fields = info["select_fields"], related["select_fields"]
         return {
