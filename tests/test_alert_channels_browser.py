@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 
 from jobs import channels
 from tests.factories import make_job
+from tests.fixtures.browser import sign_in_by_cookie
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -19,10 +20,10 @@ def staff(db):
     return get_user_model().objects.create_user("ada", "ada@example.com", "pw-ada-123", is_staff=True)
 
 
-def test_send_test_from_the_job_page(page, login, staff, webhook_server, loopback_fence_open):
+def test_send_test_from_the_job_page(page, staff, webhook_server, loopback_fence_open):
     url = f"json://u:{SECRET}@{webhook_server.host}:{webhook_server.port}/hooks/{SECRET}"
     job = make_job(name="with-channel", alert_channels=[channels.encrypt(url)])
-    login("ada", "pw-ada-123")
+    sign_in_by_cookie(page, "ada")
     page.goto(f"/jobs/{job.pk}/")
     panel = page.locator("#job-alerts")
     expect(panel).to_contain_text(channels.mask(url))

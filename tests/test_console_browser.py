@@ -12,6 +12,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from jobs.models import Job, Run
+from tests.fixtures.browser import sign_in_by_cookie
 from tests.fixtures.core import drain
 
 pytestmark = [
@@ -115,8 +116,8 @@ def test_sign_in_and_see_the_job_list(page, login, staff, screenshot):
     assert page.js_errors == []
 
 
-def test_create_a_cron_job_through_the_editor(page, login, staff, screenshot):
-    login("ada", "pw-ada-123")
+def test_create_a_cron_job_through_the_editor(page, staff, screenshot):
+    sign_in_by_cookie(page, "ada")
     page.click("text=New job")
     expect(page.locator("h1")).to_have_text("New job")
     remember_page(page)
@@ -200,8 +201,8 @@ def test_create_a_cron_job_through_the_editor(page, login, staff, screenshot):
     assert page.js_errors == []
 
 
-def test_invalid_form_keeps_the_editor_working(page, login, staff):
-    login("ada", "pw-ada-123")
+def test_invalid_form_keeps_the_editor_working(page, staff):
+    sign_in_by_cookie(page, "ada")
     page.goto("/jobs/new/")
     page.fill("#id_name", "broken")
     page.fill("#id_cron_expression", "0 0 * * * *")
@@ -220,9 +221,9 @@ def test_invalid_form_keeps_the_editor_working(page, login, staff):
     assert page.js_errors == []
 
 
-def test_pause_and_resume(page, login, staff):
+def test_pause_and_resume(page, staff):
     job = make_job(name="pausable", next_fire_at=timezone.now() + timedelta(minutes=1))
-    login("ada", "pw-ada-123")
+    sign_in_by_cookie(page, "ada")
     page.goto(f"/jobs/{job.pk}/")
     page.click("button:has-text('Pause')")
     expect(page.locator("#job-state")).to_have_text("Paused")
@@ -233,9 +234,9 @@ def test_pause_and_resume(page, login, staff):
     assert Job.objects.get(pk=job.pk).next_fire_at is not None
 
 
-def test_bulk_pause_from_the_list(page, login, staff):
+def test_bulk_pause_from_the_list(page, staff):
     a, b = make_job(name="bulk-a"), make_job(name="bulk-b")
-    login("ada", "pw-ada-123")
+    sign_in_by_cookie(page, "ada")
     remember_page(page)
     page.check(f"#job-row-{a.pk} input[name=ids]")
     page.check(f"#job-row-{b.pk} input[name=ids]")
@@ -246,7 +247,7 @@ def test_bulk_pause_from_the_list(page, login, staff):
     assert set(Job.objects.filter(pk__in=[a.pk, b.pk]).values_list("state", flat=True)) == {"paused"}
 
 
-def test_crashed_job_is_re_enabled(page, login, staff):
+def test_crashed_job_is_re_enabled(page, staff):
     job = make_job(
         name="flaky",
         state=Job.State.CRASHED,
@@ -254,7 +255,7 @@ def test_crashed_job_is_re_enabled(page, login, staff):
         last_status="failed",
         last_error="connection refused",
     )
-    login("ada", "pw-ada-123")
+    sign_in_by_cookie(page, "ada")
     expect(page.locator(f"#job-row-{job.pk}")).to_contain_text("Crashed")
     page.click("text=flaky")
     expect(page.locator("#crash-banner")).to_contain_text("3 consecutive failed fires")
@@ -265,7 +266,7 @@ def test_crashed_job_is_re_enabled(page, login, staff):
     assert job.state == Job.State.ENABLED and job.consecutive_failures == 0
 
 
-def test_run_now_and_watch_it_finish(page, login, staff, screenshot, make_scheduler):
+def test_run_now_and_watch_it_finish(page, staff, screenshot, make_scheduler):
     job = make_job(
         name="echo",
         description="Logs its properties",
@@ -303,7 +304,7 @@ def test_run_now_and_watch_it_finish(page, login, staff, screenshot, make_schedu
         for i, status in enumerate(statuses)
     )
 
-    login("ada", "pw-ada-123")
+    sign_in_by_cookie(page, "ada")
     page.goto(f"/jobs/{job.pk}/")
     page.click("button:has-text('Run now')")
     expect(page.locator("#flash")).to_contain_text("Queued a manual run")
@@ -338,7 +339,7 @@ def test_run_now_and_watch_it_finish(page, login, staff, screenshot, make_schedu
     assert page.js_errors == []
 
 
-def test_log_markup_is_inert_in_the_browser(page, login, staff):
+def test_log_markup_is_inert_in_the_browser(page, staff):
     job = make_job(name="evil-output")
     run = Run.objects.create(
         job=job,
@@ -347,7 +348,7 @@ def test_log_markup_is_inert_in_the_browser(page, login, staff):
         status="failed",
         log='<div id="pwned" hx-get="/jobs/new/" hx-trigger="load">x</div><img src=x onerror="window.__pwned=1">',
     )
-    login("ada", "pw-ada-123")
+    sign_in_by_cookie(page, "ada")
     page.goto(f"/runs/{run.pk}/")
     expect(page.locator("#run-log")).to_contain_text('<div id="pwned"')
     page.wait_for_timeout(500)
@@ -355,9 +356,9 @@ def test_log_markup_is_inert_in_the_browser(page, login, staff):
     assert page.evaluate("window.__pwned") is None
 
 
-def test_expired_session_sends_htmx_to_the_login_page(page, login, staff):
+def test_expired_session_sends_htmx_to_the_login_page(page, staff):
     job = make_job(name="session-test")
-    login("ada", "pw-ada-123")
+    sign_in_by_cookie(page, "ada")
     page.goto(f"/jobs/{job.pk}/")
     page.context.clear_cookies()
     page.select_option("#run-history select[name=status]", "failed")

@@ -15,7 +15,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from jobs.models import Alert, Job, LeadershipChange, Lease, Message, Run
-from tests.fixtures.browser import close_contexts, new_page
+from tests.fixtures.browser import close_contexts, new_page, sign_in_by_cookie, sign_in_with_form
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -50,16 +50,10 @@ def open_page(browser, live_server):
     close_contexts(*contexts)
 
 
-def sign_in(page, username="ada", password="pw-ada-123"):
-    page.goto("/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
-    page.wait_for_selector("h1:has-text('Jobs')")
-    # The heading is there before htmx has bound the page's triggers (at
-    # DOMContentLoaded): typing earlier would go unheard.
-    page.wait_for_load_state("load")
-    return page
+def sign_in(page, username="ada"):
+    """Signed in by cookie (tests.fixtures.browser.sign_in_by_cookie): the
+    form itself is driven in test_every_page_passes_axe_and_fits_the_width."""
+    return sign_in_by_cookie(page, username)
 
 
 def serious_violations(page) -> list[str]:
@@ -220,7 +214,7 @@ def test_every_page_passes_axe_and_fits_the_width(open_page, staff, viewport):
     page.goto("/login/")
     assert serious_violations(page) == [], "/login/"
     assert fits_width(page)[0] <= viewport["width"], "/login/"
-    sign_in(page)
+    sign_in_with_form(page, "ada", "pw-ada-123")
     problems = {}
     for url in console_urls(billing, runs):
         page.goto(url)
