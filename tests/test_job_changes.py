@@ -235,3 +235,40 @@ def test_demo_mode_refuses_resuming_an_http_job_from_the_command_line(demo_http_
         call_command("jobs", "resume", "hook", stdout=StringIO(), stderr=StringIO())
     demo_http_job.refresh_from_db()
     assert demo_http_job.state == Job.State.PAUSED
+
+
+def test_a_refused_job_form_spends_no_query_on_the_models_constraints(db):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    data = spec_to_form_data(
+        {"name": "nightly", "kind": "python", "handler": "demo.echo", "cron_expression": "nope"}
+    )
+    with CaptureQueriesContext(connection) as queries:
+        form = JobForm(data, user=None)
+        assert not form.is_valid()
+    assert "cron_expression" in form.errors
+    # Django's constraint checks select a value named "_check"; the name's own
+    # uniqueness check (clean_name) still runs.
+    assert [q["sql"] for q in queries if "_check" in q["sql"]] == []
+
+
+def test_a_constraint_the_form_does_not_check_still_refuses_the_save(db, monkeypatch):
+    # A drift between the form and the model's constraints: the form lets a
+    # timeout over the maximum through, the job_timeout_range constraint
+    # refuses it.
+    monkeypatch.setattr(
+        JobForm, "clean_timeout_seconds", lambda self: self.cleaned_data.get("timeout_seconds")
+    )
+    data = spec_to_form_data(
+        {
+            "name": "nightly",
+            "kind": "python",
+            "handler": "demo.echo",
+            "cron_expression": "0 0 * * * *",
+            "timeout_seconds": Job.MAX_TIMEOUT_SECONDS + 1,
+        }
+    )
+    form = JobForm(data, user=None)
+    assert not form.is_valid()
+    assert "job_timeout_range" in str(form.errors), form.errors
