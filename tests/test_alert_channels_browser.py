@@ -23,8 +23,7 @@ def staff(db):
 def test_send_test_from_the_job_page(page, staff, webhook_server, loopback_fence_open):
     url = f"json://u:{SECRET}@{webhook_server.host}:{webhook_server.port}/hooks/{SECRET}"
     job = make_job(name="with-channel", alert_channels=[channels.encrypt(url)])
-    sign_in_by_cookie(page, "ada")
-    page.goto(f"/jobs/{job.pk}/")
+    sign_in_by_cookie(page, "ada", f"/jobs/{job.pk}/")
     panel = page.locator("#job-alerts")
     expect(panel).to_contain_text(channels.mask(url))
     assert SECRET not in page.content()

@@ -202,8 +202,7 @@ def test_create_a_cron_job_through_the_editor(page, staff, screenshot):
 
 
 def test_invalid_form_keeps_the_editor_working(page, staff):
-    sign_in_by_cookie(page, "ada")
-    page.goto("/jobs/new/")
+    sign_in_by_cookie(page, "ada", "/jobs/new/")
     page.fill("#id_name", "broken")
     page.fill("#id_cron_expression", "0 0 * * * *")
     page.select_option("#id_schedule_type", "interval")
@@ -223,8 +222,7 @@ def test_invalid_form_keeps_the_editor_working(page, staff):
 
 def test_pause_and_resume(page, staff):
     job = make_job(name="pausable", next_fire_at=timezone.now() + timedelta(minutes=1))
-    sign_in_by_cookie(page, "ada")
-    page.goto(f"/jobs/{job.pk}/")
+    sign_in_by_cookie(page, "ada", f"/jobs/{job.pk}/")
     page.click("button:has-text('Pause')")
     expect(page.locator("#job-state")).to_have_text("Paused")
     expect(page.locator("#flash")).to_contain_text("Paused")
@@ -304,8 +302,7 @@ def test_run_now_and_watch_it_finish(page, staff, screenshot, make_scheduler):
         for i, status in enumerate(statuses)
     )
 
-    sign_in_by_cookie(page, "ada")
-    page.goto(f"/jobs/{job.pk}/")
+    sign_in_by_cookie(page, "ada", f"/jobs/{job.pk}/")
     page.click("button:has-text('Run now')")
     expect(page.locator("#flash")).to_contain_text("Queued a manual run")
     manual = Run.objects.get(job=job, trigger=Run.Trigger.MANUAL)
@@ -348,8 +345,7 @@ def test_log_markup_is_inert_in_the_browser(page, staff):
         status="failed",
         log='<div id="pwned" hx-get="/jobs/new/" hx-trigger="load">x</div><img src=x onerror="window.__pwned=1">',
     )
-    sign_in_by_cookie(page, "ada")
-    page.goto(f"/runs/{run.pk}/")
+    sign_in_by_cookie(page, "ada", f"/runs/{run.pk}/")
     expect(page.locator("#run-log")).to_contain_text('<div id="pwned"')
     page.wait_for_timeout(500)
     assert page.locator("#pwned").count() == 0
@@ -358,8 +354,7 @@ def test_log_markup_is_inert_in_the_browser(page, staff):
 
 def test_expired_session_sends_htmx_to_the_login_page(page, staff):
     job = make_job(name="session-test")
-    sign_in_by_cookie(page, "ada")
-    page.goto(f"/jobs/{job.pk}/")
+    sign_in_by_cookie(page, "ada", f"/jobs/{job.pk}/")
     page.context.clear_cookies()
     page.select_option("#run-history select[name=status]", "failed")
     expect(page).to_have_url(re.compile(r"/login/\?next="))

@@ -50,10 +50,11 @@ def open_page(browser, live_server):
     close_contexts(*contexts)
 
 
-def sign_in(page, username="ada"):
-    """Signed in by cookie (tests.fixtures.browser.sign_in_by_cookie): the
-    form itself is driven in test_every_page_passes_axe_and_fits_the_width."""
-    return sign_in_by_cookie(page, username)
+def sign_in(page, path="/jobs/"):
+    """Signed in as ada by cookie (tests.fixtures.browser.sign_in_by_cookie),
+    at `path`: the form itself is driven in
+    test_every_page_passes_axe_and_fits_the_width."""
+    return sign_in_by_cookie(page, "ada", path)
 
 
 def serious_violations(page) -> list[str]:
@@ -388,8 +389,7 @@ def test_keyboard_focus_survives_a_redraw_that_overlaps_another(open_page, staff
     settle delay is stretched here so the overlap is certain."""
     job = make_job(name="sync-b")
     Run.objects.create(job=job, scheduled_at=timezone.now(), trigger="schedule", status="succeeded")
-    page = sign_in(open_page())
-    page.goto(f"/jobs/{job.pk}/")
+    page = sign_in(open_page(), f"/jobs/{job.pk}/")
     page.evaluate("htmx.config.defaultSettleDelay = 1500")
     page.locator("#run-history tbody a").first.focus()
     with page.expect_response(lambda r: r.request.headers.get("hx-trigger") == "run-history"):
@@ -421,8 +421,7 @@ def test_the_job_list_refreshes_states_and_times_on_its_own(open_page, staff):
 
 def test_the_job_page_refreshes_after_re_enable_and_a_new_crash(open_page, staff):
     job = make_job(name="flaky", state=Job.State.CRASHED, consecutive_failures=3, last_status="failed")
-    page = sign_in(open_page())
-    page.goto(f"/jobs/{job.pk}/")
+    page = sign_in(open_page(), f"/jobs/{job.pk}/")
     expect(page.locator("#crash-banner")).to_be_visible()
     page.click("button:has-text('Re-enable')")
     expect(page.locator("#job-state")).to_have_text("Enabled")
@@ -479,8 +478,7 @@ def test_the_run_viewer_refreshes_its_status_and_tails_the_log(open_page, staff)
     run = Run.objects.create(
         job=job, scheduled_at=now, started_at=now, trigger="manual", status="running", log=log
     )
-    page = sign_in(open_page())
-    page.goto(f"/jobs/{job.pk}/")
+    page = sign_in(open_page(), f"/jobs/{job.pk}/")
     page.click(f"#run-{run.pk} a")
     viewer = page.locator("#run-viewer")
     expect(viewer).to_contain_text("Running")
@@ -535,8 +533,7 @@ def test_polling_stops_while_the_tab_is_hidden_and_backs_off_when_nothing_change
 
 
 def test_a_failed_save_focuses_the_summary_and_errors_clear_when_fixed(open_page, staff):
-    page = sign_in(open_page())
-    page.goto("/jobs/new/")
+    page = sign_in(open_page(), "/jobs/new/")
     labels_before = page.locator("#job-form label[for]").all_inner_texts()
     page.select_option("#id_handler", "demo.echo")
     page.fill("#id_cron_expression", "0 0 12 5 * 1")
@@ -573,8 +570,7 @@ def test_a_failed_save_focuses_the_summary_and_errors_clear_when_fixed(open_page
 
 
 def test_picking_a_handler_shows_what_it_does_and_reads(open_page, staff):
-    page = sign_in(open_page())
-    page.goto("/jobs/new/")
+    page = sign_in(open_page(), "/jobs/new/")
     help_box = page.locator("#handler-help")
     expect(help_box).to_be_hidden()
     page.select_option("#id_handler", "demo.sleep")
@@ -593,8 +589,7 @@ def test_picking_a_handler_shows_what_it_does_and_reads(open_page, staff):
 
 def test_a_token_is_shown_once_copied_and_revoked_after_asking(open_page, staff, live_server):
     page = open_page(permissions=["clipboard-read", "clipboard-write"])
-    sign_in(page)
-    page.goto("/profile/")
+    sign_in(page, "/profile/")
     page.fill("#token-name", "laptop")
     page.click("text=Create token")
     secret = page.locator("#new-token-secret").inner_text()
@@ -622,8 +617,7 @@ def test_a_token_is_shown_once_copied_and_revoked_after_asking(open_page, staff,
 
 def test_a_new_token_fits_a_phone_and_passes_axe(open_page, staff):
     """Regression: at 390 px the secret scrolled inside a box no key could reach."""
-    page = sign_in(open_page(PHONE))
-    page.goto("/profile/")
+    page = sign_in(open_page(PHONE), "/profile/")
     page.fill("#token-name", "phone")
     page.click("text=Create token")
     secret = page.locator("#new-token-secret")
@@ -647,8 +641,7 @@ def test_history_filters_and_pages_are_in_the_url(open_page, staff):
         )
         for i in range(60)
     )
-    page = sign_in(open_page())
-    page.goto(f"/jobs/{job.pk}/")
+    page = sign_in(open_page(), f"/jobs/{job.pk}/")
     page.select_option("#run-history select[name=status]", "failed")
     expect(page).to_have_url(re.compile(rf"/jobs/{job.pk}/\?status=failed"))
     expect(page.locator("#run-history tbody tr")).to_have_count(25)
@@ -677,8 +670,7 @@ def test_the_run_viewer_opens_in_view(open_page, staff):
         )
         for i in range(25)
     )
-    page = sign_in(open_page())
-    page.goto(f"/jobs/{job.pk}/")
+    page = sign_in(open_page(), f"/jobs/{job.pk}/")
     last = page.locator("#run-history tbody tr").last.locator("a")
     last.scroll_into_view_if_needed()
     last.click()
@@ -691,8 +683,7 @@ def test_the_run_viewer_opens_in_view(open_page, staff):
 
 
 def test_cron_editor_question_mark_utc_weekday_hint_and_interval_floor(open_page, staff):
-    page = sign_in(open_page())
-    page.goto("/jobs/new/")
+    page = sign_in(open_page(), "/jobs/new/")
     raw = page.locator("#id_cron_expression")
     dom = page.locator("select.cron-mode[data-field=dom]")
     dow = page.locator("select.cron-mode[data-field=dow]")
@@ -753,8 +744,7 @@ def test_cron_editor_question_mark_utc_weekday_hint_and_interval_floor(open_page
 
 def test_the_skip_link_is_the_first_tab_stop_and_leads_to_the_content(open_page, staff):
     make_job(name="first-job")
-    page = sign_in(open_page())
-    page.goto("/jobs/")
+    page = sign_in(open_page(), "/jobs/")
     page.keyboard.press("Tab")
     skip = page.locator("a.skip-link")
     expect(skip).to_be_focused()
@@ -943,8 +933,7 @@ def test_clone_run_now_with_overrides_retry_and_the_log_download(open_page, staf
         error="boom",
         log="first line\nlast line\n",
     )
-    page = sign_in(open_page())
-    page.goto(f"/jobs/{job.pk}/")
+    page = sign_in(open_page(), f"/jobs/{job.pk}/")
     # Run now, with an override for this run only.
     page.click("summary:has-text('With property overrides')")
     page.fill("details.run-overrides textarea[name=properties]", '{"mode": "dry-run"}')
