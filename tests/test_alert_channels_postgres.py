@@ -4,15 +4,12 @@ input changes nothing, the URL is encrypted in the jsonb column, and two
 senders claim a channel's deliveries without overlap."""
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.fixtures.processes import Site
+
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 SCRIPT = textwrap.dedent(
@@ -64,25 +61,14 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_channels_on_postgresql(postgres_server):
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("JOBS_", "DATABASE_URL"))}
-    env = {
-        **base,
-        "DATABASE_URL": postgres_server.create_database("channels_pg"),
-        "SECRET_KEY": "pg-channel-key",
-        "ALLOWED_HOSTS": "testserver",
-    }
-    for args in (["migrate", "-v", "0"], ["shell", "-v", "0", "-c", SCRIPT]):
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+def test_channels_on_postgresql(postgres_server, migrated_postgres, tmp_path):
+    site = Site(
+        tmp_path,
+        postgres_server.create_database("channels_pg", template=migrated_postgres),
+        SECRET_KEY="pg-channel-key",
+        ALLOWED_HOSTS="testserver",
+    )
+    result = json.loads(site.django(SCRIPT, timeout=180).strip().splitlines()[-1])
     assert [status for status, _ in result["answers"]] == [400] * 11
     assert [codes for _, codes in result["answers"]][6:] == [
         ["alert_on"],

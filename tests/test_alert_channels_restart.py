@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.processes import copy_sqlite
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,8 +57,9 @@ def wait_for(predicate, timeout, what, log):
     raise AssertionError(f"timed out waiting for {what}; scheduler log:\n{log.read_text()}")
 
 
-def test_a_webhook_down_at_the_crash_arrives_once_after_a_restart(tmp_path, webhook_server):
+def test_a_webhook_down_at_the_crash_arrives_once_after_a_restart(tmp_path, webhook_server, migrated_sqlite):
     db, log = tmp_path / "cronboard.sqlite3", tmp_path / "scheduler.log"
+    copy_sqlite(migrated_sqlite, db)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("JOBS_", "DATABASE_URL"))}
     env = {
         **base,
@@ -68,7 +71,6 @@ def test_a_webhook_down_at_the_crash_arrives_once_after_a_restart(tmp_path, webh
         "JOBS_SHUTDOWN_GRACE": "2",
         "PYTHONUNBUFFERED": "1",
     }
-    run(env, "migrate", "--no-input")
     run(env, "shell", "-c", SETUP.format(url=webhook_server.url("/hooks/ops")))
     webhook_server.stop()
 

@@ -19,6 +19,7 @@ from jobs.handlers import JobHandler, register
 from jobs.handlers.registry import unregister
 from jobs.models import Alert, AlertDelivery, Job, Run
 from tests.fixtures.core import T0, drain
+from tests.fixtures.processes import copy_sqlite
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -254,9 +255,6 @@ def _site(tmp_path, database_url: str) -> dict:
         "JOBS_SHUTDOWN_GRACE": "2",
         "PYTHONUNBUFFERED": "1",
     }
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=120
-    )
     return env
 
 
@@ -277,9 +275,10 @@ def _shell(env, code: str) -> str:
 @pytest.mark.parametrize("database", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_late_and_long_running_alerts_from_a_real_scheduler_process(tmp_path, request, database):
     if database == "postgresql":
-        url = request.getfixturevalue("postgres_server").create_database("alert_kinds")
+        template = request.getfixturevalue("migrated_postgres")
+        url = request.getfixturevalue("postgres_server").create_database("alert_kinds", template=template)
     else:
-        url = f"sqlite:///{tmp_path / 'kinds.sqlite3'}"
+        url = copy_sqlite(request.getfixturevalue("migrated_sqlite"), tmp_path / "kinds.sqlite3")
     env = _site(tmp_path, url)
     # A fire due five minutes ago (as if the scheduler had been down), and a run that takes 60 s.
     _shell(

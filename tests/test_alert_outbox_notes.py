@@ -2,11 +2,8 @@
 real aiosmtpd server in tests/fixtures/smtp.py) and claims judged by the
 database's clock (PostgreSQL, through a real server in a subprocess)."""
 
-import subprocess
-import sys
 import textwrap
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -14,9 +11,9 @@ from jobs import alerts
 from jobs.engine.outbox import AlertSender
 from jobs.models import Alert
 from tests.fixtures.core import T0
+from tests.fixtures.processes import Site
 from tests.fixtures.smtp import use_smtp
 
-ROOT = Path(__file__).resolve().parent.parent
 LATER = timedelta(hours=2)
 
 
@@ -98,17 +95,8 @@ CLAIM_SCRIPT = textwrap.dedent(
 
 @pytest.mark.postgres
 @pytest.mark.slow
-def test_outbox_claims_use_the_database_clock_on_postgresql(postgres_server):
-    url = postgres_server.create_database("outbox_clock")
-    env = {"DATABASE_URL": url, "PATH": "/usr/bin:/bin", "SECRET_KEY": "test-secret-key-outbox"}
-    for args in (["migrate", "-v", "0"], ["shell", "-v", "0", "-c", CLAIM_SCRIPT]):
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["early", "False", "due", "True", "lease", "True"]
+def test_outbox_claims_use_the_database_clock_on_postgresql(postgres_server, migrated_postgres, tmp_path):
+    url = postgres_server.create_database("outbox_clock", template=migrated_postgres)
+    site = Site(tmp_path, url, SECRET_KEY="test-secret-key-outbox")
+    answers = site.django(CLAIM_SCRIPT, timeout=180).split()
+    assert answers == ["early", "False", "due", "True", "lease", "True"]

@@ -17,6 +17,7 @@ import pytest
 import time_machine
 
 from tests.fixtures.core import T0
+from tests.fixtures.processes import copy_sqlite
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -106,7 +107,6 @@ def wait_for(env, status: int, timeout: float) -> float:
 
 
 def start_and_kill_scheduler(env, tmp_path):
-    manage(env, "migrate", "-v", "0")
     assert probe(env) == 503
     with open(tmp_path / "scheduler.log", "w") as log:
         proc = subprocess.Popen(
@@ -139,10 +139,10 @@ def _env(database_url: str, **extra) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.postgres
-def test_healthz_reports_a_killed_scheduler_on_postgresql(postgres_server, tmp_path):
+def test_healthz_reports_a_killed_scheduler_on_postgresql(postgres_server, migrated_postgres, tmp_path):
     # A short lease: the check fails once the killed node's lease has expired.
     env = _env(
-        postgres_server.create_database("healthz_sched"),
+        postgres_server.create_database("healthz_sched", template=migrated_postgres),
         JOBS_LEASE_TTL_SECONDS="4",
         JOBS_LEASE_RENEW_SECONDS="1",
     )
@@ -151,9 +151,11 @@ def test_healthz_reports_a_killed_scheduler_on_postgresql(postgres_server, tmp_p
 
 
 @pytest.mark.slow
-def test_healthz_reports_a_killed_scheduler_on_sqlite(tmp_path):
+def test_healthz_reports_a_killed_scheduler_on_sqlite(migrated_sqlite, tmp_path):
     env = _env(
-        f"sqlite:///{tmp_path / 'hc.sqlite3'}", JOBS_LEASE_TTL_SECONDS="4", JOBS_LEASE_RENEW_SECONDS="1"
+        copy_sqlite(migrated_sqlite, tmp_path / "hc.sqlite3"),
+        JOBS_LEASE_TTL_SECONDS="4",
+        JOBS_LEASE_RENEW_SECONDS="1",
     )
     start_and_kill_scheduler(env, tmp_path)
     # SQLite: silent 60 s after its last heartbeat (the process is gone, its lease row stays).

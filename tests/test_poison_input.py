@@ -16,6 +16,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from jobs.models import AuditEvent, Job, Run
+from tests.fixtures.processes import copy_sqlite
 from tests.test_console_jobs import job_data
 
 REPO = Path(__file__).resolve().parent.parent
@@ -176,7 +177,7 @@ def test_import_reports_unstorable_text_like_any_validation_error(both_databases
     assert not Job.objects.filter(name__in=["fine", "poisoned", "second"]).exists()
 
 
-def test_import_of_unstorable_text_ends_in_a_message_not_a_traceback(tmp_path):
+def test_import_of_unstorable_text_ends_in_a_message_not_a_traceback(migrated_sqlite, tmp_path):
     """The real command, its messages written to a real (UTF-8) stream: a
     lone surrogate quoted in a message must not break the writing."""
     path = tmp_path / "jobs.json"
@@ -184,10 +185,7 @@ def test_import_of_unstorable_text_ends_in_a_message_not_a_traceback(tmp_path):
         json.dumps([{"name": "x\udfff", "handler": "demo.echo", "alert_emails": ["a\udfff@b"]}]),
         encoding="utf-8",
     )
-    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "PATH": "/usr/bin:/bin"}
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True, timeout=120
-    )
+    env = {"DATABASE_URL": copy_sqlite(migrated_sqlite, tmp_path / "db.sqlite3"), "PATH": "/usr/bin:/bin"}
     done = subprocess.run(
         [sys.executable, "manage.py", "jobs", "import", str(path)],
         cwd=REPO,

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from jobs.handlers.base import HandlerError, JobContext
 from jobs.handlers.sql import SqlJobHandler, read_only_problem, role_warnings
+from tests.fixtures.processes import copy_sqlite
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -188,10 +189,10 @@ def test_the_settings_page_shows_the_warning(pg, staff_client):
 
 @pytest.mark.postgres
 @pytest.mark.slow
-def test_the_scheduler_warns_at_start_up(pg, tmp_path):
+def test_the_scheduler_warns_at_start_up(pg, migrated_sqlite, tmp_path):
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("JOBS_", "DATABASE_URL"))},
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "DATABASE_URL": copy_sqlite(migrated_sqlite, tmp_path / "db.sqlite3"),
         "JOBS_SQL_ENABLED": "true",
         "JOBS_SQL_DATABASE_URL": pg.url("readonly"),
     }
@@ -206,7 +207,6 @@ def test_the_scheduler_warns_at_start_up(pg, tmp_path):
             timeout=120,
         )
 
-    assert manage("migrate", "--noinput", "-v0").returncode == 0
     started = manage("runscheduler", "--once")
     assert started.returncode == 0, started.stderr
     assert "WARNING: SQL jobs run as postgres, a SUPERUSER" in started.stderr

@@ -5,15 +5,12 @@ once per upstream run even when both nodes record the same outcome at once;
 the unique (job, caused_by) index; a cycle and hostile `after` refused."""
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.fixtures.processes import Site
+
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 SCRIPT = textwrap.dedent(
@@ -100,27 +97,16 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_workflows_on_postgresql(postgres_server):
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("JOBS_", "DATABASE_URL"))}
-    env = {
-        **base,
-        "DATABASE_URL": postgres_server.create_database("workflows_pg"),
-        "SECRET_KEY": "pg-workflows-key",
+def test_workflows_on_postgresql(postgres_server, migrated_postgres, tmp_path):
+    site = Site(
+        tmp_path,
+        postgres_server.create_database("workflows_pg", template=migrated_postgres),
+        SECRET_KEY="pg-workflows-key",
         # The handler is registered by the script itself: run it in threads.
-        "JOBS_EXECUTOR": "thread",
-        "ALLOWED_HOSTS": "testserver",
-    }
-    for args in (["migrate", "-v", "0"], ["shell", "-v", "0", "-c", SCRIPT]):
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+        JOBS_EXECUTOR="thread",
+        ALLOWED_HOSTS="testserver",
+    )
+    result = json.loads(site.django(SCRIPT, timeout=240).strip().splitlines()[-1])
     ok, bad = result["ok"], result["bad"]
     assert result["chain"] == [
         ["B", ok, "succeeded", f"upstream={ok}"],
