@@ -8,8 +8,6 @@ import textwrap
 
 import pytest
 
-from tests.fixtures.processes import Site
-
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 SCRIPT = textwrap.dedent(
@@ -61,13 +59,8 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_channels_on_postgresql(postgres_server, migrated_postgres, tmp_path):
-    site = Site(
-        tmp_path,
-        postgres_server.create_database("channels_pg", template=migrated_postgres),
-        SECRET_KEY="pg-channel-key",
-        ALLOWED_HOSTS="testserver",
-    )
+def test_channels_on_postgresql(postgres_site):
+    site = postgres_site("channels_pg", SECRET_KEY="pg-channel-key", ALLOWED_HOSTS="testserver")
     result = json.loads(site.django(SCRIPT, timeout=180).strip().splitlines()[-1])
     assert [status for status, _ in result["answers"]] == [400] * 11
     assert [codes for _, codes in result["answers"]][6:] == [

@@ -11,7 +11,6 @@ from jobs import alerts
 from jobs.engine.outbox import AlertSender
 from jobs.models import Alert
 from tests.fixtures.core import T0
-from tests.fixtures.processes import Site
 from tests.fixtures.smtp import use_smtp
 
 LATER = timedelta(hours=2)
@@ -95,8 +94,7 @@ CLAIM_SCRIPT = textwrap.dedent(
 
 @pytest.mark.postgres
 @pytest.mark.slow
-def test_outbox_claims_use_the_database_clock_on_postgresql(postgres_server, migrated_postgres, tmp_path):
-    url = postgres_server.create_database("outbox_clock", template=migrated_postgres)
-    site = Site(tmp_path, url, SECRET_KEY="test-secret-key-outbox")
+def test_outbox_claims_use_the_database_clock_on_postgresql(postgres_site):
+    site = postgres_site("outbox_clock", SECRET_KEY="test-secret-key-outbox")
     answers = site.django(CLAIM_SCRIPT, timeout=180).split()
     assert answers == ["early", "False", "due", "True", "lease", "True"]

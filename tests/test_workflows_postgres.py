@@ -9,8 +9,6 @@ import textwrap
 
 import pytest
 
-from tests.fixtures.processes import Site
-
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 SCRIPT = textwrap.dedent(
@@ -97,10 +95,9 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_workflows_on_postgresql(postgres_server, migrated_postgres, tmp_path):
-    site = Site(
-        tmp_path,
-        postgres_server.create_database("workflows_pg", template=migrated_postgres),
+def test_workflows_on_postgresql(postgres_site):
+    site = postgres_site(
+        "workflows_pg",
         SECRET_KEY="pg-workflows-key",
         # The handler is registered by the script itself: run it in threads.
         JOBS_EXECUTOR="thread",
