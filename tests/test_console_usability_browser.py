@@ -503,29 +503,45 @@ def test_polling_stops_while_the_tab_is_hidden_and_backs_off_when_nothing_change
     sign_in(page)
     polls = []
     page.on("request", lambda r: polls.append(r.url) if r.headers.get("hx-trigger") == "job-table" else None)
+    # Each answer swapped in and settled; the next poll's wait counts from then.
+    page.evaluate(
+        "window.answered = 0; document.body.addEventListener('htmx:afterSettle', "
+        "e => { if (e.detail.elt && e.detail.elt.id === 'job-table') window.answered++; })"
+    )
 
-    def advance(seconds, settle=0.7):
-        # The fake clock also flows at the real pace; the answer needs a moment.
+    def answered(count):
+        # However long the answer takes on a busy machine (the fake clock
+        # flows at the real pace meanwhile), then the page's time now.
+        page.wait_for_function("n => window.answered >= n", arg=count, polling=50, timeout=LIVE_TIMEOUT)
+        return page.evaluate("Date.now()")
+
+    def advance(seconds, settle=0.3):
+        # Polls are checked once a second; a request sent is seen here a moment later.
         page.clock.run_for(int(seconds * 1000))
         page.wait_for_timeout(int(settle * 1000))
 
-    advance(6.2)  # polls are checked once a second: the first is due 5 s after the load
+    advance(6.2)  # the first poll is due 5 s after the load
+    answered(1)
     assert len(polls) == 1
-    advance(4, settle=0.2)
-    assert len(polls) == 1  # nothing changed: the next one waits 7.5 s, not 5
-    advance(3.5)
+    # Nothing changed: the next poll waits 7.5 s, not 5. About 6 s after the
+    # answer (5.6 s and the settle), a 5 s wait would have been checked past
+    # its due; 7.5 s is more than a second away, however slow the machine.
+    advance(5.6)
+    assert len(polls) == 1
+    advance(2.4)
+    answered(2)
     assert len(polls) == 2
     page.evaluate(
         "Object.defineProperty(document, 'visibilityState', {value: 'hidden', configurable: true});"
         "document.dispatchEvent(new Event('visibilitychange'))"
     )
-    advance(60, settle=0.3)
+    advance(60)
     assert len(polls) == 2  # hidden: not one request
     page.evaluate(
         "Object.defineProperty(document, 'visibilityState', {value: 'visible', configurable: true});"
         "document.dispatchEvent(new Event('visibilitychange'))"
     )
-    page.wait_for_timeout(700)
+    answered(3)
     assert len(polls) == 3  # shown again: refreshed at once
 
 
