@@ -63,13 +63,12 @@ def site(tmp_path, migrated_sqlite, smtp_server):
 
 
 def test_scheduler_killed_mid_send_sends_after_restart_once_more_with_the_same_message_id(site, smtp_server):
-    # The server takes the message but holds its "250" long enough for the
-    # scheduler to die before it can write that the alert was sent.
-    smtp_server.handler.reply_delay = 0.8
+    # The server takes the message and kills the scheduler before it answers
+    # "250": the scheduler dies before it can write that the alert was sent.
+    smtp_server.handler.on_accept = lambda: first.send_signal(signal.SIGKILL)
     first = site.start_scheduler()
     try:
         assert smtp_server.handler.arrived.wait(60), site.log("scheduler")
-        first.send_signal(signal.SIGKILL)
         first.wait(10)
     finally:
         stop(first)
@@ -79,7 +78,7 @@ def test_scheduler_killed_mid_send_sends_after_restart_once_more_with_the_same_m
         1,
     )  # committed with the crash, claim unfinished
 
-    smtp_server.handler.reply_delay = 0
+    smtp_server.handler.on_accept = None
     second = site.start_scheduler()
     try:
         # The dead claim's lease (5 × EMAIL_TIMEOUT + 5 s) runs out, then it goes again.
