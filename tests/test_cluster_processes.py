@@ -39,7 +39,8 @@ class Cluster(processes.Site):
     # -- processes ---------------------------------------------------------------
 
     def start_node(self, worker_id: str, **env: str) -> subprocess.Popen:
-        return self.start_scheduler(worker_id, JOBS_WORKER_ID=worker_id, **env)
+        # PGAPPNAME (libpq): the node's connections show its name in pg_stat_activity.
+        return self.start_scheduler(worker_id, JOBS_WORKER_ID=worker_id, PGAPPNAME=worker_id, **env)
 
     def kill(self, worker_id: str) -> None:
         process = self.nodes[worker_id]
@@ -57,7 +58,17 @@ class Cluster(processes.Site):
         while time.monotonic() < deadline:
             os.kill(process.pid, signal.SIGSTOP)
             wait_for(lambda: process_state(process.pid) == "T", 5, f"{worker_id} to stop")
-            time.sleep(0.1)  # a COMMIT it sent just before stopping lands
+            # A statement it sent just before stopping (a claim's COMMIT) lands.
+            wait_for(
+                lambda: (
+                    not self.sql(
+                        "SELECT 1 FROM pg_stat_activity WHERE application_name = %s AND state = 'active'",
+                        [worker_id],
+                    )
+                ),
+                5,
+                f"{worker_id}'s last statement to finish",
+            )
             if not self.sql(
                 "SELECT 1 FROM jobs_run WHERE status = 'running' AND worker_id = %s", [worker_id]
             ):
@@ -416,7 +427,9 @@ def test_the_wake_up_listener_ignores_its_own_schedulers_notifications(postgres_
     listener = start_listener(postgres_server, "cluster_listen_self", woken.set, ignore_sender="n1")
     try:
         assert listener.listening.wait(20)
-        woken.clear()  # the wake-up every (re)connect gives
+        # The wake-up every (re)connect gives, just after it starts listening.
+        assert woken.wait(10)
+        woken.clear()
         with postgres_server.connect("cluster_listen_self") as conn:
             conn.execute("SELECT pg_notify(%s, 'n1')", [CHANNEL])
         assert not woken.wait(1), "woken by its own scheduler's notification"
@@ -446,7 +459,8 @@ def test_a_scheduler_analyzes_its_tables_if_the_planner_has_no_statistics_yet(cl
     wait_for(lambda: not cluster.sql(never), 20, "n1 to analyze its tables")
     jobs = cluster.sql("SELECT count(*) FROM jobs_job")[0][0]  # 50 and the built-in retention job
     assert cluster.sql("SELECT reltuples FROM pg_class WHERE relname = 'jobs_job'") == [(float(jobs),)]
-    assert "analyzed jobs_" in cluster.log("n1")
+    # Logged once both ANALYZEs have returned, a moment after the view shows the first.
+    wait_for(lambda: "analyzed jobs_" in cluster.log("n1"), 10, "n1 to log what it analyzed")
 
 
 def test_schedulers_ride_out_a_database_restart_without_losing_or_repeating_a_fire(
@@ -492,4 +506,9 @@ def test_schedulers_ride_out_a_database_restart_without_losing_or_repeating_a_fi
     runs = cluster.runs_of("tick-0")
     assert_one_row_per_slot(runs)
     assert cluster.duplicate_fires() == []
-    assert {r[1] for r in runs} == {"succeeded"}, runs
+    # A tick due early in the outage can be reached only after the next one is
+    # due too (the loop retries after 0.5, 1, 2 and 4 s): it is recorded
+    # skipped/misfire and the later tick runs, by design. A non-leader whose
+    # outcome write waited out the outage skips the next fire as an overlap.
+    assert {r[1] for r in runs if r[1] != "skipped"} == {"succeeded"}, runs
+    assert {r[2] for r in runs if r[1] == "skipped"} <= {"misfire", "overlap"}, runs
