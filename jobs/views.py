@@ -493,6 +493,7 @@ PLACED_FIELDS = {
     "misfire_policy",
     "state",
     "run_once",
+    "after",
     "max_retries",
     "retry_interval_seconds",
     "timeout_seconds",

@@ -1,12 +1,16 @@
 """The job list, the job form and the cron preview, through the HTTP interface."""
 
+import re
 from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
 
+import pytest
 import time_machine
 from django.urls import reverse
 from django.utils import timezone
 
 from jobs import cron, services
+from jobs.forms import JobForm
 from jobs.models import AuditEvent, Job
 
 HTMX = {"HX-Request": "true"}
@@ -442,3 +446,92 @@ def test_fields_added_to_the_form_elsewhere_still_render(staff_client, monkeypat
 
     monkeypatch.setattr(JobForm, "__init__", with_extra)
     assert "Notify something" in staff_client.get(reverse("jobs:job_create")).content.decode()
+
+
+# -- every field once ------------------------------------------------------------------
+
+
+class _FormControls(HTMLParser):
+    """The named controls inside <form id="job-form">: (name, value) for
+    check boxes and radio buttons (a group shares its name), the name alone
+    for every other control."""
+
+    def __init__(self):
+        super().__init__()
+        self.depth = 0
+        self.controls: list[tuple] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "form" and attrs.get("id") == "job-form":
+            self.depth = 1
+        elif self.depth and tag == "form":
+            self.depth += 1
+        if not self.depth or tag not in {"input", "select", "textarea"} or "name" not in attrs:
+            return
+        if attrs.get("type") in {"checkbox", "radio"}:
+            self.controls.append((attrs["name"], attrs.get("value")))
+        else:
+            self.controls.append((attrs["name"],))
+
+    def handle_endtag(self, tag):
+        if self.depth and tag == "form":
+            self.depth -= 1
+
+
+def _form_controls(html: str) -> list[tuple]:
+    parser = _FormControls()
+    parser.feed(html)
+    return parser.controls
+
+
+FORM_KINDS = {
+    "python": {"handler": "demo.echo"},
+    "http": {"url": "http://127.0.0.1:9/hook", "method": "POST"},
+    "sql": {"sql": "select 1"},
+    "command": {"properties": '{"command": "/bin/true"}'},
+}
+FORM_SCHEDULES = {
+    "cron": {"cron_expression": "0 30 2 * * *"},
+    "interval": {"interval_seconds": "60", "cron_expression": ""},
+    "none": {"cron_expression": ""},
+}
+
+
+@pytest.mark.parametrize("schedule", FORM_SCHEDULES)
+@pytest.mark.parametrize("kind", FORM_KINDS)
+def test_every_form_variant_renders_each_field_exactly_once(client, superuser, settings, kind, schedule):
+    """Two controls with one name post two values, and Django keeps the last:
+    what was typed into the other is lost with "Saved" shown (it happened to
+    "Runs after"). Every variant of the job form (each kind and schedule
+    type; new, edit, clone, and a save that failed) names each field once,
+    and renders every field of the form."""
+    settings.JOBS_SQL_ENABLED = True
+    settings.JOBS_COMMAND_ENABLED = True
+    settings.JOBS_HTTP_ALLOWED_HOSTS = ["127.0.0.1"]  # saved, never run
+    client.force_login(superuser)
+    data = job_data(name=f"variant-{kind}-{schedule}", kind=kind, schedule_type=schedule)
+    data.update(FORM_KINDS[kind])
+    data.update(FORM_SCHEDULES[schedule])
+    data["after"] = '[{"job": "upstream", "on": "success"}]'
+    services.save_job(
+        job=Job(name="upstream", kind="python", handler="demo.echo", schedule_type="none"), user=None
+    )
+    created = client.post(reverse("jobs:job_create"), data)
+    assert created.status_code == 302, re.findall(r'class="error"[^>]*>(.*?)</', created.content.decode())
+    job = Job.objects.get(name=data["name"])
+    assert job.after == [{"job": "upstream", "on": "success"}]
+    pages = {
+        "new": client.get(reverse("jobs:job_create")),
+        "edit": client.get(reverse("jobs:job_edit", args=[job.pk])),
+        "clone": client.get(reverse("jobs:job_clone", args=[job.pk])),
+        "failed save": client.post(reverse("jobs:job_edit", args=[job.pk]), {**data, "timeout_seconds": "x"}),
+    }
+    expected = set(JobForm(user=superuser).fields)
+    for variant, response in pages.items():
+        assert response.status_code == 200, variant
+        controls = _form_controls(response.content.decode())
+        repeated = sorted({c for c in controls if controls.count(c) > 1})
+        assert not repeated, f"{variant}: named twice: {repeated}"
+        missing = expected - {c[0] for c in controls}
+        assert not missing, f"{variant}: not rendered: {sorted(missing)}"
