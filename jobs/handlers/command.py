@@ -17,8 +17,9 @@ running in its group is killed too.
 
 Security: whoever may create or edit a command job may run anything as the
 scheduler's OS user. So: off unless JOBS_COMMAND_ENABLED, superusers only
-(services.check_job_change), refused in demo mode, and JOBS_COMMAND_ALLOWED
-(program names or absolute paths) limits what may be run.
+(services.check_job_change), refused in demo mode; JOBS_COMMAND_ALLOWED limits
+the commands and JOBS_COMMAND_ENV_ALLOWED the environment names a job may set
+(jobs.commandguard), checked at save and again before every run.
 """
 
 import collections
@@ -28,11 +29,11 @@ import signal
 import subprocess
 import threading
 import time
-from pathlib import Path
+from typing import NamedTuple
 
 from django.conf import settings
 
-from jobs import jsontext
+from jobs import commandguard, jsontext
 from jobs.handlers.base import HandlerError, JobContext, JobHandler
 
 # Taken from the scheduler's environment when set; nothing else is.
@@ -44,6 +45,9 @@ MAX_ENV = 100
 # (jobs.engine.execution.processes.GRACE_SECONDS): the program's grace before its SIGKILL.
 EXECUTOR_GRACE_SHARE = 1.0
 DISABLED_MESSAGE = "Command jobs are turned off on this server (JOBS_COMMAND_ENABLED)"
+# The API's and the import's error codes for what the guard refuses.
+CODE_NOT_ALLOWED = "command_not_allowed"
+CODE_ENV = "command_env"
 
 
 def command_enabled() -> bool:
@@ -83,6 +87,8 @@ def parse_command(props: dict) -> list[str]:
 
 
 def parse_env(props: dict) -> dict[str, str]:
+    """The job's `env` as names to text; ValueError if it is not that shape.
+    Which names it may set is env_refusal's question."""
     raw = props.get("env")
     if raw in (None, ""):
         return {}
@@ -94,62 +100,72 @@ def parse_env(props: dict) -> dict[str, str]:
         raise ValueError(f"“env” must be a JSON object of at most {MAX_ENV} names to text")
     env = {}
     for name, item in value.items():
-        if (
-            not name
-            or "=" in name
-            or "\x00" in name
-            or not name.replace("_", "a").isalnum()
-            or name[0].isdigit()
-        ):
-            raise ValueError(f"“{name[:50]}” is not an environment variable name")
+        if not isinstance(name, str) or not commandguard.ENV_NAME.fullmatch(name):
+            raise ValueError(
+                f"{str(name)[:50]!r} is not an environment variable name ({commandguard.NAME_RULE})"
+            )
         if isinstance(item, (dict, list)) or "\x00" in str(item):
             raise ValueError(f"the value of “{name}” must be text without NUL characters")
         env[name] = "" if item is None else str(item)
     return env
 
 
-def program_allowed(argv: list[str], props: dict) -> str | None:
+class Refusal(NamedTuple):
+    """Why the guard refuses a command job, with its error code."""
+
+    message: str
+    code: str
+
+
+def programs_limited() -> bool:
+    return bool(settings.JOBS_COMMAND_ALLOWED)
+
+
+def env_refusal(job_env: dict[str, str]) -> Refusal | None:
+    """The first name of the job's env that the guard refuses (jobs.commandguard)."""
+    for name in job_env:
+        why = commandguard.env_name_refusal(
+            name, allowed=list(settings.JOBS_COMMAND_ENV_ALLOWED), programs_limited=programs_limited()
+        )
+        if why:
+            return Refusal(why, CODE_ENV)
+    return None
+
+
+def program_refusal(argv: list[str], props: dict) -> Refusal | None:
     """Why JOBS_COMMAND_ALLOWED refuses this command (None: allowed)."""
-    allowed = [a.strip() for a in settings.JOBS_COMMAND_ALLOWED if a.strip()]
-    if not allowed:
+    if not programs_limited():
         return None
     if str(props.get("shell") or "").strip().lower() == "true":
-        return "a shell cannot be used while JOBS_COMMAND_ALLOWED limits the programs"
-    try:
-        env_names = parse_env(props)
-    except ValueError:
-        env_names = {}  # refused on its own by validate_command_properties / run
-    # The job's env would otherwise choose which program a permitted name
-    # runs (PATH) or load other code into it (the dynamic loader's LD_*).
-    steering = sorted(name for name in env_names if name == "PATH" or name.startswith("LD_"))
-    if steering:
-        return f"env may not set {steering[0]} while JOBS_COMMAND_ALLOWED limits the programs"
-    program = argv[0]
-    if program in allowed or ("/" not in program and Path(program).name in allowed):
-        return None
-    return f"“{program[:200]}” is not in JOBS_COMMAND_ALLOWED ({', '.join(allowed)})"
+        return Refusal(
+            "a shell cannot be used while JOBS_COMMAND_ALLOWED limits the programs", CODE_NOT_ALLOWED
+        )
+    why = commandguard.command_refusal(argv, list(settings.JOBS_COMMAND_ALLOWED))
+    return Refusal(why, CODE_NOT_ALLOWED) if why else None
 
 
-def validate_command_properties(props: dict) -> dict[str, str]:
-    """Field → human error for a command job ({} if fine)."""
+def validate_command_properties(props: dict) -> dict[str, Refusal]:
+    """Field → what is wrong, with its code, for a command job ({} if fine)."""
     if not command_enabled():
-        return {"kind": f"{DISABLED_MESSAGE}."}
+        return {"kind": Refusal(f"{DISABLED_MESSAGE}.", "command_disabled")}
     errors = {}
     try:
         argv = parse_command(props)
     except ValueError as exc:
-        errors["properties"] = f"command: {exc}."
+        errors["properties"] = Refusal(f"command: {exc}.", "invalid")
     else:
-        refusal = program_allowed(argv, props)
+        refusal = program_refusal(argv, props)
         if refusal:
-            errors["properties"] = f"command: {refusal}."
+            errors["properties"] = Refusal(f"command: {refusal.message}.", refusal.code)
     cwd = str(props.get("cwd") or "")
     if cwd and (not cwd.startswith("/") or "\x00" in cwd):
-        errors.setdefault("properties", "cwd: give an absolute directory.")
+        errors.setdefault("properties", Refusal("cwd: give an absolute directory.", "invalid"))
     try:
-        parse_env(props)
+        refusal = env_refusal(parse_env(props))
     except ValueError as exc:
-        errors.setdefault("properties", f"env: {exc}.")
+        refusal = Refusal(str(exc), CODE_ENV)
+    if refusal:
+        errors.setdefault("properties", Refusal(f"env: {refusal.message}.", refusal.code))
     return errors
 
 
@@ -158,7 +174,10 @@ def child_environment(ctx: JobContext, job_env: dict[str, str]) -> dict[str, str
     then the job's own `env`. Nothing else of the scheduler's (SECRET_KEY,
     DATABASE_URL, EMAIL_URL, JOBS_SQL_DATABASE_URL, channel secrets…)."""
     env = {name: os.environ[name] for name in CLEAN_ENV_NAMES if name in os.environ}
-    env.setdefault("PATH", DEFAULT_PATH)
+    # Only its absolute directories: an empty or relative entry searches the
+    # working directory, which the job chooses, for a permitted program name.
+    searched = [d for d in env.get("PATH", "").split(os.pathsep) if d.startswith("/")]
+    env["PATH"] = os.pathsep.join(searched) or DEFAULT_PATH
     env.setdefault("HOME", "/")
     env.setdefault("LANG", "C.UTF-8")
     env.update(
@@ -234,9 +253,10 @@ class CommandJobHandler(JobHandler):
             job_env = parse_env(props)
         except ValueError as exc:
             raise HandlerError(f"invalid properties: {exc}") from None
-        refusal = program_allowed(argv, props)
+        # Again at every run: the job may have been saved under older rules or settings.
+        refusal = program_refusal(argv, props) or env_refusal(job_env)
         if refusal:
-            raise HandlerError(refusal)
+            raise HandlerError(refusal.message)
         cwd = str(props.get("cwd") or "") or None
         ctx.log(f"$ {shlex.join(argv)}")
         try:
