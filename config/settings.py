@@ -357,6 +357,13 @@ try:
 except ValueError as exc:
     raise ImproperlyConfigured(f"JOBS_COMMAND_ENV_ALLOWED: {exc}") from exc
 JOBS_COMMAND_KILL_GRACE_SECONDS = _int("JOBS_COMMAND_KILL_GRACE_SECONDS", 5, minimum=0)
+# Each command run in a cgroup of its own (jobs.handlers.cgroups): "auto" where
+# the host allows it, "required" refuses to run without one, "off" never.
+JOBS_COMMAND_CGROUP = env.str("JOBS_COMMAND_CGROUP", default="auto").strip().lower()
+if JOBS_COMMAND_CGROUP not in ("auto", "required", "off"):
+    raise ImproperlyConfigured(
+        f"JOBS_COMMAND_CGROUP must be auto, required or off, got {JOBS_COMMAND_CGROUP!r}"
+    )
 JOBS_MAX_MESSAGE_CHARS = _int("JOBS_MAX_MESSAGE_CHARS", 262144)
 JOBS_MISFIRE_THRESHOLD = _int("JOBS_MISFIRE_THRESHOLD", 60, minimum=0)
 JOBS_SHUTDOWN_GRACE = _int("JOBS_SHUTDOWN_GRACE", 30, minimum=0)

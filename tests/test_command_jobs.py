@@ -5,15 +5,17 @@ timeout, a clean environment, and who may create them."""
 import json
 import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
 from jobs.engine.loop import Scheduler
+from jobs.handlers import cgroups
 from jobs.handlers.base import HandlerError
 from jobs.handlers.command import CommandJobHandler, parse_command
 from jobs.models import Job, Run
-from tests.fixtures.commands import T0, gone, make_ctx, pump, ready_pid
+from tests.fixtures.commands import T0, cgroups_or_skip, gone, make_ctx, pump, ready_pid, reap
 
 PY = sys.executable
 
@@ -229,3 +231,124 @@ def test_a_cancelled_command_run_is_recorded_cancelled_and_its_group_killed(make
     finally:
         for f in list(s.pool.flights.values()):
             s.pool.abandon(f.run_id)
+
+
+# -- children that leave the process group -------------------------------------------
+
+# A child in a session of its own (what setsid(1) and daemons do), which
+# killpg on the program's group does not reach.
+SETSID = (
+    "import subprocess, sys, time\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1000)'], start_new_session=True)\n"
+    "print('rea' + 'dy', child.pid, flush=True)\n"
+    "time.sleep(1000)\n"
+)
+# A shell with job control (`set -m`) puts a background job in a process group of its own.
+SET_M = "set -m; sleep 1000 & echo rea''dy $!; wait"
+ESCAPING = {"setsid": [PY, "-c", SETSID], "set -m": ["bash", "-c", SET_M]}
+
+
+@pytest.mark.parametrize("how", list(ESCAPING))
+def test_a_grandchild_that_leaves_the_process_group_is_killed_at_the_timeout(how):
+    cgroups_or_skip()
+    holder = {}
+    clock = lambda: T0 + (timedelta(hours=1) if " ready " in holder["ctx"].log_text() else timedelta(0))
+    ctx = holder["ctx"] = make_ctx({"command": json.dumps(ESCAPING[how])}, clock=clock, seconds=30)
+    with pytest.raises(HandlerError) as info:
+        CommandJobHandler().run(ctx)
+    grandchild = ready_pid(ctx.log_text())
+    try:
+        assert gone(grandchild), ctx.log_text()
+        assert str(info.value).startswith("timed out: its cgroup was stopped"), str(info.value)
+    finally:
+        reap(grandchild)
+
+
+def test_what_a_program_leaves_running_in_its_cgroup_is_killed_when_it_exits():
+    cgroups_or_skip()
+    daemon = (
+        "import subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1000)'],"
+        " start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "print('rea' + 'dy', child.pid, flush=True)\n"
+    )
+    ctx = make_ctx({"command": json.dumps([PY, "-c", daemon])})
+    assert CommandJobHandler().run(ctx) == "exit status 0"
+    grandchild = ready_pid(ctx.log_text())
+    try:
+        assert gone(grandchild)
+        made = next(line for line in ctx.log_text().splitlines() if " cgroup: " in line).split()[-1]
+        assert not Path(made).exists(), "the run's cgroup is removed after it"
+    finally:
+        reap(grandchild)
+
+
+def test_without_cgroups_kill_the_cgroup_is_frozen_and_each_process_killed(monkeypatch):
+    """Linux before 5.14 has no cgroup.kill."""
+    cgroups_or_skip()
+    monkeypatch.setattr(cgroups, "KILL_FILE", "cgroup.kill-absent")
+    holder = {}
+    clock = lambda: T0 + (timedelta(hours=1) if " ready " in holder["ctx"].log_text() else timedelta(0))
+    ctx = holder["ctx"] = make_ctx({"command": json.dumps(ESCAPING["setsid"])}, clock=clock, seconds=30)
+    with pytest.raises(HandlerError, match="timed out"):
+        CommandJobHandler().run(ctx)
+    grandchild = ready_pid(ctx.log_text())
+    try:
+        assert gone(grandchild)
+    finally:
+        reap(grandchild)
+
+
+def test_where_there_is_no_cgroup_the_log_says_what_escapes_and_required_refuses(
+    settings, monkeypatch, tmp_path
+):
+    def unavailable():
+        raise cgroups.CgroupUnavailable("/sys/fs/cgroup is read-only")
+
+    monkeypatch.setattr(cgroups, "parent_dir", unavailable)
+    ctx = make_ctx({"command": "/bin/true"})
+    assert CommandJobHandler().run(ctx) == "exit status 0"
+    assert "no cgroup (/sys/fs/cgroup is read-only): a process that leaves" in ctx.log_text()
+    settings.JOBS_COMMAND_CGROUP = "required"
+    marker = tmp_path / "ran"
+    with pytest.raises(HandlerError, match="JOBS_COMMAND_CGROUP=required"):
+        CommandJobHandler().run(make_ctx({"command": json.dumps(["touch", str(marker)])}))
+    assert not marker.exists()
+    settings.JOBS_COMMAND_CGROUP = "off"
+    off = make_ctx({"command": "/bin/true"})
+    CommandJobHandler().run(off)
+    assert "no cgroup (JOBS_COMMAND_CGROUP=off)" in off.log_text()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_through_the_scheduler_a_grandchild_in_its_own_session_is_killed_on_cancel(
+    make_job, settings, executor
+):
+    from jobs import services
+
+    cgroups_or_skip()
+    settings.JOBS_EXECUTOR = executor
+    job = make_job(kind=Job.Kind.COMMAND, handler="", properties={"command": json.dumps(ESCAPING["setsid"])})
+    base = timezone.now()
+    s = Scheduler(worker_id="node-c3", max_workers=1, clock=lambda: base, misfire_threshold=60)
+    grandchild = None
+    try:
+        run = Run.objects.create(job=job, scheduled_at=base, run_after=base, trigger="manual")
+        assert s.claim_queued(base)
+        flight = s.pool.flights[run.pk]
+        assert pump(s.pool, lambda: " ready " in flight.ctx.log_text()), flight.ctx.log_text()
+        grandchild = ready_pid(flight.ctx.log_text())
+        run.refresh_from_db()
+        services.cancel_run(run=run)
+        s.heartbeat(base)
+        run.refresh_from_db()
+        assert run.status == "cancelled"
+        assert gone(grandchild)
+    finally:
+        if grandchild:
+            reap(grandchild)
+        for f in list(s.pool.flights.values()):
+            s.pool.abandon(f.run_id)
+        if hasattr(s.pool, "close"):
+            s.pool.close()

@@ -29,11 +29,13 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from typing import NamedTuple
 
 from django.conf import settings
 
 from jobs import commandguard, jsontext
+from jobs.handlers import cgroups
 from jobs.handlers.base import HandlerError, JobContext, JobHandler
 
 # Taken from the scheduler's environment when set; nothing else is.
@@ -258,35 +260,48 @@ class CommandJobHandler(JobHandler):
         if refusal:
             raise HandlerError(refusal.message)
         cwd = str(props.get("cwd") or "") or None
-        ctx.log(f"$ {shlex.join(argv)}")
+        cgroup, fd, join = _run_cgroup(ctx)
         try:
-            proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=child_environment(ctx, job_env),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                close_fds=True,
-            )
-        except OSError as exc:
-            raise HandlerError(f"could not start {argv[0]!r}: {exc.strerror or exc}") from None
-        # Under the process executor this handler runs in the main thread of
-        # a child that the scheduler stops with SIGTERM (then SIGKILL after
-        # its own short grace): turn that into a cancel, so the program's
-        # whole group is stopped before this process goes.
-        previous, grace = None, settings.JOBS_COMMAND_KILL_GRACE_SECONDS
-        if threading.current_thread() is threading.main_thread():
-            previous = signal.signal(signal.SIGTERM, lambda *_: ctx.cancelled.set())
-            grace = min(grace, EXECUTOR_GRACE_SHARE)
-        try:
-            return self._supervise(ctx, proc, argv, grace)
+            ctx.log(f"$ {shlex.join(argv)}")
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=cwd,
+                    env=child_environment(ctx, job_env),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                    close_fds=True,
+                    preexec_fn=join,
+                )
+            except OSError as exc:
+                raise HandlerError(f"could not start {argv[0]!r}: {exc.strerror or exc}") from None
+            except subprocess.SubprocessError:
+                raise HandlerError(f"could not start {argv[0]!r}: it could not join its cgroup") from None
+            finally:
+                if fd is not None:
+                    os.close(fd)
+            # Under the process executor this handler runs in the main thread of
+            # a child that the scheduler stops with SIGTERM (then SIGKILL after
+            # its own short grace): turn that into a cancel, so the program's
+            # whole group is stopped before this process goes.
+            previous, grace = None, settings.JOBS_COMMAND_KILL_GRACE_SECONDS
+            if threading.current_thread() is threading.main_thread():
+                previous = signal.signal(signal.SIGTERM, lambda *_: ctx.cancelled.set())
+                grace = min(grace, EXECUTOR_GRACE_SHARE)
+            try:
+                return self._supervise(ctx, proc, grace, cgroup)
+            finally:
+                if previous is not None:
+                    signal.signal(signal.SIGTERM, previous)
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            if cgroup is not None and not cgroup.remove():
+                ctx.log(f"the cgroup {cgroup.path} is still in use; a later run removes it")
 
-    def _supervise(self, ctx: JobContext, proc: subprocess.Popen, argv: list[str], grace: float) -> str:
+    def _supervise(
+        self, ctx: JobContext, proc: subprocess.Popen, grace: float, cgroup: cgroups.RunCgroup | None
+    ) -> str:
         out = _CappedLog(ctx, settings.JOBS_MAX_MESSAGE_CHARS)
         stderr_tail: collections.deque[str] = collections.deque(maxlen=200)
         readers = [
@@ -302,16 +317,20 @@ class CommandJobHandler(JobHandler):
             elif ctx.remaining_seconds <= 0:
                 stopped = "timed out"
             if stopped:
-                _stop_group(proc, ctx, grace)
+                _stop(proc, ctx, grace, cgroup)
                 break
             ctx.cancelled.wait(0.1)
         code = proc.wait()
-        _kill_group(proc.pid, signal.SIGKILL)  # whatever it left running in its session
+        # Whatever it left running: in its session, and in its cgroup whatever left that.
+        _kill_group(proc.pid, signal.SIGKILL)
+        if cgroup is not None:
+            cgroup.kill()
         for reader in readers:
             reader.join(5)
         out.flush()
         if stopped:
-            raise HandlerError(f"{stopped}: the process group was stopped (exit status {code})")
+            what = "its cgroup" if cgroup is not None else "the process group"
+            raise HandlerError(f"{stopped}: {what} was stopped (exit status {code})")
         if code == 0:
             return "exit status 0"
         tail = "".join(stderr_tail)[-STDERR_TAIL_CHARS:].strip()
@@ -335,13 +354,46 @@ def _kill_group(pgid: int, sig: int) -> None:
         pass
 
 
-def _stop_group(proc: subprocess.Popen, ctx: JobContext, grace: float) -> None:
-    """SIGTERM to the whole group, SIGKILL after the grace."""
-    ctx.log(f"stopping: SIGTERM to process group {proc.pid}")
+def _stop(proc: subprocess.Popen, ctx: JobContext, grace: float, cgroup: cgroups.RunCgroup | None) -> None:
+    """SIGTERM to the whole group (and everything in the cgroup), SIGKILL after the grace."""
+    where = f"process group {proc.pid}" + (f" and cgroup {cgroup.path.name}" if cgroup is not None else "")
+    ctx.log(f"stopping: SIGTERM to {where}")
     _kill_group(proc.pid, signal.SIGTERM)
+    if cgroup is not None:
+        cgroup.signal(signal.SIGTERM)
     until = time.monotonic() + grace
     while proc.poll() is None and time.monotonic() < until:
         time.sleep(0.05)
     if proc.poll() is None:
-        ctx.log(f"still running after {grace:g} s: SIGKILL to process group {proc.pid}")
+        ctx.log(f"still running after {grace:g} s: SIGKILL to {where}")
     _kill_group(proc.pid, signal.SIGKILL)
+    if cgroup is not None:
+        cgroup.kill()
+
+
+def _run_cgroup(ctx: JobContext) -> tuple[cgroups.RunCgroup | None, int | None, Callable | None]:
+    """The run's own cgroup, the descriptor its program joins it by, and the
+    call that joins it (JOBS_COMMAND_CGROUP: auto, required, off); (None,
+    None, None) where there is none, with a line in the log saying what that
+    leaves uncovered."""
+    mode = settings.JOBS_COMMAND_CGROUP
+    if mode == "off":
+        reason = "JOBS_COMMAND_CGROUP=off"
+    else:
+        try:
+            cgroup = cgroups.RunCgroup.create()
+        except cgroups.CgroupUnavailable as exc:
+            reason = str(exc)
+        else:
+            try:
+                fd, join = cgroup.joiner()
+            except OSError as exc:
+                cgroup.remove()
+                reason = f"cannot write {cgroup.path}/cgroup.procs: {exc.strerror}"
+            else:
+                ctx.log(f"cgroup: {cgroup.path}")
+                return cgroup, fd, join
+        if mode == "required":
+            raise HandlerError(f"no cgroup for this run (JOBS_COMMAND_CGROUP=required): {reason}")
+    ctx.log(f"no cgroup ({reason}): a process that leaves the program's process group outlives the run")
+    return None, None, None
