@@ -328,7 +328,8 @@ def settings_error(**env) -> str:
 
 
 @pytest.mark.slow
-def test_bad_allow_lists_stop_the_process_naming_the_setting():
+def test_bad_command_settings_stop_the_process_naming_the_setting():
+    assert "ImproperlyConfigured: JOBS_COMMAND_CGROUP" in settings_error(JOBS_COMMAND_CGROUP="sometimes")
     for value in ("LD_PRELOAD", "ld_preload", "A=B", "BASH_ENV,REGION"):
         assert "ImproperlyConfigured: JOBS_COMMAND_ENV_ALLOWED" in settings_error(
             JOBS_COMMAND_ENV_ALLOWED=value

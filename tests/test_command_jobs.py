@@ -3,6 +3,8 @@ output in the log, its exit status, the kill of its whole group at the
 timeout, a clean environment, and who may create them."""
 
 import json
+import signal
+import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -352,3 +354,24 @@ def test_through_the_scheduler_a_grandchild_in_its_own_session_is_killed_on_canc
             s.pool.abandon(f.run_id)
         if hasattr(s.pool, "close"):
             s.pool.close()
+
+
+def test_a_cgroup_whose_run_process_died_is_swept_by_the_next_run():
+    """A run process killed before it removed its run's cgroup (the OOM
+    killer, a crashed scheduler) left the cgroup and what ran in it."""
+    cgroups_or_skip()
+    creator = subprocess.Popen([PY, "-c", "pass"])
+    creator.wait()  # a pid that is gone
+    left = cgroups.parent_dir() / f"{cgroups.PREFIX}{cgroups._pid_namespace()}-{creator.pid}-dead"
+    left.mkdir()
+    orphan = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+    try:
+        (left / "cgroup.procs").write_text(str(orphan.pid))
+        assert CommandJobHandler().run(make_ctx({"command": "/bin/true"})) == "exit status 0"
+        assert orphan.wait(10) == -signal.SIGKILL
+        assert not left.exists()
+    finally:
+        reap(orphan.pid)
+        orphan.wait(10)
+        if left.exists():
+            left.rmdir()

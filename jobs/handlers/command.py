@@ -237,7 +237,7 @@ class CommandJobHandler(JobHandler):
         "command": "the program and its arguments: a JSON list, or a string split like a shell would",
         "shell": "true: run the command with /bin/sh -c (default false)",
         "cwd": "the working directory (absolute)",
-        "env": "extra environment variables, a JSON object",
+        "env": "extra environment variables, a JSON object (only names JOBS_COMMAND_ENV_ALLOWED lists)",
     }
 
     def run(self, ctx: JobContext) -> str:
