@@ -19,6 +19,10 @@ case-insensitively, although Linux names are case-sensitive: `ld_preload`
 does nothing to glibc, but a lower-case twin of a dangerous name has no use
 that would justify the doubt (some programs fold case when they read).
 
+A locale or terminal name (NAME_VALUED_ENV) may not hold `/` or `%`, and TZ
+may not be a path, as sudo's env_check has it: the C library would load the
+file such a value names.
+
 While JOBS_COMMAND_ALLOWED limits the programs, STEERING_ENV is refused too:
 names that choose which program a permitted name runs (PATH) or where
 programs read their configuration (HOME, XDG_*), which is code for many of
@@ -113,8 +117,30 @@ NEVER_ENV = (
     "OPENSSL_CONF",
     "OPENSSL_ENGINES",
     "OPENSSL_MODULES",
-    # Programs that run a command a variable names, or read one from a file it names.
+    # Libraries that load plugins from a directory or a file a variable names.
+    "KRB5_CONFIG",
+    "KRB5_KDC_PROFILE",
+    "SASL_PATH",
+    "GIO_EXTRA_MODULES",
+    "GIO_MODULE_DIR",
+    "GTK_MODULES",
+    "GTK_PATH",
+    "QT_PLUGIN_PATH",
+    "GST_PLUGIN_*",
+    # Programs that run a command a variable names, or read one from a file or options it names.
     "GIT_*",
+    "RSYNC_RSH",
+    "RSYNC_CONNECT_PROG",
+    "CVS_RSH",
+    "TAR_OPTIONS",
+    "ZIPOPT",
+    "PSQLRC",
+    "PSQL_*",
+    "MAKEFILES",
+    "MAKEFLAGS",
+    "MFLAGS",
+    "SYSTEMD_PAGER*",
+    "SYSTEMD_EDITOR",
     "SSH_ASKPASS*",
     "SUDO_ASKPASS",
     "EDITOR",
@@ -122,8 +148,7 @@ NEVER_ENV = (
     "PAGER",
     "MANPAGER",
     "BROWSER",
-    "LESSOPEN",
-    "LESSCLOSE",
+    "LESS*",
     "TERMINFO*",
     "TERMCAP",
     "TERMPATH",
@@ -132,6 +157,10 @@ NEVER_ENV = (
 )
 
 STEERING_ENV = ("PATH", "HOME", "SHELL", "XDG_*")
+
+# Names whose value the C library may take as a path to load (sudo's env_check):
+# a locale or terminal name, never a path or a format.
+NAME_VALUED_ENV = ("COLORTERM", "LANG", "LANGUAGE", "LC_*", "LINGUAS", "TERM")
 
 
 def env_name_refusal(name, *, allowed: list[str], programs_limited: bool) -> str | None:
@@ -148,6 +177,15 @@ def env_name_refusal(name, *, allowed: list[str], programs_limited: bool) -> str
     if not any(fnmatch.fnmatchcase(name, p) for p in allowed):
         listed = ", ".join(allowed) if allowed else "empty: a job may set no variables"
         return f"env may not set {name}: it is not in JOBS_COMMAND_ENV_ALLOWED ({listed[:300]})"
+    return None
+
+
+def env_value_refusal(name: str, value: str) -> str | None:
+    """Why a name the job may set may not have this value (None: it may)."""
+    if any(fnmatch.fnmatchcase(name, p) for p in NAME_VALUED_ENV) and ("/" in value or "%" in value):
+        return f"the value of {name} may not contain / or % (a name, not a path)"
+    if name == "TZ" and (value.lstrip(":").startswith("/") or ".." in value):
+        return "the value of TZ must be a zone name such as Europe/Berlin, not a path"
     return None
 
 

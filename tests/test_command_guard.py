@@ -98,6 +98,13 @@ NEVER = [
     "GIT_CONFIG_COUNT",
     "SSH_ASKPASS",
     "LESSOPEN",
+    "LESS",
+    "RSYNC_RSH",
+    "TAR_OPTIONS",
+    "PSQLRC",
+    "MAKEFLAGS",
+    "KRB5_CONFIG",
+    "SASL_PATH",
     "EDITOR",
     "PAGER",
     "OPENSSL_CONF",
@@ -150,6 +157,29 @@ def test_only_plain_names_are_accepted_and_nothing_else_gives_a_500(superuser_ap
     assert not Job.objects.filter(name="guarded").exists()
     with pytest.raises(HandlerError, match="not an environment variable name|invalid properties"):
         CommandJobHandler().run(make_ctx(props))
+
+
+@pytest.mark.django_db
+def test_a_locale_terminal_or_zone_name_may_not_be_a_path(superuser_api, settings):
+    """The C library loads the file such a value names (sudo's env_check)."""
+    settings.JOBS_COMMAND_ENV_ALLOWED = ["LANG", "LC_*", "TERM", "TZ"]
+    for n, (name, value) in enumerate(
+        (
+            ("LANG", "/tmp/x"),
+            ("LC_ALL", "C%n"),
+            ("TERM", "../../tmp/x"),
+            ("TZ", "/etc/passwd"),
+            ("TZ", ":/tmp/x"),
+            ("TZ", "../x"),
+        )
+    ):
+        props = {"command": "/bin/true", "env": json.dumps({name: value})}
+        response = save(superuser_api, props, name=f"value-{n}")
+        assert response.status_code == 400 and response.json()["code"] == "command_env", (name, value)
+        with pytest.raises(HandlerError, match=f"the value of {name}"):
+            CommandJobHandler().run(make_ctx(props))
+    fine = {"LANG": "C.UTF-8", "LC_ALL": "de_DE.UTF-8", "TERM": "xterm-256color", "TZ": "Europe/Berlin"}
+    assert save(superuser_api, {"command": "/bin/true", "env": json.dumps(fine)}).status_code == 201
 
 
 @pytest.mark.django_db

@@ -125,10 +125,10 @@ def programs_limited() -> bool:
 
 def env_refusal(job_env: dict[str, str]) -> Refusal | None:
     """The first name of the job's env that the guard refuses (jobs.commandguard)."""
-    for name in job_env:
+    for name, value in job_env.items():
         why = commandguard.env_name_refusal(
             name, allowed=list(settings.JOBS_COMMAND_ENV_ALLOWED), programs_limited=programs_limited()
-        )
+        ) or commandguard.env_value_refusal(name, value)
         if why:
             return Refusal(why, CODE_ENV)
     return None
