@@ -5,15 +5,16 @@ split like a shell would (shlex) and run WITHOUT a shell unless `shell` is
 `true`; `cwd` — an absolute working directory; `env` — a JSON object of
 extra environment variables.
 
-The child starts in a session (process group) of its own, with a clean
-environment (CLEAN_ENV_NAMES from the scheduler's own environment, plus the
+The child starts in a session (process group) of its own, and in a cgroup
+of its own where the host allows it (jobs.handlers.cgroups,
+JOBS_COMMAND_CGROUP), with a clean environment (CLEAN_ENV_NAMES from the scheduler's own environment, plus the
 run's CRONBOARD_* variables and the job's `env`): never Cronboard's secrets.
 stdout and stderr stream into the run's log as they are written; the log
 kept in memory is capped (head and tail) like every run's log. Exit status 0
 succeeds; any other fails with the status and the tail of stderr. At the
-timeout or on cancel the whole group gets SIGTERM, then SIGKILL after
-JOBS_COMMAND_KILL_GRACE_SECONDS; when the program exits, whatever it left
-running in its group is killed too.
+timeout or on cancel the whole group and cgroup get SIGTERM, then SIGKILL
+after JOBS_COMMAND_KILL_GRACE_SECONDS; when the program exits, whatever it
+left running in either is killed too.
 
 Security: whoever may create or edit a command job may run anything as the
 scheduler's OS user. So: off unless JOBS_COMMAND_ENABLED, superusers only
