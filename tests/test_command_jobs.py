@@ -15,7 +15,7 @@ from django.utils import timezone
 from jobs.engine.loop import Scheduler
 from jobs.handlers import cgroups
 from jobs.handlers.base import HandlerError
-from jobs.handlers.command import CommandJobHandler, parse_command
+from jobs.handlers.command import CommandJobHandler, log_cgroup_warnings, parse_command
 from jobs.models import Job, Run
 from tests.fixtures.commands import T0, cgroups_or_skip, gone, make_ctx, pump, ready_pid, reap
 
@@ -375,3 +375,18 @@ def test_a_cgroup_whose_run_process_died_is_swept_by_the_next_run():
         orphan.wait(10)
         if left.exists():
             left.rmdir()
+
+
+def test_the_scheduler_says_at_its_start_when_command_runs_get_no_cgroup(settings, monkeypatch):
+    def unavailable():
+        raise cgroups.CgroupUnavailable("/sys/fs/cgroup is read-only")
+
+    monkeypatch.setattr(cgroups, "parent_dir", unavailable)
+    (warning,) = log_cgroup_warnings()
+    assert "no cgroup of their own (/sys/fs/cgroup is read-only)" in warning and "outlives its run" in warning
+    settings.JOBS_COMMAND_CGROUP = "required"
+    assert "command runs will fail" in log_cgroup_warnings()[0]
+    settings.JOBS_COMMAND_CGROUP = "off"
+    assert log_cgroup_warnings() == []
+    settings.JOBS_COMMAND_CGROUP, settings.JOBS_COMMAND_ENABLED = "auto", False
+    assert log_cgroup_warnings() == []

@@ -24,6 +24,7 @@ the commands and JOBS_COMMAND_ENV_ALLOWED the environment names a job may set
 """
 
 import collections
+import logging
 import os
 import shlex
 import signal
@@ -38,6 +39,8 @@ from django.conf import settings
 from jobs import commandguard, jsontext
 from jobs.handlers import cgroups
 from jobs.handlers.base import HandlerError, JobContext, JobHandler
+
+log = logging.getLogger(__name__)
 
 # Taken from the scheduler's environment when set; nothing else is.
 CLEAN_ENV_NAMES = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME")
@@ -398,3 +401,24 @@ def _run_cgroup(ctx: JobContext) -> tuple[cgroups.RunCgroup | None, int | None, 
             raise HandlerError(f"no cgroup for this run (JOBS_COMMAND_CGROUP=required): {reason}")
     ctx.log(f"no cgroup ({reason}): a process that leaves the program's process group outlives the run")
     return None, None, None
+
+
+def log_cgroup_warnings() -> list[str]:
+    """At the scheduler's start: whether command runs will go without a
+    cgroup of their own here, and what that leaves uncovered (logged, and
+    returned for the command's stderr)."""
+    if not command_enabled() or settings.JOBS_COMMAND_CGROUP == "off":
+        return []
+    try:
+        cgroups.parent_dir()
+    except cgroups.CgroupUnavailable as exc:
+        if settings.JOBS_COMMAND_CGROUP == "required":
+            warning = f"command runs will fail: JOBS_COMMAND_CGROUP=required, and there is no cgroup for them ({exc})"
+        else:
+            warning = (
+                f"command runs get no cgroup of their own ({exc}): a process that leaves a program's "
+                "process group (setsid, set -m) outlives its run (JOBS_COMMAND_CGROUP)"
+            )
+        log.warning("COMMAND JOBS: %s", warning)
+        return [warning]
+    return []
