@@ -234,7 +234,7 @@ def test_a_job_saved_before_the_rules_is_refused_at_its_run(make_job, make_sched
 
 @pytest.mark.django_db
 def test_the_console_form_import_and_run_overrides_refuse_the_same(
-    client, superuser, make_job, tmp_path, settings
+    client, superuser, superuser_api, make_job, tmp_path, settings
 ):
     settings.JOBS_COMMAND_ENV_ALLOWED = ["REGION"]
     env = json.dumps({"PERL5OPT": "-Mx"})
@@ -275,6 +275,8 @@ def test_the_console_form_import_and_run_overrides_refuse_the_same(
     )
     with pytest.raises(CommandError, match="PERL5OPT"):
         call_command("jobs", "run", job.name, "--set", f"env={env}", stdout=StringIO(), stderr=StringIO())
+    override = superuser_api.post(f"/api/jobs/{job.pk}/run", {"properties": {"env": env}})
+    assert override.status_code == 400 and override.json()["code"] == "command_env", override.content
     assert not Run.objects.filter(job=job).exists()
 
 
