@@ -183,9 +183,9 @@ def env_name_refusal(name, *, allowed: list[str], programs_limited: bool) -> str
 def env_value_refusal(name: str, value: str) -> str | None:
     """Why a name the job may set may not have this value (None: it may)."""
     if any(fnmatch.fnmatchcase(name, p) for p in NAME_VALUED_ENV) and ("/" in value or "%" in value):
-        return f"the value of {name} may not contain / or % (a name, not a path)"
+        return f"env may not set {name} to a value with / or % (a locale or terminal name, not a path)"
     if name == "TZ" and (value.lstrip(":").startswith("/") or ".." in value):
-        return "the value of TZ must be a zone name such as Europe/Berlin, not a path"
+        return "env may not set TZ to a path (give a zone name such as Europe/Berlin)"
     return None
 
 

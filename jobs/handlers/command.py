@@ -169,9 +169,9 @@ def validate_command_properties(props: dict) -> dict[str, Refusal]:
     try:
         refusal = env_refusal(parse_env(props))
     except ValueError as exc:
-        refusal = Refusal(str(exc), CODE_ENV)
-    if refusal:
-        errors.setdefault("properties", Refusal(f"env: {refusal.message}.", refusal.code))
+        refusal = Refusal(f"env: {exc}", CODE_ENV)
+    if refusal:  # the guard's own sentences start with "env may not set"
+        errors.setdefault("properties", Refusal(f"{refusal.message}.", refusal.code))
     return errors
 
 
