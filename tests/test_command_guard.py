@@ -339,6 +339,15 @@ def test_entries_are_split_on_commas_outside_quotes():
     words = commandguard.parse_entry(commandguard.split_entries(text)[0])
     assert commandguard.entry_allows(words, ["find", "/srv", "-name", "*,v", "-delete"])
     assert not commandguard.entry_allows(words, ["find", "/srv", "-name", "*,v", "-delete", "-print"])
+    documented = next(
+        line.partition("=")[2]
+        for line in (REPO / "docs" / "handlers.md").read_text().splitlines()
+        if line.startswith("JOBS_COMMAND_ALLOWED=")
+    )
+    find = commandguard.parse_entry(commandguard.split_entries(documented)[1])
+    assert commandguard.entry_allows(
+        find, ["/usr/bin/find", "/var/spool/app", "-name", "a.tmp", "-mmin", "+60", "-delete"]
+    )
     literal = commandguard.parse_entry("rm [*]")
     assert commandguard.entry_allows(literal, ["rm", "*"]) and not commandguard.entry_allows(
         literal, ["rm", "x"]
