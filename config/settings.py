@@ -15,7 +15,9 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-# The fence owns its default block list (and the names of its ranges).
+# The fence owns its default block list (and the names of its ranges), the
+# command guard the form of command jobs' allow-lists.
+from jobs import commandguard
 from jobs.fence import DEFAULT_BLOCKED
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -341,8 +343,27 @@ JOBS_SQL_ENABLED = _bool("JOBS_SQL_ENABLED", False)
 # Command jobs (kind command) run programs on this host as the scheduler's OS
 # user: off unless turned on; optionally limited to these programs.
 JOBS_COMMAND_ENABLED = _bool("JOBS_COMMAND_ENABLED", False)
-JOBS_COMMAND_ALLOWED = env.list("JOBS_COMMAND_ALLOWED", default=[])
+# Entries: a program, or a program and its argument patterns (jobs.commandguard).
+try:
+    JOBS_COMMAND_ALLOWED = commandguard.split_entries(env.str("JOBS_COMMAND_ALLOWED", default=""))
+    for _entry in JOBS_COMMAND_ALLOWED:
+        commandguard.parse_entry(_entry)
+except ValueError as exc:
+    raise ImproperlyConfigured(f"JOBS_COMMAND_ALLOWED: {exc}") from exc
+# Names (shell patterns) a job's env may set; never those of commandguard.NEVER_ENV.
+JOBS_COMMAND_ENV_ALLOWED = [p.strip() for p in env.list("JOBS_COMMAND_ENV_ALLOWED", default=[]) if p.strip()]
+try:
+    commandguard.check_env_patterns(JOBS_COMMAND_ENV_ALLOWED)
+except ValueError as exc:
+    raise ImproperlyConfigured(f"JOBS_COMMAND_ENV_ALLOWED: {exc}") from exc
 JOBS_COMMAND_KILL_GRACE_SECONDS = _int("JOBS_COMMAND_KILL_GRACE_SECONDS", 5, minimum=0)
+# Each command run in a cgroup of its own (jobs.handlers.cgroups): "auto" where
+# the host allows it, "required" refuses to run without one, "off" never.
+JOBS_COMMAND_CGROUP = env.str("JOBS_COMMAND_CGROUP", default="auto").strip().lower()
+if JOBS_COMMAND_CGROUP not in ("auto", "required", "off"):
+    raise ImproperlyConfigured(
+        f"JOBS_COMMAND_CGROUP must be auto, required or off, got {JOBS_COMMAND_CGROUP!r}"
+    )
 JOBS_MAX_MESSAGE_CHARS = _int("JOBS_MAX_MESSAGE_CHARS", 262144)
 JOBS_MISFIRE_THRESHOLD = _int("JOBS_MISFIRE_THRESHOLD", 60, minimum=0)
 JOBS_SHUTDOWN_GRACE = _int("JOBS_SHUTDOWN_GRACE", 30, minimum=0)

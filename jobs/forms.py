@@ -180,9 +180,8 @@ def kind_property_errors(kind: str, properties: dict, *, sql_write: bool = False
     elif kind == Job.Kind.COMMAND:
         from jobs.handlers.command import validate_command_properties
 
-        for field, message in validate_command_properties(properties).items():
-            code = "command_disabled" if field == "kind" else "invalid"
-            errors.append((field, ValidationError(message, code=code)))
+        for field, refusal in validate_command_properties(properties).items():
+            errors.append((field, ValidationError(refusal.message, code=refusal.code)))
     return errors
 
 

@@ -3,19 +3,22 @@ output in the log, its exit status, the kill of its whole group at the
 timeout, a clean environment, and who may create them."""
 
 import json
+import signal
+import subprocess
 import sys
-import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
 from jobs.engine.loop import Scheduler
-from jobs.handlers.base import HandlerError, JobContext
-from jobs.handlers.command import CommandJobHandler, parse_command
+from jobs.handlers import cgroups
+from jobs.handlers.base import HandlerError
+from jobs.handlers.command import CommandJobHandler, log_cgroup_warnings, parse_command
 from jobs.models import Job, Run
+from tests.fixtures.commands import T0, cgroups_or_skip, gone, make_ctx, pump, ready_pid, reap
 
-T0 = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)
 PY = sys.executable
 
 
@@ -23,50 +26,6 @@ PY = sys.executable
 def _enabled(settings):
     settings.JOBS_COMMAND_ENABLED = True
     settings.JOBS_COMMAND_KILL_GRACE_SECONDS = 1
-
-
-def make_ctx(props, *, clock=lambda: T0, seconds=60):
-    return JobContext(
-        run_id=7,
-        fire_id="f-1",
-        attempt=1,
-        scheduled_at=T0,
-        deadline=T0 + timedelta(seconds=seconds),
-        properties=props,
-        job_name="cmd",
-        _clock=clock,
-    )
-
-
-def ready_pid(log: str) -> int:
-    """The child's pid from the program's "ready PID" line."""
-    return int(next(line for line in log.splitlines() if line.split()[1:2] == ["ready"]).split()[-1])
-
-
-def pump(pool, until, timeout: float = 20) -> bool:
-    """Let the pool take in what its runs send (the scheduler's loop does
-    this between passes) until `until()` holds; whether it did."""
-    end = time.monotonic() + timeout
-    while not until() and time.monotonic() < end:
-        pool.wait(0.05)
-    return until()
-
-
-def gone(pid: int) -> bool:
-    """Not running (absent, or a zombie waiting for its reaper) within a few
-    seconds: SIGKILL is delivered asynchronously."""
-    until = time.monotonic() + 10
-    while not _gone(pid) and time.monotonic() < until:
-        time.sleep(0.05)
-    return _gone(pid)
-
-
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
-        return True
 
 
 def test_a_command_that_prints_and_exits_3_fails_with_its_status_and_stderr():
@@ -87,7 +46,8 @@ def test_a_string_command_is_split_like_a_shell_and_run_without_one(tmp_path):
     assert "one" in shell.log_text() and "two" in shell.log_text()
 
 
-def test_the_environment_is_clean_plus_the_jobs_env(monkeypatch):
+def test_the_environment_is_clean_plus_the_jobs_env(monkeypatch, settings):
+    settings.JOBS_COMMAND_ENV_ALLOWED = ["FOO"]
     for name in ("SECRET_KEY", "DATABASE_URL", "EMAIL_URL", "JOBS_SQL_DATABASE_URL", "CRONBOARD_CHANNEL_KEY"):
         monkeypatch.setenv(name, "leak-" + name)
     script = "import json, os; print(json.dumps(dict(os.environ)))"
@@ -247,22 +207,6 @@ def test_jobs_command_allowed_limits_the_programs(superuser_api, settings):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("name", ["PATH", "LD_PRELOAD", "LD_LIBRARY_PATH"])
-def test_with_an_allow_list_the_env_cannot_steer_a_permitted_name(superuser_api, settings, tmp_path, name):
-    """`echo` permitted, and env {"PATH": a folder of one's own} ran that
-    folder's `echo`: whatever program one liked, under a permitted name."""
-    settings.JOBS_COMMAND_ALLOWED = ["echo"]
-    steered = {"command": "echo hi", "env": json.dumps({name: str(tmp_path)})}
-    response = superuser_api.post("/api/jobs", {**CMD_JOB, "properties": steered})
-    assert response.status_code == 400 and response.json()["field"] == "properties", response.content
-    assert name in response.json()["message"]
-    with pytest.raises(HandlerError, match=f"env may not set {name} while JOBS_COMMAND_ALLOWED"):
-        CommandJobHandler().run(make_ctx(steered))
-    plain = {"command": "echo hi", "env": json.dumps({"REGION": "eu"})}
-    assert superuser_api.post("/api/jobs", {**CMD_JOB, "properties": plain}).status_code == 201
-
-
-@pytest.mark.django_db
 def test_a_cancelled_command_run_is_recorded_cancelled_and_its_group_killed(make_job):
     from jobs import services
 
@@ -289,3 +233,160 @@ def test_a_cancelled_command_run_is_recorded_cancelled_and_its_group_killed(make
     finally:
         for f in list(s.pool.flights.values()):
             s.pool.abandon(f.run_id)
+
+
+# -- children that leave the process group -------------------------------------------
+
+# A child in a session of its own (what setsid(1) and daemons do), which
+# killpg on the program's group does not reach.
+SETSID = (
+    "import subprocess, sys, time\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1000)'], start_new_session=True)\n"
+    "print('rea' + 'dy', child.pid, flush=True)\n"
+    "time.sleep(1000)\n"
+)
+# A shell with job control (`set -m`) puts a background job in a process group of its own.
+SET_M = "set -m; sleep 1000 & echo rea''dy $!; wait"
+ESCAPING = {"setsid": [PY, "-c", SETSID], "set -m": ["bash", "-c", SET_M]}
+
+
+@pytest.mark.parametrize("how", list(ESCAPING))
+def test_a_grandchild_that_leaves_the_process_group_is_killed_at_the_timeout(how):
+    cgroups_or_skip()
+    holder = {}
+    clock = lambda: T0 + (timedelta(hours=1) if " ready " in holder["ctx"].log_text() else timedelta(0))
+    ctx = holder["ctx"] = make_ctx({"command": json.dumps(ESCAPING[how])}, clock=clock, seconds=30)
+    with pytest.raises(HandlerError) as info:
+        CommandJobHandler().run(ctx)
+    grandchild = ready_pid(ctx.log_text())
+    try:
+        assert gone(grandchild), ctx.log_text()
+        assert str(info.value).startswith("timed out: its cgroup was stopped"), str(info.value)
+    finally:
+        reap(grandchild)
+
+
+def test_what_a_program_leaves_running_in_its_cgroup_is_killed_when_it_exits():
+    cgroups_or_skip()
+    daemon = (
+        "import subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1000)'],"
+        " start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "print('rea' + 'dy', child.pid, flush=True)\n"
+    )
+    ctx = make_ctx({"command": json.dumps([PY, "-c", daemon])})
+    assert CommandJobHandler().run(ctx) == "exit status 0"
+    grandchild = ready_pid(ctx.log_text())
+    try:
+        assert gone(grandchild)
+        made = next(line for line in ctx.log_text().splitlines() if " cgroup: " in line).split()[-1]
+        assert not Path(made).exists(), "the run's cgroup is removed after it"
+    finally:
+        reap(grandchild)
+
+
+def test_without_cgroups_kill_the_cgroup_is_frozen_and_each_process_killed(monkeypatch):
+    """Linux before 5.14 has no cgroup.kill."""
+    cgroups_or_skip()
+    monkeypatch.setattr(cgroups, "KILL_FILE", "cgroup.kill-absent")
+    holder = {}
+    clock = lambda: T0 + (timedelta(hours=1) if " ready " in holder["ctx"].log_text() else timedelta(0))
+    ctx = holder["ctx"] = make_ctx({"command": json.dumps(ESCAPING["setsid"])}, clock=clock, seconds=30)
+    with pytest.raises(HandlerError, match="timed out"):
+        CommandJobHandler().run(ctx)
+    grandchild = ready_pid(ctx.log_text())
+    try:
+        assert gone(grandchild)
+    finally:
+        reap(grandchild)
+
+
+def test_where_there_is_no_cgroup_the_log_says_what_escapes_and_required_refuses(
+    settings, monkeypatch, tmp_path
+):
+    def unavailable():
+        raise cgroups.CgroupUnavailable("/sys/fs/cgroup is read-only")
+
+    monkeypatch.setattr(cgroups, "parent_dir", unavailable)
+    ctx = make_ctx({"command": "/bin/true"})
+    assert CommandJobHandler().run(ctx) == "exit status 0"
+    assert "no cgroup (/sys/fs/cgroup is read-only): a process that leaves" in ctx.log_text()
+    settings.JOBS_COMMAND_CGROUP = "required"
+    marker = tmp_path / "ran"
+    with pytest.raises(HandlerError, match="JOBS_COMMAND_CGROUP=required"):
+        CommandJobHandler().run(make_ctx({"command": json.dumps(["touch", str(marker)])}))
+    assert not marker.exists()
+    settings.JOBS_COMMAND_CGROUP = "off"
+    off = make_ctx({"command": "/bin/true"})
+    CommandJobHandler().run(off)
+    assert "no cgroup (JOBS_COMMAND_CGROUP=off)" in off.log_text()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_through_the_scheduler_a_grandchild_in_its_own_session_is_killed_on_cancel(
+    make_job, settings, executor
+):
+    from jobs import services
+
+    cgroups_or_skip()
+    settings.JOBS_EXECUTOR = executor
+    job = make_job(kind=Job.Kind.COMMAND, handler="", properties={"command": json.dumps(ESCAPING["setsid"])})
+    base = timezone.now()
+    s = Scheduler(worker_id="node-c3", max_workers=1, clock=lambda: base, misfire_threshold=60)
+    grandchild = None
+    try:
+        run = Run.objects.create(job=job, scheduled_at=base, run_after=base, trigger="manual")
+        assert s.claim_queued(base)
+        flight = s.pool.flights[run.pk]
+        assert pump(s.pool, lambda: " ready " in flight.ctx.log_text()), flight.ctx.log_text()
+        grandchild = ready_pid(flight.ctx.log_text())
+        run.refresh_from_db()
+        services.cancel_run(run=run)
+        s.heartbeat(base)
+        run.refresh_from_db()
+        assert run.status == "cancelled"
+        assert gone(grandchild)
+    finally:
+        if grandchild:
+            reap(grandchild)
+        for f in list(s.pool.flights.values()):
+            s.pool.abandon(f.run_id)
+        if hasattr(s.pool, "close"):
+            s.pool.close()
+
+
+def test_a_cgroup_whose_run_process_died_is_swept_by_the_next_run():
+    """A run process killed before it removed its run's cgroup (the OOM
+    killer, a crashed scheduler) left the cgroup and what ran in it."""
+    cgroups_or_skip()
+    creator = subprocess.Popen([PY, "-c", "pass"])
+    creator.wait()  # a pid that is gone
+    left = cgroups.parent_dir() / f"{cgroups.PREFIX}{cgroups._pid_namespace()}-{creator.pid}-dead"
+    left.mkdir()
+    orphan = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+    try:
+        (left / "cgroup.procs").write_text(str(orphan.pid))
+        assert CommandJobHandler().run(make_ctx({"command": "/bin/true"})) == "exit status 0"
+        assert orphan.wait(10) == -signal.SIGKILL
+        assert not left.exists()
+    finally:
+        reap(orphan.pid)
+        orphan.wait(10)
+        if left.exists():
+            left.rmdir()
+
+
+def test_the_scheduler_says_at_its_start_when_command_runs_get_no_cgroup(settings, monkeypatch):
+    def unavailable():
+        raise cgroups.CgroupUnavailable("/sys/fs/cgroup is read-only")
+
+    monkeypatch.setattr(cgroups, "parent_dir", unavailable)
+    (warning,) = log_cgroup_warnings()
+    assert "no cgroup of their own (/sys/fs/cgroup is read-only)" in warning and "outlives its run" in warning
+    settings.JOBS_COMMAND_CGROUP = "required"
+    assert "command runs will fail" in log_cgroup_warnings()[0]
+    settings.JOBS_COMMAND_CGROUP = "off"
+    assert log_cgroup_warnings() == []
+    settings.JOBS_COMMAND_CGROUP, settings.JOBS_COMMAND_ENABLED = "auto", False
+    assert log_cgroup_warnings() == []

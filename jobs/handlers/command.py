@@ -5,35 +5,42 @@ split like a shell would (shlex) and run WITHOUT a shell unless `shell` is
 `true`; `cwd` — an absolute working directory; `env` — a JSON object of
 extra environment variables.
 
-The child starts in a session (process group) of its own, with a clean
-environment (CLEAN_ENV_NAMES from the scheduler's own environment, plus the
+The child starts in a session (process group) of its own, and in a cgroup
+of its own where the host allows it (jobs.handlers.cgroups,
+JOBS_COMMAND_CGROUP), with a clean environment (CLEAN_ENV_NAMES from the scheduler's own environment, plus the
 run's CRONBOARD_* variables and the job's `env`): never Cronboard's secrets.
 stdout and stderr stream into the run's log as they are written; the log
 kept in memory is capped (head and tail) like every run's log. Exit status 0
 succeeds; any other fails with the status and the tail of stderr. At the
-timeout or on cancel the whole group gets SIGTERM, then SIGKILL after
-JOBS_COMMAND_KILL_GRACE_SECONDS; when the program exits, whatever it left
-running in its group is killed too.
+timeout or on cancel the whole group and cgroup get SIGTERM, then SIGKILL
+after JOBS_COMMAND_KILL_GRACE_SECONDS; when the program exits, whatever it
+left running in either is killed too.
 
 Security: whoever may create or edit a command job may run anything as the
 scheduler's OS user. So: off unless JOBS_COMMAND_ENABLED, superusers only
-(services.check_job_change), refused in demo mode, and JOBS_COMMAND_ALLOWED
-(program names or absolute paths) limits what may be run.
+(services.check_job_change), refused in demo mode; JOBS_COMMAND_ALLOWED limits
+the commands and JOBS_COMMAND_ENV_ALLOWED the environment names a job may set
+(jobs.commandguard), checked at save and again before every run.
 """
 
 import collections
+import logging
 import os
 import shlex
 import signal
 import subprocess
 import threading
 import time
-from pathlib import Path
+from collections.abc import Callable
+from typing import NamedTuple
 
 from django.conf import settings
 
-from jobs import jsontext
+from jobs import commandguard, jsontext
+from jobs.handlers import cgroups
 from jobs.handlers.base import HandlerError, JobContext, JobHandler
+
+log = logging.getLogger(__name__)
 
 # Taken from the scheduler's environment when set; nothing else is.
 CLEAN_ENV_NAMES = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME")
@@ -44,6 +51,9 @@ MAX_ENV = 100
 # (jobs.engine.execution.processes.GRACE_SECONDS): the program's grace before its SIGKILL.
 EXECUTOR_GRACE_SHARE = 1.0
 DISABLED_MESSAGE = "Command jobs are turned off on this server (JOBS_COMMAND_ENABLED)"
+# The API's and the import's error codes for what the guard refuses.
+CODE_NOT_ALLOWED = "command_not_allowed"
+CODE_ENV = "command_env"
 
 
 def command_enabled() -> bool:
@@ -83,6 +93,8 @@ def parse_command(props: dict) -> list[str]:
 
 
 def parse_env(props: dict) -> dict[str, str]:
+    """The job's `env` as names to text; ValueError if it is not that shape.
+    Which names it may set is env_refusal's question."""
     raw = props.get("env")
     if raw in (None, ""):
         return {}
@@ -94,62 +106,72 @@ def parse_env(props: dict) -> dict[str, str]:
         raise ValueError(f"“env” must be a JSON object of at most {MAX_ENV} names to text")
     env = {}
     for name, item in value.items():
-        if (
-            not name
-            or "=" in name
-            or "\x00" in name
-            or not name.replace("_", "a").isalnum()
-            or name[0].isdigit()
-        ):
-            raise ValueError(f"“{name[:50]}” is not an environment variable name")
+        if not isinstance(name, str) or not commandguard.ENV_NAME.fullmatch(name):
+            raise ValueError(
+                f"{str(name)[:50]!r} is not an environment variable name ({commandguard.NAME_RULE})"
+            )
         if isinstance(item, (dict, list)) or "\x00" in str(item):
             raise ValueError(f"the value of “{name}” must be text without NUL characters")
         env[name] = "" if item is None else str(item)
     return env
 
 
-def program_allowed(argv: list[str], props: dict) -> str | None:
+class Refusal(NamedTuple):
+    """Why the guard refuses a command job, with its error code."""
+
+    message: str
+    code: str
+
+
+def programs_limited() -> bool:
+    return bool(settings.JOBS_COMMAND_ALLOWED)
+
+
+def env_refusal(job_env: dict[str, str]) -> Refusal | None:
+    """The first name of the job's env that the guard refuses (jobs.commandguard)."""
+    for name, value in job_env.items():
+        why = commandguard.env_name_refusal(
+            name, allowed=list(settings.JOBS_COMMAND_ENV_ALLOWED), programs_limited=programs_limited()
+        ) or commandguard.env_value_refusal(name, value)
+        if why:
+            return Refusal(why, CODE_ENV)
+    return None
+
+
+def program_refusal(argv: list[str], props: dict) -> Refusal | None:
     """Why JOBS_COMMAND_ALLOWED refuses this command (None: allowed)."""
-    allowed = [a.strip() for a in settings.JOBS_COMMAND_ALLOWED if a.strip()]
-    if not allowed:
+    if not programs_limited():
         return None
     if str(props.get("shell") or "").strip().lower() == "true":
-        return "a shell cannot be used while JOBS_COMMAND_ALLOWED limits the programs"
-    try:
-        env_names = parse_env(props)
-    except ValueError:
-        env_names = {}  # refused on its own by validate_command_properties / run
-    # The job's env would otherwise choose which program a permitted name
-    # runs (PATH) or load other code into it (the dynamic loader's LD_*).
-    steering = sorted(name for name in env_names if name == "PATH" or name.startswith("LD_"))
-    if steering:
-        return f"env may not set {steering[0]} while JOBS_COMMAND_ALLOWED limits the programs"
-    program = argv[0]
-    if program in allowed or ("/" not in program and Path(program).name in allowed):
-        return None
-    return f"“{program[:200]}” is not in JOBS_COMMAND_ALLOWED ({', '.join(allowed)})"
+        return Refusal(
+            "a shell cannot be used while JOBS_COMMAND_ALLOWED limits the programs", CODE_NOT_ALLOWED
+        )
+    why = commandguard.command_refusal(argv, list(settings.JOBS_COMMAND_ALLOWED))
+    return Refusal(why, CODE_NOT_ALLOWED) if why else None
 
 
-def validate_command_properties(props: dict) -> dict[str, str]:
-    """Field → human error for a command job ({} if fine)."""
+def validate_command_properties(props: dict) -> dict[str, Refusal]:
+    """Field → what is wrong, with its code, for a command job ({} if fine)."""
     if not command_enabled():
-        return {"kind": f"{DISABLED_MESSAGE}."}
+        return {"kind": Refusal(f"{DISABLED_MESSAGE}.", "command_disabled")}
     errors = {}
     try:
         argv = parse_command(props)
     except ValueError as exc:
-        errors["properties"] = f"command: {exc}."
+        errors["properties"] = Refusal(f"command: {exc}.", "invalid")
     else:
-        refusal = program_allowed(argv, props)
+        refusal = program_refusal(argv, props)
         if refusal:
-            errors["properties"] = f"command: {refusal}."
+            errors["properties"] = Refusal(f"command: {refusal.message}.", refusal.code)
     cwd = str(props.get("cwd") or "")
     if cwd and (not cwd.startswith("/") or "\x00" in cwd):
-        errors.setdefault("properties", "cwd: give an absolute directory.")
+        errors.setdefault("properties", Refusal("cwd: give an absolute directory.", "invalid"))
     try:
-        parse_env(props)
+        refusal = env_refusal(parse_env(props))
     except ValueError as exc:
-        errors.setdefault("properties", f"env: {exc}.")
+        refusal = Refusal(f"env: {exc}", CODE_ENV)
+    if refusal:  # the guard's own sentences start with "env may not set"
+        errors.setdefault("properties", Refusal(f"{refusal.message}.", refusal.code))
     return errors
 
 
@@ -158,7 +180,10 @@ def child_environment(ctx: JobContext, job_env: dict[str, str]) -> dict[str, str
     then the job's own `env`. Nothing else of the scheduler's (SECRET_KEY,
     DATABASE_URL, EMAIL_URL, JOBS_SQL_DATABASE_URL, channel secrets…)."""
     env = {name: os.environ[name] for name in CLEAN_ENV_NAMES if name in os.environ}
-    env.setdefault("PATH", DEFAULT_PATH)
+    # Only its absolute directories: an empty or relative entry searches the
+    # working directory, which the job chooses, for a permitted program name.
+    searched = [d for d in env.get("PATH", "").split(os.pathsep) if d.startswith("/")]
+    env["PATH"] = os.pathsep.join(searched) or DEFAULT_PATH
     env.setdefault("HOME", "/")
     env.setdefault("LANG", "C.UTF-8")
     env.update(
@@ -216,7 +241,7 @@ class CommandJobHandler(JobHandler):
         "command": "the program and its arguments: a JSON list, or a string split like a shell would",
         "shell": "true: run the command with /bin/sh -c (default false)",
         "cwd": "the working directory (absolute)",
-        "env": "extra environment variables, a JSON object",
+        "env": "extra environment variables, a JSON object (only names JOBS_COMMAND_ENV_ALLOWED lists)",
     }
 
     def run(self, ctx: JobContext) -> str:
@@ -234,39 +259,53 @@ class CommandJobHandler(JobHandler):
             job_env = parse_env(props)
         except ValueError as exc:
             raise HandlerError(f"invalid properties: {exc}") from None
-        refusal = program_allowed(argv, props)
+        # Again at every run: the job may have been saved under older rules or settings.
+        refusal = program_refusal(argv, props) or env_refusal(job_env)
         if refusal:
-            raise HandlerError(refusal)
+            raise HandlerError(refusal.message)
         cwd = str(props.get("cwd") or "") or None
-        ctx.log(f"$ {shlex.join(argv)}")
+        cgroup, fd, join = _run_cgroup(ctx)
         try:
-            proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=child_environment(ctx, job_env),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                close_fds=True,
-            )
-        except OSError as exc:
-            raise HandlerError(f"could not start {argv[0]!r}: {exc.strerror or exc}") from None
-        # Under the process executor this handler runs in the main thread of
-        # a child that the scheduler stops with SIGTERM (then SIGKILL after
-        # its own short grace): turn that into a cancel, so the program's
-        # whole group is stopped before this process goes.
-        previous, grace = None, settings.JOBS_COMMAND_KILL_GRACE_SECONDS
-        if threading.current_thread() is threading.main_thread():
-            previous = signal.signal(signal.SIGTERM, lambda *_: ctx.cancelled.set())
-            grace = min(grace, EXECUTOR_GRACE_SHARE)
-        try:
-            return self._supervise(ctx, proc, argv, grace)
+            ctx.log(f"$ {shlex.join(argv)}")
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=cwd,
+                    env=child_environment(ctx, job_env),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                    close_fds=True,
+                    preexec_fn=join,
+                )
+            except OSError as exc:
+                raise HandlerError(f"could not start {argv[0]!r}: {exc.strerror or exc}") from None
+            except subprocess.SubprocessError:
+                raise HandlerError(f"could not start {argv[0]!r}: it could not join its cgroup") from None
+            finally:
+                if fd is not None:
+                    os.close(fd)
+            # Under the process executor this handler runs in the main thread of
+            # a child that the scheduler stops with SIGTERM (then SIGKILL after
+            # its own short grace): turn that into a cancel, so the program's
+            # whole group is stopped before this process goes.
+            previous, grace = None, settings.JOBS_COMMAND_KILL_GRACE_SECONDS
+            if threading.current_thread() is threading.main_thread():
+                previous = signal.signal(signal.SIGTERM, lambda *_: ctx.cancelled.set())
+                grace = min(grace, EXECUTOR_GRACE_SHARE)
+            try:
+                return self._supervise(ctx, proc, grace, cgroup)
+            finally:
+                if previous is not None:
+                    signal.signal(signal.SIGTERM, previous)
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            if cgroup is not None and not cgroup.remove():
+                ctx.log(f"the cgroup {cgroup.path} is still in use; a later run removes it")
 
-    def _supervise(self, ctx: JobContext, proc: subprocess.Popen, argv: list[str], grace: float) -> str:
+    def _supervise(
+        self, ctx: JobContext, proc: subprocess.Popen, grace: float, cgroup: cgroups.RunCgroup | None
+    ) -> str:
         out = _CappedLog(ctx, settings.JOBS_MAX_MESSAGE_CHARS)
         stderr_tail: collections.deque[str] = collections.deque(maxlen=200)
         readers = [
@@ -282,16 +321,20 @@ class CommandJobHandler(JobHandler):
             elif ctx.remaining_seconds <= 0:
                 stopped = "timed out"
             if stopped:
-                _stop_group(proc, ctx, grace)
+                _stop(proc, ctx, grace, cgroup)
                 break
             ctx.cancelled.wait(0.1)
         code = proc.wait()
-        _kill_group(proc.pid, signal.SIGKILL)  # whatever it left running in its session
+        # Whatever it left running: in its session, and in its cgroup whatever left that.
+        _kill_group(proc.pid, signal.SIGKILL)
+        if cgroup is not None:
+            cgroup.kill()
         for reader in readers:
             reader.join(5)
         out.flush()
         if stopped:
-            raise HandlerError(f"{stopped}: the process group was stopped (exit status {code})")
+            what = "its cgroup" if cgroup is not None else "the process group"
+            raise HandlerError(f"{stopped}: {what} was stopped (exit status {code})")
         if code == 0:
             return "exit status 0"
         tail = "".join(stderr_tail)[-STDERR_TAIL_CHARS:].strip()
@@ -315,13 +358,67 @@ def _kill_group(pgid: int, sig: int) -> None:
         pass
 
 
-def _stop_group(proc: subprocess.Popen, ctx: JobContext, grace: float) -> None:
-    """SIGTERM to the whole group, SIGKILL after the grace."""
-    ctx.log(f"stopping: SIGTERM to process group {proc.pid}")
+def _stop(proc: subprocess.Popen, ctx: JobContext, grace: float, cgroup: cgroups.RunCgroup | None) -> None:
+    """SIGTERM to the whole group (and everything in the cgroup), SIGKILL after the grace."""
+    where = f"process group {proc.pid}" + (f" and cgroup {cgroup.path.name}" if cgroup is not None else "")
+    ctx.log(f"stopping: SIGTERM to {where}")
     _kill_group(proc.pid, signal.SIGTERM)
+    if cgroup is not None:
+        cgroup.signal(signal.SIGTERM)
     until = time.monotonic() + grace
     while proc.poll() is None and time.monotonic() < until:
         time.sleep(0.05)
     if proc.poll() is None:
-        ctx.log(f"still running after {grace:g} s: SIGKILL to process group {proc.pid}")
+        ctx.log(f"still running after {grace:g} s: SIGKILL to {where}")
     _kill_group(proc.pid, signal.SIGKILL)
+    if cgroup is not None:
+        cgroup.kill()
+
+
+def _run_cgroup(ctx: JobContext) -> tuple[cgroups.RunCgroup | None, int | None, Callable | None]:
+    """The run's own cgroup, the descriptor its program joins it by, and the
+    call that joins it (JOBS_COMMAND_CGROUP: auto, required, off); (None,
+    None, None) where there is none, with a line in the log saying what that
+    leaves uncovered."""
+    mode = settings.JOBS_COMMAND_CGROUP
+    if mode == "off":
+        reason = "JOBS_COMMAND_CGROUP=off"
+    else:
+        try:
+            cgroup = cgroups.RunCgroup.create()
+        except cgroups.CgroupUnavailable as exc:
+            reason = str(exc)
+        else:
+            try:
+                fd, join = cgroup.joiner()
+            except OSError as exc:
+                cgroup.remove()
+                reason = f"cannot write {cgroup.path}/cgroup.procs: {exc.strerror}"
+            else:
+                ctx.log(f"cgroup: {cgroup.path}")
+                return cgroup, fd, join
+        if mode == "required":
+            raise HandlerError(f"no cgroup for this run (JOBS_COMMAND_CGROUP=required): {reason}")
+    ctx.log(f"no cgroup ({reason}): a process that leaves the program's process group outlives the run")
+    return None, None, None
+
+
+def log_cgroup_warnings() -> list[str]:
+    """At the scheduler's start: whether command runs will go without a
+    cgroup of their own here, and what that leaves uncovered (logged, and
+    returned for the command's stderr)."""
+    if not command_enabled() or settings.JOBS_COMMAND_CGROUP == "off":
+        return []
+    try:
+        cgroups.parent_dir()
+    except cgroups.CgroupUnavailable as exc:
+        if settings.JOBS_COMMAND_CGROUP == "required":
+            warning = f"command runs will fail: JOBS_COMMAND_CGROUP=required, and there is no cgroup for them ({exc})"
+        else:
+            warning = (
+                f"command runs get no cgroup of their own ({exc}): a process that leaves a program's "
+                "process group (setsid, set -m) outlives its run (JOBS_COMMAND_CGROUP)"
+            )
+        log.warning("COMMAND JOBS: %s", warning)
+        return [warning]
+    return []

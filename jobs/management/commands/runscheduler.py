@@ -14,6 +14,7 @@ from django.utils.translation import gettext as _
 from jobs import checks
 from jobs.engine.leadership import WorkerIdInUse
 from jobs.engine.loop import Scheduler
+from jobs.handlers.command import log_cgroup_warnings
 from jobs.handlers.sql import log_role_warnings
 from jobs.i18n import activate_for_people_without_a_session
 
@@ -94,6 +95,9 @@ class Command(BaseCommand):
         )
         # Loud, on stderr and in the log: what the SQL role can do beyond read-only.
         for warning in log_role_warnings():
+            self.stderr.write(_("WARNING: {warning}").format(warning=warning))
+        # And whether a command run's children can outlive it here.
+        for warning in log_cgroup_warnings():
             self.stderr.write(_("WARNING: {warning}").format(warning=warning))
         try:
             scheduler.run_forever(once=once)
