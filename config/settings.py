@@ -79,7 +79,15 @@ else:
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
-CRONBOARD_BASE_URL = env("CRONBOARD_BASE_URL", default="http://localhost:8000").rstrip("/")
+# The console's address as people reach it, for links in alerts. scripts/run.sh
+# derives it from BIND when it is not set; the settings page warns when the
+# page was opened at another address (jobs.links.base_url_mismatch).
+CRONBOARD_BASE_URL = env("CRONBOARD_BASE_URL", default="http://localhost:8000").strip().rstrip("/")
+if not re.fullmatch(r"https?://[^/?#\s]+(/[^?#\s]*)?", CRONBOARD_BASE_URL, flags=re.IGNORECASE):
+    raise ImproperlyConfigured(
+        f"CRONBOARD_BASE_URL must be an http:// or https:// address such as https://cron.example.com, "
+        f"got {CRONBOARD_BASE_URL!r}"
+    )
 
 INSTALLED_APPS = [
     "django.contrib.admin",
