@@ -248,3 +248,16 @@ def test_a_bad_unfenced_schemes_setting_stops_start_up(value, tmp_path):
     assert result.returncode == 2
     assert "ALERT_CHANNEL_UNFENCED_SCHEMES" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("url", ["rsyslog://", "syslog://", "RSysLog://"])
+def test_the_settings_page_refuses_a_global_channel_without_a_host(db, staff_client, url):
+    from jobs.config import get_setting
+
+    response = staff_client.post(
+        "/settings/",
+        {"sys.job.logRetentionDays": "30", "sys.job.alertEmails": "", "sys.job.alertChannels": url},
+    )
+    assert response.status_code == 200
+    assert "ALERT_CHANNEL_UNFENCED_SCHEMES" in response.content.decode()
+    assert get_setting("sys.job.alertChannels") == []
