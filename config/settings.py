@@ -81,7 +81,15 @@ else:
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
-CRONBOARD_BASE_URL = env("CRONBOARD_BASE_URL", default="http://localhost:8000").rstrip("/")
+# The console's address as people reach it, for links in alerts. scripts/run.sh
+# derives it from BIND when it is not set; the settings page warns when the
+# page was opened at another address (jobs.links.base_url_mismatch).
+CRONBOARD_BASE_URL = env("CRONBOARD_BASE_URL", default="http://localhost:8000").strip().rstrip("/")
+if not re.fullmatch(r"https?://[^/?#\s]+(/[^?#\s]*)?", CRONBOARD_BASE_URL, flags=re.IGNORECASE):
+    raise ImproperlyConfigured(
+        f"CRONBOARD_BASE_URL must be an http:// or https:// address such as https://cron.example.com, "
+        f"got {CRONBOARD_BASE_URL!r}"
+    )
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -294,6 +302,24 @@ EMAIL_TIMEOUT = _int("EMAIL_TIMEOUT", 10, minimum=1)
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="cronboard@localhost")
 # Alert channels (Apprise): seconds to connect, and again to read the answer.
 ALERT_CHANNEL_TIMEOUT = _int("ALERT_CHANNEL_TIMEOUT", 10, minimum=1)
+# Apprise schemes sent to without the fence (jobs.channels: every other scheme
+# is fenced on its host, a fixed service, or refused): syslog, rsyslog with
+# no host (this machine), a service Cronboard does not list. Email never.
+ALERT_CHANNEL_UNFENCED_SCHEMES = [
+    scheme.strip().lower()
+    for scheme in env.list("ALERT_CHANNEL_UNFENCED_SCHEMES", default=[])
+    if scheme.strip()
+]
+for _scheme in ALERT_CHANNEL_UNFENCED_SCHEMES:
+    if not re.fullmatch(r"[a-z0-9]{1,32}", _scheme):
+        raise ImproperlyConfigured(
+            f"ALERT_CHANNEL_UNFENCED_SCHEMES: {_scheme!r} is not an Apprise scheme (a word such as syslog, "
+            "without ://)"
+        )
+    if _scheme in ("mailto", "mailtos"):
+        raise ImproperlyConfigured(
+            "ALERT_CHANNEL_UNFENCED_SCHEMES: email goes through EMAIL_URL and the alert emails, not mailto://"
+        )
 # Dead man's switch: an external URL (healthchecks …) the scheduler GETs once
 # a minute through the HTTP jobs' fence, so silence there means Cronboard is down.
 CRONBOARD_HEARTBEAT_URL = env("CRONBOARD_HEARTBEAT_URL", default="").strip()

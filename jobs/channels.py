@@ -7,6 +7,10 @@ One place for what a channel URL may be and how it is kept:
   cannot send to is refused when it is saved, not when the first crash comes.
   `mailto://` is refused: email goes through the alert emails (SMTP, with
   the outbox's Message-ID and partial-refusal handling).
+- Fenced or refused: a scheme is sent to only if its target is known
+  (FENCED_ON_HOST_SCHEMAS, FIXED_ENDPOINT_SCHEMAS) or the operator allowed it
+  unfenced (ALERT_CHANNEL_UNFENCED_SCHEMES); a URL without the host it
+  would go to is refused, never sent to this machine.
 - Encrypted at rest: each URL is stored as a Fernet token under a key derived
   by HKDF-SHA256 from SECRET_KEY (SECRET_KEY_FALLBACKS still decrypt, so a
   rotated key does not lose the channels).
@@ -44,23 +48,71 @@ MAX_URL_CHARS = 2000
 MASK = "****"
 # Generic webhooks: the host is whatever server the operator names.
 WEBHOOK_SCHEMAS = {"json", "jsons", "form", "forms", "xml", "xmls"}
+
+# Every scheme Cronboard sends to, and how its target is fenced; each one read
+# in the pinned Apprise's plugin (docs/operations.md lists them, and
+# tests/test_channel_schemes.py holds that list, the doc's examples and these
+# sets to the installed Apprise). A scheme in neither set is refused unless
+# the operator lists it in ALERT_CHANNEL_UNFENCED_SCHEMES: an Apprise plugin
+# may connect somewhere its URL does not name (this machine's syslog socket,
+# a server found by discovery, a default host), which the fence cannot see.
+#
+# The URL's host is where Apprise connects (over HTTP, or UDP for rsyslog):
+# the host passes the fence, and a URL without one is refused (Apprise would
+# fall back to this machine).
+FENCED_ON_HOST_SCHEMAS = WEBHOOK_SCHEMAS | {
+    "apprise",
+    "apprises",
+    "gotify",
+    "gotifys",
+    "mmost",
+    "mmosts",
+    "ncloud",
+    "nclouds",
+    "nctalk",
+    "nctalks",
+    "ntfy",  # ntfy://topic alone is the public ntfy.sh: see fence_url
+    "ntfys",
+    "rocket",
+    "rockets",
+    "rsyslog",
+    "workflow",  # Microsoft Teams through a Power Automate workflow
+    "workflows",
+}
 # Services Apprise reaches at their own fixed address: the URL's "host" is a
-# token (slack://T…/B…/…), not where it connects. Every other schema is
-# fenced on its host; one whose host does not resolve is refused (closed).
+# token (slack://T…/B…/…), not where it connects, so there is nothing to fence.
 FIXED_ENDPOINT_SCHEMAS = {
+    "dingtalk",
+    "discord",
+    "feishu",
+    "gchat",
+    "lark",
+    "opsgenie",
+    "pagerduty",
+    "pover",
     "slack",
     "tgram",
-    "discord",
-    "dingtalk",
-    "feishu",
-    "lark",
     "wecombot",
-    "msteams",
-    "pover",
+    "wxteams",
 }
+# Email goes through the alert emails (SMTP, with the outbox's Message-ID and
+# partial-refusal handling), whatever the operator allows.
+REFUSED_SCHEMAS = {"mailto", "mailtos"}
+# What Apprise reads as a URL's scheme (apprise.utils.parse.GET_SCHEMA_RE,
+# anchored here), lowered: one word of letters and digits.
+_SCHEMA_RE = re.compile(r"[a-z0-9]{1,32}")
+
+
+class ChannelRefused(ValueError):
+    """Cronboard does not send to this channel: its target cannot be fenced."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
 # Options that say how to send, not where or with which secret: shown as is.
 PLAIN_OPTIONS = {"method", "format", "mode", "priority", "image", "footer", "blocks", "redirect", "verify"}
-REFUSED_SCHEMAS = {"mailto", "mailtos"}
 _HTTP_CODE_RE = re.compile(r"error=(\d{3})\b")
 _URL_RE = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
 
@@ -215,6 +267,22 @@ def _apprise():
     return apprise
 
 
+def known_to_apprise(schema: str) -> bool:
+    """Whether the installed Apprise has a plugin for this scheme."""
+    from apprise.manager_plugins import NotificationManager
+
+    return schema in NotificationManager()
+
+
+def _not_apprise(url: str) -> ValidationError:
+    return ValidationError(
+        _("“{mask}” is not a channel URL Apprise can send to (see its list of services).").format(
+            mask=mask(url)
+        ),
+        code="invalid_channel",
+    )
+
+
 def instantiate(url: str):
     """The Apprise plugin for `url`, set up to send with a bounded timeout and
     without following redirects; ValidationError if Apprise cannot use it."""
@@ -222,12 +290,7 @@ def instantiate(url: str):
     asset = apprise.AppriseAsset(http_redirects=False)
     plugin = apprise.Apprise.instantiate(url, asset=asset, suppress_exceptions=True)
     if plugin is None:
-        raise ValidationError(
-            _("“{mask}” is not a channel URL Apprise can send to (see its list of services).").format(
-                mask=mask(url)
-            ),
-            code="invalid_channel",
-        )
+        raise _not_apprise(url)
     plugin.redirects = False
     timeout = float(settings.ALERT_CHANNEL_TIMEOUT)
     plugin.socket_connect_timeout = timeout
@@ -235,16 +298,53 @@ def instantiate(url: str):
     return plugin
 
 
+def schema_of(url: str) -> str:
+    """The URL's scheme as Apprise reads it, lowered; "" when it has none."""
+    head, sep, _rest = url.strip().partition("://")
+    head = head.lower()
+    return head if sep and _SCHEMA_RE.fullmatch(head) else ""
+
+
+def unfenced_schemes() -> set[str]:
+    return set(settings.ALERT_CHANNEL_UNFENCED_SCHEMES)
+
+
+def check_schema(url: str) -> str:
+    """The URL's scheme if Cronboard sends to it; ChannelRefused otherwise.
+    Asked before Apprise parses the URL, so a plugin Cronboard does not use
+    never even sets itself up."""
+    schema = schema_of(url)
+    if schema in FENCED_ON_HOST_SCHEMAS or schema in FIXED_ENDPOINT_SCHEMAS or schema in unfenced_schemes():
+        return schema
+    raise ChannelRefused(
+        _(
+            "Cronboard does not send to {schema}:// channels: the fence cannot check where they go. "
+            "The services it sends to are listed in docs/operations.md; an administrator can allow "
+            "this one with ALERT_CHANNEL_UNFENCED_SCHEMES."
+        ).format(schema=schema)
+    )
+
+
 def fence_url(url: str, plugin=None) -> str | None:
     """The http(s) URL whose host the fence must pass, or None for a service
-    reached at its own fixed address (hooks.slack.com, api.telegram.org …)."""
-    plugin = plugin or instantiate(url)
-    schema = urlsplit(url).scheme.lower()
-    host = str(getattr(plugin, "host", "") or "")
-    if not host or schema in FIXED_ENDPOINT_SCHEMAS:
+    reached at its own fixed address (hooks.slack.com, api.telegram.org …)
+    or a scheme the operator allowed unfenced. ChannelRefused for a scheme
+    Cronboard does not send to, or a URL that names no host to fence."""
+    schema = check_schema(url)
+    if schema in unfenced_schemes() or schema in FIXED_ENDPOINT_SCHEMAS:
         return None
+    plugin = plugin or instantiate(url)
     if schema in ("ntfy", "ntfys") and getattr(plugin, "mode", "") == "cloud":
         return None  # ntfy://topic: the public ntfy.sh
+    host = str(getattr(plugin, "host", "") or "").strip()
+    if not host or host.startswith(":"):
+        raise ChannelRefused(
+            _(
+                "A {schema}:// channel needs the host to send to: without one, Apprise sends to this "
+                "machine, which the fence does not allow. Name the host, or have an administrator allow "
+                "{schema} in ALERT_CHANNEL_UNFENCED_SCHEMES."
+            ).format(schema=schema)
+        )
     scheme = "https" if getattr(plugin, "secure", False) else "http"
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
@@ -253,7 +353,8 @@ def fence_url(url: str, plugin=None) -> str | None:
 
 
 def check_fence(url: str, plugin=None, *, resolver=None) -> None:
-    """Raise fence.FenceError when the channel's target is fenced off."""
+    """Raise fence.FenceError when the channel's target is fenced off, and
+    ChannelRefused when Cronboard cannot fence it at all."""
     target = fence_url(url, plugin)
     if target is not None:
         fence.check_url(target, resolver=resolver)
@@ -279,13 +380,13 @@ def validate(url: str) -> str:
             code="masked_channel",
         )
     try:
-        parts = urlsplit(url)
+        urlsplit(url)
     except ValueError:  # an unclosed or malformed [IPv6] host
         raise ValidationError(
             _("“{mask}” is not a URL (its host cannot be read).").format(mask=mask(url)),
             code="invalid_channel",
         ) from None
-    schema = parts.scheme.lower() if "://" in url else ""
+    schema = schema_of(url)
     if not schema:
         raise ValidationError(
             _("“{mask}” is not a URL (it needs a scheme such as json://).").format(mask=mask(url)),
@@ -295,9 +396,16 @@ def validate(url: str) -> str:
         raise ValidationError(
             _("Email goes through the alert emails, not a mailto:// channel."), code="invalid_channel"
         )
-    plugin = instantiate(url)
+    if not known_to_apprise(schema):
+        raise _not_apprise(url)
     try:
+        check_schema(url)
+        plugin = instantiate(url)
         check_fence(url, plugin)
+    except ChannelRefused as exc:
+        raise ValidationError(
+            _("“{mask}”: {reason}").format(mask=mask(url), reason=exc.reason), code="unfenced_channel"
+        ) from None
     except fence.FenceError as exc:
         raise ValidationError(
             _("“{mask}”: the target is fenced off: {reason}").format(mask=mask(url), reason=exc.reason),
@@ -390,12 +498,16 @@ def send(url: str, *, title: str, body: str) -> SendResult:
     to about twice ALERT_CHANNEL_TIMEOUT. A 4xx answer (but 408/429), a URL
     Apprise refuses or a fenced-off target is permanent; the rest is worth
     another try."""
+    if schema_of(url) in REFUSED_SCHEMAS:
+        return SendResult(False, True, "email goes through the alert emails, not a mailto:// channel")
     try:
+        check_schema(url)
         plugin = instantiate(url)
+        check_fence(url, plugin)
     except ValidationError as exc:
         return SendResult(False, True, " ".join(exc.messages))
-    try:
-        check_fence(url, plugin)
+    except ChannelRefused as exc:
+        return SendResult(False, True, exc.reason)
     except fence.FenceError as exc:
         transient = exc.reason.startswith("could not resolve")
         return SendResult(False, not transient, f"blocked by the fence: {exc.reason}")

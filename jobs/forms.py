@@ -710,6 +710,26 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
             return False
         return True
 
+    def _builtin_handler_refusal(self, kind, handler) -> bool:
+        """A built-in job (the Retention job) keeps its kind and handler: its
+        schedule, timeout and alerts are the operator's, what it runs is not.
+        True (and the error on `handler`) if this change would alter them."""
+        job = self.instance
+        if not (job.pk and job.builtin):
+            return False
+        if (kind or Job.Kind.PYTHON) == job.kind and handler == job.handler:
+            return False
+        self.add_error(
+            "handler",
+            ValidationError(
+                _("“{name}” is a built-in job: its kind and handler ({handler}) cannot be changed.").format(
+                    name=job.name, handler=job.handler
+                ),
+                code="builtin_handler",
+            ),
+        )
+        return True
+
     def _clean_handler(self, data):
         kind = data.get("kind")
         properties = dict(data.get("properties") or {})
@@ -731,6 +751,9 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
                 data["properties"] = properties
                 return
         handler = (data.get("handler") or "").strip()
+        if self._builtin_handler_refusal(kind, handler):
+            data["properties"] = properties
+            return
         if kind == Job.Kind.PYTHON and not handler:
             self.add_error("handler", ValidationError(_("Choose a handler."), code="required"))
         elif handler and not registry.is_registered(handler) and handler != self.instance.handler:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from functools import wraps
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.staticfiles import finders
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -31,7 +32,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from jobs import access, cron, services, tokens
+from jobs import access, cron, links, services, tokens
 from jobs.access import login_required
 from jobs.alert_views import channel_rows
 from jobs.charts import duration_chart
@@ -1274,7 +1275,13 @@ def settings_page(request):
             field.disabled = True
     from jobs.handlers.sql import role_warnings
 
-    context = {"form": form, "sql_role_warnings": role_warnings(), "channels": channel_rows()}
+    context = {
+        "form": form,
+        "sql_role_warnings": role_warnings(),
+        "channels": channel_rows(),
+        "opened_at": links.base_url_mismatch(request.build_absolute_uri("/")),
+        "base_url": settings.CRONBOARD_BASE_URL,
+    }
     return _partial_or_page(request, "jobs/settings.html", "settings-form", context)
 
 

@@ -15,6 +15,13 @@ mkdir -p var  # the SQLite database and the secret key file live here
 .venv/bin/python manage.py bootstrap
 
 BIND=${BIND:-127.0.0.1:8000}
+# Links in alerts point at CRONBOARD_BASE_URL: unless it is set (here or in
+# .env), it is where this console listens.
+source scripts/base_url.sh
+if ! base_url_is_set .env; then
+  derived=$(base_url_for_bind "$BIND")
+  [ -z "$derived" ] || export CRONBOARD_BASE_URL="$derived"
+fi
 # gunicorn.conf.py (read from this directory) holds the rest of its settings.
 .venv/bin/gunicorn config.wsgi --bind "$BIND" --workers "${WEB_WORKERS:-2}" --access-logfile - &
 web=$!
@@ -26,7 +33,7 @@ scheduler=$!
 # status: a crash, a refused start, kill -9) is reported as having died.
 stopping=""
 trap 'stopping=1' INT TERM
-echo "Cronboard console on http://$BIND/ — Ctrl-C stops the console and the scheduler."
+echo "Cronboard console on $BIND (links in alerts: ${CRONBOARD_BASE_URL:-CRONBOARD_BASE_URL from .env or its default}) — Ctrl-C stops the console and the scheduler."
 status=0
 wait -n "$web" "$scheduler" || status=$?
 trap - INT TERM
