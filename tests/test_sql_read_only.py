@@ -628,3 +628,33 @@ def test_sqlite_a_refused_read_is_recorded_as_failed(settings, make_job, make_sc
     assert run.status == "failed"
     assert run.error.startswith("refused: A read-only job may not read auth_user"), run.error
     assert run.result == ""
+
+
+@pytest.mark.postgres
+def test_the_documented_role_recipe_makes_a_role_read_only_jobs_accept(postgres_server, settings):
+    text = (REPO / "docs" / "operations.md").read_text()
+    section = text[text.index("### A role for SQL jobs") :]
+    recipe = section[section.index("```sql\n") + 7 : section.index("```", section.index("```sql\n") + 7)]
+    postgres_server.create_database("reports")
+    with postgres_server.connect("reports") as conn:
+        conn.execute("CREATE TABLE sales (amount integer)")
+        conn.execute("INSERT INTO sales VALUES (5), (7)")
+    database = "postgres"
+    try:
+        for line in recipe.splitlines():
+            if line.startswith("\\c "):
+                database = line.split()[1]
+            elif line.strip() and not line.startswith("--"):
+                with postgres_server.connect(database) as conn:
+                    conn.execute(line)
+        settings.JOBS_SQL_ENABLED = True
+        settings.JOBS_SQL_DATABASE = {**postgres_server.database_settings("reports"), "USER": "cronboard_sql"}
+        assert validate_sql_properties({"sql": "SELECT sum(amount) FROM sales"}, write=False) == {}
+        assert run_sql("SELECT sum(amount) FROM sales") == "1 row"
+        assert role_warnings() == []
+    finally:
+        with postgres_server.connect("reports") as conn:
+            conn.execute("DROP OWNED BY cronboard_sql")
+        with postgres_server.connect() as conn:
+            conn.execute("DROP OWNED BY cronboard_sql")
+            conn.execute("DROP ROLE cronboard_sql")

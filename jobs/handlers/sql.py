@@ -12,24 +12,28 @@ Why each rule holds:
 - Read-only: PostgreSQL runs the statement inside `BEGIN READ ONLY` in a
   session whose default is read-only; a single statement cannot both lift
   that and write (SET TRANSACTION READ WRITE after a snapshot fails, and
-  COMMIT inside a DO block or procedure is refused in a transaction block).
+  COMMIT inside a DO block or procedure is refused in a transaction block),
+  and the connection closes after it, rolling back.
   SQLite opens the file with mode=ro and PRAGMA query_only.
 - Timeout: a watchdog thread cancels the query (psycopg cancel / sqlite3
   interrupt) at the job's deadline or when the run is cancelled, so nothing
   the statement sets inside the session can outlive it.
 - Read-only is about the database's tables, and PostgreSQL lets a read-only
   transaction do more: COPY to or from a program or a server file, signal
-  other sessions (pg_terminate_backend killed the application's own
-  connections), reload the configuration, read server files. A read-only
-  job may not name those at all (`read_only_problem`, checked when the job
-  is saved and again before every run), nor the ways to run SQL built from
-  text (DO, EXECUTE, query_to_xml, ts_stat, dblink …) that would hide them.
-  What that cannot cover — functions someone created in the database, and
-  everything a powerful role may do — is why `role_warnings` warns at
-  start-up and on the settings page when the SQL role is a superuser, holds
-  pg_execute_server_program / pg_read_server_files /
-  pg_write_server_files / pg_signal_backend, or is the application's own
-  role. docs/handlers.md says what read-only guarantees.
+  other sessions (the application's own connections too), reload the
+  configuration, read server files. What stops
+  that is the role: a read-only job is refused, when saved and again on its
+  own connection before every run (`RolePowers.read_only_refusal`), unless
+  its role is no superuser, holds none of POWERFUL_ROLES, may execute none
+  of SERVER_FUNCTIONS and is not Cronboard's own role. `read_only_problem`
+  is an early warning in words: it refuses those names and the ways to run
+  SQL built from text (DO, EXECUTE, query_to_xml, ts_stat, dblink …),
+  reading comments and quotes as the server does.
+- Secrets on SQLite: SQLite has no roles, so `SqliteGuard`, the connection's
+  authorizer, refuses a read-only job every read of the tables and columns
+  JOBS_SQL_SQLITE_DENY_TABLES names, by whatever route (views, subqueries,
+  pragmas): SQLite itself reports each table and column a statement reads.
+docs/handlers.md says what read-only guarantees.
 """
 
 import fnmatch
