@@ -658,3 +658,38 @@ def test_the_documented_role_recipe_makes_a_role_read_only_jobs_accept(postgres_
         with postgres_server.connect() as conn:
             conn.execute("DROP OWNED BY cronboard_sql")
             conn.execute("DROP ROLE cronboard_sql")
+
+
+@pytest.mark.parametrize(
+    ("value", "denied"), [("a.b.c", None), ("", []), (" Auth_* , x.Secret ", ["auth_*", "x.secret"])]
+)
+def test_the_deny_list_is_read_strictly(tmp_path, value, denied):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JOBS_", "DJANGO_", "DATABASE_URL"))}
+    env.update(
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        DJANGO_SETTINGS_MODULE="config.settings",
+        JOBS_SQL_SQLITE_DENY_TABLES=value,
+    )
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "shell",
+            "-c",
+            "from django.conf import settings; print(settings.JOBS_SQL_SQLITE_DENY_TABLES)",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if denied is None:
+        assert shown.returncode != 0
+        assert (
+            "Configuration error: JOBS_SQL_SQLITE_DENY_TABLES: 'a.b.c' is not a table or table.column pattern"
+            in shown.stderr
+        )
+    else:
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.strip().splitlines()[-1] == str(denied)
