@@ -21,14 +21,14 @@ Why each rule holds:
 - Read-only is about the database's tables, and PostgreSQL lets a read-only
   transaction do more: COPY to or from a program or a server file, signal
   other sessions (the application's own connections too), reload the
-  configuration, read server files. What stops
-  that is the role: a read-only job is refused, when saved and again on its
-  own connection before every run (`RolePowers.read_only_refusal`), unless
-  its role is no superuser, holds none of POWERFUL_ROLES, may execute none
-  of SERVER_FUNCTIONS and is not Cronboard's own role. `read_only_problem`
-  is an early warning in words: it refuses those names and the ways to run
-  SQL built from text (DO, EXECUTE, query_to_xml, ts_stat, dblink …),
-  reading comments and quotes as the server does.
+  configuration, read server files. What stops that is the role: a
+  read-only job is refused, when saved and again on its own connection
+  before every run (`RolePowers.read_only_refusal`), unless its role is no
+  superuser, holds none of POWERFUL_ROLES, may execute none of
+  SERVER_FUNCTIONS and is not Cronboard's own role. `read_only_problem` is
+  an early warning in words: it refuses those names and the ways to run SQL
+  built from text (DO, EXECUTE, query_to_xml, ts_stat, dblink …), reading
+  comments and quotes as the server does.
 - Secrets on SQLite: SQLite has no roles, so `SqliteGuard`, the connection's
   authorizer, refuses a read-only job every read of the tables and columns
   JOBS_SQL_SQLITE_DENY_TABLES names, by whatever route (views, subqueries,
@@ -315,7 +315,7 @@ def _read_only_uri(uri: str) -> str:
     """A `file:` URI opened read-only: mode=ro, unless it names an in-memory
     database (the test suite's shared one), which has no file to protect."""
     path, _, query = uri.partition("?")
-    params = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True)]
+    params = parse_qsl(query, keep_blank_values=True)
     if ("mode", "memory") in params:
         return uri
     return f"{path}?{urlencode([(k, v) for k, v in params if k != 'mode'] + [('mode', 'ro')])}"
@@ -470,8 +470,8 @@ def _leading(text: str) -> str:
 def read_only_problem(sql: str) -> str | None:
     """Why a read-only job may not run `sql`, or None. An early, friendly
     warning: the guarantee is the database's (a read-only transaction under
-    a role without server powers, `read_only_role_problem`; SQLite's
-    authorizer). The whole text is searched, string literals included (they
+    a role without server powers, `RolePowers.read_only_refusal`; on SQLite
+    the file opened read-only and `SqliteGuard`). The whole text is searched, string literals included (they
     are how dynamic SQL spells a name), comments excluded; a false alarm is
     fixed by rewording or by a write job."""
     text, code = _lex(sql)
