@@ -695,3 +695,23 @@ def test_the_deny_list_is_read_strictly(tmp_path, value, denied):
     else:
         assert shown.returncode == 0, shown.stderr
         assert shown.stdout.strip().splitlines()[-1] == str(denied)
+
+
+def test_sqlite_saving_a_read_of_a_secret_table_is_refused_over_the_api(settings, superuser_api):
+    settings.JOBS_SQL_ENABLED = True
+    settings.JOBS_SQL_DATABASE = None  # Cronboard's own database
+    body = {
+        "name": "who",
+        "kind": "sql",
+        "handler": "",
+        "cron_expression": "0 0 3 * * *",
+        "properties": {"sql": "SELECT username FROM jobs_job JOIN auth_user ON 1"},
+    }
+    response = superuser_api.post("/api/jobs", body)
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == "properties.sql"
+    assert response.json()["message"].startswith(
+        "A read-only job may not read auth_user (JOBS_SQL_SQLITE_DENY_TABLES)"
+    )
+    listed = superuser_api.post("/api/jobs", {**body, "properties": {"sql": "SELECT count(*) FROM jobs_job"}})
+    assert listed.status_code == 201, listed.content
