@@ -419,3 +419,26 @@ try:
     )
 except (ValueError, KeyError) as exc:
     raise ImproperlyConfigured(f"JOBS_SQL_DATABASE_URL: {exc}") from exc
+# What a read-only SQL job on SQLite may not read (jobs.handlers.sql refuses
+# it through sqlite3's authorizer, views and subqueries included): glob
+# patterns of tables, or of table.column, matched without regard to case.
+# The default covers Cronboard's own database (its sessions, users and
+# password hashes, sign-in records, API tokens, settings and alert channels,
+# which hold channel secrets) and SQLite's raw page table. Setting the
+# variable replaces the list; set it empty to deny nothing.
+JOBS_SQL_SQLITE_DENY_TABLES = [
+    p.strip().lower()
+    for p in env.list(
+        "JOBS_SQL_SQLITE_DENY_TABLES",
+        default=[
+            "django_session", "auth_*", "axes_*", "jobs_apitoken", "jobs_setting",
+            "jobs_job.alert_channels", "jobs_alertdelivery.channel", "sqlite_dbpage",
+        ],
+    )
+    if p.strip()
+]  # fmt: skip
+for _pattern in JOBS_SQL_SQLITE_DENY_TABLES:
+    if _pattern.count(".") > 1 or _pattern.startswith(".") or _pattern.endswith("."):
+        raise ImproperlyConfigured(
+            f"JOBS_SQL_SQLITE_DENY_TABLES: {_pattern!r} is not a table or table.column pattern"
+        )

@@ -78,7 +78,9 @@ def postgres_db(postgres_server, settings):
         conn.execute("CREATE TABLE t (x integer)")
         conn.execute("INSERT INTO t VALUES (1), (2), (3)")
     settings.JOBS_SQL_ENABLED = True
-    settings.JOBS_SQL_DATABASE = postgres_server.database_settings("sqljobs")
+    # A role of its own that may write t: only the read-only transaction
+    # stops a read-only job (a superuser's read-only job is refused outright).
+    settings.JOBS_SQL_DATABASE = postgres_server.create_role("sqljobs")
 
     def count():
         with postgres_server.connect("sqljobs") as c:
@@ -320,8 +322,9 @@ def test_postgres_statements_without_rows_report_their_status(postgres_db):
 
 @pytest.mark.postgres
 def test_postgres_unreachable_database_is_a_clear_failure(postgres_db, postgres_server, settings):
-    settings.JOBS_SQL_DATABASE = {**postgres_server.database_settings("sqljobs"), "PORT": 1}
-    with pytest.raises(HandlerError, match="could not connect to PostgreSQL postgres@127.0.0.1:1/sqljobs"):
+    settings.JOBS_SQL_DATABASE = {**settings.JOBS_SQL_DATABASE, "PORT": 1}
+    role = settings.JOBS_SQL_DATABASE["USER"]
+    with pytest.raises(HandlerError, match=f"could not connect to PostgreSQL {role}@127.0.0.1:1/sqljobs"):
         run_sql("SELECT 1")
 
 

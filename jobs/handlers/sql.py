@@ -12,26 +12,31 @@ Why each rule holds:
 - Read-only: PostgreSQL runs the statement inside `BEGIN READ ONLY` in a
   session whose default is read-only; a single statement cannot both lift
   that and write (SET TRANSACTION READ WRITE after a snapshot fails, and
-  COMMIT inside a DO block or procedure is refused in a transaction block).
+  COMMIT inside a DO block or procedure is refused in a transaction block),
+  and the connection closes after it, rolling back.
   SQLite opens the file with mode=ro and PRAGMA query_only.
 - Timeout: a watchdog thread cancels the query (psycopg cancel / sqlite3
   interrupt) at the job's deadline or when the run is cancelled, so nothing
   the statement sets inside the session can outlive it.
 - Read-only is about the database's tables, and PostgreSQL lets a read-only
   transaction do more: COPY to or from a program or a server file, signal
-  other sessions (pg_terminate_backend killed the application's own
-  connections), reload the configuration, read server files. A read-only
-  job may not name those at all (`read_only_problem`, checked when the job
-  is saved and again before every run), nor the ways to run SQL built from
-  text (DO, EXECUTE, query_to_xml, ts_stat, dblink …) that would hide them.
-  What that cannot cover — functions someone created in the database, and
-  everything a powerful role may do — is why `role_warnings` warns at
-  start-up and on the settings page when the SQL role is a superuser, holds
-  pg_execute_server_program / pg_read_server_files /
-  pg_write_server_files / pg_signal_backend, or is the application's own
-  role. docs/handlers.md says what read-only guarantees.
+  other sessions (the application's own connections too), reload the
+  configuration, read server files. What stops that is the role: a
+  read-only job is refused, when saved and again on its own connection
+  before every run (`RolePowers.read_only_refusal`), unless its role is no
+  superuser, holds none of POWERFUL_ROLES, may execute none of
+  SERVER_FUNCTIONS and is not Cronboard's own role. `read_only_problem` is
+  an early warning in words: it refuses those names and the ways to run SQL
+  built from text (DO, EXECUTE, query_to_xml, ts_stat, dblink …), reading
+  comments and quotes as the server does.
+- Secrets on SQLite: SQLite has no roles, so `SqliteGuard`, the connection's
+  authorizer, refuses a read-only job every read of the tables and columns
+  JOBS_SQL_SQLITE_DENY_TABLES names, by whatever route (views, subqueries,
+  pragmas): SQLite itself reports each table and column a statement reads.
+docs/handlers.md says what read-only guarantees.
 """
 
+import fnmatch
 import logging
 import re
 import sqlite3
@@ -39,7 +44,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote, urlencode
 
 import sqlparse
 from django.conf import settings
@@ -197,6 +202,17 @@ def _run_postgresql(db, sql, *, write, deadline, cancelled) -> Outcome:
     watchdog = Watchdog(lambda: conn.cancel_safe(timeout=5), deadline=deadline, cancelled=cancelled)
     try:
         with watchdog:
+            if not write:
+                # Before anything of the job's runs: the guarantee is the role's
+                # and the transaction's, and the role may have changed since save.
+                try:
+                    refusal = role_powers(conn).read_only_refusal()
+                except psycopg.Error as exc:
+                    raise HandlerError(
+                        f"could not check the SQL role's privileges: {_pg_message(exc)}"
+                    ) from None
+                if refusal:
+                    raise HandlerError(f"refused: {refusal}")
             server_ms = int((deadline - time.monotonic()) * 1000) + SERVER_TIMEOUT_GRACE_MS
             conn.execute(f"SET statement_timeout = {max(server_ms, 1)}")
             if not write:
@@ -246,20 +262,71 @@ def _pg_message(exc) -> str:
 # --- SQLite -----------------------------------------------------------------------
 
 
-def _sqlite_authorizer(action, arg1, *_):
-    # ATTACH (and VACUUM INTO, which attaches its target) would create or
-    # open other files; a plain VACUUM attaches "" and stays allowed.
-    if action == sqlite3.SQLITE_ATTACH and arg1:
+class SqliteGuard:
+    """sqlite3's authorizer on a job's connection, consulted by SQLite itself
+    for every table and column a statement reads, through views, subqueries,
+    CTEs and table-valued pragmas alike. It refuses ATTACH of another file
+    (and VACUUM INTO, which attaches its target; a plain VACUUM attaches ""),
+    and for a read-only job every read of a table or column that
+    JOBS_SQL_SQLITE_DENY_TABLES names, and pragmas about such a table.
+    `refused` keeps what it refused, for the message."""
+
+    def __init__(self, deny: list[str]):
+        self.deny = [pattern.partition(".")[::2] for pattern in deny]
+        self.refused: list[str] = []
+
+    def __call__(self, action, arg1, arg2, _db, _source):
+        if action == sqlite3.SQLITE_ATTACH and arg1:
+            return sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_READ and arg1:
+            hit = self._denied(arg1, arg2 or "")
+        elif action == sqlite3.SQLITE_PRAGMA and arg2:
+            hit = self._denied(arg2, "")
+        else:
+            return sqlite3.SQLITE_OK
+        if hit is None:
+            return sqlite3.SQLITE_OK
+        if hit not in self.refused:
+            self.refused.append(hit)
         return sqlite3.SQLITE_DENY
-    return sqlite3.SQLITE_OK
+
+    def _denied(self, table: str, column: str) -> str | None:
+        table, column = table.lower(), column.lower()
+        for table_pattern, column_pattern in self.deny:
+            if not fnmatch.fnmatchcase(table, table_pattern):
+                continue
+            if not column_pattern:
+                return table
+            if column and fnmatch.fnmatchcase(column, column_pattern):
+                return f"{table}.{column}"
+        return None
+
+    def refusal(self) -> str | None:
+        if not self.refused:
+            return None
+        return (
+            f"A read-only job may not read {', '.join(self.refused)} (JOBS_SQL_SQLITE_DENY_TABLES): "
+            "they hold sessions, passwords, tokens or secrets. Name only the columns and tables you need, "
+            "or ask the operator to take the table off that list."
+        )
 
 
-def _sqlite_connect(db: dict, *, write: bool, timeout: float) -> sqlite3.Connection:
+def _read_only_uri(uri: str) -> str:
+    """A `file:` URI opened read-only: mode=ro, unless it names an in-memory
+    database (the test suite's shared one), which has no file to protect."""
+    path, _, query = uri.partition("?")
+    params = parse_qsl(query, keep_blank_values=True)
+    if ("mode", "memory") in params:
+        return uri
+    return f"{path}?{urlencode([(k, v) for k, v in params if k != 'mode'] + [('mode', 'ro')])}"
+
+
+def _sqlite_connect(db: dict, *, write: bool, timeout: float) -> tuple[sqlite3.Connection, SqliteGuard]:
     name = str(db.get("NAME") or "")
     if not name or name == ":memory:":
         raise HandlerError("SQL jobs need a database file, not a private in-memory SQLite database")
     if name.startswith("file:"):
-        uri = name  # already a URI (the test suite's shared in-memory database)
+        uri = name if write else _read_only_uri(name)
     else:
         uri = f"file:{quote(str(Path(name).resolve()))}?mode={'rw' if write else 'ro'}"
     conn = sqlite3.connect(
@@ -267,13 +334,14 @@ def _sqlite_connect(db: dict, *, write: bool, timeout: float) -> sqlite3.Connect
     )
     if not write:
         conn.execute("PRAGMA query_only = ON")
-    conn.set_authorizer(_sqlite_authorizer)
-    return conn
+    guard = SqliteGuard([] if write else list(settings.JOBS_SQL_SQLITE_DENY_TABLES))
+    conn.set_authorizer(guard)
+    return conn, guard
 
 
 def _run_sqlite(db, sql, *, write, deadline, cancelled) -> Outcome:
     try:
-        conn = _sqlite_connect(db, write=write, timeout=deadline - time.monotonic())
+        conn, guard = _sqlite_connect(db, write=write, timeout=deadline - time.monotonic())
     except sqlite3.Error as exc:
         raise HandlerError(f"could not open {describe_database(db)}: {exc}") from None
     watchdog = Watchdog(conn.interrupt, deadline=deadline, cancelled=cancelled)
@@ -288,6 +356,8 @@ def _run_sqlite(db, sql, *, write, deadline, cancelled) -> Outcome:
     except sqlite3.Error as exc:
         if watchdog.fired:
             raise _cancelled_error(watchdog) from None
+        if guard.refusal():
+            raise HandlerError(f"refused: {guard.refusal()}") from None
         raise HandlerError(f"the database refused the statement: {exc}") from None
     finally:
         conn.close()
@@ -323,19 +393,91 @@ _COPY_TO_STDOUT = re.compile(r"(?<![\w$])to\s+stdout(?![\w$])", re.IGNORECASE)
 _PROGRAM = re.compile(r"(?<![\w$])program(?![\w$])", re.IGNORECASE)
 
 
+# A dollar-quote opener: $$ or $tag$ (a tag does not start with a digit).
+_DOLLAR_QUOTE = re.compile(r"\$(?:[A-Za-z_\u0080-\uffff][\w\u0080-\uffff]*)?\$")
+_WORD_CHAR = re.compile(r"[\w$\u0080-\uffff]")
+
+
+def _lex(sql: str) -> tuple[str, str]:
+    """`sql` read as PostgreSQL's lexer reads it: (the text without comments,
+    string literals kept; the code alone, literals and quoted names blanked).
+    Block comments nest (/* /* */ */ is one comment), -- runs to the end of
+    the line, '…' doubles its quotes, E'…' also takes backslash escapes,
+    "…" is a name and $tag$…$tag$ a string. sqlparse does not nest comments,
+    so what it strips and what the server runs could differ."""
+    text: list[str] = []
+    code: list[str] = []
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = n if end < 0 else end
+            text.append(" ")
+            code.append(" ")
+        elif sql.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if sql.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif sql.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+            text.append(" ")
+            code.append(" ")
+        elif c in "'\"":
+            escapes = (
+                c == "'" and i > 0 and sql[i - 1] in "eE" and not (i > 1 and _WORD_CHAR.match(sql[i - 2]))
+            )
+            j = i + 1
+            while j < n:
+                if escapes and sql[j] == "\\":
+                    j += 2
+                elif sql[j] == c:
+                    if sql.startswith(c * 2, j):
+                        j += 2
+                    else:
+                        break
+                else:
+                    j += 1
+            text.append(sql[i : j + 1])
+            code.append(f" {c}{c} ")
+            i = j + 1
+        elif (
+            c == "$"
+            and not (i > 0 and _WORD_CHAR.match(sql[i - 1]))
+            and (quote := _DOLLAR_QUOTE.match(sql, i))
+        ):
+            end = sql.find(quote[0], quote.end())
+            end = n if end < 0 else end + len(quote[0])
+            text.append(sql[i:end])
+            code.append(" '' ")
+            i = end
+        else:
+            text.append(c)
+            code.append(c)
+            i += 1
+    return "".join(text), "".join(code)
+
+
+def _leading(text: str) -> str:
+    """`text` without the empty statements and blanks before its first word:
+    the server skips a leading `;`, so the checks must too."""
+    return text.lstrip(" \t\r\n\f\v;")
+
+
 def read_only_problem(sql: str) -> str | None:
-    """Why a read-only job may not run `sql`, or None. The whole text is
-    searched, string literals included (they are how dynamic SQL spells a
-    name), comments excluded; a false alarm is fixed by rewording or by a
-    write job, a miss is not fixable afterwards."""
-    text = sqlparse.format(sql, strip_comments=True)
+    """Why a read-only job may not run `sql`, or None. An early, friendly
+    warning: the guarantee is the database's (a read-only transaction under
+    a role without server powers, `RolePowers.read_only_refusal`; on SQLite
+    the file opened read-only and `SqliteGuard`). The whole text is searched, string literals included (they
+    are how dynamic SQL spells a name), comments excluded; a false alarm is
+    fixed by rewording or by a write job."""
+    text, code = _lex(sql)
+    text, code = _leading(text), _leading(code)
     if _COPY.match(text):
         # The target is code, not a string: 'to stdout' in a literal must not count.
-        code = " ".join(
-            token.value
-            for token in sqlparse.parse(text)[0].flatten()
-            if token.ttype not in sqlparse.tokens.String and token.ttype not in sqlparse.tokens.Name
-        )
         if _PROGRAM.search(text):
             return "A read-only job cannot COPY to or from a program."
         if not _COPY_TO_STDOUT.search(code):
@@ -362,6 +504,89 @@ POWERFUL_ROLES = (
     "pg_write_server_files",
     "pg_signal_backend",
 )
+# Functions that read or write server files, change the server's state or
+# run SQL on a connection of their own (dblink's is not read-only). None is
+# executable by PUBLIC on a fresh server (dblink's only once installed), but
+# any may have been granted to the role without the roles above.
+SERVER_FUNCTIONS = (
+    "pg_read_file", "pg_read_binary_file", "pg_ls_dir", "pg_stat_file", "lo_import", "lo_export",
+    "pg_reload_conf", "pg_rotate_logfile", "pg_promote", "pg_file_write", "pg_file_rename",
+    "pg_file_unlink", "pg_file_sync", "dblink", "dblink_exec", "dblink_connect", "dblink_connect_u",
+    "dblink_send_query", "dblink_open",
+)  # fmt: skip
+ROLE_RECIPE = (
+    "connect them (JOBS_SQL_DATABASE_URL) as a role of their own that has none of these, e.g. "
+    "CREATE ROLE cronboard_sql LOGIN PASSWORD '…' NOSUPERUSER, then GRANT it SELECT on the tables "
+    "the jobs read (docs/operations.md, “A role for SQL jobs”)"
+)
+# MEMBER, not USAGE: a member without INHERIT can still SET ROLE, and
+# set_config('role', …) does that inside a single SELECT.
+_ROLE_QUERY = """
+SELECT current_user::text,
+  ARRAY(SELECT s.rolname::text FROM pg_roles s
+        WHERE s.rolsuper AND pg_has_role(current_user, s.oid, 'MEMBER') ORDER BY 1),
+  ARRAY(SELECT p.rolname::text FROM pg_roles p
+        WHERE p.rolname = ANY(%(roles)s) AND pg_has_role(current_user, p.oid, 'MEMBER') ORDER BY 1),
+  ARRAY(SELECT DISTINCT f.proname::text FROM pg_proc f
+        WHERE f.proname = ANY(%(functions)s) AND has_function_privilege(f.oid, 'EXECUTE') ORDER BY 1),
+  EXISTS(SELECT 1 FROM pg_roles a WHERE a.rolname = %(app)s AND pg_has_role(current_user, a.oid, 'MEMBER'))
+"""
+
+
+@dataclass
+class RolePowers:
+    """What the role SQL jobs connect as may do beyond reading its tables."""
+
+    user: str
+    superuser_roles: list[str]  # itself, if a superuser, and superuser roles it belongs to
+    roles: list[str]  # POWERFUL_ROLES it holds, directly or through membership
+    functions: list[str]  # SERVER_FUNCTIONS it may execute
+    application_role: str | None  # Cronboard's own role, if it is or belongs to it
+
+    def problems(self) -> list[str]:
+        if self.user in self.superuser_roles:
+            return ["is a SUPERUSER"]
+        problems = []
+        if self.superuser_roles:
+            problems.append(f"belongs to the superuser role {', '.join(self.superuser_roles)}")
+        if self.roles:
+            problems.append(
+                f"holds {', '.join(self.roles)} (programs, server files or other sessions' signals)"
+            )
+        if self.functions:
+            problems.append(
+                f"may execute {', '.join(f + '()' for f in self.functions)} (server files, server state "
+                "or SQL on other connections)"
+            )
+        if self.application_role:
+            problems.append(
+                f"is, or belongs to, Cronboard's own database role {self.application_role} "
+                "(a statement could cancel or terminate Cronboard's connections)"
+            )
+        return problems
+
+    def read_only_refusal(self) -> str | None:
+        """The sentence a read-only job is refused with, or None."""
+        problems = self.problems()
+        if not problems:
+            return None
+        return f"Read-only SQL jobs may not run as {self.user}, which {'; '.join(problems)}: {ROLE_RECIPE}."
+
+
+def _application_role() -> str | None:
+    app = connections["default"].settings_dict
+    if "postgresql" not in app.get("ENGINE", "") or not app.get("USER"):
+        return None
+    return app["USER"]
+
+
+def role_powers(conn) -> RolePowers:
+    """Asks the server, on the job's own connection, what its role may do."""
+    app = _application_role()
+    user, superusers, roles, functions, is_app = conn.execute(
+        _ROLE_QUERY, {"roles": list(POWERFUL_ROLES), "functions": list(SERVER_FUNCTIONS), "app": app}
+    ).fetchone()
+    return RolePowers(user, list(superusers), list(roles), list(functions), app if is_app else None)
 
 
 def role_warnings() -> list[str]:
@@ -379,46 +604,18 @@ def role_warnings() -> list[str]:
 
     try:
         with _pg_connect(db, timeout=5) as conn:
-            row = conn.execute(
-                "SELECT current_user, rolsuper, ARRAY(SELECT r.rolname::text FROM pg_roles r "
-                "WHERE r.rolname = ANY(%s) AND pg_has_role(current_user, r.oid, 'MEMBER') ORDER BY 1) "
-                "FROM pg_roles WHERE rolname = current_user",
-                [list(POWERFUL_ROLES)],
-            ).fetchone()
+            powers = role_powers(conn)
     except psycopg.Error as exc:
         return [
             f"Could not check the privileges of the SQL job role ({describe_database(db)}): {_pg_message(exc)}"
         ]
-    user, superuser, granted = row
-    warnings = []
-    if superuser:
-        warnings.append(
-            f"SQL jobs run as {user}, a SUPERUSER: a read-only job can still run programs, read and write "
-            "server files and stop other sessions through functions this check does not know. "
-            "Point JOBS_SQL_DATABASE_URL at a least-privilege role."
-        )
-    elif granted:
-        warnings.append(
-            f"SQL jobs run as {user}, which holds {', '.join(granted)}: "
-            "that lets a statement run server programs, touch server files or signal other sessions. "
-            "Point JOBS_SQL_DATABASE_URL at a least-privilege role."
-        )
-    app = connections["default"].settings_dict
-    if (
-        "postgresql" in app.get("ENGINE", "")
-        and _same_server(db, app)
-        and (db.get("USER") or "") == (app.get("USER") or "")
-    ):
-        warnings.append(
-            f"SQL jobs run as the application's own database role ({user}): a statement can cancel or "
-            "terminate Cronboard's connections, and a write job can change Cronboard's tables. "
-            "Point JOBS_SQL_DATABASE_URL at a role of their own."
-        )
-    return warnings
-
-
-def _same_server(a: dict, b: dict) -> bool:
-    return (a.get("HOST") or "", str(a.get("PORT") or "")) == (b.get("HOST") or "", str(b.get("PORT") or ""))
+    problems = powers.problems()
+    if not problems:
+        return []
+    return [
+        f"SQL jobs run as {powers.user}, which {'; '.join(problems)}. Read-only SQL jobs are refused "
+        f"until they run as another role, and write jobs have all of these powers: {ROLE_RECIPE}."
+    ]
 
 
 def log_role_warnings() -> list[str]:
@@ -432,13 +629,17 @@ def log_role_warnings() -> list[str]:
 
 
 def _statements(sql: str) -> list[str]:
-    return [s for s in sqlparse.split(sql) if sqlparse.format(s, strip_comments=True).strip(" \t\r\n;")]
+    """The statements of `sql`, split by sqlparse once the comments are gone
+    (sqlparse does not nest them; PostgreSQL does)."""
+    return [s for s in sqlparse.split(_lex(sql)[0]) if s.strip(" \t\r\n;")]
 
 
-def _database_check(sql: str) -> str | None:
+def _database_check(sql: str, *, write: bool) -> str | None:
     """Ask the database whether it parses `sql` as one statement, without
-    running it. Only parse errors count; a database that cannot be reached
-    or a table that does not exist yet does not stop a save."""
+    running it, and for a read-only job whether its guarantee holds: on
+    PostgreSQL the role's powers, on SQLite the denied tables. Only those
+    count; a database that cannot be reached or a table that does not exist
+    yet does not stop a save (the run checks again)."""
     try:
         db = database_settings()
         engine = _engine(db)
@@ -449,6 +650,10 @@ def _database_check(sql: str) -> str | None:
 
         try:
             with _pg_connect(db, timeout=5) as conn:
+                if not write:
+                    refusal = role_powers(conn).read_only_refusal()
+                    if refusal:
+                        return refusal
                 result = conn.pgconn.prepare(b"", sql.encode())
                 if result.status == psycopg.pq.ExecStatus.COMMAND_OK:
                     return None
@@ -458,24 +663,42 @@ def _database_check(sql: str) -> str | None:
         except psycopg.Error:
             return None
         return None
-    if sql.lstrip()[:7].upper() == "EXPLAIN":
+    sql = _sqlite_leading(sql)
+    if sql[:7].upper() == "EXPLAIN":
         return None
     try:
-        conn = _sqlite_connect(db, write=False, timeout=5)
+        conn, guard = _sqlite_connect(db, write=write, timeout=5)
     except (sqlite3.Error, HandlerError):
         return None
     try:
-        conn.execute("EXPLAIN " + sql)  # compiles without running
-    except sqlite3.ProgrammingError as exc:
-        return f"The database refused it: {exc}"
-    except sqlite3.OperationalError as exc:
-        if "syntax error" in str(exc) or "incomplete input" in str(exc):
+        conn.execute("EXPLAIN " + sql)  # compiles without running; the authorizer is asked
+    except sqlite3.Error as exc:
+        if guard.refusal():
+            return guard.refusal()
+        if (
+            isinstance(exc, sqlite3.ProgrammingError)
+            or "syntax error" in str(exc)
+            or "incomplete input" in str(exc)
+        ):
             return f"The database refused it: {exc}"
-    except sqlite3.Error:
-        pass
     finally:
         conn.close()
     return None
+
+
+def _sqlite_leading(sql: str) -> str:
+    """`sql` from its first word, as SQLite reads it: blanks, empty
+    statements and comments skipped (SQLite's block comments do not nest)."""
+    while True:
+        sql = sql.lstrip(" \t\r\n\f\v;")
+        if sql.startswith("--"):
+            end = sql.find("\n")
+            sql = "" if end < 0 else sql[end:]
+        elif sql.startswith("/*"):
+            end = sql.find("*/", 2)
+            sql = "" if end < 0 else sql[end + 2 :]
+        else:
+            return sql
 
 
 def validate_sql_properties(props: dict, *, write: bool) -> dict[str, str]:
@@ -490,10 +713,11 @@ def validate_sql_properties(props: dict, *, write: bool) -> dict[str, str]:
     statements = _statements(sql)
     if len(statements) > 1:
         return {"sql": f"Exactly one statement per job; this text has {len(statements)}."}
-    problem = _database_check(sql)
+    problem = _database_check(sql, write=write)
     if problem:
         return {"sql": problem}
-    kind = sqlparse.parse(sql)[0].get_type() if statements else "UNKNOWN"
+    text = _leading(_lex(sql)[0])
+    kind = sqlparse.parse(text)[0].get_type() if text else "UNKNOWN"
     if not write and kind in WRITE_TYPES:
         return {"sql": f"This {kind} statement writes; mark the job as a write job to allow it."}
     if not write:
