@@ -307,7 +307,9 @@ class JobFields(Schema):
     )
     after: list[UpstreamInput] | None = _optional(
         "Upstream jobs: this job runs after each final run of each that matches `on` "
-        "(default success). An unknown upstream is refused with code 47007, a cycle with 47008.",
+        "(default success); names are compared after Unicode NFC normalisation. Refused: an "
+        "unknown upstream (code 47007), a cycle (47008), a chain deeper than JOBS_MAX_CHAIN_DEPTH "
+        "(47009), more than JOBS_MAX_DOWNSTREAM jobs after one job (47010).",
         maxItems=MAX_UPSTREAMS,
     )
     sql_write: StrictBool | None = None
