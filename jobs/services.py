@@ -183,14 +183,17 @@ def save_job_if_changed(
             if expected_version is not None and expected_version != stored.version:
                 raise StaleJobError(str(STALE_MESSAGE))
             return stored, False
-        refused = workflows.refusal(
-            name=job.name,
-            upstreams=[item["job"] for item in job.after or []],
-            stored_name=stored.name if stored else None,
-            workflow=workflow,
-        )
-        if refused is not None:
-            raise GraphRefused(refused)
+        # Edges already stored were checked when they were saved, and every
+        # save since has seen them: only a new or changed `after` is asked.
+        if creating or job.after != stored.after:
+            refused = workflows.refusal(
+                name=job.name,
+                upstreams=[item["job"] for item in job.after or []],
+                stored_name=stored.name if stored else None,
+                workflow=workflow,
+            )
+            if refused is not None:
+                raise GraphRefused(refused)
         if creating and job.owner_id is None and getattr(user, "pk", None):
             job.owner = user
         if job.pk is not None and expected_version is not None:

@@ -13,11 +13,11 @@ def _nfc(text: str) -> str:
 
 
 def normalize_names(apps, schema_editor):
-    """Every job name and every name in an `after` in NFC. Two live jobs whose
-    names differ only in normalisation would become one name: the older job
-    (lower id) keeps it, the other gets " (2)" (or the next free number)
-    appended. Each changed job gets a new version and an audit row (via
-    system), as any edit does."""
+    """Every job name and every name in an `after` in NFC. Where two live jobs'
+    names differ only in normalisation, one keeps the name (the one stored in
+    NFC already, else the older) and the other gets " (2)" (or the next free
+    number) appended; an `after` naming it follows. Each changed job gets a
+    new version and an audit row (via system), as any edit does."""
     Job = apps.get_model("jobs", "Job")
     AuditEvent = apps.get_model("jobs", "AuditEvent")
     jobs = list(Job.objects.order_by("id").only("id", "name", "after", "deleted_at"))
