@@ -36,7 +36,9 @@ def chain_job(make_job, name, *upstreams):
     return job
 
 
-def test_a_loop_in_the_stored_graph_runs_each_job_once_and_records_the_refusal(make_job, scheduler, clock):
+def test_a_loop_in_the_stored_graph_runs_each_job_once_and_records_the_refusal(
+    both_databases, make_job, scheduler, clock
+):
     # A loop written behind the checks' back (as two racing saves once could).
     a = chain_job(make_job, "A")
     chain_job(make_job, "B", "A")
@@ -58,7 +60,9 @@ def test_a_loop_in_the_stored_graph_runs_each_job_once_and_records_the_refusal(m
     assert refused.trigger == "upstream" and "“A” already ran earlier in this chain" in refused.error
 
 
-def test_a_chain_deeper_than_the_setting_is_refused_by_the_engine(make_job, make_scheduler, clock, settings):
+def test_a_chain_deeper_than_the_setting_is_refused_by_the_engine(
+    both_databases, make_job, make_scheduler, clock, settings
+):
     settings.JOBS_MAX_CHAIN_DEPTH = 2
     scheduler = make_scheduler(max_workers=2, clock=clock, misfire_threshold=60)
     a = chain_job(make_job, "A")
