@@ -518,6 +518,12 @@ class Run(Schema):
     caused_by: int | None = Field(
         ..., description="trigger upstream: the upstream run that started this one."
     )
+    chain_id: int | None = Field(
+        ..., description="trigger upstream: the first run of the chain of runs this one belongs to."
+    )
+    chain_depth: int | None = Field(
+        ..., ge=1, description="trigger upstream: how many runs came before this one in its chain."
+    )
     handler: str = Field(None, description="One-off tasks only: the task's handler.")
     task_key: str = Field(None, description="One-off tasks only: the dedupe key.")
 

@@ -164,3 +164,16 @@ def test_a_refused_chain_run_counts_nowhere_else(make_job, scheduler, clock):
     a.refresh_from_db()
     assert (a.state, a.consecutive_failures) == ("enabled", 0)
     assert Run.objects.get(skip_reason="loop").finished_at <= T0 + timedelta(minutes=1)
+
+
+def test_the_api_and_the_run_page_show_a_runs_chain(make_job, scheduler, clock, staff_api, staff_client):
+    a = chain_job(make_job, "A")
+    chain_job(make_job, "B", "A")
+    first, _ = services.run_now(job=a, now=T0)
+    run_all(scheduler, clock)
+    b_run = Run.objects.get(job__name="B")
+    answer = staff_api.get(f"/api/runs/{b_run.pk}").json()
+    assert (answer["caused_by"], answer["chain_id"], answer["chain_depth"]) == (first.pk, first.pk, 1)
+    assert staff_api.get(f"/api/runs/{first.pk}").json()["chain_id"] is None
+    page = staff_client.get(f"/runs/{b_run.pk}/").content.decode()
+    assert 'id="run-chain"' in page and f'href="/runs/{first.pk}/"' in page
