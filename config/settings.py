@@ -48,10 +48,12 @@ def _bool(name, default):
     raise ImproperlyConfigured(f"{name} must be true or false, got {raw!r}")
 
 
-def _int(name, default, *, minimum=None):
+def _int(name, default, *, minimum=None, maximum=None):
     value = _typed(name, env.int, default)
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name} must be at most {maximum}, got {value}")
     return value
 
 
@@ -391,6 +393,12 @@ if JOBS_COMMAND_CGROUP not in ("auto", "required", "off"):
         f"JOBS_COMMAND_CGROUP must be auto, required or off, got {JOBS_COMMAND_CGROUP!r}"
     )
 JOBS_MAX_MESSAGE_CHARS = _int("JOBS_MAX_MESSAGE_CHARS", 262144)
+# Workflows (jobs.workflows): how many jobs deep a chain of jobs that run
+# after one another may go after its first job, and how many jobs may run
+# after one job. Refused at save; the engine refuses a deeper run as well.
+# A run's depth is a small integer column (Run.chain_depth).
+JOBS_MAX_CHAIN_DEPTH = _int("JOBS_MAX_CHAIN_DEPTH", 32, minimum=1, maximum=1000)
+JOBS_MAX_DOWNSTREAM = _int("JOBS_MAX_DOWNSTREAM", 100, minimum=1)
 JOBS_MISFIRE_THRESHOLD = _int("JOBS_MISFIRE_THRESHOLD", 60, minimum=0)
 JOBS_SHUTDOWN_GRACE = _int("JOBS_SHUTDOWN_GRACE", 30, minimum=0)
 # The leader lease (PostgreSQL): held for TTL seconds, renewed every RENEW

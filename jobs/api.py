@@ -182,6 +182,8 @@ def api_view(*methods: str, public: bool = False, read_body: bool = False, staff
                 return ApiError(400, "invalid", "The request is nested too deeply.").response()
             except services.StaleJobError as exc:
                 return ApiError(409, "stale_version", str(exc), "version").response()
+            except services.GraphRefused as exc:
+                return ApiError.invalid(exc.error_list()).response()
             except services.DemoModeError as exc:
                 return ApiError(403, "demo_mode", str(exc)).response()
             except services.ForbiddenError as exc:

@@ -307,7 +307,9 @@ class JobFields(Schema):
     )
     after: list[UpstreamInput] | None = _optional(
         "Upstream jobs: this job runs after each final run of each that matches `on` "
-        "(default success). An unknown upstream is refused with code 47007, a cycle with 47008.",
+        "(default success); names are compared after Unicode NFC normalisation. Refused: an "
+        "unknown upstream (code 47007), a cycle (47008), a chain deeper than JOBS_MAX_CHAIN_DEPTH "
+        "(47009), more than JOBS_MAX_DOWNSTREAM jobs after one job (47010).",
         maxItems=MAX_UPSTREAMS,
     )
     sql_write: StrictBool | None = None
@@ -515,6 +517,12 @@ class Run(Schema):
     )
     caused_by: int | None = Field(
         ..., description="trigger upstream: the upstream run that started this one."
+    )
+    chain_id: int | None = Field(
+        ..., description="trigger upstream: the first run of the chain of runs this one belongs to."
+    )
+    chain_depth: int | None = Field(
+        ..., ge=1, description="trigger upstream: how many runs came before this one in its chain."
     )
     handler: str = Field(None, description="One-off tasks only: the task's handler.")
     task_key: str = Field(None, description="One-off tasks only: the dedupe key.")

@@ -17,7 +17,7 @@ from django.core.validators import ProhibitNullCharactersValidator
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from jobs import channels, cron, jsontext
+from jobs import channels, cron, jsontext, workflows
 from jobs.config import ALERT_KINDS, alert_seconds, parse_alert_kinds, parse_email_list
 from jobs.handlers import registry
 from jobs.i18n import cron_error_message
@@ -27,6 +27,7 @@ from jobs.models import (
     DEFAULT_RETRY_INTERVAL_SECONDS,
     DEFAULT_TIMEOUT_SECONDS,
     Job,
+    job_name,
 )
 from jobs.text import validate_storable
 
@@ -268,16 +269,13 @@ class AlertKindsField(forms.Field):
 
 
 MAX_UPSTREAMS = 50
-# Workflow codes (docs/api.md): an upstream that is not a live job, and an
-# `after` that would make a job wait for itself.
-CODE_UNKNOWN_UPSTREAM = "47007"
-CODE_CYCLE = "47008"
 
 
 def coerce_after(value) -> list[dict]:
     """A job's upstreams, [{"job": NAME, "on": "success"|"failure"|"finish"}],
-    from a list or its JSON text; "on" defaults to success. Unknown names
-    and cycles are JobForm.clean's business (they need the other jobs)."""
+    from a list or its JSON text; "on" defaults to success; names as stored
+    (jobs.models.job_name: two spellings of one name are one name). Unknown
+    names and cycles are JobForm.clean's business (they need the other jobs)."""
     from jobs.models import JobDependency
 
     if value in (None, ""):
@@ -312,7 +310,7 @@ def coerce_after(value) -> list[dict]:
                 ),
                 code="invalid",
             )
-        name = name.strip()
+        name = job_name(name)
         if name in seen:
             raise ValidationError(
                 _("“{name}” is named twice in “after”.").format(name=name[:100]), code="invalid"
@@ -320,34 +318,6 @@ def coerce_after(value) -> list[dict]:
         seen.add(name)
         clean.append({"job": name, "on": on})
     return clean
-
-
-def dependency_graph() -> dict[str, set[str]]:
-    """Live job name → the names of the live jobs it runs after."""
-    from jobs.models import JobDependency
-
-    graph: dict[str, set[str]] = {}
-    rows = JobDependency.objects.filter(
-        downstream__deleted_at__isnull=True, upstream__deleted_at__isnull=True
-    ).values_list("downstream__name", "upstream__name")
-    for downstream, upstream in rows:
-        graph.setdefault(downstream, set()).add(upstream)
-    return graph
-
-
-def find_cycle(graph: dict[str, set[str]], start: str) -> list[str] | None:
-    """A path start → … → start following upstream edges, or None."""
-    stack = [(start, [start])]
-    seen = set()
-    while stack:
-        node, path = stack.pop()
-        for upstream in sorted(graph.get(node, ())):
-            if upstream == start:
-                return [*path, start]
-            if upstream not in seen:
-                seen.add(upstream)
-                stack.append((upstream, [*path, upstream]))
-    return None
 
 
 class AfterField(forms.Field):
@@ -466,9 +436,8 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
     # -- fields ------------------------------------------------------------------
 
     def clean_name(self):
-        # NFC: a name typed with a combining accent is the same name as its
-        # precomposed spelling (they look identical), so uniqueness holds.
-        name = unicodedata.normalize("NFC", (self.cleaned_data.get("name") or "").strip())
+        # Stored as every door looks it up (job_name: NFC), so uniqueness holds.
+        name = job_name(self.cleaned_data.get("name") or "")
         if not name:
             raise ValidationError(_("Give the job a name."), code="required")
         hidden = sorted(
@@ -646,53 +615,20 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
             data["interval_seconds"] = None
 
     def _clean_after(self, data):
-        """Upstreams must be live jobs (or jobs of the same import file),
-        never the job itself, and must not close a loop (47007, 47008)."""
+        """The graph's rules (jobs.workflows: 47007 to 47010), here for the
+        answer a person reads; services.save_job asks again under the lock."""
         after = data.get("after") or []
-        name = (data.get("name") or self.instance.name or "").strip()
+        name = job_name(data.get("name") or self.instance.name or "")
         if not after or not name:
             return
-        names = [item["job"] for item in after]
-        live = set(Job.objects.live().filter(name__in=names).values_list("name", flat=True))
-        if self.instance.pk:
-            live.discard(self.instance.name)  # the job itself, under its stored name
-            live.discard(name)
-        unknown = [n for n in names if n not in live and n not in self.workflow and n != name]
-        if unknown:
-            self.add_error(
-                "after",
-                ValidationError(
-                    _("No job named {join} to run after.").format(
-                        join=", ".join(f"“{n[:100]}”" for n in unknown[:5])
-                    ),
-                    code=CODE_UNKNOWN_UPSTREAM,
-                ),
-            )
-            return
-        graph = dependency_graph()
-        if (
-            self.instance.pk
-            and self.instance.name != name
-            and self.instance.name in set(graph) | {n for ups in graph.values() for n in ups}
-        ):
-            old = self.instance.name
-            graph = {
-                (name if d == old else d): {name if u == old else u for u in ups} for d, ups in graph.items()
-            }
-        for other, ups in self.workflow.items():
-            graph[other] = set(ups)
-        graph[name] = set(names)
-        cycle = find_cycle(graph, name)
-        if cycle:
-            self.add_error(
-                "after",
-                ValidationError(
-                    _("A job cannot run after itself: {path}.").format(
-                        path=" → ".join(f"“{n[:100]}”" for n in reversed(cycle))
-                    ),
-                    code=CODE_CYCLE,
-                ),
-            )
+        error = workflows.refusal(
+            name=name,
+            upstreams=[item["job"] for item in after],
+            stored_name=self.instance.name if self.instance.pk else None,
+            workflow=self.workflow,
+        )
+        if error is not None:
+            self.add_error("after", error)
 
     def _job_change_refusal(self, kind) -> bool:
         """Ask services.check_job_change (the one place for demo mode and

@@ -11,7 +11,7 @@ from django.utils.translation import gettext as _
 
 from jobs import audit, jsontext, services
 from jobs.forms import JobForm
-from jobs.models import AuditEvent, Job
+from jobs.models import AuditEvent, Job, job_name
 from jobs.serializers import spec_errors, spec_to_form_data
 from jobs.text import find_unstorable, storable
 
@@ -51,7 +51,8 @@ def parse(text: str, *, source: str = "the file") -> list[dict]:
         specs = [specs]
     if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
         raise ImportFileError(_("{source} must hold a JSON list of job objects.").format(source=source))
-    names = [s.get("name") for s in specs]
+    # Two spellings of one name (jobs.models.job_name) are the same job.
+    names = [job_name(s["name"]) if isinstance(s.get("name"), str) else s.get("name") for s in specs]
     dupes = sorted({str(n) for n in names if names.count(n) > 1})
     if dupes:
         raise ImportFileError(
@@ -89,9 +90,7 @@ def plan(specs: list[dict], *, user=None) -> list[Planned]:
         # A name the form will refuse as text no database stores is not
         # looked up: the lookup itself would fail.
         instance = (
-            Job.objects.live().filter(name=name).first()
-            if isinstance(name, str) and not find_unstorable(name)
-            else None
+            Job.objects.named(name).first() if isinstance(name, str) and not find_unstorable(name) else None
         )
         # Before the form: validating copies the new values onto the instance.
         before = audit.snapshot(instance) if instance is not None else None
@@ -124,8 +123,15 @@ def apply(specs: list[dict], *, user=None, via: str = AuditEvent.Via.CLI) -> tup
         errors = [e for p in planned for e in p.errors]
         if errors:
             raise ImportFailed(errors)
+        workflow = _workflow(specs)
         for item in _upstreams_first(planned):
-            _job, changed = services.save_job_if_changed(job=item.form.save(commit=False), user=user, via=via)
+            try:
+                _job, changed = services.save_job_if_changed(
+                    job=item.form.save(commit=False), user=user, via=via, workflow=workflow
+                )
+            except services.GraphRefused as refused:
+                # Another save changed the graph since the file was checked.
+                raise ImportFailed([{"job": item.name, **e} for e in refused.error_list()]) from None
             if item.action == "create":
                 created += 1
             elif changed:
@@ -152,7 +158,7 @@ def _workflow(specs: list[dict]) -> dict[str, list[str]]:
             after = coerce_after(spec.get("after"))
         except ValidationError:
             after = []
-        graph[name.strip()] = [item["job"] for item in after]
+        graph[job_name(name)] = [item["job"] for item in after]
     return graph
 
 

@@ -3,6 +3,7 @@ intent is written to a row before anything runs, every outcome is written
 back to that row."""
 
 import re
+import unicodedata
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -51,9 +52,22 @@ class ChoiceLabels:
 NEEDS_ATTENTION = Q(state="crashed") | Q(consecutive_failures__gt=0)
 
 
+def job_name(text: str) -> str:
+    """A job's name as it is stored and looked up: without surrounding
+    spaces, in Unicode NFC, so a name typed with a combining accent (e +
+    U+0301) is the same name as its precomposed spelling (é): they look
+    identical. Every door that finds a job by name (workflows' `after`,
+    `jobs import`, the `jobs` command, scopes, the API) goes through it."""
+    return unicodedata.normalize("NFC", text.strip())
+
+
 class JobQuerySet(models.QuerySet):
     def live(self):
         return self.filter(deleted_at__isnull=True)
+
+    def named(self, *names: str):
+        """Live jobs with these names, compared as stored (`job_name`)."""
+        return self.live().filter(name__in=[job_name(name) for name in names])
 
     def needing_attention(self):
         """Live jobs that are crashed or failing (served by `job_attention_idx`)."""
@@ -397,6 +411,11 @@ class Run(ChoiceLabels, models.Model):
         # A downstream job not started after its upstream run finished.
         PAUSED = "paused", _("Job paused")
         CRASHED = "crashed", _("Job crashed")
+        # A downstream run the engine refused, whatever the stored graph says:
+        # its job already ran earlier in the same chain of runs, or the chain
+        # would go deeper than JOBS_MAX_CHAIN_DEPTH (jobs.engine.outcomes).
+        LOOP = "loop", _("Loop in its chain")
+        DEPTH = "depth", _("Chain too deep")
 
     # Finished without success: the console offers to run these again.
     RETRYABLE = (Status.FAILED, Status.TIMED_OUT, Status.INTERRUPTED, Status.CANCELLED)
@@ -451,6 +470,14 @@ class Run(ChoiceLabels, models.Model):
         related_name="caused_runs",
         db_index=False,
     )
+    # trigger=upstream: the chain of runs this one belongs to, the id of its
+    # first run, and how many upstream runs came before it (1 for a run its
+    # first run started). Carried from run to run (retries keep them), so a
+    # chain stays bounded however the graph changes under it. Null on every
+    # other run (a chain's first run, depth 0): adding the columns rewrote
+    # no table. No index: the engine walks a chain through caused_by.
+    chain_id = models.PositiveBigIntegerField(null=True, blank=True)
+    chain_depth = models.PositiveSmallIntegerField(null=True, blank=True)
 
     # Execution policy, copied from the job when the fire is planned (a later
     # edit does not change a fire under way); set by the caller for tasks.

@@ -24,7 +24,7 @@ from jobs import access, services
 from jobs.forms import NAMESPACE_RE, JobForm
 from jobs.handlers import registry
 from jobs.handlers.registry import HandlerInfo
-from jobs.models import AuditEvent, Job, Run
+from jobs.models import AuditEvent, Job, Run, job_name
 from jobs.serializers import spec_errors, spec_to_form_data
 
 
@@ -75,7 +75,7 @@ class JobScope:
         if isinstance(job, Job):
             job = job.pk
         if isinstance(job, str):
-            return self.jobs().get(name=job)
+            return self.jobs().get(name=job_name(job))
         return self.jobs().get(pk=job)
 
     def create(self, **fields) -> Job:
@@ -147,6 +147,9 @@ class JobScope:
         form = JobForm(data, instance=job, user=self.user)
         if not form.is_valid():
             raise JobValidationError(form.error_list())
-        return services.save_job(
-            job=form.save(commit=False), user=self.user, via=self.via, expected_version=version
-        )
+        try:
+            return services.save_job(
+                job=form.save(commit=False), user=self.user, via=self.via, expected_version=version
+            )
+        except services.GraphRefused as exc:
+            raise JobValidationError(exc.error_list()) from None

@@ -107,8 +107,11 @@ def run_to_dict(run: Run, *, with_log: bool = False) -> dict:
         "error": run.error,
         # A task's properties; a job's run: its overrides ({} if none).
         "properties": dict(run.properties or {}),
-        # trigger=upstream: the upstream run that started this one.
+        # trigger=upstream: the upstream run that started this one, and the
+        # chain it belongs to (its first run, how many runs came before it).
         "caused_by": run.caused_by_id,
+        "chain_id": run.chain_id,
+        "chain_depth": run.chain_depth,
     }
     if run.is_task:
         data.update(handler=run.handler, task_key=run.task_key)

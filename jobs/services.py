@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, gettext_noop
 
-from jobs import audit
+from jobs import audit, workflows
 from jobs.engine.listener import CHANNEL
 from jobs.handlers import registry
 from jobs.models import (
@@ -44,6 +45,20 @@ class DemoModeError(ServiceError):
 
 class ForbiddenError(ServiceError):
     """The user may not do this to this job (an SQL job, for a non-superuser)."""
+
+
+class GraphRefused(ServiceError):
+    """The job's `after` breaks a rule of the workflow graph (jobs.workflows),
+    found under the graph lock: a save committed since the form checked it
+    (two saves racing to close a loop). Nothing was written."""
+
+    def __init__(self, error: ValidationError):
+        self.error = error
+        super().__init__(error.messages[0])
+
+    def error_list(self) -> list[dict]:
+        """[{code, message, field}], the shape of JobForm.error_list."""
+        return [{"code": self.error.code, "message": self.error.messages[0], "field": "after"}]
 
 
 def check_demo_mode(action: str) -> None:
@@ -140,17 +155,22 @@ def save_job_if_changed(
     user=None,
     via: str = AuditEvent.Via.CONSOLE,
     expected_version: int | None = None,
+    workflow: dict[str, list[str]] | None = None,
     now: datetime | None = None,
 ) -> tuple[Job, bool]:
     """Save a validated job: keep its schedule when the schedule did not
     change (Job.mark_saved), reset its failure count, bump its version.
     With `expected_version`, refuse (StaleJobError) when someone else saved it
-    in between. A job whose fields all equal the stored ones is not written
+    in between. The graph's rules are checked again with the graph locked
+    (GraphRefused): the form checked them before the transaction began.
+    `workflow`: the edges of the jobs saved with this one (an import file,
+    see JobForm). A job whose fields all equal the stored ones is not written
     at all (no version bump, no audit row, its next fire kept): returns
     (the stored job, False); else (the saved job, True)."""
     now = now or timezone.now()
     creating = job.pk is None
     with transaction.atomic():
+        workflows.lock_graph()
         stored = None if creating else Job.objects.get(pk=job.pk)
         check_job_change(
             kinds=[job.kind, stored.kind if stored else None],
@@ -163,6 +183,17 @@ def save_job_if_changed(
             if expected_version is not None and expected_version != stored.version:
                 raise StaleJobError(str(STALE_MESSAGE))
             return stored, False
+        # Edges already stored were checked when they were saved, and every
+        # save since has seen them: only a new or changed `after` is asked.
+        if creating or job.after != stored.after:
+            refused = workflows.refusal(
+                name=job.name,
+                upstreams=[item["job"] for item in job.after or []],
+                stored_name=stored.name if stored else None,
+                workflow=workflow,
+            )
+            if refused is not None:
+                raise GraphRefused(refused)
         if creating and job.owner_id is None and getattr(user, "pk", None):
             job.owner = user
         if job.pk is not None and expected_version is not None:
@@ -183,18 +214,33 @@ def save_job_if_changed(
             job.mark_saved(now, before=stored)
         job.save()
         job.refresh_from_db(fields=["version"])
-        save_dependencies(job, renamed_from=stored.name if stored and stored.name != job.name else None)
         audit.record(job=job, action="create" if creating else "edit", user=user, via=via, changes=changes)
+        save_dependencies(
+            job,
+            renamed_from=stored.name if stored and stored.name != job.name else None,
+            user=user,
+            via=via,
+            now=now,
+        )
         wake_schedulers()
     return job, True
 
 
-def save_dependencies(job: Job, *, renamed_from: str | None = None) -> None:
+def save_dependencies(
+    job: Job,
+    *,
+    renamed_from: str | None = None,
+    user=None,
+    via: str = AuditEvent.Via.CONSOLE,
+    now: datetime | None = None,
+) -> None:
     """Write the JobDependency rows the scheduler follows from `job.after`
-    (validated by JobForm: live upstreams, no cycle), and, when the job was
-    renamed, keep the `after` of the jobs that run after it naming it."""
+    (checked by jobs.workflows: live upstreams, no loop, the limits), and,
+    when the job was renamed, rewrite the `after` of the jobs that run after
+    it to the new name: each such job is changed like any edit, with a new
+    version and an audit row of its own (by whoever renamed its upstream)."""
     wanted = {item["job"]: item["on"] for item in job.after or []}
-    upstreams = {j.name: j for j in Job.objects.live().filter(name__in=list(wanted)).exclude(pk=job.pk)}
+    upstreams = {j.name: j for j in Job.objects.named(*wanted).exclude(pk=job.pk)}
     JobDependency.objects.filter(downstream=job).exclude(
         upstream__in=[u.pk for u in upstreams.values()]
     ).delete()
@@ -203,13 +249,23 @@ def save_dependencies(job: Job, *, renamed_from: str | None = None) -> None:
             downstream=job, upstream=upstream, defaults={"on": wanted[name]}
         )
     if renamed_from:
+        now = now or timezone.now()
         for downstream in Job.objects.filter(upstream_links__upstream=job).distinct():
             after = [
                 {**item, "job": job.name} if item.get("job") == renamed_from else item
                 for item in downstream.after or []
             ]
             if after != downstream.after:
-                Job.objects.filter(pk=downstream.pk).update(after=after)
+                Job.objects.filter(pk=downstream.pk).update(
+                    after=after, version=F("version") + 1, updated_at=now
+                )
+                audit.record(
+                    job=downstream,
+                    action="edit",
+                    user=user,
+                    via=via,
+                    changes={"after": [downstream.after, after]},
+                )
 
 
 STALE_MESSAGE = gettext_lazy(

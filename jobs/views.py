@@ -43,7 +43,17 @@ from jobs.handlers.command import command_enabled
 from jobs.handlers.http import METHODS as HTTP_METHODS
 from jobs.handlers.sql import sql_enabled
 from jobs.i18n import cron_error_message, describe_cron, localized_preview
-from jobs.models import LIVE_RUN, MANUAL_RUN, AuditEvent, Job, Message, Run, parse_run_cursor, run_cursor
+from jobs.models import (
+    LIVE_RUN,
+    MANUAL_RUN,
+    AuditEvent,
+    Job,
+    Message,
+    Run,
+    job_name,
+    parse_run_cursor,
+    run_cursor,
+)
 from jobs.templatetags.console import duration, relative_time, status_label
 
 JOBS_PER_PAGE = 50
@@ -104,7 +114,8 @@ def _filtered_jobs(request):
     """The visible jobs the list's filters (?q, state, kind, namespace) leave."""
     params = request.GET
     jobs = access.visible_jobs(request.user)
-    query = params.get("q", "").strip()[:200]
+    # Names are stored in NFC (job_name): so is what is searched for.
+    query = job_name(params.get("q", ""))[:200]
     if query:
         jobs = jobs.filter(Q(name__icontains=query) | Q(description__icontains=query))
     state = params.get("state", "")
@@ -601,6 +612,8 @@ def _save_job_form(request, job: Job | None):
             )
         except services.StaleJobError as exc:
             form.add_error(None, ValidationError(str(exc), code="stale"))
+        except services.GraphRefused as exc:
+            form.add_error("after", exc.error)
         except IntegrityError:
             # Two people created the same name at the same moment.
             form.add_error("name", ValidationError(_("A job with this name already exists."), code="unique"))

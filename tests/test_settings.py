@@ -23,6 +23,9 @@ pytestmark = pytest.mark.slow
         ("JOBS_EXECUTOR", "fork"),
         ("JOBS_RUN_MEMORY_MB", "lots"),
         ("JOBS_RUN_MEMORY_MB", "100"),
+        ("JOBS_MAX_CHAIN_DEPTH", "0"),
+        ("JOBS_MAX_CHAIN_DEPTH", "1001"),
+        ("JOBS_MAX_DOWNSTREAM", "0"),
     ],
 )
 def test_bad_environment_value_names_the_variable_without_a_traceback(name, value, tmp_path):

@@ -17,7 +17,7 @@ from jobs.engine.loop import Scheduler
 from jobs.forms import JobForm
 from jobs.handlers import HandlerError, JobHandler, register
 from jobs.handlers.registry import unregister
-from jobs.models import Job, JobDependency, Run
+from jobs.models import AuditEvent, Job, JobDependency, Run
 from jobs.serializers import spec_to_form_data
 
 T0 = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)
@@ -257,6 +257,31 @@ def test_renaming_an_upstream_keeps_its_downstreams_after(make_job, staff_api):
     response = staff_api.patch(f"/api/jobs/{a.pk}", {"name": "A2"})
     assert response.status_code == 200, response.content
     assert Job.objects.get(name="B").after == [{"job": "A2", "on": "success"}]
+
+
+def test_a_rename_gives_each_rewritten_downstream_a_new_version_and_an_audit_row(
+    make_job, staff_api, staff_user, superuser
+):
+    a = make_job(name="A")
+    # A superuser's command job, which the staff user may not edit, follows A.
+    command = make_job(
+        name="backup",
+        kind="command",
+        handler="",
+        properties={"command": '["true"]'},
+        schedule_type="none",
+        cron_expression="",
+        owner=superuser,
+        after=[{"job": "A", "on": "failure"}],
+    )
+    services.save_dependencies(command)
+    response = staff_api.patch(f"/api/jobs/{a.pk}", {"name": "A2"})
+    assert response.status_code == 200, response.content
+    command.refresh_from_db()
+    assert command.after == [{"job": "A2", "on": "failure"}] and command.version == 2
+    (event,) = AuditEvent.objects.filter(job=command)
+    assert (event.action, event.user, event.via) == ("edit", staff_user, "api")
+    assert event.changes == {"after": [[{"job": "A", "on": "failure"}], [{"job": "A2", "on": "failure"}]]}
 
 
 def test_the_job_page_shows_upstream_and_downstream_and_runs_link_to_each_other(make_job, staff_client):

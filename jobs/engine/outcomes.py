@@ -25,7 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import InterfaceError, OperationalError, transaction
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection, transaction
 
 from jobs import alerts
 from jobs.engine.bulk import update_from_values, update_from_values_returning
@@ -83,9 +84,11 @@ def back_to_queue(now: datetime) -> dict:
 
 
 class Recorder:
-    def __init__(self, *, worker_id: str, cap: int):
+    def __init__(self, *, worker_id: str, cap: int, max_chain_depth: int | None = None):
         self.worker_id = worker_id  # written on the skipped runs it makes
         self.cap = cap  # JOBS_MAX_MESSAGE_CHARS: result, error and log are capped at this
+        # JOBS_MAX_CHAIN_DEPTH: a downstream run deeper in its chain is not started.
+        self.max_chain_depth = settings.JOBS_MAX_CHAIN_DEPTH if max_chain_depth is None else max_chain_depth
 
     # -- finished runs -----------------------------------------------------------
 
@@ -315,6 +318,8 @@ class Recorder:
             task_key=run.task_key,
             properties=run.properties,
             caused_by_id=run.caused_by_id,
+            chain_id=run.chain_id,
+            chain_depth=run.chain_depth,
             created_by_id=run.created_by_id,
             created_at=now,
         )
@@ -363,12 +368,16 @@ class Recorder:
     def start_downstream(self, runs: list[Run], now: datetime) -> list[Run]:
         """Each finished run (its final attempt) starts each job that runs
         after its job on this outcome, in the transaction that records the
-        outcome: a queued run with trigger `upstream` and caused_by the run.
-        A downstream job that is paused or crashed, or still running from
-        before (the overlap rule), gets a skipped run saying so instead; a
-        deleted one nothing. The unique (job, caused_by) index makes a second
-        write of the same pair impossible (ignored, not an error). Returns
-        the runs it wrote."""
+        outcome: a queued run with trigger `upstream`, caused_by the run, and
+        the run's chain (chain_id: the chain's first run; chain_depth: one
+        more). Not started, and recorded as a skipped run saying why: a
+        downstream job that already ran earlier in the same chain of runs
+        (`loop`, whatever the stored graph says now), one that would be
+        deeper than JOBS_MAX_CHAIN_DEPTH (`depth`), a paused or crashed one,
+        one still running from before (the overlap rule); a deleted one gets
+        nothing. The unique (job, caused_by) index makes a second write of
+        the same pair impossible (ignored, not an error). Returns the runs it
+        wrote."""
         runs = [run for run in runs if run.job_id is not None and not run.is_task]
         if not runs:
             return []
@@ -384,8 +393,11 @@ class Recorder:
                 "job_id", flat=True
             )
         )
+        upstream_jobs = {edge.upstream_id for edge in edges}
+        chains = self.chain_jobs([run for run in runs if run.job_id in upstream_jobs])
         rows = []
         for run in runs:
+            chain_id, depth = run.chain_id or run.pk, (run.chain_depth or 0) + 1
             for edge in edges:
                 job = edge.downstream
                 if edge.upstream_id != run.job_id or run.status not in JobDependency.MATCHES[edge.on]:
@@ -395,35 +407,50 @@ class Recorder:
                 fields = dict(
                     job=job,
                     caused_by_id=run.pk,
+                    chain_id=chain_id,
+                    chain_depth=depth,
                     scheduled_at=now,
                     run_after=now,
                     trigger=Run.Trigger.UPSTREAM,
                     created_at=now,
                     **job.run_policy(),
                 )
+                skipped = dict(**fields, status=Run.Status.SKIPPED, finished_at=now, worker_id=self.worker_id)
                 upstream = f"run {run.pk} of “{run.job.name if run.job else run.job_id}” ({run.status})"
-                if job.state != Job.State.ENABLED:
+                if job.pk in chains.get(run.pk, ()):
+                    rows.append(
+                        Run(
+                            **skipped,
+                            skip_reason=Run.SkipReason.LOOP,
+                            error=f"not started after {upstream}: “{job.name}” already ran earlier in "
+                            f"this chain of runs (the chain of run {chain_id}); starting it again would loop",
+                        )
+                    )
+                elif depth > self.max_chain_depth:
+                    rows.append(
+                        Run(
+                            **skipped,
+                            skip_reason=Run.SkipReason.DEPTH,
+                            error=f"not started after {upstream}: it would be {depth} runs deep in the "
+                            f"chain of run {chain_id}, deeper than JOBS_MAX_CHAIN_DEPTH ({self.max_chain_depth})",
+                        )
+                    )
+                elif job.state != Job.State.ENABLED:
                     reason = (
                         Run.SkipReason.PAUSED if job.state == Job.State.PAUSED else Run.SkipReason.CRASHED
                     )
                     rows.append(
                         Run(
-                            **fields,
-                            status=Run.Status.SKIPPED,
+                            **skipped,
                             skip_reason=reason,
-                            finished_at=now,
-                            worker_id=self.worker_id,
                             error=f"not started after {upstream}: the job is {job.state}",
                         )
                     )
                 elif job.pk in busy:
                     rows.append(
                         Run(
-                            **fields,
-                            status=Run.Status.SKIPPED,
+                            **skipped,
                             skip_reason=Run.SkipReason.OVERLAP,
-                            finished_at=now,
-                            worker_id=self.worker_id,
                             error=f"not started after {upstream}: the previous run was still running",
                         )
                     )
@@ -432,6 +459,34 @@ class Recorder:
                     rows.append(Run(**fields, status=Run.Status.QUEUED))
         Run.objects.bulk_create(rows, ignore_conflicts=True)
         return rows
+
+    def chain_jobs(self, runs: list[Run]) -> dict[int, set[int]]:
+        """Run id → the ids of the jobs of the runs that led to it through
+        caused_by, its own job included: one recursive query for the runs
+        that are downstream runs themselves (the others are their chain's
+        first run). The walk stops past JOBS_MAX_CHAIN_DEPTH runs, where a
+        chain stops anyway, and where a run was deleted (retention): the
+        depth still bounds such a chain."""
+        chains = {run.pk: {run.job_id} for run in runs}
+        walked = [run.pk for run in runs if run.caused_by_id is not None]
+        if not walked:
+            return chains
+        qn = connection.ops.quote_name
+        table, pk = qn(Run._meta.db_table), qn(Run._meta.pk.column)
+        job, caused_by = (qn(Run._meta.get_field(name).column) for name in ("job", "caused_by"))
+        sql = (
+            f"WITH RECURSIVE chain (start, id, job, up, steps) AS ("
+            f"SELECT {pk}, {pk}, {job}, {caused_by}, 0 FROM {table} "
+            f"WHERE {pk} IN ({', '.join(['%s'] * len(walked))}) "
+            f"UNION ALL SELECT chain.start, r.{pk}, r.{job}, r.{caused_by}, chain.steps + 1 "
+            f"FROM {table} r JOIN chain ON r.{pk} = chain.up WHERE chain.steps <= %s"
+            f") SELECT start, job FROM chain WHERE job IS NOT NULL"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*walked, self.max_chain_depth])
+            for start, job_id in cursor.fetchall():
+                chains[start].add(job_id)
+        return chains
 
 
 def _queued_at(rows: list[Run], now: datetime) -> datetime | None:

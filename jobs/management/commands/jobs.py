@@ -23,7 +23,7 @@ from django.utils.translation import gettext as _
 
 from jobs import checks, imports, services
 from jobs.i18n import activate_for_people_without_a_session
-from jobs.models import AuditEvent, Job
+from jobs.models import AuditEvent, Job, job_name
 from jobs.serializers import RUN_FIELDS, job_to_spec, run_to_dict
 from jobs.text import find_unstorable, storable
 
@@ -113,7 +113,8 @@ class Command(BaseCommand):
     def do_export(self, names, with_secrets=False, **_options):
         jobs = Job.objects.live().order_by("name")
         if names:
-            jobs = jobs.filter(name__in=names)
+            names = [job_name(name) for name in names]
+            jobs = Job.objects.named(*names).order_by("name")
             missing = sorted(set(names) - set(jobs.values_list("name", flat=True)))
             if missing:
                 raise CommandError(_("no such job: {join}").format(join=", ".join(missing)))
@@ -196,7 +197,7 @@ class Command(BaseCommand):
         )
 
     def _job(self, name) -> Job:
-        job = Job.objects.live().filter(name=name).first()
+        job = Job.objects.named(name).first()
         if job is None:
             raise CommandError(_("no such job: {name!r}").format(name=name))
         return job

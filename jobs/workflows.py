@@ -1,0 +1,186 @@
+"""Workflows: which jobs run after which, and the rules that keep a chain of
+runs finite.
+
+A job's `after` names its upstream jobs. `refusal` says why a job may not
+have the upstreams it asks for: one that is not a live job (47007), a loop
+(47008), a chain deeper than JOBS_MAX_CHAIN_DEPTH after its first job
+(47009), more than JOBS_MAX_DOWNSTREAM jobs after one job (47010). Every
+save asks twice: JobForm, for the answer a person reads at every door (the
+console, the API, `jobs import`, scopes), and services.save_job inside the
+saving transaction once `lock_graph` holds the graph, so that of two saves
+racing to close a loop the second sees the first and is refused.
+
+The engine does not rely on the stored graph: a downstream run that would
+repeat a job of the chain of runs that led to it, or go deeper than
+JOBS_MAX_CHAIN_DEPTH, is recorded skipped instead (jobs.engine.outcomes).
+"""
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import connection
+from django.utils.translation import gettext as _
+
+from jobs.models import Job, JobDependency
+
+# The spec's codes for a refused `after` (docs/handlers.md lists them).
+CODE_UNKNOWN_UPSTREAM = "47007"
+CODE_CYCLE = "47008"
+CODE_CHAIN_TOO_DEEP = "47009"
+CODE_TOO_MANY_DOWNSTREAM = "47010"
+
+# The PostgreSQL advisory lock that serialises writers of the graph: a fixed
+# key, the same in every process (the bytes of "cb-graph" as a positive bigint).
+GRAPH_LOCK_KEY = int.from_bytes(b"cb-graph", "big") >> 1
+
+
+def lock_graph() -> None:
+    """Hold the workflow graph for the rest of the current transaction, so
+    the check that follows reads every save committed before it and no
+    other save can commit in between. PostgreSQL: a transaction-level
+    advisory lock (released at commit or rollback; several in one
+    transaction are fine). SQLite: nothing to do here, every transaction
+    begins IMMEDIATE (config/settings.py), which takes the database's one
+    write lock before its first statement, so writers already run one after
+    another and each reads what those before it committed."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("lock_graph() holds the lock until the transaction ends: call it inside one")
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [GRAPH_LOCK_KEY])
+
+
+def names_graph() -> dict[str, set[str]]:
+    """Live job name → the names of the live jobs it runs after."""
+    graph: dict[str, set[str]] = {}
+    rows = JobDependency.objects.filter(
+        downstream__deleted_at__isnull=True, upstream__deleted_at__isnull=True
+    ).values_list("downstream__name", "upstream__name")
+    for downstream, upstream in rows:
+        graph.setdefault(downstream, set()).add(upstream)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]], start: str) -> list[str] | None:
+    """A path start → … → start following upstream edges, or None."""
+    stack = [(start, [start])]
+    seen = set()
+    while stack:
+        node, path = stack.pop()
+        for upstream in sorted(graph.get(node, ())):
+            if upstream == start:
+                return [*path, start]
+            if upstream not in seen:
+                seen.add(upstream)
+                stack.append((upstream, [*path, upstream]))
+    return None
+
+
+def longest_path(edges: dict[str, set[str]], start: str) -> list[str]:
+    """The longest path from `start` following `edges`, `start` first. A loop
+    that does not pass through `start` (stored before loops were refused
+    under a lock) is cut where it closes, so this always ends; no recursion,
+    so a chain of any length is measured."""
+    length: dict[str, int] = {}
+    following: dict[str, str] = {}
+    on_path = {start}
+    stack = [(start, iter(sorted(edges.get(start, ()))))]
+    while stack:
+        node, nexts = stack[-1]
+        for item in nexts:
+            if item not in length and item not in on_path:
+                on_path.add(item)
+                stack.append((item, iter(sorted(edges.get(item, ())))))
+                break
+        else:
+            stack.pop()
+            on_path.discard(node)
+            done = [item for item in sorted(edges.get(node, ())) if item in length]
+            best = max(done, key=lambda item: length[item], default=None)
+            length[node] = 0 if best is None else length[best] + 1
+            if best is not None:
+                following[node] = best
+    path = [start]
+    while path[-1] in following:
+        path.append(following[path[-1]])
+    return path
+
+
+def _quoted_path(names: list[str], *, most: int = 7) -> str:
+    quoted = [f"“{name[:100]}”" for name in names]
+    if len(quoted) > most:
+        quoted = [*quoted[:3], "…", *quoted[-3:]]
+    return " → ".join(quoted)
+
+
+def refusal(
+    *,
+    name: str,
+    upstreams: list[str],
+    stored_name: str | None = None,
+    workflow: dict[str, list[str]] | None = None,
+) -> ValidationError | None:
+    """Why the job `name` may not run after `upstreams` (job names, as
+    stored: jobs.models.job_name), or None. `stored_name`: the job's name as
+    stored when this is an edit (it may be a rename); `workflow`: {name:
+    [upstream names]} of jobs saved together with it (an import file), which
+    count as existing, with these edges. The depth and fan-out limits are
+    asked of an upstream the job did not follow before: an edit that adds
+    none cannot make a chain deeper or wider, whatever the settings say now."""
+    workflow = workflow or {}
+    if not upstreams:
+        return None
+    live = set(Job.objects.named(*upstreams).values_list("name", flat=True)) - {stored_name, name}
+    unknown = [n for n in upstreams if n not in live and n not in workflow and n != name]
+    if unknown:
+        return ValidationError(
+            _("No job named {join} to run after.").format(
+                join=", ".join(f"“{n[:100]}”" for n in unknown[:5])
+            ),
+            code=CODE_UNKNOWN_UPSTREAM,
+        )
+    graph = names_graph()
+    before = graph.get(stored_name, set()) if stored_name else set()
+    if stored_name and stored_name != name:
+        graph = {
+            (name if d == stored_name else d): {name if u == stored_name else u for u in ups}
+            for d, ups in graph.items()
+        }
+    for other, ups in workflow.items():
+        graph[other] = set(ups)
+    graph[name] = set(upstreams)
+    cycle = find_cycle(graph, name)
+    if cycle:
+        return ValidationError(
+            _("A job cannot run after itself: {path}.").format(
+                path=_quoted_path(list(reversed(cycle)), most=50)
+            ),
+            code=CODE_CYCLE,
+        )
+    added = set(upstreams) - before
+    if not added:
+        return None
+    downstream: dict[str, set[str]] = {}
+    for node, ups in graph.items():
+        for upstream in ups:
+            downstream.setdefault(upstream, set()).add(node)
+    most = settings.JOBS_MAX_DOWNSTREAM
+    for upstream in sorted(added):
+        if len(downstream.get(upstream, ())) > most:
+            return ValidationError(
+                _(
+                    "At most {most} jobs can run after one job (JOBS_MAX_DOWNSTREAM); "
+                    "“{upstream}” would have {count}."
+                ).format(most=most, upstream=upstream[:100], count=len(downstream[upstream])),
+                code=CODE_TOO_MANY_DOWNSTREAM,
+            )
+    chain = [*reversed(longest_path(graph, name)), *longest_path(downstream, name)[1:]]
+    deepest = settings.JOBS_MAX_CHAIN_DEPTH
+    if len(chain) - 1 > deepest:
+        return ValidationError(
+            _(
+                "A chain of jobs that run after one another can go at most {deepest} jobs deep after "
+                "its first (JOBS_MAX_CHAIN_DEPTH); this one would go {depth}: {path}."
+            ).format(deepest=deepest, depth=len(chain) - 1, path=_quoted_path(chain)),
+            code=CODE_CHAIN_TOO_DEEP,
+        )
+    return None
