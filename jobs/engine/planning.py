@@ -4,8 +4,10 @@ sure each is written once.
 `Planner.plan_due(now, …)` reads the due jobs (`next_fire_at <= now`, an
 indexed column), decides each fire without writing (`plan_fire`: run it,
 skip it as a misfire, or skip it as an overlap), then in one transaction
-claims them all with a compare-and-set on `next_fire_at` (`claim_batch`, one
-statement) and inserts their runs. On PostgreSQL the claim also requires
+claims them all with a compare-and-set on `next_fire_at` and the job's
+`version` (`claim_batch`, one statement: a fire is claimed only from the row
+its plan was made from, so an edit made in between, which may have changed
+the schedule, is planned again from the row as it is) and inserts their runs. On PostgreSQL the claim also requires
 that the leader lease is still held at the planner's epoch, judged by the
 database in the claim's own statement. On one node, fires may be written
 already running (as many as the caller says slots are free) and started at
@@ -128,11 +130,16 @@ class Planner:
                     with transaction.atomic():
                         self.claim_fire(plan, now, epoch=epoch)
                 except IntegrityError:
+                    # The fire's row is there already: it was run or recorded.
+                    # The job still moves on to its next fire, or it would
+                    # stay due, refused on every pass, and never fire again.
                     log.error(
-                        "fire of job %s at %s already exists; not planned twice",
+                        "fire of job %s at %s already exists; not planned twice, the job moves on",
                         plan.job.pk,
                         plan.expected_next,
                     )
+                    with transaction.atomic():
+                        self.claim_fire(plan, now, epoch=epoch, existing_ok=True)
         if self.clustered and epoch is not None:
             from jobs.services import wake_schedulers
 
@@ -210,21 +217,25 @@ class Planner:
             disable=disable,
         )
 
-    def claim_fire(self, plan: FirePlan, now: datetime, *, epoch: int | None) -> bool:
+    def claim_fire(
+        self, plan: FirePlan, now: datetime, *, epoch: int | None, existing_ok: bool = False
+    ) -> bool:
         """The compare-and-set: only the process whose update moves the job's
-        next fire time from the value it read writes the runs."""
+        next fire time from the value it read writes the runs. `existing_ok`:
+        a run already written for the same fire stays, and this one is not
+        written."""
         updates = {"next_fire_at": plan.new_next, "last_fire_at": plan.last_fire}
         if plan.disable:
             updates["state"] = Job.State.PAUSED
         if not self._claimable(plan.job, plan.expected_next, now, epoch).update(**updates):
             return False
-        Run.objects.bulk_create(_stamped(plan.runs, epoch))
+        Run.objects.bulk_create(_stamped(plan.runs, epoch), ignore_conflicts=existing_ok)
         return True
 
     def claim_batch(self, plans: list[FirePlan], now: datetime, *, epoch: int | None) -> set[int]:
         """The compare-and-set of `claim_fire` for a whole batch, in ONE
-        statement: each job's row moves only if its next fire time is still the
-        one its plan read (and, clustered, only while we hold the leader lease
+        statement: each job's row moves only if its next fire time and its
+        version are still the ones its plan read (and, clustered, only while we hold the leader lease
         at `epoch`, judged by the statement itself). Returns the ids of the
         jobs whose row moved; a stale row claims nothing for its job and does
         not hold up the others."""
@@ -246,6 +257,7 @@ class Planner:
             (
                 plan.job.pk,
                 plan.expected_next,
+                plan.job.version,
                 plan.new_next,
                 plan.last_fire,
                 str(Job.State.PAUSED if plan.disable else Job.State.ENABLED),
@@ -255,7 +267,7 @@ class Planner:
         return update_from_values(
             Job,
             rows,
-            match=["next_fire_at"],
+            match=["next_fire_at", "version"],
             assign=["next_fire_at", "last_fire_at", "state"],
             where=where,
             where_params=where_params,
@@ -276,7 +288,7 @@ class Planner:
         return compiled
 
     def _claimable(self, job: Job, expected_next: datetime, now: datetime, epoch: int | None):
-        claimable = Job.objects.scheduled().filter(pk=job.pk, next_fire_at=expected_next)
+        claimable = Job.objects.scheduled().filter(pk=job.pk, next_fire_at=expected_next, version=job.version)
         if self.clustered:
             # The fence, in the claim's own statement: we still hold the leader
             # lease at our epoch by the database clock, however long we stalled
