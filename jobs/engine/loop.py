@@ -29,8 +29,9 @@ node lease and heartbeat running runs → sweep → alert watch → send alerts 
 outgoing heartbeat → lead → plan due fires → check the schedules (every
 CHECK_EVERY) → requeue unconfirmed claims (after a database error) → claim
 queued runs. `run_forever` then sleeps until the next thing is due
-(`next_wakeup`), and on SIGTERM or SIGINT drains (`drain`). No database transaction is open while a handler runs:
-handlers never write run bookkeeping; the loop does.
+(`next_wakeup`), and on SIGTERM or SIGINT drains (`drain`). No database
+transaction is open while a handler runs: handlers never write run
+bookkeeping; the loop does.
 """
 
 import logging

@@ -7,12 +7,12 @@ skip it as a misfire, or skip it as an overlap), then in one transaction
 claims them all with a compare-and-set on `next_fire_at` and the job's
 `version` (`claim_batch`, one statement: a fire is claimed only from the row
 its plan was made from, so an edit made in between, which may have changed
-the schedule, is planned again from the row as it is) and inserts their runs. On PostgreSQL the claim also requires
-that the leader lease is still held at the planner's epoch, judged by the
-database in the claim's own statement. On one node, fires may be written
-already running (as many as the caller says slots are free) and started at
-once. What it wrote comes back as a `Planned`; nothing is kept here between
-passes.
+the schedule, is planned again from the row as it is) and inserts their
+runs. On PostgreSQL the claim also requires that the leader lease is still
+held at the planner's epoch, judged by the database in the claim's own
+statement. On one node, fires may be written already running (as many as
+the caller says slots are free) and started at once. What it wrote comes
+back as a `Planned`; nothing is kept here between passes.
 
 `ScheduleCheck` (every CHECK_EVERY, on the node that plans) notices enabled
 jobs whose next fire is missing, stuck due, or further than their interval,
@@ -240,8 +240,8 @@ class Planner:
     def claim_batch(self, plans: list[FirePlan], now: datetime, *, epoch: int | None) -> set[int]:
         """The compare-and-set of `claim_fire` for a whole batch, in ONE
         statement: each job's row moves only if its next fire time and its
-        version are still the ones its plan read (and, clustered, only while we hold the leader lease
-        at `epoch`, judged by the statement itself). Returns the ids of the
+        version are still the ones its plan read (and, clustered, only while
+        we hold the leader lease at `epoch`, judged by the statement itself). Returns the ids of the
         jobs whose row moved; a stale row claims nothing for its job and does
         not hold up the others."""
         if not plans:
