@@ -310,30 +310,48 @@ class Job(ChoiceLabels, models.Model):
         )
 
     SCHEDULE_FIELDS = ("schedule_type", "cron_expression", "interval_seconds", "timezone")
+    # The scheduler's bookkeeping on the row. An edit never writes these from
+    # the job as the editor loaded it: they may have moved since (a claimed
+    # fire, a recorded outcome), and writing them back loses that.
+    SCHEDULER_FIELDS = (
+        "next_fire_at",
+        "last_fire_at",
+        "last_status",
+        "last_error",
+        "last_duration_ms",
+        "consecutive_failures",
+    )
 
     def mark_saved(self, now: datetime, *, before: "Job | None" = None) -> None:
         """Saving resets the failure count and sets the next fire time; the
         one rule for the console, the API and `jobs import`. `before` is the
-        stored job when this is an edit (None: a new job, or a resume).
+        stored job as it is now, read in the saving transaction, when this
+        is an edit (None: a new job, or a resume). docs/cron.md states it.
 
-        A save never moves a schedule that did not change: a job that was
-        enabled with the same schedule type, expression, interval and zone
-        keeps its next fire. An edited interval job follows the interval
-        rule: its last fire + the interval, or now + the interval if that
-        is already past. Otherwise the next fire is computed from now."""
+        A save never touches the next fire of a job that was enabled with
+        the same schedule type, expression, interval and zone. A fire that
+        was already due when the schedule changed keeps its time: it is owed,
+        and the scheduler runs or records it, then counts the new schedule
+        from it. Otherwise an interval job's next fire is its last fire plus
+        the interval, or now plus the interval if that is already past, and
+        a cron job's the first fire time after now."""
         self.consecutive_failures = 0
         self.updated_at = now
         if self.state == self.State.ENABLED and not self.is_deleted:
-            unchanged = (
-                before is not None
-                and before.state == self.State.ENABLED
-                and before.next_fire_at is not None
-                and all(getattr(before, name) == getattr(self, name) for name in self.SCHEDULE_FIELDS)
+            was_planned = (
+                before is not None and before.state == self.State.ENABLED and before.next_fire_at is not None
             )
-            if before is not None and self.schedule_type == self.ScheduleType.INTERVAL and self.last_fire_at:
-                self.next_fire_at = self.next_fire_after(now, last_fire=self.last_fire_at)
-            elif unchanged:
+            unchanged = was_planned and all(
+                getattr(before, name) == getattr(self, name) for name in self.SCHEDULE_FIELDS
+            )
+            if unchanged or (was_planned and before.next_fire_at <= now):
                 self.next_fire_at = before.next_fire_at
+            elif (
+                before is not None
+                and self.schedule_type == self.ScheduleType.INTERVAL
+                and before.last_fire_at
+            ):
+                self.next_fire_at = self.next_fire_after(now, last_fire=before.last_fire_at)
             else:
                 self.next_fire_at = self.next_fire_after(now)
         elif self.state == self.State.PAUSED:

@@ -166,12 +166,27 @@ def save_job_if_changed(
     `workflow`: the edges of the jobs saved with this one (an import file,
     see JobForm). A job whose fields all equal the stored ones is not written
     at all (no version bump, no audit row, its next fire kept): returns
-    (the stored job, False); else (the saved job, True)."""
+    (the stored job, False); else (the saved job, True).
+
+    An edit writes the fields a person sets (Job.EDITABLE_FIELDS) and what
+    the save itself decides (version, next fire, failure count), never the
+    rest of the row as `job` was loaded: the scheduler writes the same row
+    (a claimed fire, an outcome) and an old copy written back would undo
+    that. The row is read locked (FOR UPDATE on PostgreSQL; on SQLite the
+    transaction holds the write lock from its start), so the next fire is
+    decided from the row as it is, and no claim lands between that read
+    and the write."""
     now = now or timezone.now()
     creating = job.pk is None
     with transaction.atomic():
         workflows.lock_graph()
-        stored = None if creating else Job.objects.get(pk=job.pk)
+        stored = None if creating else Job.objects.select_for_update().get(pk=job.pk)
+        if stored is not None:
+            if stored.is_deleted:
+                # Deleted since the editor loaded it: saving would edit a deleted job.
+                raise StaleJobError(str(STALE_MESSAGE))
+            for name in Job.SCHEDULER_FIELDS:
+                setattr(job, name, getattr(stored, name))
         check_job_change(
             kinds=[job.kind, stored.kind if stored else None],
             user=user,
@@ -212,7 +227,7 @@ def save_job_if_changed(
             job.updated_at = now
         else:
             job.mark_saved(now, before=stored)
-        job.save()
+        job.save(update_fields=None if creating else EDIT_WRITES)
         job.refresh_from_db(fields=["version"])
         audit.record(job=job, action="create" if creating else "edit", user=user, via=via, changes=changes)
         save_dependencies(
@@ -224,6 +239,10 @@ def save_job_if_changed(
         )
         wake_schedulers()
     return job, True
+
+
+# What an edit writes on an existing job's row (see save_job_if_changed).
+EDIT_WRITES = [*Job.EDITABLE_FIELDS, "version", "updated_at", "next_fire_at", "consecutive_failures"]
 
 
 def save_dependencies(

@@ -91,7 +91,7 @@ def timezone_now_after(run):
 
 
 def test_saving_recomputes_next_fire_and_resets_failures(make_job):
-    job = make_job(next_fire_at=T0, consecutive_failures=2)
+    job = make_job(next_fire_at=T0 + timedelta(minutes=30), consecutive_failures=2)
     job.cron_expression = "0 0 * * * *"
     services.save_job(job=job, expected_version=job.version, now=T0 + timedelta(minutes=10))
     job.refresh_from_db()

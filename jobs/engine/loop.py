@@ -26,11 +26,12 @@ itself (`AlertSender.step_if_due`, `next_due`).
 
 A pass (`run_pass`): collect finished runs → enforce deadlines → renew the
 node lease and heartbeat running runs → sweep → alert watch → send alerts →
-outgoing heartbeat → lead → plan due fires → requeue unconfirmed claims
-(after a database error) → claim queued runs. `run_forever` then sleeps
-until the next thing is due (`next_wakeup`), and on SIGTERM or SIGINT
-drains (`drain`). No database transaction is open while a handler runs:
-handlers never write run bookkeeping; the loop does.
+outgoing heartbeat → lead → plan due fires → check the schedules (every
+CHECK_EVERY) → requeue unconfirmed claims (after a database error) → claim
+queued runs. `run_forever` then sleeps until the next thing is due
+(`next_wakeup`), and on SIGTERM or SIGINT drains (`drain`). No database
+transaction is open while a handler runs: handlers never write run
+bookkeeping; the loop does.
 """
 
 import logging
@@ -138,6 +139,7 @@ class Scheduler:
             ),
             clock=clock,
         )
+        self.schedule_check = planning.ScheduleCheck(planner=self.planner)
         self.recorder = Recorder(worker_id=self.worker_id, cap=cap)
         self.starter = Starter(
             worker_id=self.worker_id,
@@ -225,6 +227,14 @@ class Scheduler:
     def plan_due(self, now: datetime) -> bool:
         return self._plan(now).did
 
+    def check_schedules(self, now: datetime) -> planning.Checked | None:
+        """Every CHECK_EVERY, on the node that plans: set jobs that are off
+        their schedule back on it (planning.ScheduleCheck). run_pass skips it
+        while planning has a backlog: fires it has not reached are not stuck."""
+        if not self.leadership.is_leader():
+            return None
+        return self.schedule_check.step(now)
+
     def claim_queued(self, now: datetime) -> bool:
         return self._claim(now).did
 
@@ -281,6 +291,8 @@ class Scheduler:
             return Pass(did)
         did |= self.lead(now)
         planned = self._plan(now)
+        if not planned.full:
+            self.check_schedules(now)
         if claims_uncertain:
             did |= bool(
                 maintenance.requeue_unstarted_claims(

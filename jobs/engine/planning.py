@@ -4,22 +4,29 @@ sure each is written once.
 `Planner.plan_due(now, …)` reads the due jobs (`next_fire_at <= now`, an
 indexed column), decides each fire without writing (`plan_fire`: run it,
 skip it as a misfire, or skip it as an overlap), then in one transaction
-claims them all with a compare-and-set on `next_fire_at` (`claim_batch`, one
-statement) and inserts their runs. On PostgreSQL the claim also requires
-that the leader lease is still held at the planner's epoch, judged by the
-database in the claim's own statement. On one node, fires may be written
-already running (as many as the caller says slots are free) and started at
-once. What it wrote comes back as a `Planned`; nothing is kept here between
-passes.
+claims them all with a compare-and-set on `next_fire_at` and the job's
+`version` (`claim_batch`, one statement: a fire is claimed only from the row
+its plan was made from, so an edit made in between, which may have changed
+the schedule, is planned again from the row as it is) and inserts their
+runs. On PostgreSQL the claim also requires that the leader lease is still
+held at the planner's epoch, judged by the database in the claim's own
+statement. On one node, fires may be written already running (as many as
+the caller says slots are free) and started at once. What it wrote comes
+back as a `Planned`; nothing is kept here between passes.
+
+`ScheduleCheck` (every CHECK_EVERY, on the node that plans) notices enabled
+jobs whose next fire is missing, stuck due, or further than their interval,
+logs each, and sets it back on the job's schedule by the rule a save uses.
 """
 
 import logging
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import BooleanField, Min, Subquery
+from django.db.models import BooleanField, Min, Q, Subquery
 from django.db.models.expressions import RawSQL
 
 from jobs.engine import leases
@@ -128,11 +135,16 @@ class Planner:
                     with transaction.atomic():
                         self.claim_fire(plan, now, epoch=epoch)
                 except IntegrityError:
+                    # The fire's row is there already: it was run or recorded.
+                    # The job still moves on to its next fire, or it would
+                    # stay due, refused on every pass, and never fire again.
                     log.error(
-                        "fire of job %s at %s already exists; not planned twice",
+                        "fire of job %s at %s already exists; not planned twice, the job moves on",
                         plan.job.pk,
                         plan.expected_next,
                     )
+                    with transaction.atomic():
+                        self.claim_fire(plan, now, epoch=epoch, existing_ok=True)
         if self.clustered and epoch is not None:
             from jobs.services import wake_schedulers
 
@@ -210,22 +222,26 @@ class Planner:
             disable=disable,
         )
 
-    def claim_fire(self, plan: FirePlan, now: datetime, *, epoch: int | None) -> bool:
+    def claim_fire(
+        self, plan: FirePlan, now: datetime, *, epoch: int | None, existing_ok: bool = False
+    ) -> bool:
         """The compare-and-set: only the process whose update moves the job's
-        next fire time from the value it read writes the runs."""
+        next fire time from the value it read writes the runs. `existing_ok`:
+        a run already written for the same fire stays, and this one is not
+        written."""
         updates = {"next_fire_at": plan.new_next, "last_fire_at": plan.last_fire}
         if plan.disable:
             updates["state"] = Job.State.PAUSED
         if not self._claimable(plan.job, plan.expected_next, now, epoch).update(**updates):
             return False
-        Run.objects.bulk_create(_stamped(plan.runs, epoch))
+        Run.objects.bulk_create(_stamped(plan.runs, epoch), ignore_conflicts=existing_ok)
         return True
 
     def claim_batch(self, plans: list[FirePlan], now: datetime, *, epoch: int | None) -> set[int]:
         """The compare-and-set of `claim_fire` for a whole batch, in ONE
-        statement: each job's row moves only if its next fire time is still the
-        one its plan read (and, clustered, only while we hold the leader lease
-        at `epoch`, judged by the statement itself). Returns the ids of the
+        statement: each job's row moves only if its next fire time and its
+        version are still the ones its plan read (and, clustered, only while
+        we hold the leader lease at `epoch`, judged by the statement itself). Returns the ids of the
         jobs whose row moved; a stale row claims nothing for its job and does
         not hold up the others."""
         if not plans:
@@ -246,6 +262,7 @@ class Planner:
             (
                 plan.job.pk,
                 plan.expected_next,
+                plan.job.version,
                 plan.new_next,
                 plan.last_fire,
                 str(Job.State.PAUSED if plan.disable else Job.State.ENABLED),
@@ -255,7 +272,7 @@ class Planner:
         return update_from_values(
             Job,
             rows,
-            match=["next_fire_at"],
+            match=["next_fire_at", "version"],
             assign=["next_fire_at", "last_fire_at", "state"],
             where=where,
             where_params=where_params,
@@ -276,7 +293,7 @@ class Planner:
         return compiled
 
     def _claimable(self, job: Job, expected_next: datetime, now: datetime, epoch: int | None):
-        claimable = Job.objects.scheduled().filter(pk=job.pk, next_fire_at=expected_next)
+        claimable = Job.objects.scheduled().filter(pk=job.pk, next_fire_at=expected_next, version=job.version)
         if self.clustered:
             # The fence, in the claim's own statement: we still hold the leader
             # lease at our epoch by the database clock, however long we stalled
@@ -338,6 +355,138 @@ def due_query(now: datetime):
 # Compiled once: Django's compilation was most of the due query's cost
 # (jobs.engine.prepared).
 due_jobs = Prepared(due_query)
+
+
+# -- the schedule check ---------------------------------------------------------------
+
+# How often the node that plans checks the enabled jobs' next fires (one
+# query), and how long a due fire may stay unclaimed, while planning keeps up,
+# before it counts as stuck.
+CHECK_EVERY = timedelta(seconds=30)
+# A next fire an interval job's save wrote on another host, whose clock may be
+# a little ahead of this one's, is not "ahead of its schedule" for that alone.
+AHEAD_SLACK = timedelta(seconds=5)
+
+
+class Problem:
+    """What the schedule check finds wrong with an enabled job's next fire."""
+
+    MISSING = "missing"  # none at all: the job would never fire again
+    AHEAD = "ahead"  # an interval job's is more than an interval away: fires would be skipped
+    STUCK = "stuck"  # due for longer than CHECK_EVERY and never claimed
+
+
+@dataclass(frozen=True)
+class Repair:
+    """One job the schedule check set back on its schedule."""
+
+    job_id: int
+    problem: str  # a Problem
+    was: datetime | None
+    next_fire: datetime | None
+
+
+@dataclass
+class Checked:
+    """What one schedule check did; `counts()` by problem is what a metrics
+    counter would add up."""
+
+    repairs: list[Repair] = field(default_factory=list)
+
+    def counts(self) -> Counter:
+        return Counter(repair.problem for repair in self.repairs)
+
+
+class ScheduleCheck:
+    """Every CHECK_EVERY, on the node that plans: enabled jobs whose next fire
+    is missing, ahead of their interval, or stuck due (`off_schedule`) are
+    logged and set back on their schedule by the rule a save uses
+    (docs/cron.md): an interval job's last fire plus the interval, or now
+    plus the interval if that is past; a cron job's first fire time after
+    now. A stuck fire is recorded as a skipped misfire first, so it is not
+    lost without a trace. Whatever set them off did it without the planner:
+    the warning is how it is noticed. The first step only starts the count
+    (at start, `schedule_unplanned` has just run)."""
+
+    def __init__(self, *, planner: Planner):
+        self.planner = planner
+        self.last: datetime | None = None
+
+    def step(self, now: datetime) -> Checked | None:
+        """None when not due; else what it repaired."""
+        if self.last is None or timedelta(0) <= now - self.last < CHECK_EVERY:
+            self.last = self.last or now
+            return None
+        self.last = now
+        checked = Checked()
+        for job in off_schedule(now):
+            repair = self.repair(job, now)
+            if repair is not None:
+                checked.repairs.append(repair)
+        return checked
+
+    def repair(self, job: Job, now: datetime) -> Repair | None:
+        was = job.next_fire_at
+        if was is None:
+            problem = Problem.MISSING
+        elif was <= now - CHECK_EVERY:
+            problem = Problem.STUCK
+        else:
+            problem = Problem.AHEAD
+        new_next = job.next_fire_after(now, last_fire=job.last_fire_at)
+        if new_next is None and was is None:
+            return None  # a stored cron expression that no longer parses never fires (Job.next_fire_after)
+        with transaction.atomic():
+            # Only the row as it was read: an edit or a claim since wins.
+            moved = (
+                Job.objects.scheduled()
+                .filter(pk=job.pk, version=job.version, next_fire_at=was)
+                .update(next_fire_at=new_next)
+            )
+            if moved and problem == Problem.STUCK:
+                message = (
+                    f"missed: due since {was.isoformat()} but never claimed by the scheduler; "
+                    f"the schedule check moved the job on"
+                )
+                Run.objects.bulk_create(
+                    [self.planner.skipped(job, was, Run.SkipReason.MISFIRE, now, message)],
+                    ignore_conflicts=True,
+                )
+        if not moved:
+            return None
+        log.warning(
+            "job %s (%s) was off its schedule (%s: next fire %s, last fire %s); next fire set to %s",
+            job.pk,
+            job.name,
+            problem,
+            was.isoformat() if was else "none",
+            job.last_fire_at.isoformat() if job.last_fire_at else "none",
+            new_next.isoformat() if new_next else "none",
+        )
+        return Repair(job_id=job.pk, problem=problem, was=was, next_fire=new_next)
+
+
+def off_schedule(now: datetime):
+    """Enabled jobs with a schedule whose next fire is missing, stuck due, or
+    (interval jobs) further away than their interval. One query; the last
+    part is arithmetic on two columns, in each database's own terms."""
+    table = connection.ops.quote_name(Job._meta.db_table)
+    if connection.vendor == "postgresql":
+        ahead = f"{table}.next_fire_at > %s + ({table}.interval_seconds + %s) * interval '1 second'"
+    else:
+        ahead = f"(julianday({table}.next_fire_at) - julianday(%s)) * 86400.0 > {table}.interval_seconds + %s"
+    params = (connection.ops.adapt_datetimefield_value(now), AHEAD_SLACK.total_seconds())
+    return (
+        Job.objects.scheduled()
+        .exclude(schedule_type=Job.ScheduleType.NONE)
+        .filter(
+            Q(next_fire_at__isnull=True, run_once=False)
+            | Q(next_fire_at__lte=now - CHECK_EVERY)
+            | Q(schedule_type=Job.ScheduleType.INTERVAL, next_fire_at__gt=now)
+            & Q(RawSQL(ahead, params, output_field=BooleanField()))
+        )
+        .order_by("pk")
+    )
 
 
 def schedule_unplanned(now: datetime) -> bool:
