@@ -279,7 +279,32 @@ def job_export(request):
     return response
 
 
-MAX_IMPORT_BYTES = 2 * 1024 * 1024
+def _import_refusal(*, size: int = 0, jobs: int = 0) -> str:
+    """Why the console will not import a file this large ("" if it will):
+    it validates job by job while a web worker waits, so bigger files go
+    through the command."""
+    from django.conf import settings
+
+    command = _("Import it with “manage.py jobs import FILE” instead.")
+    if size > settings.JOBS_IMPORT_MAX_BYTES:
+        return " ".join(
+            (
+                _("The file has {size} bytes; the console imports at most {limit} bytes at once.").format(
+                    size=f"{size:,}", limit=f"{settings.JOBS_IMPORT_MAX_BYTES:,}"
+                ),
+                command,
+            )
+        )
+    if jobs > settings.JOBS_IMPORT_MAX_JOBS:
+        return " ".join(
+            (
+                _("The file holds {count} jobs; the console imports at most {limit} at once.").format(
+                    count=f"{jobs:,}", limit=f"{settings.JOBS_IMPORT_MAX_JOBS:,}"
+                ),
+                command,
+            )
+        )
+    return ""
 
 
 @login_required
@@ -295,18 +320,17 @@ def job_import(request):
     if request.method == "POST":
         upload = request.FILES.get("file")
         if upload is not None:
-            raw = upload.read(MAX_IMPORT_BYTES + 1)
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                text, context["file_error"] = "", _("The file is not UTF-8 text.")
-            if len(raw) > MAX_IMPORT_BYTES:
-                text, context["file_error"] = (
-                    "",
-                    _("The file is larger than {size} MB.").format(size=MAX_IMPORT_BYTES // 1024 // 1024),
-                )
+            if refusal := _import_refusal(size=upload.size):
+                text, context["file_error"] = "", refusal
+            else:
+                try:
+                    text = upload.read().decode("utf-8")
+                except UnicodeDecodeError:
+                    text, context["file_error"] = "", _("The file is not UTF-8 text.")
         else:
             text = request.POST.get("text", "")
+            if refusal := _import_refusal(size=len(text.encode("utf-8", "surrogatepass"))):
+                text, context["file_error"] = "", refusal
         context["text"] = text
         if not context["file_error"]:
             try:
@@ -314,6 +338,8 @@ def job_import(request):
             except imports.ImportFileError as exc:
                 context["file_error"] = str(exc)
             else:
+                context["file_error"] = _import_refusal(jobs=len(specs))
+            if not context["file_error"]:
                 if "apply" in request.POST:
                     try:
                         created, updated, unchanged = imports.apply(
