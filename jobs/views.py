@@ -18,7 +18,7 @@ from django.core.paginator import Paginator
 from django.db import IntegrityError
 from django.db.models import F, Q
 from django.db.models.functions import Substr
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
@@ -43,6 +43,7 @@ from jobs.handlers.http import METHODS as HTTP_METHODS
 from jobs.handlers.sql import sql_enabled
 from jobs.i18n import cron_error_message, describe_cron, localized_preview
 from jobs.models import LIVE_RUN, MANUAL_RUN, AuditEvent, Job, Message, Run, parse_run_cursor, run_cursor
+from jobs.serializers import JOB_PAGE_MAX
 from jobs.templatetags.console import duration, relative_time, status_label
 
 JOBS_PER_PAGE = 50
@@ -150,6 +151,9 @@ def _job_list_context(request) -> dict:
         "namespace": namespace,
         "sort": sort,
         "filter_query": urlencode(filters),
+        # The export's largest page; `manage.py jobs export` writes every job.
+        "export_query": urlencode({**filters, "limit": JOB_PAGE_MAX}),
+        "export_limit": JOB_PAGE_MAX,
         "poll_version": poll_version,
         "sort_links": {
             key: urlencode({**filters, "sort": key if sort != key else f"-{key}"}) for key in JOB_SORTS
@@ -264,18 +268,41 @@ BULK_ACTIONS = ("pause", "resume", "run", "delete")
 
 @login_required
 def job_export(request):
-    """The listed jobs (the list's filters, every page) as a `manage.py jobs
-    import` file: the same JSON as `manage.py jobs export`."""
+    """The listed jobs (the list's filters) as a `manage.py jobs import`
+    file, the same JSON as `manage.py jobs export`, in pages: `limit` jobs
+    (JOB_PAGE_DEFAULT, at most JOB_PAGE_MAX) oldest first, fewer once the
+    file passes PAGE_MAX_CHARS; a `Link: <…>; rel="next"` header names the
+    next page (`cursor`)."""
     import json
 
-    from jobs.serializers import job_to_spec
+    from jobs.serializers import JOB_PAGE_DEFAULT, JOB_PAGE_MAX, job_page, job_to_spec
 
     jobs, *_rest = _filtered_jobs(request)
-    specs = [job_to_spec(job) for job in jobs.order_by("name")]
+    try:
+        limit = min(max(int(request.GET.get("limit") or JOB_PAGE_DEFAULT), 1), JOB_PAGE_MAX)
+    except ValueError:
+        return HttpResponseBadRequest(_("“limit” must be a whole number."), content_type="text/plain")
+    after = None
+    if cursor := request.GET.get("cursor"):
+        after = parse_run_cursor(cursor)
+        if after is None:
+            return HttpResponseBadRequest(
+                _("This cursor is not one the export gave out."), content_type="text/plain"
+            )
+    page = job_page(
+        jobs,
+        limit=limit,
+        after=after,
+        render=lambda job: json.dumps(job_to_spec(job), indent=2, ensure_ascii=False),
+    )
     response = HttpResponse(
-        json.dumps(specs, indent=2, ensure_ascii=False), content_type="application/json; charset=utf-8"
+        "[\n" + ",\n".join(page.items) + "\n]\n", content_type="application/json; charset=utf-8"
     )
     response["Content-Disposition"] = 'attachment; filename="cronboard-jobs.json"'
+    if page.next_cursor:
+        following = request.GET.copy()
+        following["cursor"] = page.next_cursor
+        response["Link"] = f'<{request.build_absolute_uri(request.path)}?{following.urlencode()}>; rel="next"'
     return response
 
 

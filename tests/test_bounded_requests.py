@@ -89,3 +89,131 @@ def test_planning_a_file_reads_the_stored_workflow_once(make_job):
     # A loop through the stored jobs and the file is still found.
     looped = imports.plan([spec("stored-up", after=["chain-19"]), *specs])
     assert looped[0].action == "invalid" and looped[0].errors[0]["code"] == "47008"
+
+
+# -- pages of jobs and runs ---------------------------------------------------------
+
+# One of the jobs staff planted: 100 properties of 23,000 characters, 2.3 MB.
+BIG = {f"p{i}": "x" * 23_000 for i in range(100)}
+
+
+def make_jobs(make_job, count: int, **fields) -> list[Job]:
+    return [make_job(name=f"paged-{i:04}", **fields) for i in range(count)]
+
+
+def test_the_job_list_comes_in_pages_of_100_that_a_job_created_meanwhile_does_not_disturb(
+    viewer_api, make_job
+):
+    make_jobs(make_job, 230)
+    first = viewer_api.get("/api/jobs").json()
+    assert len(first["results"]) == 100 and first["next_cursor"]
+    make_job(name="created-meanwhile")
+    seen = [job["name"] for job in first["results"]]
+    cursor = first["next_cursor"]
+    while cursor:
+        page = viewer_api.get("/api/jobs", {"cursor": cursor}).json()
+        seen += [job["name"] for job in page["results"]]
+        cursor = page["next_cursor"]
+    live = set(Job.objects.live().values_list("name", flat=True))
+    assert sorted(seen) == sorted(live) and len(seen) == len(live)
+    assert seen[-1] == "created-meanwhile"
+    assert len(viewer_api.get("/api/jobs", {"limit": 1000}).json()["results"]) == len(live)
+    response = viewer_api.get("/api/jobs", {"limit": 1001})
+    assert response.status_code == 400 and response.json()["field"] == "limit"
+    response = viewer_api.get("/api/jobs", {"cursor": "not-a-cursor"})
+    assert response.status_code == 400 and response.json()["field"] == "cursor"
+
+
+def test_the_job_list_leaves_out_properties_and_does_not_read_them_unless_asked(viewer_api, make_job):
+    make_jobs(make_job, 20, properties=BIG)
+    with CaptureQueriesContext(connection) as queries:
+        response = viewer_api.get("/api/jobs")
+    assert response.status_code == 200 and len(response.content) < 200_000
+    assert all("properties" not in job for job in response.json()["results"])
+    assert not any('"properties"' in query["sql"] for query in queries.captured_queries)
+    # Asked for, they come, in pages that end early once large.
+    page = viewer_api.get("/api/jobs", {"include": "properties"}).json()
+    assert [job["properties"] for job in page["results"] if job["name"] == "paged-0000"] == [BIG]
+    assert 1 <= len(page["results"]) < 20 and page["next_cursor"]
+    assert viewer_api.get("/api/jobs", {"include": "everything"}).status_code == 400
+
+
+def test_a_page_ends_early_once_large_and_its_cursor_goes_on_from_there(viewer_api, make_job, monkeypatch):
+    from jobs import serializers
+
+    monkeypatch.setattr(serializers, "PAGE_MAX_CHARS", 10_000)
+    make_jobs(make_job, 12, properties={"p": "x" * 4_000})
+    seen, cursor, pages = [], None, 0
+    params = {"include": "properties"}
+    while True:
+        page = viewer_api.get("/api/jobs", {**params, "cursor": cursor or ""}).json()
+        pages += 1
+        assert len(page["results"]) <= 4  # three, and the small built-in Retention job
+        seen += [job["name"] for job in page["results"]]
+        if not (cursor := page["next_cursor"]):
+            break
+    assert [name for name in seen if name != "Retention"] == [f"paged-{i:04}" for i in range(12)]
+    assert pages >= 4  # twelve jobs of 4,000 characters in pages of 10,000
+
+
+def test_a_run_page_does_not_read_the_runs_logs(viewer_api, make_job):
+    from jobs.models import Run
+
+    job = make_job(name="logged")
+    Run.objects.create(job=job, scheduled_at=job.created_at, log="x" * 262_144, status=Run.Status.SUCCEEDED)
+    for url in ("/api/runs", f"/api/jobs/{job.pk}/runs"):
+        with CaptureQueriesContext(connection) as queries:
+            response = viewer_api.get(url)
+        assert len(response.json()["results"]) == 1
+        assert not any('"jobs_run"."log"' in query["sql"] for query in queries.captured_queries), url
+
+
+# -- the console's export and `jobs export` -------------------------------------------
+
+
+def test_the_console_export_comes_in_pages_named_by_a_link_header(viewer_client, make_job):
+    make_jobs(make_job, 5, properties={"a": "1"})
+    make_job(name="other")
+    url = reverse("jobs:job_export")
+    names, params, pages = [], {"q": "paged", "limit": "2"}, 0
+    while True:
+        response = viewer_client.get(url, params)
+        pages += 1
+        names += [spec["name"] for spec in json.loads(response.content)]
+        link = response.get("Link")
+        if not link:
+            break
+        assert link.endswith('>; rel="next"') and "q=paged" in link and "limit=2" in link
+        params = {**params, "cursor": link.split("cursor=")[1].split("&")[0].split(">")[0]}
+    assert names == [f"paged-{i:04}" for i in range(5)] and pages == 3
+    assert viewer_client.get(url, {"cursor": "1.x"}).status_code == 400
+
+
+def test_the_console_export_gives_100_jobs_by_default_and_1000_at_most(viewer_client, make_job):
+    make_jobs(make_job, 101)
+    url = reverse("jobs:job_export")
+    assert len(json.loads(viewer_client.get(url).content)) == 100
+    assert len(json.loads(viewer_client.get(url, {"limit": "5000"}).content)) == 102  # with Retention
+
+
+def test_jobs_export_writes_job_by_job(make_job):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    class Writes(StringIO):
+        largest = 0
+
+        def write(self, text):
+            Writes.largest = max(Writes.largest, len(text))
+            return super().write(text)
+
+    make_jobs(make_job, 10, properties={"p": "x" * 50_000})
+    out = Writes()
+    call_command("jobs", "export", stdout=out)
+    specs = json.loads(out.getvalue())
+    assert [spec["name"] for spec in specs if spec["name"].startswith("paged-")] == [
+        f"paged-{i:04}" for i in range(10)
+    ]
+    assert specs[1]["properties"] == {"p": "x" * 50_000}
+    assert Writes.largest < 60_000
