@@ -217,3 +217,52 @@ def test_jobs_export_writes_job_by_job(make_job):
     ]
     assert specs[1]["properties"] == {"p": "x" * 50_000}
     assert Writes.largest < 60_000
+
+
+# -- the same on PostgreSQL -----------------------------------------------------------
+
+ON_POSTGRES = """
+import json
+from django.contrib.auth import get_user_model
+from django.test import Client
+from jobs import imports, serializers
+from jobs.models import Job
+specs = [{"name": "pg-%03d" % i, "handler": "demo.echo", "cron_expression": "0 0 3 * * *",
+          "properties": {"p": "x" * 2000}, "after": ["pg-%03d" % (i - 1)] if i else []} for i in range(150)]
+imports.apply(specs)
+looped = imports.plan([{**specs[0], "after": ["pg-149"]}])
+serializers.PAGE_MAX_CHARS = 50_000
+client = Client()
+client.force_login(get_user_model().objects.create_user("pg-viewer", password="pw-pg-viewer-1"))
+def walk(url, **params):
+    names, pages, cursor, keys = [], 0, "", set()
+    while True:
+        body = client.get(url, {**params, "cursor": cursor}).json()
+        pages += 1
+        names += [job["name"] for job in body["results"]]
+        keys |= {key for job in body["results"] for key in job}
+        if not (cursor := body["next_cursor"]):
+            return names, pages, "properties" in keys
+export = []
+response = client.get("/jobs/export.json", {"q": "pg-", "limit": 100})
+export += [spec["name"] for spec in json.loads(response.content)]
+print(json.dumps({"plain": walk("/api/jobs"), "with": walk("/api/jobs", include="properties"),
+                  "export": export, "next": response.get("Link", ""),
+                  "looped": [e["code"] for item in looped for e in item.errors]}))
+"""
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_pages_and_import_loops_on_postgresql(postgres_site):
+    site = postgres_site("bounded_pg", ALLOWED_HOSTS="testserver")
+    out = json.loads(site.django(ON_POSTGRES, timeout=240).strip().splitlines()[-1])
+    names = [f"pg-{i:03}" for i in range(150)]
+    plain, pages, has_properties = out["plain"]
+    assert [name for name in plain if name != "Retention"] == names and not has_properties
+    with_properties, more_pages, has_properties = out["with"]
+    assert [name for name in with_properties if name != "Retention"] == names and has_properties
+    assert more_pages > pages >= 2  # 50,000 characters a page
+    assert 1 < len(out["export"]) < 30 and out["export"] == names[: len(out["export"])]
+    assert 'rel="next"' in out["next"]
+    assert out["looped"] == ["47008"]
