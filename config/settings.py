@@ -410,6 +410,10 @@ if JOBS_LEASE_RENEW_SECONDS >= JOBS_LEASE_TTL_SECONDS:
         f"JOBS_LEASE_RENEW_SECONDS ({JOBS_LEASE_RENEW_SECONDS}) must be less than "
         f"JOBS_LEASE_TTL_SECONDS ({JOBS_LEASE_TTL_SECONDS})"
     )
+# The console's import (a web request, validated job by job while the
+# worker waits): files beyond these go through `manage.py jobs import`.
+JOBS_IMPORT_MAX_JOBS = _int("JOBS_IMPORT_MAX_JOBS", 500, minimum=1)
+JOBS_IMPORT_MAX_BYTES = _int("JOBS_IMPORT_MAX_BYTES", 2 * 1024 * 1024, minimum=1)
 JOBS_HANDLER_MODULES = env.list("JOBS_HANDLER_MODULES", default=[])
 DEMO_MODE = _bool("DEMO_MODE", False)
 

@@ -38,8 +38,16 @@ from jobs import access, cron, jsontext, services, tokens
 from jobs import api_schemas as schemas
 from jobs.forms import PROPERTY_FIELDS, JobForm, TaskForm, check_instant
 from jobs.handlers import registry
-from jobs.models import AuditEvent, Job, Run, parse_run_cursor, run_cursor
-from jobs.serializers import JOB_FIELDS, handler_to_dict, job_to_dict, run_to_dict, spec_to_form_data
+from jobs.models import AuditEvent, Job, Run, parse_run_cursor
+from jobs.serializers import (
+    JOB_FIELDS,
+    handler_to_dict,
+    job_page,
+    job_to_dict,
+    json_page,
+    run_to_dict,
+    spec_to_form_data,
+)
 from jobs.text import CODE as TEXT_CODE
 from jobs.text import find_unstorable, storable
 
@@ -455,16 +463,26 @@ RUN_ID = "{int:run_id}"
     "/jobs",
     operation_id="listJobs",
     url_name="jobs",
-    summary="Live jobs you can see, by name.",
+    summary="Live jobs you can see, oldest first, in pages; properties only with include=properties.",
     response={200: schemas.JobList, **ERRORS},
 )
 def list_jobs(request, filters: Query[schemas.JobFilters]):
+    """Keyset-paginated on (created_at, id)."""
     jobs = access.visible_jobs(request.user, namespace=filters.namespace).select_related("owner")
     if filters.state:
         jobs = jobs.filter(state=filters.state)
     if filters.kind:
         jobs = jobs.filter(kind=filters.kind)
-    return JsonResponse({"results": [job_to_dict(job) for job in jobs.order_by("name", "id")]})
+    properties = filters.include == schemas.INCLUDE_PROPERTIES
+    if not properties:
+        jobs = jobs.defer("properties")
+    page = job_page(
+        jobs,
+        limit=filters.limit,
+        after=_decode_cursor(filters.cursor) if filters.cursor else None,
+        render=lambda job: json.dumps(job_to_dict(job, properties=properties)),
+    )
+    return HttpResponse(page.envelope(), content_type="application/json")
 
 
 @ninja_api.post(
@@ -632,14 +650,10 @@ def _run_page(runs, filters: schemas.RunFilters):
         runs = runs.filter(scheduled_at__lt=_parse_time(filters.to, "to"))
     if filters.cursor:
         runs = runs.older_than(*_decode_cursor(filters.cursor))
-    limit = filters.limit
-    page = list(runs.order_by("-scheduled_at", "-id")[: limit + 1])
-    next_cursor = _encode_cursor(page[limit - 1]) if len(page) > limit else None
-    return JsonResponse({"results": [run_to_dict(run) for run in page[:limit]], "next_cursor": next_cursor})
-
-
-def _encode_cursor(run: Run) -> str:
-    return run_cursor(run.scheduled_at, run.pk)
+    # The log (256 K characters) is getRun's alone.
+    runs = runs.defer("log").order_by("-scheduled_at", "-id")[: filters.limit + 1]
+    page = json_page(runs, limit=filters.limit, render=lambda run: json.dumps(run_to_dict(run)))
+    return HttpResponse(page.envelope(), content_type="application/json")
 
 
 def _decode_cursor(cursor: str) -> tuple[datetime, int]:

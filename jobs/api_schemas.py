@@ -50,6 +50,7 @@ from jobs.forms import (
     NAMESPACE_RE,
     check_interval,
 )
+from jobs.serializers import JOB_PAGE_DEFAULT, JOB_PAGE_MAX, PAGE_MAX_CHARS
 from jobs.text import NO_NUL_PATTERN, VISIBLE_PATTERN
 
 PREVIEW_DEFAULT_COUNT = 5
@@ -464,8 +465,18 @@ class Job(Schema):
     model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
 
 
+class JobListItem(Job):
+    properties: dict[str, str] = Field(None, description="Only with include=properties.")
+
+    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
+
+
 class JobList(Schema):
-    results: list[Job]
+    results: list[JobListItem]
+    next_cursor: str | None = Field(..., description="Pass as `cursor` for the next page; null on the last.")
+
+
+INCLUDE_PROPERTIES = "properties"
 
 
 class JobFilters(Schema):
@@ -476,6 +487,21 @@ class JobFilters(Schema):
     )
     state: _choice(["", *models.Job.State.values]) = Field(None, description="Only this state (empty: any).")
     kind: _choice(["", *models.Job.Kind.values]) = Field(None, description="Only this kind (empty: any).")
+    limit: int = Field(
+        JOB_PAGE_DEFAULT,
+        ge=1,
+        le=JOB_PAGE_MAX,
+        description=f"Page size. A page ends early (with a next_cursor) once its JSON passes "
+        f"{PAGE_MAX_CHARS:,} characters.",
+    )
+    cursor: str = Field(
+        None,
+        description="next_cursor from the previous page; empty or left out: the first page.",
+        json_schema_extra={"pattern": f"^$|{models.CURSOR_PATTERN}"},
+    )
+    include: _choice(["", INCLUDE_PROPERTIES]) = Field(
+        None, description="properties: each job's properties too (left out otherwise: they may be large)."
+    )
 
 
 class RunNow(Schema):
@@ -565,7 +591,13 @@ class RunFilters(Schema):
         description="Scheduled before (ISO-8601).",
         json_schema_extra={"pattern": f"^$|{INSTANT_PATTERN}"},
     )
-    limit: int = Field(RUNS_DEFAULT_LIMIT, ge=1, le=RUNS_MAX_LIMIT, description="Page size.")
+    limit: int = Field(
+        RUNS_DEFAULT_LIMIT,
+        ge=1,
+        le=RUNS_MAX_LIMIT,
+        description=f"Page size. A page ends early (with a next_cursor) once its JSON passes "
+        f"{PAGE_MAX_CHARS:,} characters.",
+    )
     cursor: str = Field(
         None,
         description="next_cursor from the previous page; empty or left out: the first page.",

@@ -382,8 +382,8 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
 
     def __init__(self, *args, user=None, workflow=None, **kwargs):
         self.user = user
-        # `jobs import`: {name: [upstream names]} of the file's jobs, which
-        # are saved together: they count as existing, with these edges.
+        # `jobs import`: a Workflow of the file's jobs, which are saved
+        # together: they count as existing, with these edges.
         self.workflow = workflow or {}
         super().__init__(*args, **kwargs)
         self.fields["handler"].widget = forms.Select(choices=self.handler_choices())

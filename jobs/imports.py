@@ -3,7 +3,9 @@ name, all or nothing. `manage.py jobs import` and the console's import page
 (with its preview of what would change) both go through here, so a file is
 read and validated the same way by both; JobForm decides what is valid."""
 
+import collections
 import json
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from django.db import transaction
@@ -14,6 +16,7 @@ from jobs.forms import JobForm
 from jobs.models import AuditEvent, Job, job_name
 from jobs.serializers import spec_errors, spec_to_form_data
 from jobs.text import find_unstorable, storable
+from jobs.workflows import Workflow
 
 
 class ImportFileError(ValueError):
@@ -52,8 +55,12 @@ def parse(text: str, *, source: str = "the file") -> list[dict]:
     if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
         raise ImportFileError(_("{source} must hold a JSON list of job objects.").format(source=source))
     # Two spellings of one name (jobs.models.job_name) are the same job.
-    names = [job_name(s["name"]) if isinstance(s.get("name"), str) else s.get("name") for s in specs]
-    dupes = sorted({str(n) for n in names if names.count(n) > 1})
+    counts = collections.Counter(
+        job_name(s["name"]) if isinstance(s.get("name"), str) else s.get("name")
+        for s in specs
+        if isinstance(s.get("name"), Hashable)
+    )
+    dupes = sorted(str(name) for name, count in counts.items() if count > 1)
     if dupes:
         raise ImportFileError(
             storable(
@@ -141,10 +148,11 @@ def apply(specs: list[dict], *, user=None, via: str = AuditEvent.Via.CLI) -> tup
     return created, updated, unchanged
 
 
-def _workflow(specs: list[dict]) -> dict[str, list[str]]:
+def _workflow(specs: list[dict]) -> Workflow:
     """{name: [upstream names]} of the file's jobs (those whose `after` reads
-    as a list; JobForm reports the others), so jobs of one file may follow
-    each other in any order and a loop through the file is found."""
+    as a list; JobForm reports the others) over the stored graph, so jobs of
+    one file may follow each other in any order and a loop through the file
+    is found."""
     from django.core.exceptions import ValidationError
 
     from jobs.forms import coerce_after
@@ -159,7 +167,7 @@ def _workflow(specs: list[dict]) -> dict[str, list[str]]:
         except ValidationError:
             after = []
         graph[job_name(name)] = [item["job"] for item in after]
-    return graph
+    return Workflow(graph)
 
 
 def _upstreams_first(planned: list[Planned]) -> list[Planned]:

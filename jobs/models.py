@@ -69,6 +69,12 @@ class JobQuerySet(models.QuerySet):
         """Live jobs with these names, compared as stored (`job_name`)."""
         return self.live().filter(name__in=[job_name(name) for name in names])
 
+    def created_after(self, created_at: datetime, job_id: int):
+        """The jobs after a page's last in (created_at, id) order: the API's
+        and the export's pages (a job created since comes last, so paging
+        through never skips or repeats one)."""
+        return self.filter(created_at__gte=created_at).filter(Q(created_at__gt=created_at) | Q(id__gt=job_id))
+
     def needing_attention(self):
         """Live jobs that are crashed or failing (served by `job_attention_idx`)."""
         return self.live().filter(NEEDS_ATTENTION)
@@ -370,10 +376,11 @@ _CURSOR_RE = re.compile(CURSOR_PATTERN)
 
 
 def run_cursor(scheduled_at: datetime, run_id: int) -> str:
-    """The one run-history cursor, for the console's pages (`before`/`after`),
-    the API's `next_cursor` and bench pages: "<epoch microseconds>.<run id>"
-    of the run a page ends (or starts) with, read back by parse_run_cursor and
-    used with RunQuerySet.older_than / newer_than."""
+    """The one page cursor, for the console's run pages (`before`/`after`),
+    the API's `next_cursor` and bench pages: "<epoch microseconds>.<id>" of
+    the run (its scheduled_at) or job (its created_at) a page ends (or
+    starts) with, read back by parse_run_cursor and used with
+    RunQuerySet.older_than / newer_than and JobQuerySet.created_after."""
     delta = scheduled_at - _EPOCH
     return f"{(delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds}.{run_id}"
 

@@ -1,13 +1,16 @@
 """Job and Run ⇄ plain dicts: the one shape shared by `manage.py jobs
 import/export/runs --json` and the JSON API."""
 
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db import models
 
 from jobs import channels
 from jobs.handlers.registry import HandlerInfo
-from jobs.models import Job, Run
+from jobs.models import Job, Run, run_cursor
 from jobs.text import CODE, find_unstorable, storable
 
 # The writable fields of a job, in the jobs-as-code file and the API.
@@ -44,6 +47,58 @@ RUN_FIELDS = [
 ]
 
 
+# Pages of jobs (GET /api/jobs, the console's export): so many by default,
+# at most JOB_PAGE_MAX.
+JOB_PAGE_DEFAULT = 100
+JOB_PAGE_MAX = 1000
+# A page of answers ends early, after at least one item, once its JSON
+# passes this many characters, which bounds what a request holds in memory
+# whatever is stored: one job's properties alone may be 6.5 MB (100
+# properties of 65,536 characters), a run's result and error 256 K
+# characters each. Its next_cursor goes on from there.
+PAGE_MAX_CHARS = 16 * 1024 * 1024
+# Rows read from the database at once while a page is written.
+PAGE_CHUNK_ROWS = 20
+
+
+@dataclass
+class Page:
+    """A page of answers: each item's JSON, and the cursor of the next page
+    (None on the last)."""
+
+    items: list[str]
+    next_cursor: str | None
+
+    def envelope(self) -> str:
+        """The API's page: {"results": [...], "next_cursor": ...}."""
+        return f'{{"results": [{", ".join(self.items)}], "next_cursor": {json.dumps(self.next_cursor)}}}'
+
+
+def json_page(rows: Iterable, *, limit: int, render: Callable[[object], str]) -> Page:
+    """Up to `limit` of the ordered `rows` (a query of at least limit + 1,
+    read PAGE_CHUNK_ROWS at a time), each rendered to JSON as it comes, and
+    fewer once PAGE_MAX_CHARS is passed; the cursor is the last one's
+    position (run_cursor of a run's scheduled_at or a job's created_at)."""
+    items: list[str] = []
+    size, last = 0, None
+    for row in rows.iterator(chunk_size=PAGE_CHUNK_ROWS):
+        if len(items) >= limit or size >= PAGE_MAX_CHARS:
+            when = last.scheduled_at if isinstance(last, Run) else last.created_at
+            return Page(items, run_cursor(when, last.pk))
+        text = render(row)
+        items.append(text)
+        size += len(text)
+        last = row
+    return Page(items, None)
+
+
+def job_page(jobs, *, limit: int, after: tuple[datetime, int] | None, render: Callable[[Job], str]) -> Page:
+    """A page of jobs in (created_at, id) order, after the cursor's position."""
+    if after is not None:
+        jobs = jobs.created_after(*after)
+    return json_page(jobs.order_by("created_at", "id")[: limit + 1], limit=limit, render=render)
+
+
 def iso(value: datetime | None) -> str | None:
     """ISO-8601 in UTC with a Z, second precision kept to the microsecond only when present."""
     if value is None:
@@ -68,9 +123,10 @@ def job_to_spec(job: Job, *, with_secrets: bool = False) -> dict:
     return spec
 
 
-def job_to_dict(job: Job) -> dict:
-    """The API's view of a job: the spec plus identity and live state."""
-    data = {name: getattr(job, name) for name in JOB_FIELDS}
+def job_to_dict(job: Job, *, properties: bool = True) -> dict:
+    """The API's view of a job: the spec plus identity and live state;
+    without `properties` (left out, and not read: the list defers them)."""
+    data = {name: getattr(job, name) for name in JOB_FIELDS if properties or name != "properties"}
     data.update(
         alert_channels=channels.masked_list(job.alert_channels),
         id=job.pk,

@@ -205,7 +205,10 @@ def save_job_if_changed(
                 name=job.name,
                 upstreams=[item["job"] for item in job.after or []],
                 stored_name=stored.name if stored else None,
-                workflow=workflow,
+                # The file's edges alone: a workflows.Workflow carries the
+                # stored graph as read before the lock, and this check is
+                # the one that must read it under the lock.
+                workflow=getattr(workflow, "file", workflow),
             )
             if refused is not None:
                 raise GraphRefused(refused)

@@ -19,7 +19,7 @@ from django.core.paginator import Paginator
 from django.db import IntegrityError
 from django.db.models import F, Q
 from django.db.models.functions import Substr
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
@@ -54,6 +54,7 @@ from jobs.models import (
     parse_run_cursor,
     run_cursor,
 )
+from jobs.serializers import JOB_PAGE_MAX
 from jobs.templatetags.console import duration, relative_time, status_label
 
 JOBS_PER_PAGE = 50
@@ -162,6 +163,9 @@ def _job_list_context(request) -> dict:
         "namespace": namespace,
         "sort": sort,
         "filter_query": urlencode(filters),
+        # The export's largest page; `manage.py jobs export` writes every job.
+        "export_query": urlencode({**filters, "limit": JOB_PAGE_MAX}),
+        "export_limit": JOB_PAGE_MAX,
         "poll_version": poll_version,
         "sort_links": {
             key: urlencode({**filters, "sort": key if sort != key else f"-{key}"}) for key in JOB_SORTS
@@ -276,22 +280,70 @@ BULK_ACTIONS = ("pause", "resume", "run", "delete")
 
 @login_required
 def job_export(request):
-    """The listed jobs (the list's filters, every page) as a `manage.py jobs
-    import` file: the same JSON as `manage.py jobs export`."""
+    """The listed jobs (the list's filters) as a `manage.py jobs import`
+    file, the same JSON as `manage.py jobs export`, in pages: `limit` jobs
+    (JOB_PAGE_DEFAULT, at most JOB_PAGE_MAX) oldest first, fewer once the
+    file passes PAGE_MAX_CHARS; a `Link: <…>; rel="next"` header names the
+    next page (`cursor`)."""
     import json
 
-    from jobs.serializers import job_to_spec
+    from jobs.serializers import JOB_PAGE_DEFAULT, JOB_PAGE_MAX, job_page, job_to_spec
 
     jobs, *_rest = _filtered_jobs(request)
-    specs = [job_to_spec(job) for job in jobs.order_by("name")]
+    try:
+        limit = min(max(int(request.GET.get("limit") or JOB_PAGE_DEFAULT), 1), JOB_PAGE_MAX)
+    except ValueError:
+        return HttpResponseBadRequest(_("“limit” must be a whole number."), content_type="text/plain")
+    after = None
+    if cursor := request.GET.get("cursor"):
+        after = parse_run_cursor(cursor)
+        if after is None:
+            return HttpResponseBadRequest(
+                _("This cursor is not one the export gave out."), content_type="text/plain"
+            )
+    page = job_page(
+        jobs,
+        limit=limit,
+        after=after,
+        render=lambda job: json.dumps(job_to_spec(job), indent=2, ensure_ascii=False),
+    )
     response = HttpResponse(
-        json.dumps(specs, indent=2, ensure_ascii=False), content_type="application/json; charset=utf-8"
+        "[\n" + ",\n".join(page.items) + "\n]\n", content_type="application/json; charset=utf-8"
     )
     response["Content-Disposition"] = 'attachment; filename="cronboard-jobs.json"'
+    if page.next_cursor:
+        following = request.GET.copy()
+        following["cursor"] = page.next_cursor
+        response["Link"] = f'<{request.build_absolute_uri(request.path)}?{following.urlencode()}>; rel="next"'
     return response
 
 
-MAX_IMPORT_BYTES = 2 * 1024 * 1024
+def _import_refusal(*, size: int = 0, jobs: int = 0) -> str:
+    """Why the console will not import a file this large ("" if it will):
+    it validates job by job while a web worker waits, so bigger files go
+    through the command."""
+    from django.conf import settings
+
+    command = _("Import it with “manage.py jobs import FILE” instead.")
+    if size > settings.JOBS_IMPORT_MAX_BYTES:
+        return " ".join(
+            (
+                _("The file has {size} bytes; the console imports at most {limit} bytes at once.").format(
+                    size=f"{size:,}", limit=f"{settings.JOBS_IMPORT_MAX_BYTES:,}"
+                ),
+                command,
+            )
+        )
+    if jobs > settings.JOBS_IMPORT_MAX_JOBS:
+        return " ".join(
+            (
+                _("The file holds {count} jobs; the console imports at most {limit} at once.").format(
+                    count=f"{jobs:,}", limit=f"{settings.JOBS_IMPORT_MAX_JOBS:,}"
+                ),
+                command,
+            )
+        )
+    return ""
 
 
 @login_required
@@ -307,18 +359,17 @@ def job_import(request):
     if request.method == "POST":
         upload = request.FILES.get("file")
         if upload is not None:
-            raw = upload.read(MAX_IMPORT_BYTES + 1)
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                text, context["file_error"] = "", _("The file is not UTF-8 text.")
-            if len(raw) > MAX_IMPORT_BYTES:
-                text, context["file_error"] = (
-                    "",
-                    _("The file is larger than {size} MB.").format(size=MAX_IMPORT_BYTES // 1024 // 1024),
-                )
+            if refusal := _import_refusal(size=upload.size):
+                text, context["file_error"] = "", refusal
+            else:
+                try:
+                    text = upload.read().decode("utf-8")
+                except UnicodeDecodeError:
+                    text, context["file_error"] = "", _("The file is not UTF-8 text.")
         else:
             text = request.POST.get("text", "")
+            if refusal := _import_refusal(size=len(text.encode("utf-8", "surrogatepass"))):
+                text, context["file_error"] = "", refusal
         context["text"] = text
         if not context["file_error"]:
             try:
@@ -326,6 +377,8 @@ def job_import(request):
             except imports.ImportFileError as exc:
                 context["file_error"] = str(exc)
             else:
+                context["file_error"] = _import_refusal(jobs=len(specs))
+            if not context["file_error"]:
                 if "apply" in request.POST:
                     try:
                         created, updated, unchanged = imports.apply(

@@ -15,6 +15,8 @@ repeat a job of the chain of runs that led to it, or go deeper than
 JOBS_MAX_CHAIN_DEPTH, is recorded skipped instead (jobs.engine.outcomes).
 """
 
+import collections
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection
@@ -60,28 +62,114 @@ def names_graph() -> dict[str, set[str]]:
     return graph
 
 
-def find_cycle(graph: dict[str, set[str]], start: str) -> list[str] | None:
-    """A path start → … → start following upstream edges, or None."""
-    stack = [(start, [start])]
-    seen = set()
+def find_cycle(graph, start: str) -> list[str] | None:
+    """A path start → … → start following upstream edges, or None. Each
+    node is visited once, and remembers where it was reached from."""
+    stack = [start]
+    came_from: dict[str, str] = {}
     while stack:
-        node, path = stack.pop()
+        node = stack.pop()
         for upstream in sorted(graph.get(node, ())):
             if upstream == start:
-                return [*path, start]
-            if upstream not in seen:
-                seen.add(upstream)
-                stack.append((upstream, [*path, upstream]))
+                path = [node]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                return [*reversed(path), start]
+            if upstream not in came_from:
+                came_from[upstream] = node
+                stack.append(upstream)
     return None
 
 
-def longest_path(edges: dict[str, set[str]], start: str) -> list[str]:
+def on_cycles(graph) -> set[str]:
+    """The nodes that lie on a cycle, in one pass over the graph (Tarjan's
+    strongly connected components, without recursion): a node is on a cycle
+    when its component has another node, or it follows itself."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: set[str] = set()
+    for root in list(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, upstreams = work[-1]
+            for upstream in upstreams:
+                if upstream not in index:
+                    index[upstream] = low[upstream] = len(index)
+                    stack.append(upstream)
+                    on_stack.add(upstream)
+                    work.append((upstream, iter(sorted(graph.get(upstream, ())))))
+                    break
+                if upstream in on_stack:
+                    low[node] = min(low[node], index[upstream])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1 or node in graph.get(node, ()):
+                        found.update(component)
+    return found
+
+
+def downstream_of(graph) -> dict[str, set[str]]:
+    """The same edges the other way: upstream name → the names after it."""
+    downstream: dict[str, set[str]] = {}
+    for node, ups in graph.items():
+        for upstream in ups:
+            downstream.setdefault(upstream, set()).add(node)
+    return downstream
+
+
+class Workflow(collections.ChainMap):
+    """The jobs of an import file ({name: [upstream names]}), saved together,
+    laid over the stored graph, which is read once for the whole file; what
+    every job's check needs of the whole graph (the nodes on a loop, the
+    edges the other way, the longest chains) is worked out once too. A job
+    of the file checked with the file's own upstreams reads these, so a file
+    is validated in time proportional to its size, not to its size times the
+    graph's. Only for checking before a save: the check under the lock
+    (services.save_job) reads the stored graph again."""
+
+    def __init__(self, file: dict[str, list[str]]):
+        super().__init__(dict(file), names_graph())
+        self.file, self.stored = self.maps
+        self.cyclic = on_cycles(self)
+        self.downstream = downstream_of(self)
+        self.up_memo: tuple[dict, dict] = ({}, {})
+        self.down_memo: tuple[dict, dict] = ({}, {})
+
+    def as_filed(self, name: str, upstreams: list[str]) -> bool:
+        return name in self.file and set(self.file[name]) == set(upstreams)
+
+    def cycle(self, name: str, upstreams: list[str]) -> list[str] | None:
+        if self.as_filed(name, upstreams):
+            return find_cycle(self, name) if name in self.cyclic else None
+        return find_cycle(collections.ChainMap({name: set(upstreams)}, self), name)
+
+
+def longest_path(edges, start: str, memo: tuple[dict, dict] | None = None) -> list[str]:
     """The longest path from `start` following `edges`, `start` first. A loop
     that does not pass through `start` (stored before loops were refused
     under a lock) is cut where it closes, so this always ends; no recursion,
-    so a chain of any length is measured."""
-    length: dict[str, int] = {}
-    following: dict[str, str] = {}
+    so a chain of any length is measured. `memo`: the (length, following)
+    of earlier calls on the same edges, so that measuring every node of a
+    graph visits each node once."""
+    length, following = memo if memo is not None else ({}, {})
     on_path = {start}
     stack = [(start, iter(sorted(edges.get(start, ()))))]
     while stack:
@@ -129,6 +217,9 @@ def refusal(
     workflow = workflow or {}
     if not upstreams:
         return None
+    filed = (
+        isinstance(workflow, Workflow) and stored_name in (None, name) and workflow.as_filed(name, upstreams)
+    )
     live = set(Job.objects.named(*upstreams).values_list("name", flat=True)) - {stored_name, name}
     unknown = [n for n in upstreams if n not in live and n not in workflow and n != name]
     if unknown:
@@ -138,17 +229,23 @@ def refusal(
             ),
             code=CODE_UNKNOWN_UPSTREAM,
         )
-    graph = names_graph()
-    before = graph.get(stored_name, set()) if stored_name else set()
-    if stored_name and stored_name != name:
-        graph = {
-            (name if d == stored_name else d): {name if u == stored_name else u for u in ups}
-            for d, ups in graph.items()
-        }
-    for other, ups in workflow.items():
-        graph[other] = set(ups)
-    graph[name] = set(upstreams)
-    cycle = find_cycle(graph, name)
+    if filed:
+        # The whole graph as this check would build it, already built.
+        graph, downstream = workflow, workflow.downstream
+        before = workflow.stored.get(name, set())
+        cycle = workflow.cycle(name, upstreams)
+    else:
+        graph = names_graph()
+        before = graph.get(stored_name, set()) if stored_name else set()
+        if stored_name and stored_name != name:
+            graph = {
+                (name if d == stored_name else d): {name if u == stored_name else u for u in ups}
+                for d, ups in graph.items()
+            }
+        for other, ups in workflow.items():
+            graph[other] = set(ups)
+        graph[name] = set(upstreams)
+        cycle = find_cycle(graph, name)
     if cycle:
         return ValidationError(
             _("A job cannot run after itself: {path}.").format(
@@ -159,10 +256,8 @@ def refusal(
     added = set(upstreams) - before
     if not added:
         return None
-    downstream: dict[str, set[str]] = {}
-    for node, ups in graph.items():
-        for upstream in ups:
-            downstream.setdefault(upstream, set()).add(node)
+    if not filed:
+        downstream = downstream_of(graph)
     most = settings.JOBS_MAX_DOWNSTREAM
     for upstream in sorted(added):
         if len(downstream.get(upstream, ())) > most:
@@ -173,7 +268,11 @@ def refusal(
                 ).format(most=most, upstream=upstream[:100], count=len(downstream[upstream])),
                 code=CODE_TOO_MANY_DOWNSTREAM,
             )
-    chain = [*reversed(longest_path(graph, name)), *longest_path(downstream, name)[1:]]
+    up_memo, down_memo = (workflow.up_memo, workflow.down_memo) if filed else (None, None)
+    chain = [
+        *reversed(longest_path(graph, name, up_memo)),
+        *longest_path(downstream, name, down_memo)[1:],
+    ]
     deepest = settings.JOBS_MAX_CHAIN_DEPTH
     if len(chain) - 1 > deepest:
         return ValidationError(

@@ -390,3 +390,42 @@ def test_the_scheduler_says_at_its_start_when_command_runs_get_no_cgroup(setting
     assert log_cgroup_warnings() == []
     settings.JOBS_COMMAND_CGROUP, settings.JOBS_COMMAND_ENABLED = "auto", False
     assert log_cgroup_warnings() == []
+
+
+# Run in a process of its own, so that its peak resident memory is the
+# handler's alone: 300 MB on stdout in one line, and 300 MB on stderr.
+ONE_LONG_LINE = """
+import json, resource, sys
+from jobs.handlers.base import HandlerError, JobContext
+from jobs.handlers.command import CommandJobHandler
+from datetime import UTC, datetime, timedelta
+T0 = datetime(2026, 3, 2, 12, tzinfo=UTC)
+program = "import os\\nblock = b'x' * 1048576\\nfor _ in range(300):\\n    os.write({fd}, block)\\nraise SystemExit(1)\\n"
+ctx = JobContext(run_id=1, fire_id="f", attempt=1, scheduled_at=T0, deadline=T0 + timedelta(hours=1),
+                 properties={{"command": json.dumps([sys.executable, "-c", program])}}, _clock=lambda: T0)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    result = CommandJobHandler().run(ctx)
+except HandlerError as exc:
+    result = str(exc)
+grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+text = ctx.log_text()
+print(json.dumps({{"grown_kib": grown, "log": len(text), "result": result[:3000],
+                  "stated": "original length 3145728" in text}}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fd", [1, 2], ids=["stdout", "stderr"])
+def test_one_300_mb_line_without_a_newline_is_read_in_bounded_memory(tmp_path, fd):
+    from tests.fixtures.processes import Site
+
+    site = Site(tmp_path, f"sqlite:///{tmp_path / 'unused.sqlite3'}", JOBS_COMMAND_ENABLED="1")
+    out = json.loads(site.django(ONE_LONG_LINE.format(fd=fd), timeout=240).strip().splitlines()[-1])
+    # Whatever the line's length, the handler holds a few capped copies of
+    # the log (JOBS_MAX_MESSAGE_CHARS, 256 K characters) and a read chunk.
+    assert out["grown_kib"] < 48 * 1024, out
+    assert out["log"] <= 262_144, out
+    # The line is in the log as its head and tail, with its length stated.
+    assert out["stated"], out
+    assert out["result"].startswith("exit status 1"), out

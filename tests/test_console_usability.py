@@ -745,7 +745,7 @@ def test_export_the_listed_jobs_as_an_import_file(staff_client, make_job, tmp_pa
     call_command("jobs", "import", str(path), stdout=out)
     assert "0 created, 0 updated, 2 unchanged" in out.getvalue()
     html = staff_client.get(reverse("jobs:job_list"), {"q": "billing"}).content.decode()
-    assert f'href="{reverse("jobs:job_export")}?q=billing"' in html
+    assert f'href="{reverse("jobs:job_export")}?q=billing&amp;limit=1000"' in html
 
 
 def test_import_previews_then_applies_all_or_nothing(staff_client, make_job):

@@ -137,6 +137,9 @@ def pages(ids: dict) -> list[tuple[str, str]]:
                 "cron preview",
                 reverse("jobs:cron_preview") + "?cron_expression=0+0+9+%3F+*+5%233&timezone=Europe%2FBerlin",
             ),
+            ("API job list, first page", reverse("api:jobs")),
+            ("API runs, first page", reverse("api:runs")),
+            ("export as JSON (the console's button)", reverse("jobs:job_export") + "?limit=1000"),
         ]
     except NoReverseMatch as exc:
         raise SystemExit(f"bench pages needs the console's pages: {exc}") from None
@@ -162,7 +165,7 @@ def run(options: dict) -> dict:
         if response.status_code != 200:
             raise SystemExit(f"{label}: {url} answered {response.status_code}")
         with CaptureQueriesContext(connection) as queries:
-            client.get(url)
+            size = len(client.get(url).content)
         # Now: the next request's start clears the log this reads from.
         query_count = len(queries)
         timings = []
@@ -178,6 +181,7 @@ def run(options: dict) -> dict:
                 "p50_ms": figures["p50"],
                 "p95_ms": figures["p95"],
                 "queries": query_count,
+                "kb": size / 1024,
             }
         )
     return {
@@ -189,9 +193,12 @@ def run(options: dict) -> dict:
 
 
 def render(figures: dict) -> str:
-    rows = [(r["page"], fmt(r["p50_ms"]), fmt(r["p95_ms"]), fmt(r["queries"])) for r in figures["pages"]]
+    rows = [
+        (r["page"], fmt(r["p50_ms"]), fmt(r["p95_ms"]), fmt(r["queries"]), fmt(r["kb"]))
+        for r in figures["pages"]
+    ]
     seeded = ", ".join(f"{k} {v:.1f} s" for k, v in figures["seed_seconds"].items())
     return (
         f"bench pages: {figures['jobs']:,} jobs, {figures['runs']:,} runs ({connection.vendor}; seeded in {seeded}); "
-        "server time through the test client\n" + table(rows, ["page", "p50 ms", "p95 ms", "queries"])
+        "server time through the test client\n" + table(rows, ["page", "p50 ms", "p95 ms", "queries", "KB"])
     )

@@ -9,8 +9,10 @@ The child starts in a session (process group) of its own, and in a cgroup
 of its own where the host allows it (jobs.handlers.cgroups,
 JOBS_COMMAND_CGROUP), with a clean environment (CLEAN_ENV_NAMES from the scheduler's own environment, plus the
 run's CRONBOARD_* variables and the job's `env`): never Cronboard's secrets.
-stdout and stderr stream into the run's log as they are written; the log
-kept in memory is capped (head and tail) like every run's log. Exit status 0
+stdout and stderr stream into the run's log as they are written, read in
+chunks of READ_CHUNK_BYTES; the log kept in memory is capped (head and tail)
+like every run's log, and so is each line on its way there, however long
+it runs without a newline. Exit status 0
 succeeds; any other fails with the status and the tail of stderr. At the
 timeout or on cancel the whole group and cgroup get SIGTERM, then SIGKILL
 after JOBS_COMMAND_KILL_GRACE_SECONDS; when the program exits, whatever it
@@ -23,6 +25,7 @@ the commands and JOBS_COMMAND_ENV_ALLOWED the environment names a job may set
 (jobs.commandguard), checked at save and again before every run.
 """
 
+import codecs
 import collections
 import logging
 import os
@@ -37,6 +40,7 @@ from typing import NamedTuple
 from django.conf import settings
 
 from jobs import commandguard, jsontext
+from jobs.engine.execution.logbuffer import LogBuffer
 from jobs.handlers import cgroups
 from jobs.handlers.base import HandlerError, JobContext, JobHandler
 
@@ -46,6 +50,9 @@ log = logging.getLogger(__name__)
 CLEAN_ENV_NAMES = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 STDERR_TAIL_CHARS = 2000
+# The most read from a pipe at once: a line without a newline is taken in
+# pieces of this size, never whole.
+READ_CHUNK_BYTES = 64 * 1024
 MAX_ENV = 100
 # In a child of the process executor, which SIGKILLs it 2 s after SIGTERM
 # (jobs.engine.execution.processes.GRACE_SECONDS): the program's grace before its SIGKILL.
@@ -208,6 +215,8 @@ class _CappedLog:
 
     def __init__(self, ctx: JobContext, budget: int):
         self.ctx, self.budget, self.used = ctx, budget, 0
+        # A line longer than this is kept as its head and tail (≤ 0: whole).
+        self.line_keep = budget // 2 if budget > 0 else 0
         self.tail: collections.deque[str] = collections.deque()
         self.tail_chars = 0
         self.dropped = 0
@@ -307,7 +316,7 @@ class CommandJobHandler(JobHandler):
         self, ctx: JobContext, proc: subprocess.Popen, grace: float, cgroup: cgroups.RunCgroup | None
     ) -> str:
         out = _CappedLog(ctx, settings.JOBS_MAX_MESSAGE_CHARS)
-        stderr_tail: collections.deque[str] = collections.deque(maxlen=200)
+        stderr_tail = LogBuffer(STDERR_TAIL_CHARS)
         readers = [
             threading.Thread(target=_pump, args=(proc.stdout, out, "", None), daemon=True),
             threading.Thread(target=_pump, args=(proc.stderr, out, "stderr: ", stderr_tail), daemon=True),
@@ -337,18 +346,35 @@ class CommandJobHandler(JobHandler):
             raise HandlerError(f"{stopped}: {what} was stopped (exit status {code})")
         if code == 0:
             return "exit status 0"
-        tail = "".join(stderr_tail)[-STDERR_TAIL_CHARS:].strip()
+        last = stderr_tail.take()
+        tail = (last.tail or last.head).strip()
         reason = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
         raise HandlerError(f"{reason}" + (f"; stderr:\n{tail}" if tail else ""))
 
 
-def _pump(stream, log: _CappedLog, prefix: str, tail) -> None:
+def _pump(stream, log: _CappedLog, prefix: str, tail: LogBuffer | None) -> None:
+    """Lines from a pipe into the log, read in bounded pieces: a line is
+    gathered as its capped head and tail (a LogBuffer) until its newline, so
+    a program that writes without one costs a chunk and the caps, never the
+    line; `tail` keeps the stream's last characters."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    line = LogBuffer(log.line_keep)
     with stream:
-        for raw in iter(stream.readline, b""):
-            text = raw.decode("utf-8", "replace")
+        while raw := stream.readline(READ_CHUNK_BYTES):
+            text = decoder.decode(raw)
             if tail is not None:
-                tail.append(text)
-            log.write(prefix + text.rstrip("\n"))
+                tail.write(text)
+            if text.endswith("\n"):
+                line.write(text[:-1])
+                log.write(prefix + line.text())
+                line = LogBuffer(log.line_keep)
+            else:
+                line.write(text)
+        rest = decoder.decode(b"", final=True)
+        if rest:
+            line.write(rest)
+        if line.length:
+            log.write(prefix + line.text())
 
 
 def _kill_group(pgid: int, sig: int) -> None:

@@ -66,6 +66,11 @@ class LogBuffer:
             self._lines += 1
             self._write(line)
 
+    def write(self, text: str) -> None:
+        """Append text as it is (a piece of a line: no newline added)."""
+        with self._lock:
+            self._write(text)
+
     def merge(self, chunk: Chunk) -> None:
         """Append a chunk another buffer took (`take`)."""
         if chunk.length <= 0:

@@ -24,7 +24,7 @@ from django.utils.translation import gettext as _
 from jobs import checks, imports, services
 from jobs.i18n import activate_for_people_without_a_session
 from jobs.models import AuditEvent, Job, job_name
-from jobs.serializers import RUN_FIELDS, job_to_spec, run_to_dict
+from jobs.serializers import PAGE_CHUNK_ROWS, RUN_FIELDS, job_to_spec, run_to_dict
 from jobs.text import find_unstorable, storable
 
 CLI = AuditEvent.Via.CLI
@@ -118,11 +118,12 @@ class Command(BaseCommand):
             missing = sorted(set(names) - set(jobs.values_list("name", flat=True)))
             if missing:
                 raise CommandError(_("no such job: {join}").format(join=", ".join(missing)))
-        self.stdout.write(
-            json.dumps(
-                [job_to_spec(j, with_secrets=with_secrets) for j in jobs], indent=2, ensure_ascii=False
-            )
-        )
+        # Written job by job: however large the jobs, one is held at a time.
+        self.stdout.write("[", ending="")
+        for index, job in enumerate(jobs.iterator(chunk_size=PAGE_CHUNK_ROWS)):
+            text = json.dumps(job_to_spec(job, with_secrets=with_secrets), indent=2, ensure_ascii=False)
+            self.stdout.write(("," if index else "") + "\n" + text, ending="")
+        self.stdout.write("\n]")
 
     # -- reading ------------------------------------------------------------------
 
