@@ -55,8 +55,9 @@ from jobs.text import NO_NUL_PATTERN, VISIBLE_PATTERN
 
 PREVIEW_DEFAULT_COUNT = 5
 PREVIEW_MAX_COUNT = 50
-RUNS_DEFAULT_LIMIT = 20
-RUNS_MAX_LIMIT = 100
+# Pages of runs are bounded as pages of jobs are (a run page carries no logs).
+RUNS_DEFAULT_LIMIT = JOB_PAGE_DEFAULT
+RUNS_MAX_LIMIT = JOB_PAGE_MAX
 UPCOMING_MAX_LIMIT = 500
 # Ids are database keys: a path or filter id beyond this is no id at all.
 MAX_ID = 2**63 - 1

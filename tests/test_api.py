@@ -470,12 +470,22 @@ def test_runs_are_listed_newest_first_in_cursor_pages(staff_api, make_job):
     assert keys == sorted(keys, reverse=True)
 
 
-def test_runs_default_to_twenty(staff_api, make_job):
+def test_runs_come_in_pages_of_a_hundred_and_at_most_a_thousand(staff_api, make_job):
     job = make_job(name="many")
-    for i in range(25):
-        make_run(job, at=datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=i))
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    Run.objects.bulk_create(
+        Run(
+            job=job,
+            scheduled_at=start + timedelta(minutes=i),
+            status=Run.Status.SUCCEEDED,
+            trigger="schedule",
+        )
+        for i in range(1005)
+    )
     body = staff_api.get(f"/api/jobs/{job.pk}/runs").json()
-    assert len(body["results"]) == 20 and body["next_cursor"]
+    assert len(body["results"]) == 100 and body["next_cursor"]
+    body = staff_api.get("/api/runs", {"limit": 1000}).json()
+    assert len(body["results"]) == 1000 and body["next_cursor"]
 
 
 def test_runs_filter_by_status_trigger_and_time(staff_api, make_job):
@@ -499,7 +509,7 @@ def test_runs_filter_by_status_trigger_and_time(staff_api, make_job):
     ("params", "field"),
     [
         ({"limit": "0"}, "limit"),
-        ({"limit": "101"}, "limit"),
+        ({"limit": "1001"}, "limit"),
         ({"limit": "ten"}, "limit"),
         ({"status": "exploded"}, "status"),
         ({"trigger": "cosmic"}, "trigger"),
