@@ -6,6 +6,7 @@ ImproperlyConfigured naming the variable. Defaults are safe for local use.
 
 import importlib.util
 import ipaddress
+import math
 import re
 import socket
 import warnings
@@ -50,6 +51,19 @@ def _int(name, default, *, minimum=None):
     value = _typed(name, env.int, default)
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def _seconds(name, default, *, minimum):
+    """A number of seconds, decimals allowed (environ's float drops letters
+    silently: "2s" would read as 2, "abc" as an empty string)."""
+    raw = env.str(name, default=str(default)).strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number of seconds, got {raw!r}") from None
+    if not (math.isfinite(value) and value >= minimum):
+        raise ImproperlyConfigured(f"{name} must be at least {minimum:g} seconds, got {raw!r}")
     return value
 
 
@@ -355,6 +369,10 @@ if JOBS_LEASE_RENEW_SECONDS >= JOBS_LEASE_TTL_SECONDS:
         f"JOBS_LEASE_RENEW_SECONDS ({JOBS_LEASE_RENEW_SECONDS}) must be less than "
         f"JOBS_LEASE_TTL_SECONDS ({JOBS_LEASE_TTL_SECONDS})"
     )
+# How far a scheduler node's clock may be from the database's (PostgreSQL)
+# before it warns; at ten times this it plans and claims nothing until its
+# clock comes back (jobs.engine.clock).
+JOBS_MAX_CLOCK_SKEW = _seconds("JOBS_MAX_CLOCK_SKEW", 2.0, minimum=0.1)
 JOBS_HANDLER_MODULES = env.list("JOBS_HANDLER_MODULES", default=[])
 DEMO_MODE = _bool("DEMO_MODE", False)
 

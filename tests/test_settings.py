@@ -23,6 +23,9 @@ pytestmark = pytest.mark.slow
         ("JOBS_EXECUTOR", "fork"),
         ("JOBS_RUN_MEMORY_MB", "lots"),
         ("JOBS_RUN_MEMORY_MB", "100"),
+        ("JOBS_MAX_CLOCK_SKEW", "2s"),
+        ("JOBS_MAX_CLOCK_SKEW", "0"),
+        ("JOBS_MAX_CLOCK_SKEW", "nan"),
     ],
 )
 def test_bad_environment_value_names_the_variable_without_a_traceback(name, value, tmp_path):
