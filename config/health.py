@@ -31,7 +31,7 @@ def scheduler_heartbeat(now: datetime) -> tuple[bool, float | None, float | None
     """(a scheduler is alive, seconds since the last heartbeat or None, the
     clock skew furthest from zero among the live nodes or None: a node's
     clock minus the database's, as it measured it, on PostgreSQL)."""
-    from jobs.engine.clock import database_time
+    from jobs.engine.clock import database_time, skew_in
     from jobs.engine.leases import NODE_PREFIX
     from jobs.models import Lease
 
@@ -43,12 +43,7 @@ def scheduler_heartbeat(now: datetime) -> tuple[bool, float | None, float | None
     renewed = [at for at, _info in rows if at is not None]
     if not renewed:
         return False, None, None
-    skews = [
-        float(skew)
-        for _at, info in rows
-        if isinstance(skew := (info or {}).get("clock_skew_seconds"), (int, float))
-        and not isinstance(skew, bool)
-    ]
+    skews = [skew for _at, info in rows if (skew := skew_in(info)) is not None]
     age = (clock - max(renewed)).total_seconds()
     return (
         age <= SCHEDULER_SILENT_AFTER.total_seconds(),

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from django.db import connection
 from django.db.models import Count
 
-from jobs.engine.clock import REFUSE_FACTOR, max_skew
+from jobs.engine.clock import REFUSE_FACTOR, max_skew, refused_in, skew_in
 from jobs.engine.leases import LEADER, NODE_PREFIX, current
 from jobs.models import LeadershipChange, Lease, Run
 
@@ -110,8 +110,8 @@ def cluster_status(
             running=running.get(row.holder, 0),
             alive=row.is_live(clock),
             is_leader=live and row.holder == leader.holder,
-            clock_skew=_number(row.info.get("clock_skew_seconds")),
-            clock_refused=row.info.get("clock_refused") is True,
+            clock_skew=skew_in(row.info),
+            clock_refused=refused_in(row.info),
         )
         for row in rows.order_by("holder")
     ]
@@ -130,10 +130,6 @@ def cluster_status(
         nodes=nodes,
         changes=list(LeadershipChange.objects.all()[:changes]),
     )
-
-
-def _number(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _iso(value: datetime | None) -> str | None:

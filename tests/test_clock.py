@@ -125,6 +125,8 @@ def test_a_skew_over_the_limit_is_logged_and_shown_by_status_and_health(
         call_command("cluster", "status", "--json", stdout=as_json)
         call_command("health", stdout=health)
         page = staff_client.get("/cluster/").content.decode()
+        healthz = staff_client.get("/healthz/scheduler").json()
+    assert healthz["scheduler_clock_skew_seconds"] == 25.0
     assert "clock=+25.000s" in text.getvalue()
     assert "its clock is 25 s ahead of the database's, more than JOBS_MAX_CLOCK_SKEW (5 s)" in text.getvalue()
     assert '"clock_skew_seconds": 25.0' in as_json.getvalue()
@@ -228,3 +230,29 @@ def test_a_run_process_keeps_the_schedulers_clock():
     )
     child = JobContext(**context_from(payload_of(ctx)))
     assert 55 < child.remaining_seconds <= 60
+
+
+@pytest.mark.postgres
+def test_a_run_another_node_queued_is_claimed_at_once_however_far_this_nodes_estimate_lags(
+    postgres_database, make_job, make_scheduler
+):
+    """Each node's estimate of the database's clock lags it by up to a round
+    trip, by its own amount: the claim judges a queued run due by the
+    database's clock itself, so a run the leader queued as due now is not
+    left waiting for a node whose estimate lags more than the leader's."""
+    from django.utils import timezone
+
+    from jobs.engine.clock import database_now
+
+    run = Run.objects.create(
+        job=make_job(),
+        scheduled_at=T0,
+        run_after=database_now(),
+        trigger=Run.Trigger.SCHEDULE,
+        status=Run.Status.QUEUED,
+    )
+    lagging = make_scheduler(
+        worker_id="node-b", clustered=True, clock=lambda: timezone.now() - timedelta(seconds=1)
+    )
+    assert lagging.claim_queued(lagging.clock()) is True
+    assert Run.objects.get(pk=run.pk).worker_id == "node-b"

@@ -15,8 +15,11 @@ read its clock before its answer arrived here, so `database - received`
 can only put this clock behind the database's (by at most the round trip),
 never ahead of it, and a fire never starts before its time by the
 database's clock. Of a few readings the one with the shortest round trip is
-kept: a reading held up by a descheduled process or a busy server would be
-off by its delay. A step of this host's clock moves the engine's times until
+kept: a reading held up by a descheduled process or a busy server would put
+the clock behind by its delay. Whether a queued run is due is judged by the
+database's clock itself, in the claim's statement
+(jobs.engine.execution.starting.ClusterClaim): each node's estimate lags by
+its own amount, and a run one node queued must be due on all of them. A step of this host's clock moves the engine's times until
 the next measurement (JOBS_LEASE_RENEW_SECONDS).
 
 On SQLite there is one scheduler, and the database's clock is this host's:
@@ -153,6 +156,17 @@ class Skew:
             "clock_round_trip_ms": round(self.reading.round_trip.total_seconds() * 1000, 3),
             "clock_refused": self.refusing,
         }
+
+
+def skew_in(info: dict | None) -> float | None:
+    """The skew a node lease's info records (`Skew.info`), None if none."""
+    value = (info or {}).get("clock_skew_seconds")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def refused_in(info: dict | None) -> bool:
+    """Whether a node lease's info says the node refuses work (`Skew.info`)."""
+    return (info or {}).get("clock_refused") is True
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists
 from django.db.models.functions import Now
 
-from jobs.engine.clock import REFUSE_FACTOR, database_now, describe, max_skew
+from jobs.engine.clock import REFUSE_FACTOR, database_now, describe, max_skew, refused_in, skew_in
 from jobs.models import Lease
 
 NODE_PREFIX = "node:"
@@ -156,9 +156,8 @@ def node_health(worker_id: str, *, now: datetime) -> NodeHealth:
         return NodeHealth(
             f"the scheduler {worker_id} has not renewed its lease since {last} (expired {lease.expires_at.isoformat()})"
         )
-    skew = lease.info.get("clock_skew_seconds")
-    skew = float(skew) if isinstance(skew, (int, float)) and not isinstance(skew, bool) else None
-    if lease.info.get("clock_refused") is True and skew is not None:
+    skew = skew_in(lease.info)
+    if refused_in(lease.info) and skew is not None:
         return NodeHealth(
             f"the scheduler {worker_id} plans and claims nothing: its clock is {describe(skew)}, more than "
             f"{REFUSE_FACTOR} x JOBS_MAX_CLOCK_SKEW ({REFUSE_FACTOR * max_skew():g} s); fix its time (NTP)",

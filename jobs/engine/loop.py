@@ -24,10 +24,15 @@ What a write did (an alert written, a run queued) comes back as a
 `Recorded`, and `_took` hands it to whoever paces on it; the outbox paces
 itself (`AlertSender.step_if_due`, `next_due`).
 
-A pass (`run_pass`): collect finished runs → enforce deadlines → renew the
-node lease and heartbeat running runs → sweep → alert watch → send alerts →
-outgoing heartbeat → lead → plan due fires → requeue unconfirmed claims
-(after a database error) → claim queued runs. `run_forever` then sleeps
+Time: every step judges by `clock`, on PostgreSQL the database's
+(jobs.engine.clock), measured before start and at every node lease renewal
+(`check_clock`); a node whose clock is too far off plans and claims nothing
+until it comes back (`skew`).
+
+A pass (`run_pass`): collect finished runs → enforce deadlines → measure
+the clock, renew the node lease and heartbeat running runs → sweep → alert
+watch → send alerts → outgoing heartbeat → lead → plan due fires → requeue
+unconfirmed claims (after a database error) → claim queued runs. `run_forever` then sleeps
 until the next thing is due (`next_wakeup`), and on SIGTERM or SIGINT
 drains (`drain`). No database transaction is open while a handler runs:
 handlers never write run bookkeeping; the loop does.
