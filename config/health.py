@@ -11,13 +11,13 @@ killed fails it once its last renewal is 60 s old.
 Served by a middleware that sits first, before host validation and the
 HTTPS redirect: Docker's HEALTHCHECK and load balancers call it by IP over
 plain http, whatever ALLOWED_HOSTS says. Open to anyone; it reveals only
-whether a scheduler is alive and how long ago it was last heard from.
+whether a scheduler is alive, how long ago it was last heard from, and how
+far the clock of the node furthest off is from the database's.
 """
 
 from datetime import datetime, timedelta
 
 from django.db import DatabaseError, connection
-from django.db.models import Max
 from django.db.models.functions import Now
 from django.http import HttpResponseNotAllowed, JsonResponse
 from django.utils import timezone
@@ -27,20 +27,29 @@ SCHEDULER_PATH = "/healthz/scheduler"
 SCHEDULER_SILENT_AFTER = timedelta(seconds=60)
 
 
-def scheduler_heartbeat(now: datetime) -> tuple[bool, float | None]:
-    """(a scheduler is alive, seconds since the last heartbeat or None)."""
-    from jobs.engine.leases import NODE_PREFIX, database_time
+def scheduler_heartbeat(now: datetime) -> tuple[bool, float | None, float | None]:
+    """(a scheduler is alive, seconds since the last heartbeat or None, the
+    clock skew furthest from zero among the live nodes or None: a node's
+    clock minus the database's, as it measured it, on PostgreSQL)."""
+    from jobs.engine.clock import database_time, skew_in
+    from jobs.engine.leases import NODE_PREFIX
     from jobs.models import Lease
 
     clock = database_time(now)
     held = Lease.objects.filter(name__startswith=NODE_PREFIX).exclude(holder="")
     if connection.vendor == "postgresql":
         held = held.filter(expires_at__gte=Now())
-    last = held.aggregate(m=Max("renewed_at"))["m"]
-    if last is None:
-        return False, None
-    age = (clock - last).total_seconds()
-    return age <= SCHEDULER_SILENT_AFTER.total_seconds(), max(0.0, round(age, 1))
+    rows = list(held.values_list("renewed_at", "info"))
+    renewed = [at for at, _info in rows if at is not None]
+    if not renewed:
+        return False, None, None
+    skews = [skew for _at, info in rows if (skew := skew_in(info)) is not None]
+    age = (clock - max(renewed)).total_seconds()
+    return (
+        age <= SCHEDULER_SILENT_AFTER.total_seconds(),
+        max(0.0, round(age, 1)),
+        max(skews, key=abs) if skews else None,
+    )
 
 
 def healthz(request, *, scheduler: bool = False):
@@ -50,12 +59,16 @@ def healthz(request, *, scheduler: bool = False):
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
         if scheduler:
-            alive, age = scheduler_heartbeat(timezone.now())
+            alive, age, skew = scheduler_heartbeat(timezone.now())
     except DatabaseError:
         return JsonResponse({"status": "database unavailable"}, status=503)
     if not scheduler:
         return JsonResponse({"status": "ok"})
-    body = {"status": "ok" if alive else "scheduler silent", "scheduler_heartbeat_age_seconds": age}
+    body = {
+        "status": "ok" if alive else "scheduler silent",
+        "scheduler_heartbeat_age_seconds": age,
+        "scheduler_clock_skew_seconds": skew,
+    }
     return JsonResponse(body, status=200 if alive else 503)
 
 

@@ -6,6 +6,7 @@ ImproperlyConfigured naming the variable. Defaults are safe for local use.
 
 import importlib.util
 import ipaddress
+import math
 import re
 import socket
 import warnings
@@ -54,6 +55,19 @@ def _int(name, default, *, minimum=None, maximum=None):
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
     if maximum is not None and value > maximum:
         raise ImproperlyConfigured(f"{name} must be at most {maximum}, got {value}")
+    return value
+
+
+def _seconds(name, default, *, minimum):
+    """A number of seconds, decimals allowed (environ's float drops letters
+    silently: "2s" would read as 2, "abc" as an empty string)."""
+    raw = env.str(name, default=str(default)).strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number of seconds, got {raw!r}") from None
+    if not (math.isfinite(value) and value >= minimum):
+        raise ImproperlyConfigured(f"{name} must be at least {minimum:g} seconds, got {raw!r}")
     return value
 
 
@@ -414,6 +428,11 @@ if JOBS_LEASE_RENEW_SECONDS >= JOBS_LEASE_TTL_SECONDS:
 # worker waits): files beyond these go through `manage.py jobs import`.
 JOBS_IMPORT_MAX_JOBS = _int("JOBS_IMPORT_MAX_JOBS", 500, minimum=1)
 JOBS_IMPORT_MAX_BYTES = _int("JOBS_IMPORT_MAX_BYTES", 2 * 1024 * 1024, minimum=1)
+
+# How far a scheduler node's clock may be from the database's (PostgreSQL)
+# before it warns; at ten times this it plans and claims nothing until its
+# clock comes back (jobs.engine.clock).
+JOBS_MAX_CLOCK_SKEW = _seconds("JOBS_MAX_CLOCK_SKEW", 2.0, minimum=0.1)
 JOBS_HANDLER_MODULES = env.list("JOBS_HANDLER_MODULES", default=[])
 DEMO_MODE = _bool("DEMO_MODE", False)
 

@@ -1,6 +1,7 @@
 """The cluster as the console's cluster page and `manage.py cluster status`
-show it: the scheduler nodes (from their `node:<worker id>` leases), the
-leader lease and the recent leadership changes. Read only; the leases
+show it: the scheduler nodes (from their `node:<worker id>` leases, whose
+info says where each runs and how far its clock is from the database's),
+the leader lease and the recent leadership changes. Read only; the leases
 themselves are jobs.engine.leases."""
 
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ from datetime import datetime, timedelta
 from django.db import connection
 from django.db.models import Count
 
+from jobs.engine.clock import REFUSE_FACTOR, max_skew, refused_in, skew_in
 from jobs.engine.leases import LEADER, NODE_PREFIX, current
 from jobs.models import LeadershipChange, Lease, Run
 
@@ -25,6 +27,16 @@ class NodeStatus:
     running: int
     alive: bool
     is_leader: bool = False
+    # This node's clock minus the database's, as it measured at its last
+    # lease renewal (PostgreSQL; None on SQLite or before it measured), and
+    # whether it is so far off that it plans and claims nothing
+    # (jobs.engine.clock).
+    clock_skew: float | None = None
+    clock_refused: bool = False
+
+    @property
+    def clock_over_limit(self) -> bool:
+        return self.clock_skew is not None and abs(self.clock_skew) > max_skew()
 
 
 @dataclass
@@ -37,6 +49,16 @@ class ClusterStatus:
     lapsed_holder: str | None
     nodes: list[NodeStatus] = field(default_factory=list)
     changes: list[LeadershipChange] = field(default_factory=list)
+
+    @property
+    def max_clock_skew(self) -> float:
+        """JOBS_MAX_CLOCK_SKEW: a node's clock further off is shown as off."""
+        return max_skew()
+
+    @property
+    def refused_clock_skew(self) -> float:
+        """A node's clock further off than this makes it plan and claim nothing."""
+        return REFUSE_FACTOR * max_skew()
 
     @property
     def live_nodes(self) -> list[NodeStatus]:
@@ -54,6 +76,8 @@ class ClusterStatus:
                     "pid": n.pid,
                     "last_heartbeat": _iso(n.last_heartbeat),
                     "running": n.running,
+                    "clock_skew_seconds": n.clock_skew,
+                    "clock_refused": n.clock_refused,
                 }
                 for n in self.live_nodes
             ],
@@ -86,6 +110,8 @@ def cluster_status(
             running=running.get(row.holder, 0),
             alive=row.is_live(clock),
             is_leader=live and row.holder == leader.holder,
+            clock_skew=skew_in(row.info),
+            clock_refused=refused_in(row.info),
         )
         for row in rows.order_by("holder")
     ]

@@ -69,13 +69,13 @@ CLAIM_SCRIPT = textwrap.dedent(
     from datetime import timedelta
     from django.utils import timezone
     from jobs import alerts
-    from jobs.engine import leases
+    from jobs.engine.clock import database_time
     from jobs.models import Alert, Job
     from jobs.engine.outbox import AlertSender, claim_lease
 
     job = Job.objects.create(name="pg-claim", handler="demo.echo", cron_expression="0 * * * * *",
                              alert_emails=["ops@example.com"])
-    db_now = leases.database_time(timezone.now())
+    db_now = database_time(timezone.now())
     alert = alerts.on_crash(job=job, run=None, now=db_now + timedelta(minutes=10))
     sender = AlertSender()
     # A host whose clock runs an hour fast must not claim an alert the database says is not due.

@@ -74,7 +74,9 @@ def test_cluster_status_json_for_scripts(two_nodes):
     assert set(data) == {"leader", "lease_expires_at", "epoch", "nodes"}
     assert data["leader"] == "sched-2" and data["epoch"] == 1
     assert data["lease_expires_at"] == (two_nodes + leases.lease_ttl()).isoformat()
-    assert [set(n) for n in data["nodes"]] == [{"worker_id", "host", "pid", "last_heartbeat", "running"}] * 2
+    assert [set(n) for n in data["nodes"]] == [
+        {"worker_id", "host", "pid", "last_heartbeat", "running", "clock_skew_seconds", "clock_refused"}
+    ] * 2
     assert [(n["worker_id"], n["pid"], n["running"]) for n in data["nodes"]] == [
         ("sched-1", 101, 1),
         ("sched-2", 202, 0),
@@ -141,7 +143,15 @@ def test_cluster_status_names_leader_and_live_nodes_with_the_documented_json_key
     assert set(data) == {"leader", "lease_expires_at", "epoch", "nodes"}
     assert (data["leader"], data["epoch"], data["lease_expires_at"]) == ("n1", 1, (T0 + TTL).isoformat())
     assert data["nodes"] == [
-        {"worker_id": "n1", "host": "h1", "pid": 11, "last_heartbeat": T0.isoformat(), "running": 0}
+        {
+            "worker_id": "n1",
+            "host": "h1",
+            "pid": 11,
+            "last_heartbeat": T0.isoformat(),
+            "running": 0,
+            "clock_skew_seconds": None,
+            "clock_refused": False,
+        }
     ]
     assert [(n.worker_id, n.alive) for n in status.nodes] == [("n1", True), ("n2", False)]
     assert [c.worker_id for c in status.changes] == ["n1"]

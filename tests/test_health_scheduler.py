@@ -39,7 +39,11 @@ def test_plain_healthz_stays_as_it_was_without_a_scheduler(client, db):
 def test_no_scheduler_ever_is_unhealthy(client, db, path):
     response = client.get(path)
     assert response.status_code == 503
-    assert response.json() == {"status": "scheduler silent", "scheduler_heartbeat_age_seconds": None}
+    assert response.json() == {
+        "status": "scheduler silent",
+        "scheduler_heartbeat_age_seconds": None,
+        "scheduler_clock_skew_seconds": None,
+    }
 
 
 @pytest.mark.parametrize("path", ["/healthz/scheduler", "/healthz?scheduler=1"])
@@ -47,7 +51,11 @@ def test_a_fresh_heartbeat_is_healthy_and_a_stale_one_is_not(client, renewed, pa
     with time_machine.travel(T0 + timedelta(seconds=59), tick=False):
         response = client.get(path)
         assert response.status_code == 200
-        assert response.json() == {"status": "ok", "scheduler_heartbeat_age_seconds": 59.0}
+        assert response.json() == {
+            "status": "ok",
+            "scheduler_heartbeat_age_seconds": 59.0,
+            "scheduler_clock_skew_seconds": None,
+        }
     with time_machine.travel(T0 + timedelta(seconds=61), tick=False):
         response = client.get(path)
         assert response.status_code == 503

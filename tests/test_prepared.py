@@ -11,6 +11,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connections, transaction
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from django.utils.functional import lazystr
 
 from jobs.engine.bulk import insert_rows, preparer
@@ -172,7 +173,8 @@ def test_values_are_prepared_as_each_field_prepares_them(both_databases, model, 
 @pytest.mark.postgres
 def test_the_cluster_claim_takes_what_the_orm_would_read_and_marks_it(postgres_database, make_job):
     """jobs.engine.execution.starting's one-statement claim on PostgreSQL:
-    the oldest due queued runs up to the limit, marked running on this node,
+    the oldest queued runs due by the database's clock up to the limit,
+    marked running on this node,
     each read back as `select_related("job")` reads it (its job cached, a
     task's None), oldest first; later, running and finished runs untouched."""
     from jobs.engine.execution.starting import ClusterClaim
@@ -190,7 +192,9 @@ def test_the_cluster_claim_takes_what_the_orm_would_read_and_marks_it(postgres_d
     task = queued(run_after=T0 - timedelta(seconds=1), job=None, trigger="task", handler="demo.echo")
     fourth = queued(run_after=T0, trigger="schedule", scheduled_at=T0 + timedelta(seconds=1))
     later = queued(
-        run_after=T0 + timedelta(seconds=1), trigger="schedule", scheduled_at=T0 + timedelta(seconds=2)
+        run_after=timezone.now() + timedelta(hours=1),  # not due by the database's clock
+        trigger="schedule",
+        scheduled_at=T0 + timedelta(seconds=2),
     )
     running = queued(
         status="running",
@@ -201,7 +205,7 @@ def test_the_cluster_claim_takes_what_the_orm_would_read_and_marks_it(postgres_d
     started = T0 + timedelta(milliseconds=5)
     claim = ClusterClaim()
 
-    got = claim(T0, 3, worker_id="node-x", started=started)
+    got = claim(3, worker_id="node-x", started=started)
 
     assert [run.pk for run in got] == [first.pk, second.pk, task.pk], "oldest first, up to the limit"
     stored = {run.pk: run for run in Run.objects.select_related("job").filter(pk__in=[r.pk for r in got])}
@@ -231,8 +235,8 @@ def test_the_cluster_claim_takes_what_the_orm_would_read_and_marks_it(postgres_d
         later.pk: "queued",
         running.pk: "running",
     }
-    assert [run.pk for run in claim(T0, 5, worker_id="node-y", started=started)] == [fourth.pk]
-    assert claim(T0, 5, worker_id="node-y", started=started) == []
+    assert [run.pk for run in claim(5, worker_id="node-y", started=started)] == [fourth.pk]
+    assert claim(5, worker_id="node-y", started=started) == []
 
 
 def test_the_engines_statements_are_seen_by_whoever_watches_and_keep_djangos_checks(both_databases, make_job):

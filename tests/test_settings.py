@@ -26,6 +26,9 @@ pytestmark = pytest.mark.slow
         ("JOBS_MAX_CHAIN_DEPTH", "0"),
         ("JOBS_MAX_CHAIN_DEPTH", "1001"),
         ("JOBS_MAX_DOWNSTREAM", "0"),
+        ("JOBS_MAX_CLOCK_SKEW", "2s"),
+        ("JOBS_MAX_CLOCK_SKEW", "0"),
+        ("JOBS_MAX_CLOCK_SKEW", "nan"),
     ],
 )
 def test_bad_environment_value_names_the_variable_without_a_traceback(name, value, tmp_path):

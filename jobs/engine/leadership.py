@@ -118,14 +118,21 @@ class Leadership:
     # -- the node lease --------------------------------------------------------
 
     def node_renew_due(self, now: datetime) -> bool:
-        return self._last_node_renew is None or now - self._last_node_renew >= self.lease_renew
+        """Once per renew period, and at once if the clock went back (this
+        host's was stepped, or a new measurement moved the database's
+        offset): waiting for it to catch up could let the lease lapse."""
+        return self._last_node_renew is None or not (
+            timedelta(0) <= now - self._last_node_renew < self.lease_renew
+        )
 
-    def renew_node(self, now: datetime, *, running: int) -> bool:
-        """Renew (or, the first time, take) this process's node lease. False
-        when another process took over our worker id (we stalled past our
-        node lease and it started meanwhile): it owns the id and our runs
-        now, so we hand back the leader lease and the caller stops."""
-        info = {**self.node_info, "running": running}
+    def renew_node(self, now: datetime, *, running: int, clock: dict | None = None) -> bool:
+        """Renew (or, the first time, take) this process's node lease, its
+        info saying how many runs are in flight and what `clock` says of this
+        node's clock (jobs.engine.clock.Skew.info). False when another
+        process took over our worker id (we stalled past our node lease and
+        it started meanwhile): it owns the id and our runs now, so we hand
+        back the leader lease and the caller stops."""
+        info = {**self.node_info, "running": running, **(clock or {})}
         name = leases.node_lease_name(self.worker_id)
         grant = leases.acquire(
             name, self.worker_id, epoch=self.node_epoch, now=now, ttl=self.lease_ttl, info=info

@@ -29,6 +29,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists
 from django.db.models.functions import Now
 
+from jobs.engine.clock import REFUSE_FACTOR, database_now, describe, max_skew, refused_in, skew_in
 from jobs.models import Lease
 
 NODE_PREFIX = "node:"
@@ -120,7 +121,7 @@ def current(name: str, *, now: datetime) -> tuple[Lease | None, datetime]:
     qs = Lease.objects.filter(name=name)
     if connection.vendor == "postgresql":
         lease = qs.annotate(db_now=Now()).first()
-        return lease, (lease.db_now if lease else _db_now())
+        return lease, (lease.db_now if lease else database_now())
     return qs.first(), now
 
 
@@ -132,20 +133,37 @@ def live_node_holders(*, now: datetime) -> set[str]:
     )
 
 
-def node_problem(worker_id: str, *, now: datetime) -> str | None:
-    """None while the scheduler running as `worker_id` holds its node lease
+@dataclass(frozen=True)
+class NodeHealth:
+    problem: str | None  # None: alive and working
+    clock_skew: float | None = None  # its clock minus the database's, as it last measured (PostgreSQL)
+
+
+def node_health(worker_id: str, *, now: datetime) -> NodeHealth:
+    """Whether the scheduler running as `worker_id` holds its node lease
     (renewed every JOBS_LEASE_RENEW_SECONDS from its loop, so a hung or dead
-    scheduler loses it within JOBS_LEASE_TTL_SECONDS); else why it does not.
-    The same test of liveness as the sweep's: `Lease.is_live`."""
+    scheduler loses it within JOBS_LEASE_TTL_SECONDS), the same test of
+    liveness as the sweep's (`Lease.is_live`), and does its work: one whose
+    clock is too far from the database's plans and claims nothing
+    (jobs.engine.clock). Else why not, and how far its clock is off."""
     lease, clock = current(node_lease_name(worker_id), now=now)
     if lease is None:
-        return f"no scheduler has ever run as {worker_id}"
+        return NodeHealth(f"no scheduler has ever run as {worker_id}")
     if not lease.holder:
-        return f"the scheduler {worker_id} stopped (it released its lease at shutdown)"
+        return NodeHealth(f"the scheduler {worker_id} stopped (it released its lease at shutdown)")
     if not lease.is_live(clock):
         last = lease.renewed_at.isoformat() if lease.renewed_at else "never"
-        return f"the scheduler {worker_id} has not renewed its lease since {last} (expired {lease.expires_at.isoformat()})"
-    return None
+        return NodeHealth(
+            f"the scheduler {worker_id} has not renewed its lease since {last} (expired {lease.expires_at.isoformat()})"
+        )
+    skew = skew_in(lease.info)
+    if refused_in(lease.info) and skew is not None:
+        return NodeHealth(
+            f"the scheduler {worker_id} plans and claims nothing: its clock is {describe(skew)}, more than "
+            f"{REFUSE_FACTOR} x JOBS_MAX_CLOCK_SKEW ({REFUSE_FACTOR * max_skew():g} s); fix its time (NTP)",
+            skew,
+        )
+    return NodeHealth(None, skew)
 
 
 def safe_create(name: str) -> None:
@@ -172,17 +190,5 @@ def holding(name: str, holder: str, epoch: int, *, now: datetime):
     return Lease.objects.filter(name=name, holder=holder, epoch=epoch, expires_at__gt=_clock(now))
 
 
-def database_time(now: datetime) -> datetime:
-    """The time to claim and judge by, read now: the database's clock on
-    PostgreSQL (shared by every host), the caller's `now` on SQLite."""
-    return _db_now() if connection.vendor == "postgresql" else now
-
-
 def _clock(now: datetime):
     return Now() if connection.vendor == "postgresql" else now
-
-
-def _db_now() -> datetime:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement_timestamp()")
-        return cursor.fetchone()[0]

@@ -24,14 +24,19 @@ What a write did (an alert written, a run queued) comes back as a
 `Recorded`, and `_took` hands it to whoever paces on it; the outbox paces
 itself (`AlertSender.step_if_due`, `next_due`).
 
-A pass (`run_pass`): collect finished runs → enforce deadlines → renew the
-node lease and heartbeat running runs → sweep → alert watch → send alerts →
-outgoing heartbeat → lead → plan due fires → check the schedules (every
-CHECK_EVERY) → requeue unconfirmed claims (after a database error) → claim
-queued runs. `run_forever` then sleeps until the next thing is due
-(`next_wakeup`), and on SIGTERM or SIGINT drains (`drain`). No database
-transaction is open while a handler runs: handlers never write run
-bookkeeping; the loop does.
+Time: every step judges by `clock`, on PostgreSQL the database's
+(jobs.engine.clock), measured before start and at every node lease renewal
+(`check_clock`); a node whose clock is too far off plans and claims nothing
+until it comes back (`skew`).
+
+A pass (`run_pass`): collect finished runs → enforce deadlines → measure
+the clock, renew the node lease and heartbeat running runs → sweep → alert
+watch → send alerts → outgoing heartbeat → lead → plan due fires → check
+the schedules (every CHECK_EVERY) → requeue unconfirmed claims (after a
+database error) → claim queued runs. `run_forever` then sleeps until the
+next thing is due (`next_wakeup`), and on SIGTERM or SIGINT drains
+(`drain`). No database transaction is open while a handler runs:
+handlers never write run bookkeeping; the loop does.
 """
 
 import logging
@@ -47,6 +52,7 @@ from django.utils import timezone
 
 from jobs import alerts
 from jobs.engine import maintenance, planning
+from jobs.engine.clock import REFUSE_FACTOR, Clock, Skew, describe, max_skew
 from jobs.engine.execution.executors import Outcome, make_pool
 from jobs.engine.execution.starting import Claimed, Starter, next_queued_after
 from jobs.engine.heartbeat_ping import HeartbeatPinger
@@ -122,7 +128,11 @@ class Scheduler:
         self.worker_id = worker_id or settings.JOBS_WORKER_ID
         # Several nodes may share a PostgreSQL database; SQLite is single-node.
         self.clustered = connection.vendor == "postgresql" if clustered is None else clustered
-        self.clock = clock
+        # The one clock every step judges by: the database's on PostgreSQL,
+        # this process's (`clock`) corrected by the offset measured at every
+        # node lease renewal (`check_clock`); `clock` itself on SQLite.
+        self.clock = Clock.for_connection(clock)
+        self.skew = Skew()  # how far `clock` is from the database's, and whether we refuse to work
         cap = settings.JOBS_MAX_MESSAGE_CHARS if max_message_chars is None else max_message_chars
         # Threads or child processes (JOBS_EXECUTOR), see jobs.engine.execution.
         self.executor = executor or settings.JOBS_EXECUTOR
@@ -137,13 +147,13 @@ class Scheduler:
             misfire_threshold=timedelta(
                 seconds=settings.JOBS_MISFIRE_THRESHOLD if misfire_threshold is None else misfire_threshold
             ),
-            clock=clock,
+            clock=self.clock,
         )
         self.schedule_check = planning.ScheduleCheck(planner=self.planner)
         self.recorder = Recorder(worker_id=self.worker_id, cap=cap)
         self.starter = Starter(
             worker_id=self.worker_id,
-            clock=clock,
+            clock=self.clock,
             pool=self.pool,
             recorder=self.recorder,
             log_keep=cap,
@@ -200,8 +210,10 @@ class Scheduler:
 
     def heartbeat(self, now: datetime) -> bool:
         """Every few seconds: touch running runs, flush their logs, act on
-        cancel requests; every lease-renew period renew this node's lease."""
+        cancel requests; every lease-renew period measure this node's clock
+        and renew its lease."""
         if self.leadership.node_renew_due(now):
+            self.check_clock()
             self.renew_node_lease(now)
         beat = self.run_heartbeat.step(now, self.pool)
         if beat is None:
@@ -210,8 +222,42 @@ class Scheduler:
         return True
 
     def renew_node_lease(self, now: datetime) -> None:
-        if not self.leadership.renew_node(now, running=len(self.pool.flights)):
+        if not self.leadership.renew_node(now, running=len(self.pool.flights), clock=self.skew.info()):
             self.request_stop()  # another process owns our worker id now
+
+    def check_clock(self) -> None:
+        """Measure this node's clock against the database's (before start and
+        at every node lease renewal; nothing to measure on SQLite). Over
+        JOBS_MAX_CLOCK_SKEW: warn. Over REFUSE_FACTOR times that: hand back
+        the leader lease and plan and claim nothing (runs in flight go on and
+        are written) until a measurement finds the clock back."""
+        judged = self.skew.judge(self.clock.measure())
+        reading = self.skew.reading
+        if reading is None or not (judged.over or judged.stopped_refusing):
+            return
+        limit = max_skew()
+        where = f"this node's clock is {describe(reading.skew_seconds)}"
+        refuse_at = f"{REFUSE_FACTOR} x JOBS_MAX_CLOCK_SKEW ({REFUSE_FACTOR * limit:g} s)"
+        if judged.stopped_refusing:
+            log.warning("clock skew: %s, back within %s: planning and claiming again", where, refuse_at)
+        elif judged.started_refusing:
+            log.error(
+                "clock skew: %s, more than %s: this node plans and claims nothing until its clock "
+                "comes back (the runs it has go on); fix its time (NTP)",
+                where,
+                refuse_at,
+            )
+            self.leadership.step_down()
+        elif self.skew.refusing:
+            log.error("clock skew: %s, still more than %s: not planning or claiming", where, refuse_at)
+        else:
+            log.warning(
+                "clock skew: %s, more than JOBS_MAX_CLOCK_SKEW (%g s); the scheduler goes by the "
+                "database's clock, but fix this host's time (NTP): at %s this node stops planning and claiming",
+                where,
+                limit,
+                refuse_at,
+            )
 
     def sweep(self, now: datetime) -> bool:
         return self._took(self.sweeper.step(now, executing=self.pool.flights)).written > 0
@@ -222,7 +268,7 @@ class Scheduler:
         return self.alert_sender.step_if_due(now)
 
     def lead(self, now: datetime) -> bool:
-        return False if self.draining else self.leadership.lead(now)
+        return False if self.draining or self.skew.refusing else self.leadership.lead(now)
 
     def plan_due(self, now: datetime) -> bool:
         return self._plan(now).did
@@ -239,7 +285,7 @@ class Scheduler:
         return self._claim(now).did
 
     def _plan(self, now: datetime) -> planning.Planned:
-        if not self.leadership.is_leader():
+        if not self.leadership.is_leader() or self.skew.refusing:
             return planning.Planned()
         # One node (SQLite): no other process claims runs, so fires can be
         # written already running while slots are free, and start at once.
@@ -259,7 +305,7 @@ class Scheduler:
         return planned
 
     def _claim(self, now: datetime) -> Claimed:
-        if self.draining or self.stopping:
+        if self.draining or self.stopping or self.skew.refusing:
             return Claimed()
         claimed = self.starter.claim_queued(now, known=self.carry.known)
         self.carry = Carry(known=claimed.known, waiting_for_slots=claimed.waiting_for_slots)
@@ -315,7 +361,11 @@ class Scheduler:
             fire_at = planning.next_fire() if next_fire is None else next_fire.at
             if fire_at is not None:
                 candidates.append(fire_at)
-        if self.pool.free_slots > 0 and (next_queued := self.next_queued.get(now)) is not None:
+        if (
+            self.pool.free_slots > 0
+            and not self.skew.refusing
+            and (next_queued := self.next_queued.get(now)) is not None
+        ):
             candidates.append(next_queued)
         candidates.extend(f.deadline for f in self.pool.flights.values())
         if self.pool.flights and (next_beat := self.run_heartbeat.next_at) is not None:
@@ -329,6 +379,7 @@ class Scheduler:
         in between only queues its write for the next pass, unless that pass
         is more than COLLECT_WITHIN away or a queued run is waiting for the
         slot it frees: a finished run is not worth a pass of its own."""
+        self.check_clock()  # first: every time from here on is the database's
         self.start(self.clock())
         if self.clustered and not once:
             self.listener = WakeListener.for_django_connection(

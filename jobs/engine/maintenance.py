@@ -63,7 +63,7 @@ class Sweep:
         self.last: datetime | None = None
 
     def step(self, now: datetime, *, executing: Collection[int]) -> Recorded:
-        if self.last is not None and now - self.last < SWEEP_EVERY:
+        if self.last is not None and timedelta(0) <= now - self.last < SWEEP_EVERY:
             return Recorded()
         self.last = now
         # This node's own runs are stale only if it is not executing them (a
@@ -121,7 +121,7 @@ class RunHeartbeat:
     def step(self, now: datetime, pool) -> Recorded | None:
         """None when not due, or nothing is running; else what acting on the
         cancel requests recorded."""
-        if self.last is not None and now - self.last < HEARTBEAT_EVERY:
+        if self.last is not None and timedelta(0) <= now - self.last < HEARTBEAT_EVERY:
             return None
         self.last = now
         if not pool.flights:

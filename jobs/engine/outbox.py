@@ -29,7 +29,7 @@ paces itself (below). How it works, and why:
   says so: `alert_written()`), or while a send is in flight; not in every
   pass, which at hundreds of passes a second cost more than a fire.
 - Clock: claims are judged and written with the database's clock on
-  PostgreSQL (jobs.engine.leases.database_time), like the leases, so a host
+  PostgreSQL (jobs.engine.clock.database_time), like the leases, so a host
   whose clock is off neither claims early nor holds a claim past its end.
 - A partial recipient refusal (the server took the message for some
   recipients and refused others) keeps the accepted ones in `delivered_to`;
@@ -71,7 +71,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from jobs import channels, links
-from jobs.engine import leases
+from jobs.engine.clock import database_time
 from jobs.i18n import alert_translation
 from jobs.models import Alert, AlertDelivery
 
@@ -476,7 +476,7 @@ class AlertSender:
         """The compare-and-set: only the sender whose update still finds the
         alert pending at the time it read gets it, until `claim_lease()`.
         Judged by the database's clock on PostgreSQL."""
-        clock = leases.database_time(now)
+        clock = database_time(now)
         due = (
             Alert.objects.filter(status=Alert.Status.PENDING, next_attempt_at__lte=clock)
             .order_by("next_attempt_at", "id")
@@ -532,7 +532,7 @@ class AlertSender:
         GROUP_WINDOW ago: then its due rows wait for the window's end and are
         sent together. Concurrent claimers get disjoint rows: the UPDATE
         re-checks the row is still due, and marks it with its claim token."""
-        clock = leases.database_time(now)
+        clock = database_time(now)
         due = AlertDelivery.objects.filter(status=Alert.Status.PENDING, next_attempt_at__lte=clock)
         keys = due.order_by("next_attempt_at", "id").values_list("channel_key", flat=True)[:CLAIM_BATCH]
         for key in dict.fromkeys(keys):
@@ -583,7 +583,7 @@ class AlertSender:
             return
         if delivery.error is None:
             Alert.objects.filter(pk__in=delivery.ids, status=Alert.Status.PENDING).update(
-                status=Alert.Status.SENT, sent_at=leases.database_time(now), next_attempt_at=None
+                status=Alert.Status.SENT, sent_at=database_time(now), next_attempt_at=None
             )
             log.info("%s sent (attempt %s)", delivery.label, delivery.attempts)
             return
@@ -623,7 +623,7 @@ class AlertSender:
         if result.ok:
             AlertDelivery.objects.filter(pk__in=delivery.ids, status=Alert.Status.PENDING).update(
                 status=Alert.Status.SENT,
-                sent_at=leases.database_time(now),
+                sent_at=database_time(now),
                 next_attempt_at=None,
                 last_error="",
             )
@@ -638,7 +638,7 @@ class AlertSender:
             ours.update(status=Alert.Status.FAILED_PERMANENT, last_error=reply, next_attempt_at=None)
             log.error("%s refused: %s", delivery.label, reply)
             return
-        clock = leases.database_time(now)
+        clock = database_time(now)
         retry_at = clock + retry_delay(delivery.attempts, self._rng)
         if retry_at - delivery.created_at > GIVE_UP_AFTER:
             ours.update(

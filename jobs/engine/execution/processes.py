@@ -50,7 +50,9 @@ import socket
 import threading
 import time
 from collections import deque
+from datetime import timedelta
 
+from jobs.engine.clock import Clock
 from jobs.engine.execution.executors import Flight, HandlerRef, Outcome, executing
 from jobs.engine.execution.logbuffer import Chunk, LogBuffer, cap_text
 from jobs.handlers.base import JobContext
@@ -168,6 +170,9 @@ def payload_of(ctx: JobContext) -> dict:
     """What a child needs to rebuild the run's JobContext (`context_from`)."""
     payload = {name: getattr(ctx, name) for name in CONTEXT_FIELDS}
     payload["job"], payload["run"] = _row(ctx.job), _row(ctx.run)
+    # The deadline is on the scheduler's clock (the database's on
+    # PostgreSQL): the child's clock, this host's, is shifted to match.
+    payload["clock_offset"] = getattr(ctx._clock, "offset", timedelta(0))
     return payload
 
 
@@ -719,6 +724,7 @@ def context_from(payload: dict) -> dict:
     if run is not None and job is not None and run.job_id == job.pk:
         type(run)._meta.get_field("job").set_cached_value(run, job)
     fields["job"], fields["run"] = job, run
+    fields["_clock"] = Clock(offset=fields.pop("clock_offset"))
     return fields
 
 

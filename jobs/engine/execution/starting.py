@@ -126,7 +126,7 @@ class Starter:
         node and read back with their jobs, in one statement (autocommit:
         its commit is the claim). Runs planning holds start from memory."""
         started = start_time(now, self.clock)
-        rows = _cluster_claim(now, free, worker_id=self.worker_id, started=started)
+        rows = _cluster_claim(free, worker_id=self.worker_id, started=started)
         if not rows:
             return Claimed(known=known)
         runs = [known.get(run.pk) or run for run in rows]
@@ -201,6 +201,12 @@ class ClusterClaim:
     rather than waiting), marked running on this node, and returned with
     their jobs (a task has none), oldest first.
 
+    Due by the database's clock, read by the statement itself: a run
+    another node queued as due by its estimate of that clock
+    (jobs.engine.clock) is due here at once, however far this node's own
+    estimate lags behind (at most a round trip, but then a run would wait
+    for the next wake-up).
+
     The rows are read as `Run.objects.select_related("job")` reads them:
     the same columns in the same order, with Django's converters, compiled
     once per connection (tests/test_prepared.py compares the two)."""
@@ -208,13 +214,13 @@ class ClusterClaim:
     def __init__(self):
         self._compiled = None
 
-    def __call__(self, now: datetime, limit: int, *, worker_id: str, started: datetime) -> list[Run]:
+    def __call__(self, limit: int, *, worker_id: str, started: datetime) -> list[Run]:
         conn = database()
         compiled = self._compiled
         if compiled is None or compiled["connection"] is not conn:
             compiled = self._compiled = self._compile(conn)
         prep = conn.ops.adapt_datetimefield_value
-        rows = fetch(conn, compiled["sql"], [worker_id, prep(started), prep(started), prep(now), limit])
+        rows = fetch(conn, compiled["sql"], [worker_id, prep(started), prep(started), limit])
         if compiled["converters"]:
             rows = compiled["compiler"].apply_converters(rows, compiled["converters"])
         runs = []
@@ -254,7 +260,7 @@ class ClusterClaim:
             f"WITH claimed AS (UPDATE {run} SET {col['status']} = '{Run.Status.RUNNING}', "
             f"{col['worker_id']} = %s, {col['started_at']} = %s, {col['heartbeat_at']} = %s "
             f"WHERE {run}.{run_pk} IN (SELECT {run_pk} FROM {run} "
-            f"WHERE {QUEUED_RUN.sql} AND {col['run_after']} <= %s ORDER BY {col['run_after']}, {run_pk} "
+            f"WHERE {QUEUED_RUN.sql} AND {col['run_after']} <= statement_timestamp() ORDER BY {col['run_after']}, {run_pk} "
             f"LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING {run}.*) "
             f"SELECT {', '.join(columns)} FROM claimed "
             f"LEFT JOIN {job} ON {job}.{job_pk} = claimed.{col['job']}"

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from jobs import checks
 from jobs.cluster import ClusterStatus, cluster_status
+from jobs.engine.clock import REFUSE_FACTOR, describe, max_skew
 
 
 class Command(BaseCommand):
@@ -20,7 +21,8 @@ class Command(BaseCommand):
             "--json",
             action="store_true",
             dest="as_json",
-            help="one JSON object: leader, lease_expires_at, epoch, nodes (worker_id, host, pid, last_heartbeat, running)",
+            help="one JSON object: leader, lease_expires_at, epoch, nodes (worker_id, host, pid, last_heartbeat, "
+            "running, clock_skew_seconds, clock_refused)",
         )
 
     def handle(self, *args, action, as_json=False, **options):
@@ -51,10 +53,20 @@ def _text(status: ClusterStatus) -> str:
     for node in status.nodes:
         heartbeat = node.last_heartbeat.isoformat() if node.last_heartbeat else "-"
         state = "leader" if node.is_leader else ("live" if node.alive else "LOST")
+        clock = "-" if node.clock_skew is None else f"{node.clock_skew:+.3f}s"
         lines.append(
             f"  {node.worker_id:<20} {state:<6} host={node.host} pid={node.pid} version={node.version or '-'} "
-            f"last_heartbeat={heartbeat} running={node.running}"
+            f"last_heartbeat={heartbeat} running={node.running} clock={clock}"
         )
+        if node.alive and node.clock_refused:
+            lines.append(
+                f"    its clock is {describe(node.clock_skew)}, more than {REFUSE_FACTOR} x JOBS_MAX_CLOCK_SKEW "
+                f"({REFUSE_FACTOR * max_skew():g} s): it plans and claims nothing until its clock comes back"
+            )
+        elif node.alive and node.clock_over_limit:
+            lines.append(
+                f"    its clock is {describe(node.clock_skew)}, more than JOBS_MAX_CLOCK_SKEW ({max_skew():g} s)"
+            )
     if status.changes:
         lines.append("recent leadership changes:")
         for change in status.changes:

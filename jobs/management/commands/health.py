@@ -1,7 +1,9 @@
 """python manage.py health: is this node's scheduler alive?
 
 Exits 0 when the scheduler running as this node's JOBS_WORKER_ID holds its
-node lease (jobs.engine.leases.node_problem), 1 otherwise with a one-line reason.
+node lease and its clock is near enough the database's for it to work
+(jobs.engine.leases.node_health), 1 otherwise with a one-line reason. On
+PostgreSQL the answer says how far the node's clock is from the database's.
 The Docker image's health check (scripts/healthcheck.sh) runs it in a
 scheduler container; the web containers are checked on /healthz instead.
 """
@@ -27,11 +29,20 @@ class Command(BaseCommand):
         activate_for_people_without_a_session()
         worker_id = settings.JOBS_WORKER_ID
         try:
-            problem = leases.node_problem(worker_id, now=timezone.now())
+            health = leases.node_health(worker_id, now=timezone.now())
         except DatabaseError as exc:
             lines = str(exc).strip().splitlines()  # one line, whatever the driver says
-            problem = f"database unavailable: {lines[0] if lines else type(exc).__name__}"
-        if problem is not None:
-            self.stderr.write(_("unhealthy: {problem}").format(problem=problem), style_func=lambda text: text)
+            health = leases.NodeHealth(f"database unavailable: {lines[0] if lines else type(exc).__name__}")
+        if health.problem is not None:
+            self.stderr.write(
+                _("unhealthy: {problem}").format(problem=health.problem), style_func=lambda text: text
+            )
             sys.exit(1)
-        self.stdout.write(_("ok: scheduler {worker_id} is alive").format(worker_id=worker_id))
+        if health.clock_skew is None:
+            self.stdout.write(_("ok: scheduler {worker_id} is alive").format(worker_id=worker_id))
+        else:
+            self.stdout.write(
+                _("ok: scheduler {worker_id} is alive, its clock {skew} s from the database's").format(
+                    worker_id=worker_id, skew=f"{health.clock_skew:+.3f}"
+                )
+            )

@@ -1,0 +1,182 @@
+"""The time a scheduler's steps judge by, and how far this node's clock is
+from the database's.
+
+On PostgreSQL several nodes share the fires, the runs and the leases, and a
+time one node writes (a fire's due time, a run's heartbeat, when it started)
+is compared by another. Their wall clocks may differ (a container whose
+clock drifted, a host without NTP), so every time a step compares or writes
+is the database's clock. Reading it once per row, or even once per pass,
+would add a round trip to every fire; the `Clock` is this process's clock
+plus an offset measured at every node lease renewal (`Clock.measure`), so
+reading it costs what reading the process's clock does.
+
+The offset is the bound the round trip allows, not its middle: the database
+read its clock before its answer arrived here, so `database - received`
+can only put this clock behind the database's (by at most the round trip),
+never ahead of it, and a fire never starts before its time by the
+database's clock. Of a few readings the one with the shortest round trip is
+kept: a reading held up by a descheduled process or a busy server would put
+the clock behind by its delay. Whether a queued run is due is judged by the
+database's clock itself, in the claim's statement
+(jobs.engine.execution.starting.ClusterClaim): each node's estimate lags by
+its own amount, and a run one node queued must be due on all of them. A step of this host's clock moves the engine's times until
+the next measurement (JOBS_LEASE_RENEW_SECONDS).
+
+On SQLite there is one scheduler, and the database's clock is this host's:
+the process's clock is used as it is, and nothing is measured.
+
+`Skew` judges a measurement against JOBS_MAX_CLOCK_SKEW: over it, the node
+warns; over REFUSE_FACTOR times it, the node plans and claims nothing until
+its clock comes back (jobs.engine.loop), since a clock that far off is a
+fault to fix, not a difference to correct for.
+"""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+SAMPLES = 3  # readings per measurement; the one with the shortest round trip counts
+REFUSE_FACTOR = 10  # times JOBS_MAX_CLOCK_SKEW past which a node stops planning and claiming
+
+
+def database_now() -> datetime:
+    """The database's clock, read now (PostgreSQL)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        return cursor.fetchone()[0]
+
+
+def database_time(now: datetime) -> datetime:
+    """The time to judge by for a process that keeps no `Clock` (the web
+    process, a command): the database's clock on PostgreSQL, read now,
+    the caller's `now` on SQLite."""
+    return database_now() if connection.vendor == "postgresql" else now
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One measurement of this node's clock against the database's."""
+
+    offset: timedelta  # add it to this process's clock to get the database's
+    round_trip: timedelta  # of the reading kept: how uncertain the offset is
+
+    @property
+    def skew_seconds(self) -> float:
+        """This node's clock minus the database's: positive when it is ahead."""
+        return -self.offset.total_seconds()
+
+
+class Clock:
+    """The engine's one clock: `clock()` is the database's time on PostgreSQL
+    (this process's clock plus the last measured offset), this process's on
+    SQLite. `local` is this process's clock (the tests' fixed one);
+    `read_database` reads the database's, None where there is none to
+    measure against."""
+
+    def __init__(
+        self,
+        local: Callable[[], datetime] = timezone.now,
+        *,
+        read_database: Callable[[], datetime] | None = None,
+        offset: timedelta = timedelta(0),
+    ):
+        self.local = local
+        self.read_database = read_database
+        self.offset = offset
+
+    @classmethod
+    def for_connection(cls, local: Callable[[], datetime] = timezone.now) -> "Clock":
+        """The database's clock on PostgreSQL, the process's on SQLite."""
+        return cls(local, read_database=database_now if connection.vendor == "postgresql" else None)
+
+    def __call__(self) -> datetime:
+        return self.local() + self.offset
+
+    def measure(self) -> Reading | None:
+        """Read the database's clock a few times, keep the reading with the
+        shortest round trip, and judge by its offset from now on. None when
+        there is no database clock to measure against (SQLite)."""
+        if self.read_database is None:
+            return None
+        best: Reading | None = None
+        for _ in range(SAMPLES):
+            sent = time.perf_counter()
+            database = self.read_database()
+            received = self.local()
+            reading = Reading(
+                offset=database - received, round_trip=timedelta(seconds=time.perf_counter() - sent)
+            )
+            if best is None or reading.round_trip < best.round_trip:
+                best = reading
+        self.offset = best.offset
+        return best
+
+
+def max_skew() -> float:
+    """JOBS_MAX_CLOCK_SKEW, in seconds."""
+    return float(settings.JOBS_MAX_CLOCK_SKEW)
+
+
+class Skew:
+    """What a node makes of its clock's readings: whether it is over
+    JOBS_MAX_CLOCK_SKEW (warn) and over REFUSE_FACTOR times that (refuse to
+    plan and claim), and what the node lease's info says of it for the
+    cluster page, `manage.py cluster status` and `manage.py health`."""
+
+    def __init__(self):
+        self.reading: Reading | None = None
+        self.refusing = False
+
+    def judge(self, reading: Reading | None) -> "Judged":
+        """Take a new reading; returns what changed, for the caller to log."""
+        self.reading = reading
+        if reading is None:
+            return Judged()
+        limit = max_skew()
+        skew = abs(reading.skew_seconds)
+        was_refusing = self.refusing
+        self.refusing = skew > REFUSE_FACTOR * limit
+        return Judged(
+            over=skew > limit,
+            started_refusing=self.refusing and not was_refusing,
+            stopped_refusing=was_refusing and not self.refusing,
+        )
+
+    def info(self) -> dict:
+        """What the node lease's info says of this node's clock."""
+        if self.reading is None:
+            return {}
+        return {
+            "clock_skew_seconds": round(self.reading.skew_seconds, 3),
+            "clock_round_trip_ms": round(self.reading.round_trip.total_seconds() * 1000, 3),
+            "clock_refused": self.refusing,
+        }
+
+
+def skew_in(info: dict | None) -> float | None:
+    """The skew a node lease's info records (`Skew.info`), None if none."""
+    value = (info or {}).get("clock_skew_seconds")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def refused_in(info: dict | None) -> bool:
+    """Whether a node lease's info says the node refuses work (`Skew.info`)."""
+    return (info or {}).get("clock_refused") is True
+
+
+@dataclass(frozen=True)
+class Judged:
+    over: bool = False  # the skew is over JOBS_MAX_CLOCK_SKEW
+    started_refusing: bool = False
+    stopped_refusing: bool = False
+
+
+def describe(skew_seconds: float) -> str:
+    """'2.5 s ahead of the database's', for logs and the command line."""
+    side = "ahead of" if skew_seconds > 0 else "behind"
+    return f"{abs(skew_seconds):.3g} s {side} the database's"

@@ -1,0 +1,258 @@
+"""A scheduler node judges by the database's clock, whatever its own says
+(jobs.engine.clock), and reports, warns and stops working when its clock is
+far off.
+
+The nodes here are told they are `clustered` on the SQLite test database and
+given a database clock the test sets apart from their own fixed one; the
+real thing (scheduler processes whose clocks are offset, on PostgreSQL) is in
+test_cluster_clock.py."""
+
+import logging
+import time
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+import time_machine
+from django.core.management import call_command
+
+from jobs.cluster import cluster_status
+from jobs.engine import leases
+from jobs.engine.clock import Clock
+from jobs.engine.execution.processes import context_from, payload_of
+from jobs.handlers.base import JobContext
+from jobs.models import Job, Run
+from tests.fixtures.core import T0, drain
+
+AHEAD = timedelta(seconds=25)  # the node's clock is this far ahead of the database's
+
+
+@pytest.fixture
+def skewed(db, make_scheduler, clock, settings):
+    """skewed(worker_id, ahead): a clustered node whose clock (the test's
+    `clock`) is `ahead` of the database's (negative: behind). The limit is
+    5 s, so 25 s off is a warning, not yet a refusal to work."""
+    settings.JOBS_MAX_CLOCK_SKEW = 5
+
+    def make(worker_id="node-a", ahead=AHEAD, **options):
+        node = make_scheduler(worker_id=worker_id, clustered=True, clock=clock, max_workers=2, **options)
+        node.clock.read_database = lambda: clock() - ahead
+        return node
+
+    return make
+
+
+def test_a_node_whose_clock_is_ahead_fires_by_the_databases_clock_never_early(skewed, make_job, clock):
+    """By its own clock the fire at T0 is 24 s old; by the database's it is
+    due in a second: nothing runs. A second after, by the database's clock,
+    it runs, and the run's times are the database's."""
+    job = make_job(schedule_type=Job.ScheduleType.INTERVAL, interval_seconds=5, next_fire_at=T0)
+    clock.now = T0 + AHEAD - timedelta(seconds=1)
+    skewed().run_forever(once=True)
+    assert not Run.objects.exists()
+
+    clock.now = T0 + AHEAD + timedelta(milliseconds=500)
+    skewed().run_forever(once=True)
+    run = Run.objects.get()
+    due = T0 + timedelta(milliseconds=500)  # the database's clock when it fired
+    assert (run.scheduled_at, run.status) == (T0, Run.Status.SUCCEEDED)
+    assert run.created_at == run.run_after == run.started_at == run.finished_at == due
+    job.refresh_from_db()
+    assert job.next_fire_at == T0 + timedelta(seconds=5)
+
+
+def test_a_node_whose_clock_is_behind_is_not_late_either(skewed, make_job, clock):
+    make_job(schedule_type=Job.ScheduleType.INTERVAL, interval_seconds=5, next_fire_at=T0)
+    clock.now = T0 - AHEAD  # the database's clock stands at T0: due now
+    skewed(ahead=-AHEAD).run_forever(once=True)
+    assert Run.objects.get().started_at == T0
+
+
+def test_the_offset_is_measured_again_at_every_node_lease_renewal(skewed, clock):
+    node = skewed()
+    assert node.clock() == clock.now, "nothing measured yet"
+    node.check_clock()  # what run_forever does first
+    assert node.clock() == clock.now - AHEAD
+    node.start(node.clock())
+
+    node.clock.read_database = lambda: clock() + timedelta(seconds=3)  # its clock was stepped back
+    clock.advance(seconds=1)
+    node.heartbeat(node.clock())
+    assert node.clock() == clock.now - AHEAD, "not before the renew period is up"
+    clock.advance(seconds=leases.renew_period().total_seconds())
+    node.heartbeat(node.clock())
+    assert node.clock() == clock.now + timedelta(seconds=3)
+    info = leases.current(leases.node_lease_name("node-a"), now=node.clock())[0].info
+    assert (info["clock_skew_seconds"], info["clock_refused"]) == (-3.0, False)
+
+
+def test_of_several_readings_the_one_with_the_shortest_round_trip_counts():
+    """A reading held up on its way (a descheduled process, a busy server)
+    would put the clock ahead by its delay: the fastest one is kept."""
+    readings = iter([(0.05, T0 + timedelta(seconds=10)), (0, T0 + timedelta(seconds=7)), (0.05, T0)])
+
+    def read_database():
+        delay, value = next(readings)
+        time.sleep(delay)
+        return value
+
+    clock = Clock(lambda: T0, read_database=read_database)
+    reading = clock.measure()
+    assert reading.offset == timedelta(seconds=7) and clock() == T0 + timedelta(seconds=7)
+    assert reading.round_trip < timedelta(seconds=0.05)
+
+
+def test_a_skew_over_the_limit_is_logged_and_shown_by_status_and_health(
+    skewed, clock, caplog, settings, staff_client
+):
+    settings.JOBS_MAX_CLOCK_SKEW = 5
+    node = skewed()
+    with caplog.at_level(logging.WARNING, logger="cronboard.scheduler"):
+        node.check_clock()
+    node.start(node.clock())
+    assert (
+        "this node's clock is 25 s ahead of the database's, more than JOBS_MAX_CLOCK_SKEW (5 s)"
+        in caplog.text
+    )
+    assert not node.skew.refusing
+
+    (status,) = cluster_status(now=node.clock()).nodes
+    assert (status.clock_skew, status.clock_refused, status.clock_over_limit) == (25.0, False, True)
+    settings.JOBS_WORKER_ID = "node-a"
+    with time_machine.travel(node.clock(), tick=False):  # the commands and the page read the time
+        text, as_json, health = StringIO(), StringIO(), StringIO()
+        call_command("cluster", "status", stdout=text)
+        call_command("cluster", "status", "--json", stdout=as_json)
+        call_command("health", stdout=health)
+        page = staff_client.get("/cluster/").content.decode()
+        healthz = staff_client.get("/healthz/scheduler").json()
+    assert healthz["scheduler_clock_skew_seconds"] == 25.0
+    assert "clock=+25.000s" in text.getvalue()
+    assert "its clock is 25 s ahead of the database's, more than JOBS_MAX_CLOCK_SKEW (5 s)" in text.getvalue()
+    assert '"clock_skew_seconds": 25.0' in as_json.getvalue()
+    assert (
+        health.getvalue().strip() == "ok: scheduler node-a is alive, its clock +25.000 s from the database's"
+    )
+    assert "+25.000 s" in page and "clock off" in page and "not working" not in page
+
+
+def test_a_node_off_by_ten_times_the_limit_stops_planning_and_claiming_until_its_clock_comes_back(
+    skewed, make_job, clock, caplog, settings, gate_handler, staff_client
+):
+    settings.JOBS_MAX_CLOCK_SKEW = 2
+    settings.JOBS_WORKER_ID = "node-a"
+    node = skewed(ahead=timedelta(0))
+    node.check_clock()
+    node.start(node.clock())
+    busy = make_job(handler="test.gate", schedule_type=Job.ScheduleType.INTERVAL, interval_seconds=3600)
+    Job.objects.filter(pk=busy.pk).update(next_fire_at=clock.now)
+    node.run_pass(clock.now)
+    assert node.leadership.is_leader() and len(node.pool.flights) == 1
+
+    # Its clock jumps 30 s ahead (more than 10 x 2 s): at the next renewal
+    # it hands back the leader lease and plans and claims nothing.
+    offset = [timedelta(seconds=30)]
+    node.clock.read_database = lambda: clock() - offset[0]
+    clock.advance(seconds=leases.renew_period().total_seconds())
+    due = make_job(
+        schedule_type=Job.ScheduleType.INTERVAL, interval_seconds=5, next_fire_at=clock.now - offset[0]
+    )
+    queued = Run.objects.create(
+        job=make_job(),
+        scheduled_at=clock.now - offset[0],
+        run_after=clock.now - offset[0],
+        trigger=Run.Trigger.MANUAL,
+        status=Run.Status.QUEUED,
+    )
+    with caplog.at_level(logging.WARNING, logger="cronboard.scheduler"):
+        node.run_pass(node.clock())
+    assert (
+        "this node's clock is 30 s ahead of the database's, more than 10 x JOBS_MAX_CLOCK_SKEW (20 s): "
+        "this node plans and claims nothing until its clock comes back" in caplog.text
+    )
+    assert node.skew.refusing and not node.leadership.is_leader()
+    assert leases.current(leases.LEADER, now=node.clock())[0].holder == ""
+    assert not due.runs.exists()
+    assert Run.objects.get(pk=queued.pk).status == Run.Status.QUEUED
+
+    # It says so: status, the page, the health check.
+    (status,) = cluster_status(now=node.clock()).nodes
+    assert (status.clock_skew, status.clock_refused) == (30.0, True)
+    out, err = StringIO(), StringIO()
+    with time_machine.travel(node.clock(), tick=False):
+        call_command("cluster", "status", stdout=out)
+        page = staff_client.get("/cluster/").content.decode()
+        with pytest.raises(SystemExit) as exit_code:
+            call_command("health", stdout=StringIO(), stderr=err)
+    assert "it plans and claims nothing until its clock comes back" in out.getvalue()
+    assert "clock off: not working" in page
+    assert exit_code.value.code == 1
+    assert err.getvalue().strip() == (
+        "unhealthy: the scheduler node-a plans and claims nothing: its clock is 30 s ahead of the "
+        "database's, more than 10 x JOBS_MAX_CLOCK_SKEW (20 s); fix its time (NTP)"
+    )
+
+    # The run it has goes on and is written.
+    gate_handler.set()
+    drain(node, node.clock())
+    assert busy.runs.get().status == Run.Status.SUCCEEDED
+    node.run_pass(node.clock())
+    assert not due.runs.exists()
+
+    # Its clock comes back: it leads, plans and claims again.
+    offset[0] = timedelta(seconds=1)
+    clock.advance(seconds=leases.renew_period().total_seconds())
+    with caplog.at_level(logging.WARNING, logger="cronboard.scheduler"):
+        node.run_pass(node.clock())
+    assert "back within 10 x JOBS_MAX_CLOCK_SKEW (20 s): planning and claiming again" in caplog.text
+    assert node.leadership.is_leader()
+    assert due.runs.exists()
+    drain(node, node.clock())
+    assert Run.objects.get(pk=queued.pk).status == Run.Status.SUCCEEDED
+
+
+def test_a_run_process_keeps_the_schedulers_clock():
+    """A handler in a child process reads its deadline (ctx.remaining_seconds)
+    on the scheduler's clock, the database's: the child's own clock, this
+    host's, is shifted by the scheduler's offset."""
+    offset = timedelta(seconds=-40)
+    from django.utils import timezone
+
+    now = timezone.now() + offset
+    ctx = JobContext(
+        run_id=1,
+        fire_id="f",
+        attempt=1,
+        scheduled_at=now,
+        deadline=now + timedelta(seconds=60),
+        properties={},
+        _clock=Clock(offset=offset),
+    )
+    child = JobContext(**context_from(payload_of(ctx)))
+    assert 55 < child.remaining_seconds <= 60
+
+
+@pytest.mark.postgres
+def test_a_run_another_node_queued_is_claimed_at_once_however_far_this_nodes_estimate_lags(
+    postgres_database, make_job, make_scheduler
+):
+    """Each node's estimate of the database's clock lags it by up to a round
+    trip, by its own amount: the claim judges a queued run due by the
+    database's clock itself, so a run the leader queued as due now is not
+    left waiting for a node whose estimate lags more than the leader's."""
+    from django.utils import timezone
+
+    from jobs.engine.clock import database_now
+
+    run = Run.objects.create(
+        job=make_job(),
+        scheduled_at=T0,
+        run_after=database_now(),
+        trigger=Run.Trigger.SCHEDULE,
+        status=Run.Status.QUEUED,
+    )
+    lagging = make_scheduler(
+        worker_id="node-b", clustered=True, clock=lambda: timezone.now() - timedelta(seconds=1)
+    )
+    assert lagging.claim_queued(lagging.clock()) is True
+    assert Run.objects.get(pk=run.pk).worker_id == "node-b"
