@@ -13,7 +13,7 @@ from django.urls import reverse
 from jobs import cron
 from jobs.handlers import registry
 from jobs.models import APIToken, AuditEvent, Job, Message, Run
-from tests.test_console_jobs import job_data
+from tests.factories import job_data
 
 HTMX = {"HX-Request": "true"}
 
