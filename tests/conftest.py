@@ -10,10 +10,12 @@ pytest_plugins = [
     "tests.fixtures.core",
     "tests.fixtures.processes",  # before the fixtures that import it
     "tests.fixtures.postgres",
+    "tests.fixtures.cluster",
     "tests.fixtures.browser",
     "tests.fixtures.smtp",
     "tests.fixtures.api",
     "tests.fixtures.databases",
+    "tests.fixtures.sql_databases",
     "tests.fixtures.webhook",
 ]
 
