@@ -201,7 +201,7 @@ def test_a_command_run_asks_services_whether_demo_mode_refuses_it(settings, monk
     from jobs import services
     from jobs.handlers.base import HandlerError
     from jobs.handlers.command import CommandJobHandler
-    from tests.test_command_jobs import make_ctx
+    from tests.fixtures.commands import make_ctx
 
     settings.JOBS_COMMAND_ENABLED = True
     settings.DEMO_MODE = True
