@@ -1,5 +1,6 @@
-"""Issue 13, one rule, one place: rules that were written in several files
-are now written once; these pin the behaviour each copy had to agree on."""
+"""Rules written once and held at every door (the console, the API, the
+commands, the engine): each test pins what every place that applies a rule
+must agree on."""
 
 from datetime import UTC, datetime
 

@@ -1,6 +1,7 @@
-"""Issue 15 in a real headless Chromium (Debian's, via Playwright): every
-page at desktop (1360×900) and phone (390×844) width under axe-core, bulk
-actions after a search, live refreshes, failed saves, the cron editor.
+"""The console's pages in a real headless Chromium (Debian's, via
+Playwright): every page at desktop (1360×900) and phone (390×844) width
+under axe-core, bulk actions after a search, live refreshes, failed saves,
+the cron editor.
 
 axe-core comes from the PyPI package axe-playwright-python (pinned in
 requirements-dev.txt), which ships axe.min.js; it is evaluated into the page
