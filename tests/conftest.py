@@ -10,10 +10,12 @@ pytest_plugins = [
     "tests.fixtures.core",
     "tests.fixtures.processes",  # before the fixtures that import it
     "tests.fixtures.postgres",
+    "tests.fixtures.cluster",
     "tests.fixtures.browser",
     "tests.fixtures.smtp",
     "tests.fixtures.api",
     "tests.fixtures.databases",
+    "tests.fixtures.sql_databases",
     "tests.fixtures.webhook",
 ]
 
@@ -26,7 +28,7 @@ pytest_plugins = [
 # other workers idle. Only the order of the files depends on this list: a
 # file missing from it (or renamed) merely starts later.
 LONGEST_FIRST = (
-    "test_console_usability_browser.py",
+    "test_console_pages_browser.py",
     "test_cluster_processes.py",
     "test_api_schemathesis.py",
     "test_api_schemathesis_postgres.py",

@@ -1,4 +1,5 @@
-"""Plain builders for test data (no factory library: a job is a few fields)."""
+"""Plain builders for test data (no factory library: a job is a few fields),
+and the job form's fields as a browser posts them."""
 
 from datetime import datetime
 
@@ -24,3 +25,27 @@ def make_job(*, name: str | None = None, next_fire_at: datetime | None = None, *
 
 
 make_job.counter = 0
+
+
+def job_data(**overrides) -> dict:
+    """The job form's fields for a valid cron job, as a browser posts them."""
+    data = {
+        "name": "report",
+        "description": "",
+        "namespace": "",
+        "kind": "python",
+        "handler": "demo.echo",
+        "properties": "",
+        "schedule_type": "cron",
+        "cron_expression": "0 30 2 * * *",
+        "timezone": "Europe/Berlin",
+        "misfire_policy": "skip",
+        "max_retries": "0",
+        "retry_interval_seconds": "60",
+        "timeout_seconds": "600",
+        "alert_threshold": "3",
+        "alert_emails": "",
+        "state": "enabled",
+    }
+    data.update(overrides)
+    return data

@@ -3,7 +3,6 @@ channels masked, and "Send test" reaches a real webhook receiver on loopback
 and shows the answer in place."""
 
 import pytest
-from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
 from jobs import channels
@@ -13,11 +12,6 @@ from tests.fixtures.browser import sign_in_by_cookie
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SECRET = "brOwserSECRET123"
-
-
-@pytest.fixture
-def staff(db):
-    return get_user_model().objects.create_user("ada", "ada@example.com", "pw-ada-123", is_staff=True)
 
 
 def test_send_test_from_the_job_page(page, staff, webhook_server, loopback_fence_open):

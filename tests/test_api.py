@@ -8,24 +8,9 @@ from django.test import Client
 
 from jobs import services
 from jobs.models import AuditEvent, Job, Run
-from tests.fixtures.api import ApiClient
+from tests.fixtures.api import JOB, ApiClient, assert_error
 
 UTC = UTC
-
-JOB = {"name": "nightly report", "handler": "demo.echo", "cron_expression": "0 0 3 * * *"}
-
-
-def assert_error(response, status, code=None, field=...):
-    assert response.status_code == status, response.content
-    assert response["Content-Type"] == "application/json"
-    body = response.json()
-    assert set(body) >= {"code", "message", "field"}
-    assert isinstance(body["message"], str) and body["message"]
-    if code is not None:
-        assert body["code"] == code, body
-    if field is not ...:
-        assert body["field"] == field, body
-    return body
 
 
 def make_run(job, *, at, status=Run.Status.SUCCEEDED, trigger=Run.Trigger.SCHEDULE, attempt=1, **fields):

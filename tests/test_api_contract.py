@@ -8,7 +8,7 @@ import pytest
 from jobs.forms import MAX_PROPERTY_NAME_CHARS
 from jobs.models import Job
 from jobs.text import VISIBLE_PATTERN
-from tests.test_api import JOB, assert_error
+from tests.fixtures.api import JOB, assert_error
 
 
 def test_renaming_a_job_that_runs_after_another_is_saved(staff_api, make_job):

@@ -8,126 +8,15 @@ comes last in the file since it disconnects everyone.
 import itertools
 import os
 import signal
-import subprocess
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
-from tests.fixtures import processes
+from tests.fixtures.cluster import TICK, process_state
 from tests.fixtures.processes import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
-
-TICK = 5  # seconds, the shortest interval a job may have
-
-
-class Cluster(processes.Site):
-    """Scheduler processes sharing one database, and SQL to look at it."""
-
-    def __init__(self, server, dbname: str, migrated: str, workdir: Path, **env: str):
-        self.server = server
-        self.dbname = dbname
-        url = server.create_database(dbname, template=migrated)
-        super().__init__(workdir, url, LOG_LEVEL="INFO", **env)
-
-    @property
-    def nodes(self) -> dict[str, subprocess.Popen]:
-        return self.processes
-
-    # -- processes ---------------------------------------------------------------
-
-    def start_node(self, worker_id: str, **env: str) -> subprocess.Popen:
-        # PGAPPNAME (libpq): the node's connections show its name in pg_stat_activity.
-        return self.start_scheduler(worker_id, JOBS_WORKER_ID=worker_id, PGAPPNAME=worker_id, **env)
-
-    def kill(self, worker_id: str) -> None:
-        process = self.nodes[worker_id]
-        process.send_signal(signal.SIGKILL)
-        process.wait(10)
-
-    def kill_between_runs(self, worker_id: str, timeout: float = 20) -> None:
-        """kill -9 at a moment the node executes no run. A run it was
-        executing would stay `running` until the sweep (heartbeat older than
-        5 minutes) and hold its job's later fires as overlaps, which is the
-        spec'd recovery but not what a test of leader failover waits for.
-        The node is stopped first, so the check and the kill see one state."""
-        process = self.nodes[worker_id]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            os.kill(process.pid, signal.SIGSTOP)
-            wait_for(lambda: process_state(process.pid) == "T", 5, f"{worker_id} to stop")
-            # A statement it sent just before stopping (a claim's COMMIT) lands.
-            wait_for(
-                lambda: (
-                    not self.sql(
-                        "SELECT 1 FROM pg_stat_activity WHERE application_name = %s AND state = 'active'",
-                        [worker_id],
-                    )
-                ),
-                5,
-                f"{worker_id}'s last statement to finish",
-            )
-            if not self.sql(
-                "SELECT 1 FROM jobs_run WHERE status = 'running' AND worker_id = %s", [worker_id]
-            ):
-                self.kill(worker_id)
-                return
-            os.kill(process.pid, signal.SIGCONT)
-            time.sleep(0.05)
-        raise AssertionError(f"{worker_id} was never idle for {timeout:g} s")
-
-    # -- the database --------------------------------------------------------------
-
-    def leader(self) -> tuple[str, int] | None:
-        rows = self.sql(
-            "SELECT holder, epoch FROM jobs_lease WHERE name = 'leader' AND holder <> '' AND expires_at > now()"
-        )
-        return rows[0] if rows else None
-
-    def create_jobs(
-        self, prefix: str, count: int, *, interval: int, enabled: bool, handler="demo.echo", **props
-    ) -> None:
-        """`count` interval jobs; enabled ones are due now, the others wait
-        (paused, no next fire time) for `fire_all_now`."""
-        self.django(
-            "from django.utils import timezone\n"
-            "from jobs.models import Job\n"
-            f"now = timezone.now() if {enabled} else None\n"
-            f"Job.objects.bulk_create([Job(name=f'{prefix}-{{i}}', handler={handler!r}, properties={props!r}, "
-            f"schedule_type='interval', interval_seconds={interval}, "
-            f"state='enabled' if {enabled} else 'paused', next_fire_at=now) for i in range({count})])\n"
-        )
-
-    def fire_all(self, prefix: str, at=None) -> int:
-        """Make the waiting jobs due at once (at `at`, default now), in one
-        statement (no NOTIFY: the schedulers find them by polling)."""
-        with self.server.connect(self.dbname) as conn:
-            return conn.execute(
-                "UPDATE jobs_job SET state = 'enabled', next_fire_at = coalesce(%s, now()) WHERE name LIKE %s",
-                [at, f"{prefix}-%"],
-            ).rowcount
-
-    def runs_of(self, name: str) -> list[tuple]:
-        return self.sql(
-            "SELECT r.scheduled_at, r.status, r.skip_reason, r.planned_epoch, r.worker_id FROM jobs_run r "
-            "JOIN jobs_job j ON j.id = r.job_id WHERE j.name = %s ORDER BY r.scheduled_at, r.id",
-            [name],
-        )
-
-    def duplicate_fires(self) -> list[tuple]:
-        """Fires (job, scheduled time) with more than one run, across attempts."""
-        return self.sql(
-            "SELECT job_id, scheduled_at, count(*) FROM jobs_run WHERE trigger IN ('schedule', 'catch_up') "
-            "GROUP BY job_id, scheduled_at HAVING count(*) > 1"
-        )
-
-
-def process_state(pid: int) -> str:
-    """R, S, T (stopped), Z … from /proc/<pid>/stat."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat.rsplit(")", 1)[1].split()[0]
 
 
 def assert_one_row_per_slot(runs: list[tuple], *, gaps_allowed: bool = False) -> None:
@@ -144,20 +33,6 @@ def assert_one_row_per_slot(runs: list[tuple], *, gaps_allowed: bool = False) ->
         )
     else:
         assert gaps <= {timedelta(seconds=TICK)}, f"fires are not every {TICK} s: {sorted(gaps)}"
-
-
-@pytest.fixture
-def cluster_factory(postgres_server, migrated_postgres, tmp_path):
-    clusters = []
-
-    def make(dbname: str, **env: str) -> Cluster:
-        cluster = Cluster(postgres_server, dbname, migrated_postgres, tmp_path, **env)
-        clusters.append(cluster)
-        return cluster
-
-    yield make
-    for cluster in clusters:
-        cluster.stop_all(sig=signal.SIGKILL, timeout=10)
 
 
 def test_worker_identity_on_postgresql(cluster_factory):

@@ -7,11 +7,11 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import expect
 
 from jobs.models import Job, Run
+from tests.factories import make_job
 from tests.fixtures.browser import sign_in_by_cookie
 from tests.fixtures.core import drain
 
@@ -19,17 +19,6 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
 ]
-
-
-@pytest.fixture
-def staff(db):
-    return get_user_model().objects.create_user("ada", "ada@example.com", "pw-ada-123", is_staff=True)
-
-
-def make_job(**fields) -> Job:
-    from tests.factories import make_job as build
-
-    return build(**fields)
 
 
 def remember_page(page):

@@ -12,31 +12,9 @@ from django.utils import timezone
 from jobs import cron, services
 from jobs.forms import JobForm
 from jobs.models import AuditEvent, Job
+from tests.factories import job_data
 
 HTMX = {"HX-Request": "true"}
-
-
-def job_data(**overrides):
-    data = {
-        "name": "report",
-        "description": "",
-        "namespace": "",
-        "kind": "python",
-        "handler": "demo.echo",
-        "properties": "",
-        "schedule_type": "cron",
-        "cron_expression": "0 30 2 * * *",
-        "timezone": "Europe/Berlin",
-        "misfire_policy": "skip",
-        "max_retries": "0",
-        "retry_interval_seconds": "60",
-        "timeout_seconds": "600",
-        "alert_threshold": "3",
-        "alert_emails": "",
-        "state": "enabled",
-    }
-    data.update(overrides)
-    return data
 
 
 # -- the list ------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.fixtures import processes
-from tests.test_input_limits_server import JOB, Web
+from tests.fixtures.api import JOB
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +21,7 @@ def web(request, tmp_path):
     else:
         template = request.getfixturevalue("migrated_postgres")
         url = request.getfixturevalue("postgres_server").create_database("console_views", template=template)
-    server = Web(tmp_path, url)
+    server = processes.Web(tmp_path, url)
     yield server
     server.stop_all(timeout=15)
 

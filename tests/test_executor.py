@@ -15,7 +15,6 @@ import tests.hostile_handlers  # noqa: F401  (registers the hostile.* handlers)
 from jobs import services
 from jobs.engine.loop import Scheduler
 from jobs.models import Run
-from tests.test_sql_handler import database, postgres_db, sqlite_db  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
 CAP_CHARS = 10_000
@@ -312,7 +311,7 @@ def scheduler_for_http(settings, make_scheduler):
     server.stop()
 
 
-def test_sql_jobs_run_in_a_child(make_job, database, make_scheduler):  # noqa: F811  (the imported fixture)
+def test_sql_jobs_run_in_a_child(make_job, database, make_scheduler):
     scheduler = make_scheduler()  # after the fixture set JOBS_SQL_*: children get these settings
     writer = make_job(
         kind="sql",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_scheduler_process import Site
+from tests.fixtures.processes import SqliteSite
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +64,7 @@ def still_alive(pids: set[int], within: float = 10) -> list[int]:
 
 @pytest.fixture
 def site(tmp_path, migrated_sqlite):
-    s = Site(
+    s = SqliteSite(
         tmp_path,
         migrated_sqlite,
         "process",

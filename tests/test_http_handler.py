@@ -4,27 +4,13 @@ properties, validation for the form/API layer, and the fence at run time."""
 import json
 import threading
 import time
-from datetime import timedelta
 
 import pytest
-from django.utils import timezone
 
 from jobs.handlers.base import HandlerError, JobContext
 from jobs.handlers.http import HttpJobHandler, parse_expect_status, parse_headers, validate_http_properties
 from tests.fixtures.core import T0, drain
-from tests.fixtures.http import TestServer
-
-
-def make_ctx(props: dict, *, seconds: float = 10) -> JobContext:
-    now = timezone.now()
-    return JobContext(
-        run_id=1,
-        fire_id="fire-1",
-        attempt=1,
-        scheduled_at=now,
-        deadline=now + timedelta(seconds=seconds),
-        properties=props,
-    )
+from tests.fixtures.http import TestServer, make_ctx
 
 
 def run(props: dict, **kwargs) -> tuple[str, JobContext]:

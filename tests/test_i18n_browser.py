@@ -14,6 +14,7 @@ from jobs import alerts
 from jobs.config import ALERT_KINDS, set_setting
 from jobs.handlers import registry
 from jobs.models import Job, Run
+from tests.factories import make_job
 from tests.fixtures.browser import SCREENSHOTS, close_contexts, new_page
 
 pytestmark = [
@@ -143,12 +144,6 @@ def zh_page(browser, live_server):
     page = new_page(browser, live_server.url, locale="zh-CN")
     yield page
     close_contexts(page.context)
-
-
-def make_job(**fields) -> Job:
-    from tests.factories import make_job as build
-
-    return build(**fields)
 
 
 def data_words() -> list[str]:

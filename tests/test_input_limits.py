@@ -16,19 +16,11 @@ from django.urls import reverse
 from jobs.forms import JobForm
 from jobs.handlers.http import parse_headers
 from jobs.models import Job
+from tests.fixtures.api import assert_error
 
 JOB = {"name": "limits", "handler": "demo.echo", "cron_expression": "0 0 3 * * *"}
 DEEP = "[" * 100_000 + "]" * 100_000
 DEEP_OBJECT = '{"a":' * 10_000 + "1" + "}" * 10_000  # deeper than the stack, shorter than a property
-
-
-def assert_error(response, status, code, field=None):
-    assert response.status_code == status, response.content[:500]
-    body = response.json()
-    assert body["code"] == code, body
-    assert set(body) >= {"code", "message", "field"}
-    if field is not None:
-        assert body["field"] == field, body
 
 
 # -- finding 5: nesting deeper than the stack -------------------------------------------

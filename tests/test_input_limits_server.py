@@ -3,9 +3,7 @@ SQLite and on PostgreSQL: a chunked body is read, an over-long URL and an
 over-large body are answered as JSON, and every refusal is a coded 400 that
 leaves the database as it was."""
 
-import http.client
 import json
-from pathlib import Path
 
 import pytest
 
@@ -16,36 +14,6 @@ pytestmark = pytest.mark.slow
 JOB = {"name": "limits", "handler": "demo.echo", "cron_expression": "0 0 3 * * *"}
 
 
-class Web(processes.Site):
-    """gunicorn serving config.wsgi from the repository root (so it reads gunicorn.conf.py)."""
-
-    def __init__(self, tmp_path: Path, database_url: str):
-        super().__init__(tmp_path, database_url)
-        self.token = self.create_token("ops", staff=True)
-        self.start_web(workers=1)
-
-    def call(self, method, path, body=None, *, headers=None, auth=True):
-        conn = http.client.HTTPConnection("127.0.0.1", self.web_port, timeout=20)
-        try:
-            all_headers = {"Content-Type": "application/json", **(headers or {})}
-            if auth:
-                all_headers["Authorization"] = f"Bearer {self.token}"
-            if isinstance(body, str):
-                body = body.encode()
-            try:
-                conn.request(method, path, body=body, headers=all_headers)
-            except (BrokenPipeError, ConnectionResetError):
-                # The server may answer (413) and close before an over-large
-                # body is all sent; its answer is still there to read.
-                pass
-            response = conn.getresponse()
-            raw = response.read()
-            kind = response.getheader("Content-Type", "")
-            return response.status, (json.loads(raw) if kind.startswith("application/json") else raw)
-        finally:
-            conn.close()
-
-
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def web(request, tmp_path):
     if request.param == "sqlite":
@@ -53,7 +21,7 @@ def web(request, tmp_path):
     else:
         template = request.getfixturevalue("migrated_postgres")
         url = request.getfixturevalue("postgres_server").create_database("input_limits", template=template)
-    server = Web(tmp_path, url)
+    server = processes.Web(tmp_path, url)
     yield server
     server.stop_all(timeout=15)
 

@@ -16,8 +16,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from jobs.models import AuditEvent, Job, Run
+from tests.factories import job_data
 from tests.fixtures.processes import copy_sqlite
-from tests.test_console_jobs import job_data
 
 REPO = Path(__file__).resolve().parent.parent
 # As the bytes of a JSON document: the escapes are JSON's, decoded by the parser.

@@ -13,7 +13,7 @@ import sqlite3
 import threading
 import time
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 from django.db import IntegrityError, InterfaceError, OperationalError, connection
@@ -26,13 +26,11 @@ from jobs.handlers import HandlerError, JobHandler, register
 from jobs.handlers.registry import unregister
 from jobs.models import Job, Run
 from jobs.text import REPLACEMENT, storable
+from tests.fixtures.http import BINARY_BODY, BinaryHandler
 
 NUL_TEXT = "before\x00after"
 SURROGATE_TEXT = "before\udfffafter"
 BINARY_TEXT = bytes(range(256)).decode("latin-1")  # every byte value, NUL included
-# A PNG's first bytes, a NUL run, invalid UTF-8 (a lone continuation byte, an
-# encoded surrogate, a truncated sequence) and some text to find.
-BINARY_BODY = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR \x80 \xed\xbf\xbf \xe2\x82 tail-marker"
 
 
 @pytest.fixture
@@ -241,25 +239,9 @@ def test_a_run_timed_out_or_cancelled_keeps_its_poisoned_log_storable(both_datab
 # -- HTTP jobs against a real loopback server --------------------------------------
 
 
-class _BinaryHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def do_GET(self):
-        status = 500 if self.path.startswith("/fail") else 200
-        charset = self.path.rsplit("charset=", 1)[1] if "charset=" in self.path else "utf-8"
-        self.send_response(status)
-        self.send_header("Content-Type", f"text/plain; charset={charset}")
-        self.send_header("Content-Length", str(len(BINARY_BODY)))
-        self.end_headers()
-        self.wfile.write(BINARY_BODY)
-
-
 @pytest.fixture
 def binary_server(settings):
-    server = ThreadingHTTPServer(("127.0.0.2", 0), _BinaryHandler)
+    server = ThreadingHTTPServer(("127.0.0.2", 0), BinaryHandler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     settings.JOBS_HTTP_ALLOWED_HOSTS = ["127.0.0.2"]

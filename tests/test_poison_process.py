@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.test_scheduler_process import Site
+from tests.fixtures.processes import SqliteSite
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,7 @@ REPLACEMENT = "\ufffd"
 
 @pytest.fixture
 def site(tmp_path, migrated_sqlite):
-    s = Site(tmp_path, migrated_sqlite)
+    s = SqliteSite(tmp_path, migrated_sqlite)
     yield s
     s.stop_all()
 
@@ -89,10 +89,11 @@ def test_postgresql_scheduler_process_records_a_binary_http_answer_and_keeps_goi
     import threading
     from http.server import ThreadingHTTPServer
 
-    from tests.test_cluster_processes import Cluster, wait_for
-    from tests.test_poison_outcomes import _BinaryHandler
+    from tests.fixtures.cluster import Cluster
+    from tests.fixtures.http import BinaryHandler
+    from tests.fixtures.processes import wait_for
 
-    server = ThreadingHTTPServer(("127.0.0.2", 0), _BinaryHandler)
+    server = ThreadingHTTPServer(("127.0.0.2", 0), BinaryHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.2:{server.server_address[1]}/ok"
     cluster = Cluster(

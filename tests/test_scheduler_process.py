@@ -1,10 +1,8 @@
 """`manage.py runscheduler` as a real process on a real SQLite file: killed
 with SIGKILL, stopped with SIGTERM, started twice."""
 
-import json
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
@@ -13,39 +11,10 @@ from tests.fixtures import processes
 pytestmark = pytest.mark.slow
 
 
-class Site(processes.Site):
-    """A throw-away Cronboard on its own SQLite file."""
-
-    def __init__(self, tmp_path: Path, migrated: Path, executor: str = "process", **env):
-        super().__init__(
-            tmp_path,
-            processes.copy_sqlite(migrated, tmp_path / "cronboard.sqlite3"),
-            JOBS_EXECUTOR=executor,
-            **{**env, "JOBS_WORKER_ID": "proc-test", "JOBS_SHUTDOWN_GRACE": "3"},
-        )
-
-    def import_jobs(self, *specs):
-        self.manage("jobs", "import", "-", input=json.dumps(list(specs)))
-
-    def wait_for_rows(self, sql, predicate, timeout=30, *params):
-        rows = None
-
-        def check():
-            nonlocal rows
-            rows = self.sql(sql, params)
-            return predicate(rows)
-
-        try:
-            processes.wait_for(check, timeout, repr(sql))
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}; last rows: {rows!r}") from None
-        return rows
-
-
 @pytest.fixture(params=["process", "thread"])
 def site(tmp_path, migrated_sqlite, request):
     """Every test here runs with each executor."""
-    s = Site(tmp_path, migrated_sqlite, request.param)
+    s = processes.SqliteSite(tmp_path, migrated_sqlite, request.param)
     yield s
     s.stop_all(sig=signal.SIGKILL, timeout=10)
 

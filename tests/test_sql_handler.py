@@ -3,7 +3,6 @@ one statement only, read-only unless marked write, cancelled from outside at
 the deadline, off unless enabled. Every escape attempt leaves the data as it
 was."""
 
-import sqlite3
 import threading
 import time
 from datetime import timedelta
@@ -33,65 +32,6 @@ def make_ctx(sql: str, *, write: bool = False, seconds: float = 10) -> JobContex
 def run_sql(sql: str, **kwargs) -> tuple[str, JobContext]:
     ctx = make_ctx(sql, **kwargs)
     return SqlJobHandler().run(ctx), ctx
-
-
-class Database:
-    def __init__(self, engine, count, sql):
-        self.engine = engine
-        self.count = count  # rows left in table t
-        self.sql = sql  # engine-specific statements by purpose
-
-
-SQLITE_SQL = {
-    "many_rows": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 120) SELECT i FROM n",
-    "long_cell": "SELECT printf('%.1000c', 'y') AS long",
-    "forever": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n",
-}
-POSTGRES_SQL = {
-    "many_rows": "SELECT i FROM generate_series(1, 120) AS i",
-    "long_cell": "SELECT repeat('y', 1000) AS long",
-    "forever": "SELECT pg_sleep(10)",
-}
-
-
-@pytest.fixture
-def sqlite_db(tmp_path, settings):
-    path = tmp_path / "jobs.sqlite3"
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE t (x INTEGER)")
-        conn.executemany("INSERT INTO t VALUES (?)", [(1,), (2,), (3,)])
-    conn.close()
-    settings.JOBS_SQL_ENABLED = True
-    settings.JOBS_SQL_DATABASE = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(path)}
-
-    def count():
-        with sqlite3.connect(path) as c:
-            return c.execute("SELECT count(*) FROM t").fetchone()[0]
-
-    return Database("sqlite", count, SQLITE_SQL)
-
-
-@pytest.fixture
-def postgres_db(postgres_server, settings):
-    postgres_server.create_database("sqljobs")
-    with postgres_server.connect("sqljobs") as conn:
-        conn.execute("CREATE TABLE t (x integer)")
-        conn.execute("INSERT INTO t VALUES (1), (2), (3)")
-    settings.JOBS_SQL_ENABLED = True
-    # A role of its own that may write t: only the read-only transaction
-    # stops a read-only job (a superuser's read-only job is refused outright).
-    settings.JOBS_SQL_DATABASE = postgres_server.create_role("sqljobs")
-
-    def count():
-        with postgres_server.connect("sqljobs") as c:
-            return c.execute("SELECT count(*) FROM t").fetchone()[0]
-
-    return Database("postgresql", count, POSTGRES_SQL)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def database(request):
-    return request.getfixturevalue(f"{request.param}_db")
 
 
 # --- both databases ---------------------------------------------------------------

@@ -327,8 +327,7 @@ def test_the_console_form_edits_after_and_schedule_none(make_job, staff_client):
 
 def test_an_http_job_started_by_an_upstream_run_names_it_in_headers(settings):
     from jobs.handlers.http import HttpJobHandler
-    from tests.test_fence import TestServer
-    from tests.test_http_handler import make_ctx
+    from tests.fixtures.http import TestServer, make_ctx
 
     server = TestServer("127.0.0.2", name="target")
     try:

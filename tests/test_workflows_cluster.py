@@ -4,7 +4,8 @@ each finished A run starts B exactly once (none lost, none twice), C never."""
 
 import pytest
 
-from tests.test_cluster_processes import TICK, cluster_factory, wait_for  # noqa: F401
+from tests.fixtures.cluster import TICK
+from tests.fixtures.processes import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -17,7 +18,7 @@ def chain_rows(cluster):
     )
 
 
-def test_a_chain_survives_a_killed_leader_with_each_downstream_run_once(cluster_factory):  # noqa: F811
+def test_a_chain_survives_a_killed_leader_with_each_downstream_run_once(cluster_factory):
     cluster = cluster_factory("workflow_chain")
     cluster.django(
         "from jobs import imports\n"

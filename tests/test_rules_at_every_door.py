@@ -1,5 +1,6 @@
-"""Issue 13, one rule, one place: rules that were written in several files
-are now written once; these pin the behaviour each copy had to agree on."""
+"""Rules written once and held at every door (the console, the API, the
+commands, the engine): each test pins what every place that applies a rule
+must agree on."""
 
 from datetime import UTC, datetime
 
@@ -201,7 +202,7 @@ def test_a_command_run_asks_services_whether_demo_mode_refuses_it(settings, monk
     from jobs import services
     from jobs.handlers.base import HandlerError
     from jobs.handlers.command import CommandJobHandler
-    from tests.test_command_jobs import make_ctx
+    from tests.fixtures.commands import make_ctx
 
     settings.JOBS_COMMAND_ENABLED = True
     settings.DEMO_MODE = True

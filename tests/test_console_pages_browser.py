@@ -1,6 +1,7 @@
-"""Issue 15 in a real headless Chromium (Debian's, via Playwright): every
-page at desktop (1360×900) and phone (390×844) width under axe-core, bulk
-actions after a search, live refreshes, failed saves, the cron editor.
+"""The console's pages in a real headless Chromium (Debian's, via
+Playwright): every page at desktop (1360×900) and phone (390×844) width
+under axe-core, bulk actions after a search, live refreshes, failed saves,
+the cron editor.
 
 axe-core comes from the PyPI package axe-playwright-python (pinned in
 requirements-dev.txt), which ships axe.min.js; it is evaluated into the page
@@ -10,11 +11,11 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import expect
 
 from jobs.models import Alert, Job, LeadershipChange, Lease, Message, Run
+from tests.factories import make_job
 from tests.fixtures.browser import close_contexts, new_page, sign_in_by_cookie, sign_in_with_form
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -23,17 +24,6 @@ DESKTOP = {"width": 1360, "height": 900}
 PHONE = {"width": 390, "height": 844}
 # Polls start at 5 s and back off; a refresh is awaited this long.
 LIVE_TIMEOUT = 20_000
-
-
-@pytest.fixture
-def staff(db):
-    return get_user_model().objects.create_user("ada", "ada@example.com", "pw-ada-123", is_staff=True)
-
-
-def make_job(**fields) -> Job:
-    from tests.factories import make_job as build
-
-    return build(**fields)
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
-"""Issue 15's console defects, on the server side (Django's test client):
-bulk actions, labels and errors after a failed save, the cron preview's
-columns and zone names, live-region endpoints, tokens, favicon, links in
-messages, history URLs. The browser side is tests/test_console_usability_browser.py."""
+"""The console's pages on the server side (Django's test client): bulk
+actions, labels and errors after a failed save, the cron preview's columns
+and zone names, live-region endpoints, tokens, favicon, links in messages,
+history URLs, all runs, upcoming fires, the dashboard, import and export.
+The browser side is tests/test_console_pages_browser.py."""
 
 import re
 from datetime import UTC, datetime, timedelta
@@ -13,7 +14,7 @@ from django.urls import reverse
 from jobs import cron
 from jobs.handlers import registry
 from jobs.models import APIToken, AuditEvent, Job, Message, Run
-from tests.test_console_jobs import job_data
+from tests.factories import job_data
 
 HTMX = {"HX-Request": "true"}
 
