@@ -299,13 +299,23 @@ STALE_MESSAGE = gettext_lazy(
 
 
 def pause_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: datetime | None = None) -> Job:
+    """Pause a job: it stops firing until resumed. A crashed job is refused
+    (ServiceError) and stays crashed: only a re-enable leaves that state."""
     now = now or timezone.now()
     _require_live(job)
     check_job_change(kinds=[job.kind], user=user, action="pause", runs=False)
     with transaction.atomic():
-        Job.objects.filter(pk=job.pk).update(
-            state=Job.State.PAUSED, next_fire_at=None, updated_at=now, version=F("version") + 1
+        # Judged on the row as it is: the scheduler may have crashed the job
+        # since it was loaded, and only a re-enable leaves `crashed`.
+        paused = (
+            Job.objects.filter(pk=job.pk)
+            .exclude(state=Job.State.CRASHED)
+            .update(state=Job.State.PAUSED, next_fire_at=None, updated_at=now, version=F("version") + 1)
         )
+        if not paused:
+            raise ServiceError(
+                _("“{name}” has crashed: it stays crashed until it is re-enabled.").format(name=job.name)
+            )
         audit.record(
             job=job, action="pause", user=user, via=via, changes={"state": [job.state, Job.State.PAUSED]}
         )

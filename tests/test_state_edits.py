@@ -11,7 +11,7 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import transaction
 from django.urls import reverse
 
@@ -285,3 +285,48 @@ def test_an_import_loaded_before_the_scheduler_changed_the_state_keeps_that_stat
     assert (after.state, after.next_fire_at, after.description) == (changed_to, None, "from the repository")
     node.plan_due(T0 + timedelta(hours=1))
     assert len(runs_of(job)) == 1
+
+
+# -- pausing ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def engine_before_pause(monkeypatch, node):
+    """The scheduler acts after a door loaded the job and chose to pause it."""
+    real = services.pause_job
+
+    def racing(**kwargs):
+        engine_acts(node)
+        return real(**kwargs)
+
+    monkeypatch.setattr(services, "pause_job", racing)
+
+
+def test_the_api_toggle_never_pauses_a_job_crashed_after_it_was_loaded(
+    both_databases, staff_api, make_job, engine_before_pause
+):
+    job = failing_job(make_job)
+
+    response = staff_api.post(f"/api/jobs/{job.pk}/toggle")
+
+    assert response.status_code == 409 and response.json()["code"] == "conflict"
+    assert "stays crashed" in response.json()["message"]
+    after = stored(job)
+    assert (after.state, after.version) == (Job.State.CRASHED, job.version + 1)
+    assert not after.audit_events.filter(action="pause").exists()
+
+
+def test_jobs_pause_leaves_a_crashed_job_crashed(make_job, node):
+    job = failing_job(make_job)
+    engine_acts(node)
+    with pytest.raises(CommandError, match="stays crashed until it is re-enabled"):
+        call_command("jobs", "pause", job.name, stdout=StringIO(), stderr=StringIO())
+    assert stored(job).state == Job.State.CRASHED
+
+
+def test_the_console_pause_leaves_a_crashed_job_crashed_and_says_so(staff_client, make_job, node):
+    job = failing_job(make_job)
+    engine_acts(node)
+    response = staff_client.post(reverse("jobs:job_pause", args=[job.pk]), follow=True)
+    assert "stays crashed until it is re-enabled" in response.content.decode()
+    assert stored(job).state == Job.State.CRASHED
