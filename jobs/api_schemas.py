@@ -363,7 +363,8 @@ class JobFields(Schema):
         "Also send a notice when the job next succeeds after a crash."
     )
     state: EditableState | None = _optional(
-        "A crashed job is re-enabled by the toggle, not by setting its state."
+        "A crashed job is re-enabled by the toggle, or by `enabled` sent with the version it has as "
+        "crashed; without `version` it stays crashed, and a state left as read keeps the stored one."
     )
     version: WholeNumber | None = _optional(
         "PUT/PATCH: the version you read; a stale one is refused with 409."

@@ -206,7 +206,8 @@ class Job(ChoiceLabels, models.Model):
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     builtin = models.BooleanField(default=False)
-    # Bumped on every edit through a form or the API so a stale save is refused.
+    # Bumped on every edit through a form or the API, and when the scheduler
+    # changes the job's state, so a stale save is refused.
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(default=_now)
     updated_at = models.DateTimeField(default=_now)
@@ -327,6 +328,38 @@ class Job(ChoiceLabels, models.Model):
         "last_duration_ms",
         "consecutive_failures",
     )
+
+    @classmethod
+    def from_db(cls, db, field_names, values):
+        job = super().from_db(db, field_names, values)
+        # The state as read, which an editor's changes leave as it was: the
+        # base of `state_after_edit`.
+        job.loaded_state = job.__dict__.get("state")
+        return job
+
+    def refresh_from_db(self, using=None, fields=None, from_queryset=None):
+        super().refresh_from_db(using=using, fields=fields, from_queryset=from_queryset)
+        if fields is None or "state" in fields:
+            self.loaded_state = self.__dict__.get("state")
+
+    def state_after_edit(self, stored: "Job", *, versioned: bool) -> str:
+        """The state an edit of this job writes, `stored` being the row as it
+        is now (read locked by the save); docs/cron.md states the rule. The
+        scheduler changes a job's state as well (crashed at its alert
+        threshold, a run-once job paused once it fired), without an editor
+        knowing, so the editor's state counts only where the editor changed
+        it from the state loaded: left as loaded, the stored state stands.
+        A crashed job stays crashed unless the edit was made against it as
+        crashed, which only an edit naming its current version shows (the
+        console form always does): an edit without a version may come from a
+        copy read before the crash. `versioned`: the edit named a version,
+        checked against the stored one in the same save."""
+        loaded = getattr(self, "loaded_state", None) or stored.state
+        if stored.state == self.State.CRASHED and not (versioned and loaded == self.State.CRASHED):
+            return self.State.CRASHED
+        if self.state == loaded:
+            return stored.state
+        return self.state
 
     def mark_saved(self, now: datetime, *, before: "Job | None" = None) -> None:
         """Saving resets the failure count and sets the next fire time; the

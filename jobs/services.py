@@ -175,7 +175,10 @@ def save_job_if_changed(
     that. The row is read locked (FOR UPDATE on PostgreSQL; on SQLite the
     transaction holds the write lock from its start), so the next fire is
     decided from the row as it is, and no claim lands between that read
-    and the write."""
+    and the write. `state`, which the scheduler changes too (a crash, a
+    run-once job's end), is written by Job.state_after_edit: only where the
+    editor changed it, and a crashed job is left only by an edit made with
+    its current version."""
     now = now or timezone.now()
     creating = job.pk is None
     with transaction.atomic():
@@ -187,6 +190,7 @@ def save_job_if_changed(
                 raise StaleJobError(str(STALE_MESSAGE))
             for name in Job.SCHEDULER_FIELDS:
                 setattr(job, name, getattr(stored, name))
+            job.state = job.state_after_edit(stored, versioned=expected_version is not None)
         check_job_change(
             kinds=[job.kind, stored.kind if stored else None],
             user=user,
@@ -232,6 +236,7 @@ def save_job_if_changed(
             job.mark_saved(now, before=stored)
         job.save(update_fields=None if creating else EDIT_WRITES)
         job.refresh_from_db(fields=["version"])
+        job.loaded_state = job.state
         audit.record(job=job, action="create" if creating else "edit", user=user, via=via, changes=changes)
         save_dependencies(
             job,
@@ -297,13 +302,23 @@ STALE_MESSAGE = gettext_lazy(
 
 
 def pause_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: datetime | None = None) -> Job:
+    """Pause a job: it stops firing until resumed. A crashed job is refused
+    (ServiceError) and stays crashed: only a re-enable leaves that state."""
     now = now or timezone.now()
     _require_live(job)
     check_job_change(kinds=[job.kind], user=user, action="pause", runs=False)
     with transaction.atomic():
-        Job.objects.filter(pk=job.pk).update(
-            state=Job.State.PAUSED, next_fire_at=None, updated_at=now, version=F("version") + 1
+        # Judged on the row as it is: the scheduler may have crashed the job
+        # since it was loaded, and only a re-enable leaves `crashed`.
+        paused = (
+            Job.objects.filter(pk=job.pk)
+            .exclude(state=Job.State.CRASHED)
+            .update(state=Job.State.PAUSED, next_fire_at=None, updated_at=now, version=F("version") + 1)
         )
+        if not paused:
+            raise ServiceError(
+                _("“{name}” has crashed: it stays crashed until it is re-enabled.").format(name=job.name)
+            )
         audit.record(
             job=job, action="pause", user=user, via=via, changes={"state": [job.state, Job.State.PAUSED]}
         )

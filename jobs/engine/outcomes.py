@@ -355,7 +355,10 @@ class Recorder:
             if job.state == Job.State.ENABLED and 0 < job.alert_threshold <= job.consecutive_failures:
                 job.state = Job.State.CRASHED
                 job.next_fire_at = None
-                fields += ["state", "next_fire_at"]
+                # A new version: an edit made against the job before its crash
+                # is stale, and cannot re-enable it (services.save_job_if_changed).
+                job.version += 1
+                fields += ["state", "next_fire_at", "version"]
                 crashed = True
         job.save(update_fields=fields)
         if crashed:

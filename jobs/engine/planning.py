@@ -231,7 +231,10 @@ class Planner:
         written."""
         updates = {"next_fire_at": plan.new_next, "last_fire_at": plan.last_fire}
         if plan.disable:
+            # A change of state is a change of the job: an edit made against
+            # the version before it is stale (services.save_job_if_changed).
             updates["state"] = Job.State.PAUSED
+            updates["version"] = plan.job.version + 1
         if not self._claimable(plan.job, plan.expected_next, now, epoch).update(**updates):
             return False
         Run.objects.bulk_create(_stamped(plan.runs, epoch), ignore_conflicts=existing_ok)
@@ -266,6 +269,8 @@ class Planner:
                 plan.new_next,
                 plan.last_fire,
                 str(Job.State.PAUSED if plan.disable else Job.State.ENABLED),
+                # Disabling a run-once job bumps its version, as in `claim_fire`.
+                plan.job.version + 1 if plan.disable else plan.job.version,
             )
             for plan in plans
         ]
@@ -273,7 +278,7 @@ class Planner:
             Job,
             rows,
             match=["next_fire_at", "version"],
-            assign=["next_fire_at", "last_fire_at", "state"],
+            assign=["next_fire_at", "last_fire_at", "state", "version"],
             where=where,
             where_params=where_params,
         )
