@@ -33,7 +33,11 @@ Allowed commands. Each JOBS_COMMAND_ALLOWED entry is a program, a bare name
 by argument patterns split like a shell would: `find /var/data -name * -delete`.
 An entry with arguments matches a command with exactly that many arguments,
 each matching its pattern (fnmatch: `*` any text, `/` and `..` included, `?`
-one character, `[…]` a set; `[*]` a literal star). An entry with no
+one character, `[…]` a set; `[*]` a literal star). A pattern that does not
+itself start with `-` never matches an argument that does: `ssh * uptime` must
+not allow `ssh -oProxyCommand=… uptime`, nor `sort -o out *` a
+`--compress-program=…`; an option is allowed only by a pattern written as one
+(`-name`, `--level=*`). An entry with no
 arguments allows the program with any arguments, so everything the program
 can do: `find -exec`, `bash -c`, `python -c`, `env PROG`.
 """
@@ -244,8 +248,16 @@ def entry_allows(words: list[str], argv: list[str]) -> bool:
     if len(words) == 1:
         return True
     return len(argv) == len(words) and all(
-        fnmatch.fnmatchcase(arg, pattern) for arg, pattern in zip(argv[1:], words[1:], strict=True)
+        argument_matches(arg, pattern) for arg, pattern in zip(argv[1:], words[1:], strict=True)
     )
+
+
+def argument_matches(arg: str, pattern: str) -> bool:
+    """One argument against one pattern; an option only against a pattern
+    that is written as one."""
+    if arg.startswith("-") and not pattern.startswith("-"):
+        return False
+    return fnmatch.fnmatchcase(arg, pattern)
 
 
 def command_refusal(argv: list[str], entries: list[str]) -> str | None:

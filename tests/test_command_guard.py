@@ -354,6 +354,37 @@ def test_entries_are_split_on_commas_outside_quotes():
     )
 
 
+def test_an_argument_pattern_does_not_match_an_option(superuser_api, settings, tmp_path):
+    """`ssh * uptime` allowed `ssh -oProxyCommand=… uptime`, and `sort -o X *`
+    a `--compress-program=…`: a `*` matched an option, which runs a command.
+    A pattern matches an argument starting with `-` only if it starts with one."""
+    ssh = commandguard.parse_entry("ssh * uptime")
+    assert commandguard.entry_allows(ssh, ["ssh", "db1.example", "uptime"])
+    assert not commandguard.entry_allows(ssh, ["ssh", '-oProxyCommand=sh -c "id>/tmp/p"', "uptime"])
+    git = commandguard.parse_entry("git -C /srv/repo fetch *")
+    assert commandguard.entry_allows(git, ["git", "-C", "/srv/repo", "fetch", "origin"])
+    assert not commandguard.entry_allows(
+        git, ["git", "-C", "/srv/repo", "fetch", "--upload-pack=touch /tmp/p"]
+    )
+    for pattern in ("?*", "[!a]*", "*x"):
+        assert not commandguard.entry_allows(commandguard.parse_entry(f"rm {pattern}"), ["rm", "-rfx"])
+    level = commandguard.parse_entry("gzip --best=* -- *")
+    assert commandguard.entry_allows(level, ["gzip", "--best=9", "--", "a.log"])
+    assert not commandguard.entry_allows(level, ["gzip", "--best=9", "-d", "a.log"])
+    marker = tmp_path / "pwned"
+    out = tmp_path / "out"
+    settings.JOBS_COMMAND_ALLOWED = [f"sort -o {out} *"]
+    props = {"command": json.dumps(["sort", "-o", str(out), f"--compress-program=touch {marker}"])}
+    response = save(superuser_api, props)
+    assert response.status_code == 400 and response.json()["code"] == "command_not_allowed", response.content
+    with pytest.raises(HandlerError, match="JOBS_COMMAND_ALLOWED"):
+        CommandJobHandler().run(make_ctx(props))
+    assert not marker.exists()
+    (tmp_path / "in").write_text("b\na\n")
+    ok = {"command": json.dumps(["sort", "-o", str(out), str(tmp_path / "in")])}
+    assert CommandJobHandler().run(make_ctx(ok)) == "exit status 0" and out.read_text() == "a\nb\n"
+
+
 def settings_error(**env) -> str:
     """The last line a process prints when it loads the settings with this environment."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("JOBS_COMMAND")}
