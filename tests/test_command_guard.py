@@ -113,6 +113,23 @@ NEVER = [
     "DOTNET_STARTUP_HOOKS",
     "TERMINFO",
     "CRONBOARD_RUN_ID",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "KUBECONFIG",
+    "DOCKER_CONFIG",
+    "RUSTC_WRAPPER",
+    "RUSTC",
+    "CARGO_BUILD_RUSTC_WRAPPER",
+    "CARGO_HOME",
+    "GOFLAGS",
+    "GOENV",
+    "VIMINIT",
+    "EXINIT",
+    "MAVEN_OPTS",
+    "GRADLE_OPTS",
+    "npm_config_node_options",
+    "PIP_INDEX_URL",
+    "BUNDLE_GEMFILE",
 ]
 
 
@@ -385,6 +402,20 @@ def test_an_argument_pattern_does_not_match_an_option(superuser_api, settings, t
     assert CommandJobHandler().run(make_ctx(ok)) == "exit status 0" and out.read_text() == "a\nb\n"
 
 
+def test_an_env_pattern_must_name_something():
+    """`JOBS_COMMAND_ENV_ALLOWED=*` was accepted although the docs said "not `*`":
+    a pattern without a literal character allows every name, those the never
+    list learns later included."""
+    for pattern in ("*", "?*", "**", "???", "[AB]*"):
+        with pytest.raises(ValueError, match="no literal character"):
+            commandguard.check_env_patterns(["REGION", pattern])
+    commandguard.check_env_patterns(["REGION", "BACKUP_*", "PG?", "AWS_*"])
+    for name in ("AWS_CONFIG_FILE", "KUBECONFIG", "CARGO_HOME", "GOFLAGS"):
+        with pytest.raises(ValueError, match="never set it"):
+            commandguard.check_env_patterns([name])
+    assert "not `*`" not in (REPO / "docs" / "handlers.md").read_text()
+
+
 def settings_error(**env) -> str:
     """The last line a process prints when it loads the settings with this environment."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("JOBS_COMMAND")}
@@ -403,7 +434,7 @@ def settings_error(**env) -> str:
 @pytest.mark.slow
 def test_bad_command_settings_stop_the_process_naming_the_setting():
     assert "ImproperlyConfigured: JOBS_COMMAND_CGROUP" in settings_error(JOBS_COMMAND_CGROUP="sometimes")
-    for value in ("LD_PRELOAD", "ld_preload", "A=B", "BASH_ENV,REGION"):
+    for value in ("LD_PRELOAD", "ld_preload", "A=B", "BASH_ENV,REGION", "*", "REGION,?*", "KUBECONFIG"):
         assert "ImproperlyConfigured: JOBS_COMMAND_ENV_ALLOWED" in settings_error(
             JOBS_COMMAND_ENV_ALLOWED=value
         )
