@@ -210,11 +210,18 @@ STEERING_ENV = ("PATH", "HOME", "SHELL", "XDG_*")
 NAME_VALUED_ENV = ("COLORTERM", "LANG", "LANGUAGE", "LC_*", "LINGUAS", "TERM")
 
 
-def env_name_refusal(name, *, allowed: list[str], programs_limited: bool) -> str | None:
-    """Why a job may not set this environment variable (None: it may)."""
+def name_shape_refusal(name) -> str | None:
+    """Why this is not an environment variable name at all (None: it is one)."""
     if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
         shown = repr(name)[:60] if isinstance(name, str) else type(name).__name__
         return f"{shown} is not an environment variable name ({NAME_RULE})"
+    return None
+
+
+def env_name_refusal(name, *, allowed: list[str], programs_limited: bool) -> str | None:
+    """Why a job may not set this environment variable (None: it may)."""
+    if shape := name_shape_refusal(name):
+        return shape
     upper = name.upper()
     never = next((p for p in NEVER_ENV if fnmatch.fnmatchcase(upper, p)), None)
     if never:

@@ -171,6 +171,9 @@ def test_only_plain_names_are_accepted_and_nothing_else_gives_a_500(superuser_ap
     response = save(superuser_api, props)
     assert response.status_code == 400, response.content
     assert response.json()["field"] == "properties"
+    # One rule, one place: parse_env says what the guard says (it had a check of its own).
+    guard = commandguard.env_name_refusal(name, allowed=["*"], programs_limited=False)
+    assert guard in response.json()["message"], (guard, response.json())
     assert not Job.objects.filter(name="guarded").exists()
     with pytest.raises(HandlerError, match="not an environment variable name|invalid properties"):
         CommandJobHandler().run(make_ctx(props))
