@@ -88,12 +88,16 @@ class RunCgroup:
         parent = parent_dir()
         _sweep(parent)
         path = parent / f"{PREFIX}{_pid_namespace()}-{os.getpid()}-{secrets.token_hex(4)}"
+        # Live before it exists: another thread's run sweeps what it finds
+        # of this process that is not live, and would remove it in between.
+        with _live_lock:
+            _live.add(path)
         try:
             path.mkdir()
         except OSError as exc:
+            with _live_lock:
+                _live.discard(path)
             raise CgroupUnavailable(f"cannot make a cgroup in {parent}: {exc.strerror}") from None
-        with _live_lock:
-            _live.add(path)
         return cls(path)
 
     def joiner(self) -> tuple[int, functools.partial]:
