@@ -76,6 +76,11 @@ def without_text_check(monkeypatch):
         "SELECT lo_import('/etc/passwd')",
         "SELECT pg_rotate_logfile()",
         "SELECT pg_notify('cronboard_jobs', '')",
+        # Cronboard's graph lock is an advisory lock: holding it stops every save.
+        "SELECT pg_advisory_lock(3580668139898189876), pg_sleep(3600)",
+        "SELECT pg_advisory_xact_lock(1)",
+        "select PG_TRY_ADVISORY_XACT_LOCK_SHARED(1, 2)",
+        "SELECT pg_try_advisory_lock(1)",
         "SELECT query_to_xml('select pg_' || 'terminate_backend(1)', true, false, '')",
         "SELECT ts_stat('select 1')",
         "DO $$ BEGIN PERFORM 1; END $$",
@@ -304,6 +309,12 @@ def test_a_superuser_role_is_refused_before_anything_runs(pg, settings):
         ),
         ("GRANT cb_admin TO {role}", "belongs to the superuser role cb_admin"),
         ("GRANT EXECUTE ON FUNCTION pg_read_file(text) TO {role}", "may execute pg_read_file()"),
+        # Not inherited, but SET ROLE cb_team (or set_config('role', …)) reaches it.
+        (
+            "GRANT EXECUTE ON FUNCTION pg_read_file(text) TO cb_team; GRANT cb_team TO {role}; "
+            "ALTER ROLE {role} NOINHERIT",
+            "may execute pg_read_file()",
+        ),
         ("GRANT EXECUTE ON FUNCTION lo_export(oid, text) TO {role}", "may execute lo_export()"),
         ("GRANT EXECUTE ON FUNCTION pg_reload_conf() TO {role}", "may execute pg_reload_conf()"),
         # Installed, dblink is PUBLIC's: its connections are not read-only.
@@ -341,6 +352,7 @@ def test_roles_with_server_powers_are_refused_at_save_and_before_every_run(
         )
     finally:
         with pg.connect("readonly") as conn:
+            conn.execute("DROP OWNED BY cb_team")  # and its privileges
             conn.execute("DROP ROLE cb_team")
             conn.execute("DROP ROLE cb_admin")
 
