@@ -537,6 +537,9 @@ DENIED_READS = [
     ("PRAGMA table_info(auth_user)", "auth_user"),
     ("SELECT * FROM pragma_table_info('django_session')", "django_session"),
     ("/* x */ ; SELECT password FROM auth_user", "auth_user"),
+    # The pages of each table: how many sessions, tokens, users there are, and how they grow.
+    ("SELECT name, pgsize FROM dbstat", "dbstat"),
+    ("SELECT count(*) FROM dbstat('main') WHERE name = 'django_session'", "dbstat"),
 ]
 
 
