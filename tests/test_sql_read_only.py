@@ -461,6 +461,24 @@ def test_no_warnings_when_sql_jobs_are_off(settings):
 
 
 @pytest.mark.postgres
+def test_read_only_jobs_stored_before_the_role_rule_are_listed(pg, settings, make_job):
+    """Before this release a read-only job ran under any role, Cronboard's
+    own included (the default without JOBS_SQL_DATABASE_URL)."""
+    from jobs.checks import stored_refusals
+
+    for name in ("report", "totals"):
+        make_job(name=name, kind="sql", handler="", properties={"sql": "SELECT x FROM t"})
+    make_job(name="cleanup", kind="sql", handler="", sql_write=True, properties={"sql": "DELETE FROM t"})
+    assert stored_refusals() == []
+    as_superuser(pg, settings)
+    (listed,) = stored_refusals()
+    assert listed.startswith(
+        "2 read-only SQL job(s) are refused because SQL jobs run as postgres: report, totals;"
+    )
+    assert "JOBS_SQL_DATABASE_URL" in listed and "cleanup" not in listed
+
+
+@pytest.mark.postgres
 def test_the_settings_page_shows_the_warning(pg, settings, staff_client):
     as_superuser(pg, settings)
     html = staff_client.get("/settings/").content.decode()

@@ -597,26 +597,35 @@ def role_powers(conn) -> RolePowers:
     return RolePowers(user, list(superusers), list(roles), list(functions), app if is_app else None)
 
 
+def configured_role_powers() -> RolePowers | None:
+    """What the role SQL jobs connect as may do (None when SQL jobs are off
+    or not on PostgreSQL); psycopg.Error when the server cannot be asked."""
+    if not sql_enabled():
+        return None
+    try:
+        db = database_settings()
+    except HandlerError:
+        return None
+    if _engine(db) != "postgresql":
+        return None
+    with _pg_connect(db, timeout=5) as conn:
+        return role_powers(conn)
+
+
 def role_warnings() -> list[str]:
     """Loud warnings about the role SQL jobs connect as (PostgreSQL only;
     [] when SQL jobs are off or the role has none of these powers)."""
-    if not sql_enabled():
-        return []
-    try:
-        db = database_settings()
-        if _engine(db) != "postgresql":
-            return []
-    except HandlerError:
-        return []
     import psycopg
 
     try:
-        with _pg_connect(db, timeout=5) as conn:
-            powers = role_powers(conn)
+        powers = configured_role_powers()
     except psycopg.Error as exc:
         return [
-            f"Could not check the privileges of the SQL job role ({describe_database(db)}): {_pg_message(exc)}"
+            "Could not check the privileges of the SQL job role "
+            f"({describe_database(database_settings())}): {_pg_message(exc)}"
         ]
+    if powers is None:
+        return []
     problems = powers.problems()
     if not problems:
         return []
