@@ -252,8 +252,9 @@ def check_env_patterns(patterns: list[str]) -> None:
         if not ENV_PATTERN.fullmatch(pattern) or pattern[0].isdigit():
             raise ValueError(f"{pattern!r} is not a name pattern (letters, digits, _, * ? [ ] !)")
         if not re.sub(r"\[[^\]]*\]|[*?]", "", pattern):
+            which = "any name" if "*" in pattern else "any name of its length"
             raise ValueError(
-                f"{pattern} has no literal character, so it allows any name (of its length): "
+                f"{pattern} has no literal character, so it allows {which}: "
                 "list the names the programs need (PGPASSWORD, BACKUP_*)"
             )
         if not any(c in pattern for c in "*?[") and any(
