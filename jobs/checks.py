@@ -65,3 +65,94 @@ def sqlite_folder_errors(database: dict) -> list[Error]:
             id="cronboard.E001",
         )
     ]
+
+
+# How many names a sentence of stored_refusals() shows before "…".
+SHOWN_NAMES = 5
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(names[:SHOWN_NAMES])
+    return shown + (", …" if len(names) > SHOWN_NAMES else "")
+
+
+def stored_refusals() -> list[str]:
+    """What was stored before this release's stricter rules and is refused
+    by them now, a sentence per kind with the count and the first names:
+    command jobs the command guard refuses (JOBS_COMMAND_ENV_ALLOWED,
+    JOBS_COMMAND_ALLOWED), read-only SQL jobs refused by their text or by the
+    SQL role, and jobs whose alert channels (or the default channels) have a
+    scheme Cronboard no longer sends to. One query per kind, no DNS lookup.
+    runscheduler warns with them at its start; the Settings page shows them."""
+    from jobs import channels
+    from jobs.config import get_stored
+    from jobs.handlers import command, sql
+    from jobs.models import Job
+
+    found = []
+    if command.command_enabled():
+        refused = {}
+        for name, props in Job.objects.live().filter(kind=Job.Kind.COMMAND).values_list("name", "properties"):
+            errors = command.validate_command_properties(props if isinstance(props, dict) else {})
+            if errors:
+                refused[name] = next(iter(errors.values())).message
+        if refused:
+            first = next(iter(refused.values()))
+            found.append(
+                f"{len(refused)} command job(s) are refused by the command guard and their runs fail until "
+                f"they are edited or JOBS_COMMAND_ENV_ALLOWED / JOBS_COMMAND_ALLOWED allow them: "
+                f"{_listed(list(refused))} (the first: {first})"
+            )
+    if sql.sql_enabled():
+        read_only = list(
+            Job.objects.live().filter(kind=Job.Kind.SQL, sql_write=False).values_list("name", "properties")
+        )
+        by_text = [
+            name
+            for name, props in read_only
+            if sql.read_only_problem(str((props or {}).get("sql") or "") if isinstance(props, dict) else "")
+        ]
+        if by_text:
+            found.append(
+                f"{len(by_text)} read-only SQL job(s) are refused by their statement's text (COPY to a file "
+                f"or program, server functions, advisory locks, DO/EXECUTE): {_listed(by_text)}"
+            )
+        if read_only:
+            import psycopg
+
+            try:
+                powers = sql.configured_role_powers()
+            except psycopg.Error:  # role_warnings() says so already
+                powers = None
+            if powers is not None and powers.problems():
+                found.append(
+                    f"{len(read_only)} read-only SQL job(s) are refused because SQL jobs run as "
+                    f"{powers.user}: {_listed([name for name, _props in read_only])}; set "
+                    "JOBS_SQL_DATABASE_URL to a role of their own (docs/operations.md, “A role for SQL jobs”)"
+                )
+    refused_channels = [
+        name
+        for name, tokens in Job.objects.live().values_list("name", "alert_channels")
+        if _refused_channel(tokens, channels)
+    ]
+    where = [f"{len(refused_channels)} job(s) ({_listed(refused_channels)})"] if refused_channels else []
+    if _refused_channel(get_stored("sys.job.alertChannels"), channels):
+        where.append("the default channels (sys.job.alertChannels)")
+    if where:
+        found.append(
+            f"alert channels with a scheme Cronboard no longer sends to, whose deliveries fail: in "
+            f"{' and in '.join(where)}; edit them, or allow the scheme with ALERT_CHANNEL_UNFENCED_SCHEMES"
+        )
+    return found
+
+
+def _refused_channel(tokens, channels) -> bool:
+    for token in tokens if isinstance(tokens, list) else []:
+        url = channels.reveal(token)
+        if url is None:
+            continue
+        try:
+            channels.check_schema(url)
+        except channels.ChannelRefused:
+            return True
+    return False

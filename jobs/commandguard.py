@@ -13,8 +13,13 @@ helpers, git). It is built from sudo's env_reset table of unsafe names
 (plugins/sudoers/env.c, initial_badenv_table) and glibc's list of names
 removed for setuid programs (sysdeps/generic/unsecvars.h), widened from single
 names to the families they belong to (PYTHON*, not only PYTHONPATH), plus the
-runtimes neither lists (Node, .NET, Lua, PHP, R) and Cronboard's own
-CRONBOARD_* (what the run is, which a job must not rename). It is compared
+runtimes neither lists (Node, .NET, Lua, PHP, R), build tools and package
+managers (a compiler, wrapper, JVM agent or index they run code from),
+configuration files that name a credentials command (AWS_CONFIG_FILE,
+KUBECONFIG, DOCKER_CONFIG) and Cronboard's own CRONBOARD_* (what the run is,
+which a job must not rename). A pattern of the allow-list needs a literal
+character: `*` or `?*` would allow every name, including those a later
+release adds here. It is compared
 case-insensitively, although Linux names are case-sensitive: `ld_preload`
 does nothing to glibc, but a lower-case twin of a dangerous name has no use
 that would justify the doubt (some programs fold case when they read).
@@ -33,7 +38,11 @@ Allowed commands. Each JOBS_COMMAND_ALLOWED entry is a program, a bare name
 by argument patterns split like a shell would: `find /var/data -name * -delete`.
 An entry with arguments matches a command with exactly that many arguments,
 each matching its pattern (fnmatch: `*` any text, `/` and `..` included, `?`
-one character, `[…]` a set; `[*]` a literal star). An entry with no
+one character, `[…]` a set; `[*]` a literal star). A pattern that does not
+itself start with `-` never matches an argument that does: `ssh * uptime` must
+not allow `ssh -oProxyCommand=… uptime`, nor `sort -o out *` a
+`--compress-program=…`; an option is allowed only by a pattern written as one
+(`-name`, `--level=*`). An entry with no
 arguments allows the program with any arguments, so everything the program
 can do: `find -exec`, `bash -c`, `python -c`, `env PROG`.
 """
@@ -117,6 +126,29 @@ NEVER_ENV = (
     "OPENSSL_CONF",
     "OPENSSL_ENGINES",
     "OPENSSL_MODULES",
+    # Build tools and package managers: a wrapper, compiler, agent or build
+    # script they run, or a file or index that names one.
+    "CC",
+    "CXX",
+    "RUSTC*",
+    "RUSTDOC*",
+    "RUSTFLAGS",
+    "RUSTUP_*",
+    "CARGO*",
+    "GOFLAGS",
+    "GOENV",
+    "GOROOT",
+    "GOTOOLCHAIN",
+    "CGO_*",
+    "JAVA_OPTS",
+    "MAVEN_OPTS",
+    "GRADLE_OPTS",
+    "GRADLE_USER_HOME",
+    "ANT_OPTS",
+    "YARN_*",
+    "BUNDLE_*",
+    "COMPOSER",
+    "PIP_*",
     # Libraries that load plugins from a directory or a file a variable names.
     "KRB5_CONFIG",
     "KRB5_KDC_PROFILE",
@@ -152,6 +184,21 @@ NEVER_ENV = (
     "TERMINFO*",
     "TERMCAP",
     "TERMPATH",
+    "VIMINIT",
+    "GVIMINIT",
+    "EXINIT",
+    "VIMRUNTIME",
+    "HGRCPATH",
+    "HGEDITOR",
+    "SVN_EDITOR",
+    "SVN_SSH",
+    "GNUPGHOME",
+    # Configuration files that name a command to run for credentials (AWS's
+    # credential_process, kubeconfig's exec plugin, Docker's credsStore).
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "KUBECONFIG",
+    "DOCKER_CONFIG",
     # What the run is: Cronboard sets them, and a job must not pass for another run.
     "CRONBOARD_*",
 )
@@ -163,11 +210,18 @@ STEERING_ENV = ("PATH", "HOME", "SHELL", "XDG_*")
 NAME_VALUED_ENV = ("COLORTERM", "LANG", "LANGUAGE", "LC_*", "LINGUAS", "TERM")
 
 
-def env_name_refusal(name, *, allowed: list[str], programs_limited: bool) -> str | None:
-    """Why a job may not set this environment variable (None: it may)."""
+def name_shape_refusal(name) -> str | None:
+    """Why this is not an environment variable name at all (None: it is one)."""
     if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
         shown = repr(name)[:60] if isinstance(name, str) else type(name).__name__
         return f"{shown} is not an environment variable name ({NAME_RULE})"
+    return None
+
+
+def env_name_refusal(name, *, allowed: list[str], programs_limited: bool) -> str | None:
+    """Why a job may not set this environment variable (None: it may)."""
+    if shape := name_shape_refusal(name):
+        return shape
     upper = name.upper()
     never = next((p for p in NEVER_ENV if fnmatch.fnmatchcase(upper, p)), None)
     if never:
@@ -191,10 +245,18 @@ def env_value_refusal(name: str, value: str) -> str | None:
 
 def check_env_patterns(patterns: list[str]) -> None:
     """ValueError naming the first JOBS_COMMAND_ENV_ALLOWED pattern that is
-    not a name pattern, or that names a variable NEVER_ENV refuses."""
+    not a name pattern, that names no literal character (`*`, `?*`, `[A-Z]*`:
+    every name, or every name of a shape), or that names a variable NEVER_ENV
+    refuses."""
     for pattern in patterns:
         if not ENV_PATTERN.fullmatch(pattern) or pattern[0].isdigit():
             raise ValueError(f"{pattern!r} is not a name pattern (letters, digits, _, * ? [ ] !)")
+        if not re.sub(r"\[[^\]]*\]|[*?]", "", pattern):
+            which = "any name" if "*" in pattern else "any name of its length"
+            raise ValueError(
+                f"{pattern} has no literal character, so it allows {which}: "
+                "list the names the programs need (PGPASSWORD, BACKUP_*)"
+            )
         if not any(c in pattern for c in "*?[") and any(
             fnmatch.fnmatchcase(pattern.upper(), never) for never in NEVER_ENV
         ):
@@ -244,8 +306,16 @@ def entry_allows(words: list[str], argv: list[str]) -> bool:
     if len(words) == 1:
         return True
     return len(argv) == len(words) and all(
-        fnmatch.fnmatchcase(arg, pattern) for arg, pattern in zip(argv[1:], words[1:], strict=True)
+        argument_matches(arg, pattern) for arg, pattern in zip(argv[1:], words[1:], strict=True)
     )
+
+
+def argument_matches(arg: str, pattern: str) -> bool:
+    """One argument against one pattern; an option only against a pattern
+    that is written as one."""
+    if arg.startswith("-") and not pattern.startswith("-"):
+        return False
+    return fnmatch.fnmatchcase(arg, pattern)
 
 
 def command_refusal(argv: list[str], entries: list[str]) -> str | None:

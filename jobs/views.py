@@ -1339,11 +1339,13 @@ def settings_page(request):
     if not access.can_edit(request.user):
         for field in form.fields.values():
             field.disabled = True
+    from jobs.checks import stored_refusals
     from jobs.handlers.sql import role_warnings
 
     context = {
         "form": form,
         "sql_role_warnings": role_warnings(),
+        "stored_refusals": stored_refusals(),
         "channels": channel_rows(),
         "opened_at": links.base_url_mismatch(request.build_absolute_uri("/")),
         "base_url": settings.CRONBOARD_BASE_URL,

@@ -1,4 +1,4 @@
-# Sourced by scripts/run.sh (and tests/test_run_script.py): the console's
+# Sourced by scripts/run.sh (and tests/test_base_url.py): the console's
 # address for links in alerts (CRONBOARD_BASE_URL), from gunicorn's --bind.
 
 # base_url_for_bind BIND: prints http://HOST:PORT for a TCP bind (HOST,

@@ -146,3 +146,14 @@ def test_the_settings_page_says_nothing_when_the_addresses_agree(settings, staff
     response = staff_client.get(reverse("jobs:settings"), HTTP_HOST="cron.internal", secure=True)
     assert response.status_code == 200
     assert warning(response.content.decode()) is None
+
+
+def test_the_scripts_name_only_tests_that_exist():
+    """scripts/base_url.sh named tests/test_run_script.py, which never existed."""
+    named = {
+        (script.name, name)
+        for script in (REPO / "scripts").glob("*.sh")
+        for name in re.findall(r"tests/test_\w+\.py", script.read_text())
+    }
+    assert ("base_url.sh", "tests/test_base_url.py") in named
+    assert [pair for pair in named if not (REPO / pair[1]).exists()] == []

@@ -113,6 +113,23 @@ NEVER = [
     "DOTNET_STARTUP_HOOKS",
     "TERMINFO",
     "CRONBOARD_RUN_ID",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "KUBECONFIG",
+    "DOCKER_CONFIG",
+    "RUSTC_WRAPPER",
+    "RUSTC",
+    "CARGO_BUILD_RUSTC_WRAPPER",
+    "CARGO_HOME",
+    "GOFLAGS",
+    "GOENV",
+    "VIMINIT",
+    "EXINIT",
+    "MAVEN_OPTS",
+    "GRADLE_OPTS",
+    "npm_config_node_options",
+    "PIP_INDEX_URL",
+    "BUNDLE_GEMFILE",
 ]
 
 
@@ -154,6 +171,9 @@ def test_only_plain_names_are_accepted_and_nothing_else_gives_a_500(superuser_ap
     response = save(superuser_api, props)
     assert response.status_code == 400, response.content
     assert response.json()["field"] == "properties"
+    # One rule, one place: parse_env says what the guard says (it had a check of its own).
+    guard = commandguard.env_name_refusal(name, allowed=["*"], programs_limited=False)
+    assert guard in response.json()["message"], (guard, response.json())
     assert not Job.objects.filter(name="guarded").exists()
     with pytest.raises(HandlerError, match="not an environment variable name|invalid properties"):
         CommandJobHandler().run(make_ctx(props))
@@ -354,6 +374,51 @@ def test_entries_are_split_on_commas_outside_quotes():
     )
 
 
+def test_an_argument_pattern_does_not_match_an_option(superuser_api, settings, tmp_path):
+    """`ssh * uptime` allowed `ssh -oProxyCommand=… uptime`, and `sort -o X *`
+    a `--compress-program=…`: a `*` matched an option, which runs a command.
+    A pattern matches an argument starting with `-` only if it starts with one."""
+    ssh = commandguard.parse_entry("ssh * uptime")
+    assert commandguard.entry_allows(ssh, ["ssh", "db1.example", "uptime"])
+    assert not commandguard.entry_allows(ssh, ["ssh", '-oProxyCommand=sh -c "id>/tmp/p"', "uptime"])
+    git = commandguard.parse_entry("git -C /srv/repo fetch *")
+    assert commandguard.entry_allows(git, ["git", "-C", "/srv/repo", "fetch", "origin"])
+    assert not commandguard.entry_allows(
+        git, ["git", "-C", "/srv/repo", "fetch", "--upload-pack=touch /tmp/p"]
+    )
+    for pattern in ("?*", "[!a]*", "*x"):
+        assert not commandguard.entry_allows(commandguard.parse_entry(f"rm {pattern}"), ["rm", "-rfx"])
+    level = commandguard.parse_entry("gzip --best=* -- *")
+    assert commandguard.entry_allows(level, ["gzip", "--best=9", "--", "a.log"])
+    assert not commandguard.entry_allows(level, ["gzip", "--best=9", "-d", "a.log"])
+    marker = tmp_path / "pwned"
+    out = tmp_path / "out"
+    settings.JOBS_COMMAND_ALLOWED = [f"sort -o {out} *"]
+    props = {"command": json.dumps(["sort", "-o", str(out), f"--compress-program=touch {marker}"])}
+    response = save(superuser_api, props)
+    assert response.status_code == 400 and response.json()["code"] == "command_not_allowed", response.content
+    with pytest.raises(HandlerError, match="JOBS_COMMAND_ALLOWED"):
+        CommandJobHandler().run(make_ctx(props))
+    assert not marker.exists()
+    (tmp_path / "in").write_text("b\na\n")
+    ok = {"command": json.dumps(["sort", "-o", str(out), str(tmp_path / "in")])}
+    assert CommandJobHandler().run(make_ctx(ok)) == "exit status 0" and out.read_text() == "a\nb\n"
+
+
+def test_an_env_pattern_must_name_something():
+    """`JOBS_COMMAND_ENV_ALLOWED=*` was accepted although the docs said "not `*`":
+    a pattern without a literal character allows every name, those the never
+    list learns later included."""
+    for pattern in ("*", "?*", "**", "???", "[AB]*"):
+        with pytest.raises(ValueError, match="no literal character"):
+            commandguard.check_env_patterns(["REGION", pattern])
+    commandguard.check_env_patterns(["REGION", "BACKUP_*", "PG?", "AWS_*"])
+    for name in ("AWS_CONFIG_FILE", "KUBECONFIG", "CARGO_HOME", "GOFLAGS"):
+        with pytest.raises(ValueError, match="never set it"):
+            commandguard.check_env_patterns([name])
+    assert "not `*`" not in (REPO / "docs" / "handlers.md").read_text()
+
+
 def settings_error(**env) -> str:
     """The last line a process prints when it loads the settings with this environment."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("JOBS_COMMAND")}
@@ -372,7 +437,7 @@ def settings_error(**env) -> str:
 @pytest.mark.slow
 def test_bad_command_settings_stop_the_process_naming_the_setting():
     assert "ImproperlyConfigured: JOBS_COMMAND_CGROUP" in settings_error(JOBS_COMMAND_CGROUP="sometimes")
-    for value in ("LD_PRELOAD", "ld_preload", "A=B", "BASH_ENV,REGION"):
+    for value in ("LD_PRELOAD", "ld_preload", "A=B", "BASH_ENV,REGION", "*", "REGION,?*", "KUBECONFIG"):
         assert "ImproperlyConfigured: JOBS_COMMAND_ENV_ALLOWED" in settings_error(
             JOBS_COMMAND_ENV_ALLOWED=value
         )

@@ -377,6 +377,30 @@ def test_a_cgroup_whose_run_process_died_is_swept_by_the_next_run():
             left.rmdir()
 
 
+def test_a_cgroup_being_made_is_not_swept_by_another_threads_run(monkeypatch, tmp_path):
+    """Under the thread executor, another run's sweep between this run's
+    mkdir and its entry in the live set removed the new cgroup (it looked
+    like one this process had left behind)."""
+    swept = []
+    parent_type = type(tmp_path)
+
+    class Parent(parent_type):
+        def mkdir(self, *args, **kwargs):
+            super().mkdir(*args, **kwargs)
+            cgroups._sweep(Parent(tmp_path))  # another thread's run, at the worst moment
+
+    monkeypatch.setattr(cgroups, "parent_dir", lambda: Parent(tmp_path))
+    monkeypatch.setattr(cgroups.RunCgroup, "remove", lambda self, timeout=0: swept.append(self.path))
+    made = cgroups.RunCgroup.create()
+    assert made.path.is_dir() and swept == [], swept
+    cgroups._sweep(tmp_path)
+    assert swept == [], "still live: its run has not removed it"
+    with cgroups._live_lock:  # its run died without removing it: the next sweep takes it
+        cgroups._live.discard(made.path)
+    cgroups._sweep(tmp_path)
+    assert swept == [made.path]
+
+
 def test_the_scheduler_says_at_its_start_when_command_runs_get_no_cgroup(settings, monkeypatch):
     def unavailable():
         raise cgroups.CgroupUnavailable("/sys/fs/cgroup is read-only")

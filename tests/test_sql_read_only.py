@@ -76,6 +76,11 @@ def without_text_check(monkeypatch):
         "SELECT lo_import('/etc/passwd')",
         "SELECT pg_rotate_logfile()",
         "SELECT pg_notify('cronboard_jobs', '')",
+        # Cronboard's graph lock is an advisory lock: holding it stops every save.
+        "SELECT pg_advisory_lock(3580668139898189876), pg_sleep(3600)",
+        "SELECT pg_advisory_xact_lock(1)",
+        "select PG_TRY_ADVISORY_XACT_LOCK_SHARED(1, 2)",
+        "SELECT pg_try_advisory_lock(1)",
         "SELECT query_to_xml('select pg_' || 'terminate_backend(1)', true, false, '')",
         "SELECT ts_stat('select 1')",
         "DO $$ BEGIN PERFORM 1; END $$",
@@ -304,6 +309,12 @@ def test_a_superuser_role_is_refused_before_anything_runs(pg, settings):
         ),
         ("GRANT cb_admin TO {role}", "belongs to the superuser role cb_admin"),
         ("GRANT EXECUTE ON FUNCTION pg_read_file(text) TO {role}", "may execute pg_read_file()"),
+        # Not inherited, but SET ROLE cb_team (or set_config('role', …)) reaches it.
+        (
+            "GRANT EXECUTE ON FUNCTION pg_read_file(text) TO cb_team; GRANT cb_team TO {role}; "
+            "ALTER ROLE {role} NOINHERIT",
+            "may execute pg_read_file()",
+        ),
         ("GRANT EXECUTE ON FUNCTION lo_export(oid, text) TO {role}", "may execute lo_export()"),
         ("GRANT EXECUTE ON FUNCTION pg_reload_conf() TO {role}", "may execute pg_reload_conf()"),
         # Installed, dblink is PUBLIC's: its connections are not read-only.
@@ -341,6 +352,7 @@ def test_roles_with_server_powers_are_refused_at_save_and_before_every_run(
         )
     finally:
         with pg.connect("readonly") as conn:
+            conn.execute("DROP OWNED BY cb_team")  # and its privileges
             conn.execute("DROP ROLE cb_team")
             conn.execute("DROP ROLE cb_admin")
 
@@ -449,6 +461,24 @@ def test_no_warnings_when_sql_jobs_are_off(settings):
 
 
 @pytest.mark.postgres
+def test_read_only_jobs_stored_before_the_role_rule_are_listed(pg, settings, make_job):
+    """Before this release a read-only job ran under any role, Cronboard's
+    own included (the default without JOBS_SQL_DATABASE_URL)."""
+    from jobs.checks import stored_refusals
+
+    for name in ("report", "totals"):
+        make_job(name=name, kind="sql", handler="", properties={"sql": "SELECT x FROM t"})
+    make_job(name="cleanup", kind="sql", handler="", sql_write=True, properties={"sql": "DELETE FROM t"})
+    assert stored_refusals() == []
+    as_superuser(pg, settings)
+    (listed,) = stored_refusals()
+    assert listed.startswith(
+        "2 read-only SQL job(s) are refused because SQL jobs run as postgres: report, totals;"
+    )
+    assert "JOBS_SQL_DATABASE_URL" in listed and "cleanup" not in listed
+
+
+@pytest.mark.postgres
 def test_the_settings_page_shows_the_warning(pg, settings, staff_client):
     as_superuser(pg, settings)
     html = staff_client.get("/settings/").content.decode()
@@ -525,6 +555,9 @@ DENIED_READS = [
     ("PRAGMA table_info(auth_user)", "auth_user"),
     ("SELECT * FROM pragma_table_info('django_session')", "django_session"),
     ("/* x */ ; SELECT password FROM auth_user", "auth_user"),
+    # The pages of each table: how many sessions, tokens, users there are, and how they grow.
+    ("SELECT name, pgsize FROM dbstat", "dbstat"),
+    ("SELECT count(*) FROM dbstat('main') WHERE name = 'django_session'", "dbstat"),
 ]
 
 

@@ -9,8 +9,8 @@ program is moved into it between fork and exec (so nothing it starts can be
 outside it), and stopping the run writes `cgroup.kill` (Linux 5.14+; before
 it, the cgroup is frozen and every process in it killed).
 
-This needs a writable cgroup2 hierarchy at the process's own cgroup: root on
-a host or a privileged container, or a systemd service with `Delegate=yes`.
+This needs a writable cgroup2 hierarchy at the process's own cgroup: a systemd
+service with `Delegate=yes` gives its (unprivileged) user one.
 Where there is none, `available` says why and the caller falls back to the
 process group. A cgroup left behind by a run process that was killed itself
 is removed (its processes killed) by the next run of a process in the same
@@ -66,9 +66,7 @@ def parent_dir() -> Path:
     if not parent.is_dir():
         raise CgroupUnavailable(f"this process's cgroup {own} is not visible under {mount}")
     if not os.access(parent, os.W_OK) or not os.access(parent / "cgroup.procs", os.W_OK):
-        raise CgroupUnavailable(
-            f"{parent} is not writable (run as root, or delegate it: systemd Delegate=yes)"
-        )
+        raise CgroupUnavailable(f"{parent} is not writable (delegate it to this user: systemd Delegate=yes)")
     return parent
 
 
@@ -88,12 +86,16 @@ class RunCgroup:
         parent = parent_dir()
         _sweep(parent)
         path = parent / f"{PREFIX}{_pid_namespace()}-{os.getpid()}-{secrets.token_hex(4)}"
+        # Live before it exists: another thread's run sweeps what it finds
+        # of this process that is not live, and would remove it in between.
+        with _live_lock:
+            _live.add(path)
         try:
             path.mkdir()
         except OSError as exc:
+            with _live_lock:
+                _live.discard(path)
             raise CgroupUnavailable(f"cannot make a cgroup in {parent}: {exc.strerror}") from None
-        with _live_lock:
-            _live.add(path)
         return cls(path)
 
     def joiner(self) -> tuple[int, functools.partial]:

@@ -113,10 +113,8 @@ def parse_env(props: dict) -> dict[str, str]:
         raise ValueError(f"“env” must be a JSON object of at most {MAX_ENV} names to text")
     env = {}
     for name, item in value.items():
-        if not isinstance(name, str) or not commandguard.ENV_NAME.fullmatch(name):
-            raise ValueError(
-                f"{str(name)[:50]!r} is not an environment variable name ({commandguard.NAME_RULE})"
-            )
+        if shape := commandguard.name_shape_refusal(name):
+            raise ValueError(shape)
         if isinstance(item, (dict, list)) or "\x00" in str(item):
             raise ValueError(f"the value of “{name}” must be text without NUL characters")
         env[name] = "" if item is None else str(item)

@@ -373,10 +373,13 @@ def _cancelled_error(watchdog: Watchdog) -> HandlerError:
 
 # Functions with effects outside the job's own transaction: signalling other
 # sessions, server configuration and logs, server files and directories,
-# large-object file transfer, backups, WAL and replication; and the ones that
-# run SQL given as text, which would let a statement build any of these names.
+# large-object file transfer, backups, WAL and replication, advisory locks
+# (Cronboard's own graph lock, jobs.workflows.GRAPH_LOCK_KEY, is one: a job
+# holding it would stop every save of a job); and the ones that run SQL given
+# as text, which would let a statement build any of these names.
 _SIDE_EFFECT_FUNCTIONS = (
     r"pg_terminate_backend|pg_cancel_backend|pg_signal_backend|pg_notify|pg_reload_conf|pg_rotate_logfile"
+    r"|pg_(?:try_)?advisory\w*"
     r"|pg_log_backend_memory_contexts|pg_promote|pg_switch_wal|pg_create_restore_point"
     r"|pg_(?:start|stop)_backup|pg_backup_(?:start|stop)|pg_wal_replay_(?:pause|resume)"
     r"|pg_read_file|pg_read_binary_file|pg_stat_file|pg_ls_\w+|pg_file_\w+|pg_logdir_ls"
@@ -520,7 +523,9 @@ ROLE_RECIPE = (
     "the jobs read (docs/operations.md, “A role for SQL jobs”)"
 )
 # MEMBER, not USAGE: a member without INHERIT can still SET ROLE, and
-# set_config('role', …) does that inside a single SELECT.
+# set_config('role', …) does that inside a single SELECT. So the functions
+# too: EXECUTE held by any role it is a member of (itself included), since
+# has_function_privilege(f) alone asks only what it inherits.
 _ROLE_QUERY = """
 SELECT current_user::text,
   ARRAY(SELECT s.rolname::text FROM pg_roles s
@@ -528,7 +533,10 @@ SELECT current_user::text,
   ARRAY(SELECT p.rolname::text FROM pg_roles p
         WHERE p.rolname = ANY(%(roles)s) AND pg_has_role(current_user, p.oid, 'MEMBER') ORDER BY 1),
   ARRAY(SELECT DISTINCT f.proname::text FROM pg_proc f
-        WHERE f.proname = ANY(%(functions)s) AND has_function_privilege(f.oid, 'EXECUTE') ORDER BY 1),
+        WHERE f.proname = ANY(%(functions)s) AND EXISTS(
+          SELECT 1 FROM pg_roles m
+          WHERE pg_has_role(current_user, m.oid, 'MEMBER') AND has_function_privilege(m.oid, f.oid, 'EXECUTE'))
+        ORDER BY 1),
   EXISTS(SELECT 1 FROM pg_roles a WHERE a.rolname = %(app)s AND pg_has_role(current_user, a.oid, 'MEMBER'))
 """
 
@@ -589,26 +597,35 @@ def role_powers(conn) -> RolePowers:
     return RolePowers(user, list(superusers), list(roles), list(functions), app if is_app else None)
 
 
+def configured_role_powers() -> RolePowers | None:
+    """What the role SQL jobs connect as may do (None when SQL jobs are off
+    or not on PostgreSQL); psycopg.Error when the server cannot be asked."""
+    if not sql_enabled():
+        return None
+    try:
+        db = database_settings()
+    except HandlerError:
+        return None
+    if _engine(db) != "postgresql":
+        return None
+    with _pg_connect(db, timeout=5) as conn:
+        return role_powers(conn)
+
+
 def role_warnings() -> list[str]:
     """Loud warnings about the role SQL jobs connect as (PostgreSQL only;
     [] when SQL jobs are off or the role has none of these powers)."""
-    if not sql_enabled():
-        return []
-    try:
-        db = database_settings()
-        if _engine(db) != "postgresql":
-            return []
-    except HandlerError:
-        return []
     import psycopg
 
     try:
-        with _pg_connect(db, timeout=5) as conn:
-            powers = role_powers(conn)
+        powers = configured_role_powers()
     except psycopg.Error as exc:
         return [
-            f"Could not check the privileges of the SQL job role ({describe_database(db)}): {_pg_message(exc)}"
+            "Could not check the privileges of the SQL job role "
+            f"({describe_database(database_settings())}): {_pg_message(exc)}"
         ]
+    if powers is None:
+        return []
     problems = powers.problems()
     if not problems:
         return []

@@ -99,6 +99,10 @@ class Command(BaseCommand):
         # And whether a command run's children can outlive it here.
         for warning in log_cgroup_warnings():
             self.stderr.write(_("WARNING: {warning}").format(warning=warning))
+        # And what was stored before this release's stricter rules and is refused now.
+        for warning in checks.stored_refusals():
+            log.warning("REFUSED SINCE THE UPGRADE: %s", warning)
+            self.stderr.write(_("WARNING: {warning}").format(warning=warning))
         try:
             scheduler.run_forever(once=once)
         finally:
