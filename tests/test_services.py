@@ -313,3 +313,28 @@ def test_a_save_that_loses_a_deadlock_is_a_conflict_at_every_door(make_job, staf
     assert [(e["job"], e["code"]) for e in failed.value.errors] == [("contended", "busy")]
     job.refresh_from_db()
     assert job.description != "changed" and job.version == 1
+
+
+def test_an_import_of_a_job_deleted_after_the_file_was_checked_fails_and_saves_nothing(make_job, monkeypatch):
+    from jobs import imports
+
+    job = make_job(name="going")
+    other = make_job(name="staying")
+    planned = imports.plan
+
+    def plan_then_delete(specs, **kwargs):
+        out = planned(specs, **kwargs)
+        services.delete_job(job=Job.objects.get(pk=job.pk))  # another admin, meanwhile
+        return out
+
+    monkeypatch.setattr(imports, "plan", plan_then_delete)
+    specs = [
+        {"name": "staying", "handler": "demo.echo", "description": "changed"},
+        {"name": "going", "handler": "demo.echo", "description": "changed"},
+    ]
+    with pytest.raises(imports.ImportFailed) as failed:
+        imports.apply(specs)
+    assert [(e["job"], e["code"]) for e in failed.value.errors] == [("going", "stale_version")]
+    assert "deleted" in failed.value.errors[0]["message"]
+    other.refresh_from_db()
+    assert other.description != "changed"
