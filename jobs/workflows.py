@@ -174,11 +174,11 @@ class Workflow(collections.ChainMap):
 
 def longest_path(edges, start: str, memo: tuple[dict, dict] | None = None) -> list[str]:
     """The longest path from `start` following `edges`, `start` first. A loop
-    that does not pass through `start` (stored before loops were refused
-    under a lock) is cut where it closes, so this always ends; no recursion,
-    so a chain of any length is measured. `memo`: the (length, following)
-    of earlier calls on the same edges, so that measuring every node of a
-    graph visits each node once."""
+    that does not pass through `start` (the stored graph is read as it is,
+    and rows written behind the saves' checks can hold one) is cut where it
+    closes, so this always ends; no recursion, so a chain of any length is
+    measured. `memo`: the (length, following) of earlier calls on the same
+    edges, so that measuring every node of a graph visits each node once."""
     length, following = memo if memo is not None else ({}, {})
     on_path = {start}
     stack = [(start, iter(sorted(edges.get(start, ()))))]
