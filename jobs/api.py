@@ -188,6 +188,8 @@ def api_view(*methods: str, public: bool = False, read_body: bool = False, staff
                 # Nothing here recurses on purpose; input nested beyond the
                 # stack is the client's mistake, not a server error.
                 return ApiError(400, "invalid", "The request is nested too deeply.").response()
+            except services.SaveBusy as exc:
+                return ApiError(409, "busy", str(exc)).response()
             except services.StaleJobError as exc:
                 return ApiError(409, "stale_version", str(exc), "version").response()
             except services.GraphRefused as exc:

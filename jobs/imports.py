@@ -139,6 +139,35 @@ def apply(specs: list[dict], *, user=None, via: str = AuditEvent.Via.CLI) -> tup
             except services.GraphRefused as refused:
                 # Another save changed the graph since the file was checked.
                 raise ImportFailed([{"job": item.name, **e} for e in refused.error_list()]) from None
+            except services.SaveBusy:
+                raise ImportFailed(
+                    [
+                        {
+                            "job": item.name,
+                            "code": "busy",
+                            "message": _(
+                                "Other changes were being saved at the same moment; "
+                                "nothing was saved. Import the file again."
+                            ),
+                            "field": None,
+                        }
+                    ]
+                ) from None
+            except services.StaleJobError:
+                # Deleted (or changed) by another save since plan() read it.
+                raise ImportFailed(
+                    [
+                        {
+                            "job": item.name,
+                            "code": "stale_version",
+                            "message": _(
+                                "This job was deleted or changed while the file was being imported; "
+                                "nothing was saved. Import the file again."
+                            ),
+                            "field": None,
+                        }
+                    ]
+                ) from None
             if item.action == "create":
                 created += 1
             elif changed:

@@ -308,6 +308,15 @@ class Job(ChoiceLabels, models.Model):
             # version saved it) must not stop the scheduler: it just never fires.
             return None
 
+    def next_fire_on_schedule(self, now: datetime) -> datetime | None:
+        """The next fire of a job whose schedule is counted afresh: an edit
+        that changed it, a job found without a next fire (schedule_unplanned)
+        or off its schedule (ScheduleCheck); docs/cron.md states the rule.
+        An interval job stays on its grid: its last fire plus the interval,
+        or now plus the interval if that is already past; a cron job's first
+        fire time after now."""
+        return self.next_fire_after(now, last_fire=self.last_fire_at)
+
     def run_policy(self) -> dict:
         """What a fire copies from its job so later edits do not change it."""
         return dict(
@@ -371,9 +380,9 @@ class Job(ChoiceLabels, models.Model):
         the same schedule type, expression, interval and zone. A fire that
         was already due when the schedule changed keeps its time: it is owed,
         and the scheduler runs or records it, then counts the new schedule
-        from it. Otherwise an interval job's next fire is its last fire plus
-        the interval, or now plus the interval if that is already past, and
-        a cron job's the first fire time after now."""
+        from it; a change to no schedule (type none) owes nothing. Otherwise
+        the next fire is `next_fire_on_schedule`'s (a new job's, or a
+        resumed one's, counted from now)."""
         self.consecutive_failures = 0
         self.updated_at = now
         if self.state == self.State.ENABLED and not self.is_deleted:
@@ -383,14 +392,14 @@ class Job(ChoiceLabels, models.Model):
             unchanged = was_planned and all(
                 getattr(before, name) == getattr(self, name) for name in self.SCHEDULE_FIELDS
             )
-            if unchanged or (was_planned and before.next_fire_at <= now):
+            # A fire due when the schedule changed is owed, unless the new
+            # schedule fires no more: then nothing is owed.
+            owed = was_planned and before.next_fire_at <= now and self.schedule_type != self.ScheduleType.NONE
+            if unchanged or owed:
                 self.next_fire_at = before.next_fire_at
-            elif (
-                before is not None
-                and self.schedule_type == self.ScheduleType.INTERVAL
-                and before.last_fire_at
-            ):
-                self.next_fire_at = self.next_fire_after(now, last_fire=before.last_fire_at)
+            elif before is not None:
+                # The save copied the stored last fire onto this job.
+                self.next_fire_at = self.next_fire_on_schedule(now)
             else:
                 self.next_fire_at = self.next_fire_after(now)
         elif self.state == self.State.PAUSED:

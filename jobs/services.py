@@ -11,8 +11,8 @@ from datetime import datetime
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
-from django.db.models import F
+from django.db import IntegrityError, OperationalError, connection, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, gettext_noop
@@ -33,6 +33,32 @@ from jobs.models import (
 
 class StaleJobError(Exception):
     """The job changed since the editor loaded it."""
+
+
+class SaveBusy(StaleJobError):
+    """The save waited too long for a lock, or the database chose it as the
+    loser of a deadlock with another writer (the scheduler claiming fires, a
+    long `jobs import`). Nothing was written; the same save may succeed when
+    tried again."""
+
+
+# SQLSTATEs of a transaction that lost to another over locks: deadlock
+# detected, serialization failure, lock not available (lock_timeout).
+LOCK_CONFLICTS = frozenset({"40P01", "40001", "55P03"})
+# SQLite's: the busy timeout ran out (config/settings.py).
+SQLITE_LOCK_CONFLICTS = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED"})
+
+
+def is_lock_conflict(exc: BaseException) -> bool:
+    """Whether a failed write lost to another writer over locks, rather than
+    failing for what it wrote: the save is answered as busy (SaveBusy)."""
+    if not isinstance(exc, OperationalError):
+        return False
+    cause = exc.__cause__
+    return (
+        getattr(cause, "sqlstate", None) in LOCK_CONFLICTS
+        or getattr(cause, "sqlite_errorname", None) in SQLITE_LOCK_CONFLICTS
+    )
 
 
 class ServiceError(Exception):
@@ -178,12 +204,28 @@ def save_job_if_changed(
     and the write. `state`, which the scheduler changes too (a crash, a
     run-once job's end), is written by Job.state_after_edit: only where the
     editor changed it, and a crashed job is left only by an edit made with
-    its current version."""
+    its current version.
+
+    A save that loses to another writer over locks (a deadlock, a lock
+    waited for past workflows.GRAPH_LOCK_TIMEOUT) writes nothing and
+    raises SaveBusy, a StaleJobError: every door answers it as a conflict
+    to try again (409 `busy` over the API), never as a server error."""
     now = now or timezone.now()
+    try:
+        return _save_job_if_changed(
+            job=job, user=user, via=via, expected_version=expected_version, workflow=workflow, now=now
+        )
+    except OperationalError as exc:
+        if is_lock_conflict(exc):
+            raise SaveBusy(str(BUSY_MESSAGE)) from exc
+        raise
+
+
+def _save_job_if_changed(*, job, user, via, expected_version, workflow, now) -> tuple[Job, bool]:
     creating = job.pk is None
     with transaction.atomic():
         workflows.lock_graph()
-        stored = None if creating else Job.objects.select_for_update().get(pk=job.pk)
+        stored = None if creating else _lock_for_edit(job)
         if stored is not None:
             if stored.is_deleted:
                 # Deleted since the editor loaded it: saving would edit a deleted job.
@@ -249,6 +291,28 @@ def save_job_if_changed(
     return job, True
 
 
+def _lock_for_edit(job: Job) -> Job:
+    """The job's row as stored, locked for the edit. FOR NO KEY UPDATE: an
+    edit changes no key, so it does not wait for (nor block) the KEY SHARE
+    lock each new run of the job takes on it. A rename also rewrites the
+    `after` of the jobs that run after it (save_dependencies): their rows are
+    locked in the same statement, in the order of their ids, so that the
+    save never holds one of them while waiting for another that the
+    scheduler (which claims fires of many jobs in one statement) holds.
+    Under the graph lock the stored name and the downstream links cannot
+    change, so the unlocked look at the name is the one the save sees."""
+    renaming = Job.objects.filter(pk=job.pk).exclude(name=job.name).exists()
+    rows = Job.objects.filter(pk=job.pk)
+    if renaming:
+        rows = Job.objects.filter(
+            Q(pk=job.pk) | Q(pk__in=JobDependency.objects.filter(upstream_id=job.pk).values("downstream_id"))
+        )
+    locked = {row.pk: row for row in rows.order_by("pk").select_for_update(no_key=True)}
+    if job.pk not in locked:
+        raise Job.DoesNotExist
+    return locked[job.pk]
+
+
 # What an edit writes on an existing job's row (see save_job_if_changed).
 EDIT_WRITES = [*Job.EDITABLE_FIELDS, "version", "updated_at", "next_fire_at", "consecutive_failures"]
 
@@ -277,7 +341,7 @@ def save_dependencies(
         )
     if renamed_from:
         now = now or timezone.now()
-        for downstream in Job.objects.filter(upstream_links__upstream=job).distinct():
+        for downstream in Job.objects.filter(upstream_links__upstream=job).distinct().order_by("pk"):
             after = [
                 {**item, "job": job.name} if item.get("job") == renamed_from else item
                 for item in downstream.after or []
@@ -294,6 +358,11 @@ def save_dependencies(
                     changes={"after": [downstream.after, after]},
                 )
 
+
+BUSY_MESSAGE = gettext_lazy(
+    "Other changes were being saved at the same moment, so this one was not saved. "
+    "Reload the page, then make your change again."
+)
 
 STALE_MESSAGE = gettext_lazy(
     "This job was changed by someone else after you opened it. "

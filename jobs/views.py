@@ -384,8 +384,13 @@ def job_import(request):
                         created, updated, unchanged = imports.apply(
                             specs, user=request.user, via=AuditEvent.Via.CONSOLE
                         )
-                    except imports.ImportFailed:
-                        pass  # the preview below shows why
+                    except imports.ImportFailed as failed:
+                        # A job's own errors show in the preview below; one
+                        # that another save caused (the job deleted
+                        # meanwhile, a busy database) is told here.
+                        for error in failed.errors:
+                            if not error.get("field"):
+                                messages.error(request, f"{error['job']}: {error['message']}")
                     else:
                         messages.success(
                             request,

@@ -33,6 +33,12 @@ CODE_TOO_MANY_DOWNSTREAM = "47010"
 # The PostgreSQL advisory lock that serialises writers of the graph: a fixed
 # key, the same in every process (the bytes of "cb-graph" as a positive bigint).
 GRAPH_LOCK_KEY = int.from_bytes(b"cb-graph", "big") >> 1
+# How long a save waits for the graph lock (and, after it, for the rows it
+# locks) on PostgreSQL before it gives up, answered as busy
+# (services.SaveBusy): a long `jobs import` holds the lock for its whole
+# transaction, and an SQL job could hold it on purpose. SQLite's writers
+# wait for its write lock as long as its busy timeout (config/settings.py).
+GRAPH_LOCK_TIMEOUT = "10s"
 
 
 def lock_graph() -> None:
@@ -43,11 +49,15 @@ def lock_graph() -> None:
     transaction are fine). SQLite: nothing to do here, every transaction
     begins IMMEDIATE (config/settings.py), which takes the database's one
     write lock before its first statement, so writers already run one after
-    another and each reads what those before it committed."""
+    another and each reads what those before it committed. A wait longer
+    than GRAPH_LOCK_TIMEOUT fails the statement (SQLSTATE 55P03); the
+    timeout stays set for the rest of the transaction (SET LOCAL), so no
+    lock the save takes after this one waits longer."""
     if not connection.in_atomic_block:
         raise RuntimeError("lock_graph() holds the lock until the transaction ends: call it inside one")
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('lock_timeout', %s, true)", [GRAPH_LOCK_TIMEOUT])
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [GRAPH_LOCK_KEY])
 
 
@@ -164,11 +174,11 @@ class Workflow(collections.ChainMap):
 
 def longest_path(edges, start: str, memo: tuple[dict, dict] | None = None) -> list[str]:
     """The longest path from `start` following `edges`, `start` first. A loop
-    that does not pass through `start` (stored before loops were refused
-    under a lock) is cut where it closes, so this always ends; no recursion,
-    so a chain of any length is measured. `memo`: the (length, following)
-    of earlier calls on the same edges, so that measuring every node of a
-    graph visits each node once."""
+    that does not pass through `start` (the stored graph is read as it is,
+    and rows written behind the saves' checks can hold one) is cut where it
+    closes, so this always ends; no recursion, so a chain of any length is
+    measured. `memo`: the (length, following) of earlier calls on the same
+    edges, so that measuring every node of a graph visits each node once."""
     length, following = memo if memo is not None else ({}, {})
     on_path = {start}
     stack = [(start, iter(sorted(edges.get(start, ()))))]

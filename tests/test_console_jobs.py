@@ -226,6 +226,30 @@ def test_edit_saves_and_bumps_the_version(staff_client, make_job):
     assert AuditEvent.objects.filter(job=job, action="edit").get().changes["description"] == ["", "new"]
 
 
+def test_an_edit_that_loses_a_deadlock_is_told_to_try_again_and_changes_nothing(
+    staff_client, make_job, monkeypatch
+):
+    from django.db import OperationalError
+
+    from jobs import workflows
+
+    class Deadlock(Exception):
+        sqlstate = "40P01"
+
+    def lock_graph():
+        raise OperationalError("deadlock detected") from Deadlock()
+
+    monkeypatch.setattr(workflows, "lock_graph", lock_graph)
+    job = make_job(name="report")
+    response = staff_client.post(
+        reverse("jobs:job_edit", args=[job.pk]), job_data(description="mine", version=job.version)
+    )
+    assert response.status_code == 200
+    assert "Other changes were being saved at the same moment" in response.content.decode()
+    job.refresh_from_db()
+    assert job.description == "" and job.version == 1
+
+
 def test_second_editor_is_told_the_job_changed(staff_client, make_job, superuser):
     job = make_job(name="report")
     loaded_version = job.version

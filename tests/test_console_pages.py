@@ -795,6 +795,38 @@ def test_import_with_an_error_saves_nothing_and_says_why(staff_client, make_job)
         assert 'id="form-errors"' in html, hostile[:20]
 
 
+def test_an_import_that_meets_a_job_deleted_meanwhile_says_so_and_saves_nothing(
+    staff_client, make_job, monkeypatch
+):
+    import json
+
+    from jobs import imports, services
+
+    job = make_job(name="going")
+    planned = imports.plan
+
+    def plan_then_delete(specs, **kwargs):
+        out = planned(specs, **kwargs)
+        if Job.objects.live().filter(pk=job.pk).exists():
+            services.delete_job(job=Job.objects.get(pk=job.pk))  # another admin, meanwhile
+        return out
+
+    monkeypatch.setattr(imports, "plan", plan_then_delete)
+    text = json.dumps(
+        [
+            {"name": "new", "handler": "demo.echo", "cron_expression": "0 0 * * * *"},
+            {"name": "going", "handler": "demo.echo", "cron_expression": "0 0 * * * *", "description": "x"},
+        ]
+    )
+    response = staff_client.post(reverse("jobs:job_import"), {"text": text, "apply": "1"})
+    assert response.status_code == 200
+    assert (
+        "going: This job was deleted or changed while the file was being imported"
+        in response.content.decode()
+    )
+    assert not Job.objects.filter(name="new").exists()
+
+
 def test_import_reads_an_uploaded_file(staff_client):
     from django.core.files.uploadedfile import SimpleUploadedFile
 

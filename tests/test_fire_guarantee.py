@@ -126,6 +126,15 @@ def test_a_schedule_changed_while_a_fire_is_due_runs_that_fire_then_counts_from_
     assert job.next_fire_at == T0 + timedelta(seconds=60)
 
 
+def test_an_edit_that_turns_the_schedule_off_while_a_fire_is_due_owes_no_fire(make_job, scheduler):
+    job = interval_job(make_job)
+    saved = edit(job, T0 + timedelta(milliseconds=300), schedule_type="none")
+    assert saved.next_fire_at is None, "a schedule that fires no more owes nothing"
+
+    scheduler.plan_due(T0 + timedelta(milliseconds=400))
+    assert scheduled(job) == []
+
+
 def test_a_schedule_change_counts_from_the_last_fire_as_it_is_now(make_job, scheduler, clock):
     job = interval_job(make_job)
     loaded = Job.objects.get(pk=job.pk)
@@ -195,6 +204,26 @@ def test_the_schedule_check_puts_a_job_without_a_next_fire_back_on_its_grid(
     job.refresh_from_db()
     assert job.next_fire_at == T0 + timedelta(seconds=32), "its last fire plus the interval"
     assert f"job {job.pk} ({job.name}) was off its schedule (missing" in caplog.text
+
+
+def test_a_job_without_a_next_fire_gets_the_same_one_at_start_as_from_the_schedule_check(
+    both_databases, make_job, check
+):
+    """schedule_unplanned (at start) and the schedule check use one rule: an
+    interval job stays on its grid, counted from its last fire."""
+    job = interval_job(make_job, interval_seconds=60)
+    on_grid = T0 + timedelta(seconds=40)
+    Job.objects.filter(pk=job.pk).update(next_fire_at=None, last_fire_at=on_grid - timedelta(seconds=60))
+    now = T0 + planning.CHECK_EVERY
+
+    assert planning.schedule_unplanned(now) is True
+    job.refresh_from_db()
+    assert job.next_fire_at == on_grid, "its last fire plus the interval"
+
+    Job.objects.filter(pk=job.pk).update(next_fire_at=None)
+    check.step(now)
+    job.refresh_from_db()
+    assert job.next_fire_at == on_grid
 
 
 def test_the_schedule_check_brings_back_a_next_fire_pushed_past_its_interval(both_databases, make_job, check):

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 JOBS = 3  # the jobs the writers edit and run
 # Jobs firing at the same instants that nobody edits: they make each pass
 # that claims a fire long enough (tens of milliseconds) for edits to land
-# inside it, as they did among the 300 jobs of the load test.
+# inside it: the race between a claim and an edit is what this test is for.
 BUSY = 200
 STEP = timedelta(seconds=5)  # the shortest interval a job may have
 WRITING = 20  # seconds of edits and run-nows

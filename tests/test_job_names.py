@@ -65,6 +65,34 @@ def test_the_console_search_finds_a_name_by_either_spelling(make_job, staff_clie
     assert f">{COMPOSED}<" in page
 
 
+def test_the_migration_cuts_a_name_that_nfc_lengthens_to_the_columns_length(both_databases, make_job):
+    """U+0958 is a composition exclusion: NFC writes it as two code points,
+    so 150 of them become 300, past the column's 200 (PostgreSQL refuses
+    the write)."""
+    migration = importlib.import_module("jobs.migrations.0018_workflow_chains")
+    max_length = Job._meta.get_field("name").max_length
+    nfc_pair = "\u0915\u093c"
+    long_name = "\u0958" * 150
+    twin = make_job(name=nfc_pair * 100)  # what the long name is cut to, stored in NFC already
+    long = make_job(name=long_name)
+    follower = make_job(name="follower", after=[{"job": long_name, "on": "success"}])
+    JobDependency.objects.create(upstream=long, downstream=follower)
+    gone = make_job(name="\u0958" * 120)
+    Job.objects.filter(pk=gone.pk).update(deleted_at=gone.created_at)
+
+    migration.normalize_names(apps, None)
+
+    names = dict(Job.objects.values_list("pk", "name"))
+    assert all(len(name) <= max_length for name in names.values()), names
+    assert names[twin.pk] == nfc_pair * 100
+    assert names[long.pk] == nfc_pair * 98 + " (2)"
+    assert names[gone.pk] == nfc_pair * 100
+    follower.refresh_from_db()
+    assert follower.after == [{"job": nfc_pair * 98 + " (2)", "on": "success"}]
+    trail = {event.job_id: event for event in AuditEvent.objects.filter(via="system")}
+    assert trail[long.pk].job_name == nfc_pair * 98 + " (2)"
+
+
 def test_the_migration_normalises_names_and_after_and_says_so_in_the_audit_trail(make_job):
     migration = importlib.import_module("jobs.migrations.0018_workflow_chains")
     older = make_job(name=COMPOSED)

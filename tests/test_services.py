@@ -149,3 +149,192 @@ def test_soft_deleted_job_stops_firing_and_keeps_its_runs(make_job, scheduler, c
     assert not Job.objects.live().filter(pk=job.pk).exists()
     # The name is free again for a new job.
     services.save_job(job=Job(name=job.name, handler="demo.echo", cron_expression="0 * * * * *"))
+
+
+# -- saves that meet other writers' locks (PostgreSQL) ------------------------------
+
+
+@pytest.fixture
+def other_session(postgres_database, postgres_server):
+    """A second session on the test's PostgreSQL database: the scheduler, a
+    long import, an SQL job. Its own transaction, never committed unless the
+    test does; closed (rolled back) at the end."""
+    from tests.fixtures.databases import DATABASE
+
+    conn = postgres_server.connect(DATABASE, autocommit=False)
+    conn.execute("SET lock_timeout = '20s'")
+    conn.commit()
+    yield conn
+    conn.close()
+
+
+def _in_thread(func):
+    """Run `func` in a thread (with its own database connection); returns
+    (thread, outcome) where outcome gets "result" or "error"."""
+    import threading
+
+    from django.db import connection
+
+    outcome = {}
+
+    def target():
+        try:
+            outcome["result"] = func()
+        except Exception as exc:  # reported by the test
+            outcome["error"] = exc
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    return thread, outcome
+
+
+def _wait_for_lock_wait(conn, timeout: float = 30.0) -> None:
+    """Until some other session of the database waits for a lock."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        conn.execute("SELECT pg_stat_clear_snapshot()")  # else read once per transaction
+        waiting = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        ).fetchone()[0]
+        if waiting:
+            return
+        time.sleep(0.02)
+    raise AssertionError("no session waited for a lock")
+
+
+@pytest.mark.postgres
+def test_a_save_that_waits_for_the_graph_lock_too_long_is_answered_busy_and_writes_nothing(
+    postgres_database, staff_api, make_job, other_session, monkeypatch
+):
+    """A long `jobs import` (or an SQL job) holds the graph lock: an edit
+    gives up after GRAPH_LOCK_TIMEOUT with a 409, not a wait without end."""
+    import threading
+
+    from jobs import workflows
+
+    monkeypatch.setattr(workflows, "GRAPH_LOCK_TIMEOUT", "300ms")
+    job = make_job(name="edited")
+    other_session.execute("SELECT pg_advisory_xact_lock(%s)", [workflows.GRAPH_LOCK_KEY])
+    # Without a timeout the save would wait for good: let go eventually, so
+    # that such a save ends (and the test fails) instead of hanging.
+    release = threading.Timer(30, other_session.rollback)
+    release.start()
+    try:
+        response = staff_api.patch(f"/api/jobs/{job.pk}", {"description": "changed"})
+    finally:
+        release.cancel()
+    assert response.status_code == 409, response.content
+    assert response.json()["code"] == "busy"
+    job.refresh_from_db()
+    assert job.description != "changed" and job.version == 1
+
+
+@pytest.mark.postgres
+def test_an_edit_does_not_wait_for_a_run_being_inserted_for_the_job(
+    postgres_database, make_job, other_session, monkeypatch
+):
+    """Each new run takes a KEY SHARE lock on its job's row; an edit changes
+    no key of the row, so it locks it FOR NO KEY UPDATE and goes ahead."""
+    from jobs import workflows
+
+    monkeypatch.setattr(workflows, "GRAPH_LOCK_TIMEOUT", "2s")
+    job = make_job(name="busy job")
+    # What the foreign key check of a run being inserted for it takes.
+    other_session.execute("SELECT 1 FROM jobs_job WHERE id = %s FOR KEY SHARE", [job.pk])
+    try:
+        job.description = "changed"
+        services.save_job(job=job)
+    finally:
+        other_session.rollback()
+    job.refresh_from_db()
+    assert job.description == "changed"
+
+
+@pytest.mark.postgres
+def test_a_rename_and_the_scheduler_locking_the_same_jobs_do_not_deadlock(
+    postgres_database, make_job, other_session
+):
+    """The scheduler's claim updates many job rows in one statement: it may
+    hold a downstream job while it waits for its upstream. A rename of the
+    upstream rewrites the downstream's `after`: it locks both rows in one
+    statement in id order, so it never holds the upstream while waiting for
+    the downstream, and both finish."""
+    from jobs.models import JobDependency
+
+    downstream = make_job(name="downstream")
+    upstream = make_job(name="upstream")
+    Job.objects.filter(pk=downstream.pk).update(after=[{"job": "upstream", "on": "success"}])
+    JobDependency.objects.create(upstream=upstream, downstream=downstream)
+    assert downstream.pk < upstream.pk
+
+    other_session.execute("UPDATE jobs_job SET version = version + 1 WHERE id = %s", [downstream.pk])
+    upstream.name = "renamed"
+    thread, outcome = _in_thread(lambda: services.save_job(job=upstream))
+    _wait_for_lock_wait(other_session)
+    other_session.execute("UPDATE jobs_job SET version = version + 1 WHERE id = %s", [upstream.pk])
+    other_session.commit()
+    thread.join(60)
+
+    assert "error" not in outcome, outcome
+    downstream.refresh_from_db()
+    assert downstream.after == [{"job": "renamed", "on": "success"}]
+    assert Job.objects.get(pk=upstream.pk).name == "renamed"
+
+
+class _Deadlock(Exception):
+    sqlstate = "40P01"
+
+
+def _lose_a_deadlock(monkeypatch):
+    """The database picks the save as the loser of a deadlock."""
+    from django.db import OperationalError
+
+    from jobs import workflows
+
+    def lock_graph():
+        raise OperationalError("deadlock detected") from _Deadlock()
+
+    monkeypatch.setattr(workflows, "lock_graph", lock_graph)
+
+
+def test_a_save_that_loses_a_deadlock_is_a_conflict_at_every_door(make_job, staff_api, monkeypatch):
+    from jobs import imports
+
+    job = make_job(name="contended")
+    _lose_a_deadlock(monkeypatch)
+    response = staff_api.patch(f"/api/jobs/{job.pk}", {"description": "changed"})
+    assert (response.status_code, response.json()["code"]) == (409, "busy")
+    with pytest.raises(imports.ImportFailed) as failed:
+        imports.apply([{"name": "contended", "handler": "demo.echo", "description": "changed"}])
+    assert [(e["job"], e["code"]) for e in failed.value.errors] == [("contended", "busy")]
+    job.refresh_from_db()
+    assert job.description != "changed" and job.version == 1
+
+
+def test_an_import_of_a_job_deleted_after_the_file_was_checked_fails_and_saves_nothing(make_job, monkeypatch):
+    from jobs import imports
+
+    job = make_job(name="going")
+    other = make_job(name="staying")
+    planned = imports.plan
+
+    def plan_then_delete(specs, **kwargs):
+        out = planned(specs, **kwargs)
+        services.delete_job(job=Job.objects.get(pk=job.pk))  # another admin, meanwhile
+        return out
+
+    monkeypatch.setattr(imports, "plan", plan_then_delete)
+    specs = [
+        {"name": "staying", "handler": "demo.echo", "description": "changed"},
+        {"name": "going", "handler": "demo.echo", "description": "changed"},
+    ]
+    with pytest.raises(imports.ImportFailed) as failed:
+        imports.apply(specs)
+    assert [(e["job"], e["code"]) for e in failed.value.errors] == [("going", "stale_version")]
+    assert "deleted" in failed.value.errors[0]["message"]
+    other.refresh_from_db()
+    assert other.description != "changed"

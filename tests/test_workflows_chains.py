@@ -82,7 +82,8 @@ def test_a_chain_deeper_than_the_setting_is_refused_by_the_engine(
 
 
 def test_a_diamond_is_not_a_loop_and_a_retry_keeps_its_chain(make_job, scheduler, clock):
-    # D runs after B and after C, both after A: once per upstream run, as before.
+    # D runs after B and after C, both after A: once per upstream run, since
+    # each finished upstream run starts its own downstream run.
     a = chain_job(make_job, "A")
     chain_job(make_job, "B", "A")
     chain_job(make_job, "C", "A")

@@ -406,9 +406,9 @@ class ScheduleCheck:
     """Every CHECK_EVERY, on the node that plans: enabled jobs whose next fire
     is missing, ahead of their interval, or stuck due (`off_schedule`) are
     logged and set back on their schedule by the rule a save uses
-    (docs/cron.md): an interval job's last fire plus the interval, or now
-    plus the interval if that is past; a cron job's first fire time after
-    now. A stuck fire is recorded as a skipped misfire first, so it is not
+    (Job.next_fire_on_schedule, docs/cron.md): an interval job's last fire
+    plus the interval, or now plus the interval if that is past; a cron
+    job's first fire time after now. A stuck fire is recorded as a skipped misfire first, so it is not
     lost without a trace. Whatever set them off did it without the planner:
     the warning is how it is noticed. The first step only starts the count
     (at start, `schedule_unplanned` has just run)."""
@@ -438,7 +438,7 @@ class ScheduleCheck:
             problem = Problem.STUCK
         else:
             problem = Problem.AHEAD
-        new_next = job.next_fire_after(now, last_fire=job.last_fire_at)
+        new_next = job.next_fire_on_schedule(now)
         if new_next is None and was is None:
             return None  # a stored cron expression that no longer parses never fires (Job.next_fire_after)
         with transaction.atomic():
@@ -496,10 +496,11 @@ def off_schedule(now: datetime):
 
 def schedule_unplanned(now: datetime) -> bool:
     """Enabled jobs without a next fire time (seeded by a migration, written
-    by hand) get one."""
+    by hand) get one, by the rule of a save and of the schedule check
+    (Job.next_fire_on_schedule): an interval job stays on its grid."""
     did = False
     for job in Job.objects.live().filter(state=Job.State.ENABLED, next_fire_at__isnull=True, run_once=False):
-        next_fire = job.next_fire_after(now)
+        next_fire = job.next_fire_on_schedule(now)
         if next_fire is not None:
             Job.objects.filter(pk=job.pk, next_fire_at__isnull=True, state=Job.State.ENABLED).update(
                 next_fire_at=next_fire

@@ -13,24 +13,32 @@ def _nfc(text: str) -> str:
 
 
 def normalize_names(apps, schema_editor):
-    """Every job name and every name in an `after` in NFC. Where two live jobs'
-    names differ only in normalisation, one keeps the name (the one stored in
-    NFC already, else the older) and the other gets " (2)" (or the next free
+    """Every job name and every name in an `after` in NFC. NFC can lengthen a
+    name (U+0958 and the other composition exclusions decompose): one longer
+    than the column is cut to its length. Where two live jobs' names then
+    differ only in normalisation, one keeps the name (the one stored in NFC
+    already, else the older) and the other gets " (2)" (or the next free
     number) appended; an `after` naming it follows. Each changed job gets a
     new version and an audit row (via system), as any edit does."""
     Job = apps.get_model("jobs", "Job")
     AuditEvent = apps.get_model("jobs", "AuditEvent")
+    max_length = Job._meta.get_field("name").max_length
+
+    def stored(text: str) -> str:
+        return _nfc(text)[:max_length]
+
     jobs = list(Job.objects.order_by("id").only("id", "name", "after", "deleted_at"))
-    taken = {job.name for job in jobs if job.deleted_at is None and _nfc(job.name) == job.name}
+    taken = {job.name for job in jobs if job.deleted_at is None and stored(job.name) == job.name}
     new_names, live_renames = {}, {}
     for job in jobs:
-        name = _nfc(job.name)
+        name = stored(job.name)
         if name == job.name:
             continue
         if job.deleted_at is None:
             candidate, n = name, 2
             while candidate in taken:
-                candidate, n = f"{name[:190]} ({n})", n + 1
+                suffix = f" ({n})"
+                candidate, n = name[: max_length - len(suffix)] + suffix, n + 1
             taken.add(candidate)
             live_renames[job.name] = name = candidate
         new_names[job.pk] = name
@@ -40,7 +48,7 @@ def normalize_names(apps, schema_editor):
         if name != job.name:
             changes["name"] = [job.name, name]
         after = [
-            {**item, "job": live_renames.get(item["job"], _nfc(item["job"]))}
+            {**item, "job": live_renames.get(item["job"], stored(item["job"]))}
             if isinstance(item, dict) and isinstance(item.get("job"), str)
             else item
             for item in job.after or []
