@@ -278,7 +278,11 @@ def refusal(
                 ).format(most=most, upstream=upstream[:100], count=len(downstream[upstream])),
                 code=CODE_TOO_MANY_DOWNSTREAM,
             )
-    up_memo, down_memo = (workflow.up_memo, workflow.down_memo) if filed else (None, None)
+    # Lengths measured from one job hold for every job only in a graph
+    # without loops: a loop is cut where the walk from the job checked
+    # closes it, so with one the walk starts afresh for each job.
+    shared = filed and not workflow.cyclic
+    up_memo, down_memo = (workflow.up_memo, workflow.down_memo) if shared else (None, None)
     chain = [
         *reversed(longest_path(graph, name, up_memo)),
         *longest_path(downstream, name, down_memo)[1:],

@@ -56,7 +56,7 @@ def test_the_console_refuses_a_file_larger_than_its_limit_and_names_the_command(
 
 def test_reading_a_file_of_30000_jobs_compares_each_name_once(monkeypatch):
     # Finding the names given twice compared every name with every other
-    # (list.count per name): about 90 s for this file.
+    # (list.count per name): quadratic in the file's length.
     seen = []
     real = imports.job_name
     monkeypatch.setattr(imports, "job_name", lambda name: seen.append(name) or real(name))
@@ -77,7 +77,7 @@ class CountingWorkflow(workflows.Workflow):
 
 def test_a_files_loops_are_found_in_one_pass_over_a_chain_of_30000_jobs():
     # Each job's check walked every job upstream of it: the chain's length
-    # squared, 450 million look-ups here.
+    # squared.
     file = {f"job-{i}": [f"job-{i - 1}"] if i else [] for i in range(30_000)}
     file.update({"loop-a": ["loop-b"], "loop-b": ["loop-c"], "loop-c": ["loop-a"], "self": ["self"]})
     CountingWorkflow.lookups = 0
@@ -91,7 +91,8 @@ def test_a_files_loops_are_found_in_one_pass_over_a_chain_of_30000_jobs():
 
 
 def test_checking_every_job_of_a_chain_of_5000_measures_the_chain_once(db):
-    # The depth limit walked the whole chain for each job of it.
+    # Measuring the depth limit walks the chain; each walk reuses what
+    # the walks before it measured.
     file = {f"job-{i}": [f"job-{i - 1}"] if i else [] for i in range(5_000)}
     CountingWorkflow.lookups = 0
     workflow = CountingWorkflow(file)
@@ -100,6 +101,23 @@ def test_checking_every_job_of_a_chain_of_5000_measures_the_chain_once(db):
         for name, ups in list(file.items())[1:]:
             assert workflows.refusal(name=name, upstreams=ups, workflow=workflow) is None
     assert CountingWorkflow.lookups - built < 10 * len(file)
+
+
+@pytest.mark.parametrize(
+    "order",
+    [["j4", "j2", "j1", "j3", "j0"], ["j0", "j1", "j2", "j3", "j4"], ["j2", "j4", "j0", "j3", "j1"]],
+)
+def test_a_files_jobs_get_the_answer_they_get_one_by_one_whatever_the_order_and_loops(db, order):
+    # Lengths remembered from one job's walk, where a loop was cut, must not
+    # answer for another job's: the file's view and the one-job view agree.
+    file = {"j0": ["j1", "j3"], "j1": ["j0"], "j2": ["j0", "j4"], "j3": ["j1"], "j4": ["j3"]}
+    workflow = workflows.Workflow(file)
+    with override_settings(JOBS_MAX_CHAIN_DEPTH=3):
+        for name in order:
+            alone = workflows.refusal(name=name, upstreams=file[name], workflow=dict(file))
+            filed = workflows.refusal(name=name, upstreams=file[name], workflow=workflow)
+            assert (alone and alone.code) == (filed and filed.code), name
+            assert (alone and alone.message) == (filed and filed.message), name
 
 
 def test_planning_a_file_reads_the_stored_workflow_once(make_job):
