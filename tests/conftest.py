@@ -30,10 +30,12 @@ pytest_plugins = [
 LONGEST_FIRST = (
     "test_console_pages_browser.py",
     "test_cluster_processes.py",
+    "test_cluster_clock.py",
     "test_api_schemathesis.py",
     "test_api_schemathesis_postgres.py",
     "test_api_schemathesis_coverage.py",
     "test_scheduler_process.py",
+    "test_fire_guarantee_process.py",
     "test_alert_kinds.py",
     "test_executor_process.py",
     "test_alert_channels_restart.py",
