@@ -615,6 +615,14 @@ def configured_role_powers() -> RolePowers | None:
 def role_warnings() -> list[str]:
     """Loud warnings about the role SQL jobs connect as (PostgreSQL only;
     [] when SQL jobs are off or the role has none of these powers)."""
+    try:
+        on_postgresql = sql_enabled() and _engine(database_settings()) == "postgresql"
+    except HandlerError:
+        on_postgresql = False
+    if not on_postgresql:
+        # Nothing to ask, and psycopg (9 MB) stays unloaded in a scheduler
+        # that never talks to PostgreSQL.
+        return []
     import psycopg
 
     try:
