@@ -359,4 +359,9 @@ def test_a_run_another_node_queued_is_claimed_at_once_however_far_this_nodes_est
         worker_id="node-b", clustered=True, clock=lambda: timezone.now() - timedelta(seconds=1)
     )
     assert lagging.claim_queued(lagging.clock()) is True
-    assert Run.objects.get(pk=run.pk).worker_id == "node-b"
+    claimed = Run.objects.get(pk=run.pk)
+    assert claimed.worker_id == "node-b"
+    # It starts by the clock that found it due, not before its run_after by
+    # the node's lagging estimate.
+    assert claimed.started_at == claimed.heartbeat_at >= claimed.run_after
+    assert lagging.pool.flights[run.pk].started_at == claimed.started_at
