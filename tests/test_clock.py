@@ -365,3 +365,27 @@ def test_a_run_another_node_queued_is_claimed_at_once_however_far_this_nodes_est
     # the node's lagging estimate.
     assert claimed.started_at == claimed.heartbeat_at >= claimed.run_after
     assert lagging.pool.flights[run.pk].started_at == claimed.started_at
+
+
+@pytest.mark.postgres
+def test_runs_queued_from_the_web_process_go_by_the_databases_clock(postgres_database, make_job, staff_api):
+    """A web host's clock an hour ahead (the database's untouched): a run
+    now, a task and a saved job's next fire still go by the database's
+    clock, or the scheduler nodes would hold them an hour."""
+    from jobs import services
+    from jobs.engine.clock import database_now
+
+    job = make_job(schedule_type=Job.ScheduleType.INTERVAL, interval_seconds=60)
+    before = database_now()
+    with time_machine.travel(before + timedelta(hours=1), tick=False):
+        run, _created = services.run_now(job=job)
+        task = services.enqueue("demo.echo", key="k")
+        job.interval_seconds = 120
+        saved, _changed = services.save_job_if_changed(job=job)
+        api_task = staff_api.post("/api/tasks", {"handler": "demo.echo", "key": "api"})
+    after = database_now()
+    assert before <= run.run_after == run.scheduled_at <= after
+    assert before <= task.run_after <= after
+    assert before + timedelta(seconds=120) <= saved.next_fire_at <= after + timedelta(seconds=120)
+    assert api_task.status_code == 201, api_task.content
+    assert before <= Run.objects.get(task_key="api").run_after <= after
