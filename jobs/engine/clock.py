@@ -19,8 +19,11 @@ kept: a reading held up by a descheduled process or a busy server would put
 the clock behind by its delay. Whether a queued run is due is judged by the
 database's clock itself, in the claim's statement
 (jobs.engine.execution.starting.ClusterClaim): each node's estimate lags by
-its own amount, and a run one node queued must be due on all of them. A step of this host's clock moves the engine's times until
-the next measurement (JOBS_LEASE_RENEW_SECONDS).
+its own amount, and a run one node queued must be due on all of them; the
+claim starts them from the later of the two. A pass that measures does so
+first and judges by the new estimate throughout (jobs.engine.loop). A step
+of this host's clock moves the engine's times until the next measurement
+(JOBS_LEASE_RENEW_SECONDS).
 
 On SQLite there is one scheduler, and the database's clock is this host's:
 the process's clock is used as it is, and nothing is measured.
