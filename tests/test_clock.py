@@ -280,7 +280,9 @@ def test_a_node_off_by_ten_times_the_limit_stops_planning_and_claiming_until_its
         "plans and claims nothing until it is back within JOBS_MAX_CLOCK_SKEW (2 s)" in out.getvalue()
     )
     assert "clock off: not working" in page
-    assert "It went more than 20 s off: it plans and claims nothing until its clock is back within 2 s" in page
+    assert (
+        "It went more than 20 s off: it plans and claims nothing until its clock is back within 2 s" in page
+    )
     assert exit_code.value.code == 1
     assert err.getvalue().strip() == (
         "unhealthy: the scheduler node-a plans and claims nothing: its clock is 30 s ahead of the "
