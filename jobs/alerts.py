@@ -37,6 +37,7 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from jobs import channels, links
 from jobs.config import MIN_ALERT_SECONDS, get_setting, get_setting_cached, get_stored
+from jobs.engine.clock import due
 from jobs.i18n import alert_translation
 from jobs.models import LIVE_RUN, Alert, AlertDelivery, Job, Message, Run
 
@@ -368,7 +369,7 @@ class AlertWatch:
         self._last: datetime | None = None
 
     def step(self, now: datetime) -> bool:
-        if self._last is not None and timedelta(0) <= now - self._last < WATCH_EVERY:
+        if not due(self._last, now, WATCH_EVERY):
             return False
         self._last = now
         # `now` is the engine's clock: the database's on PostgreSQL, so every

@@ -801,7 +801,7 @@ def enqueue_task(request, payload: schemas.TaskInput):
     form = TaskForm(data)
     if not form.is_valid():
         raise ApiError.invalid(form.error_list())
-    now = timezone.now()
+    now = services.write_time()
     (run,) = services.enqueue_many([form.task_request()], now=now)
     return JsonResponse(run_to_dict(run), status=201 if run.created_at == now else 200)
 

@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, gettext_noop
 
 from jobs import audit, workflows
+from jobs.engine.clock import database_time
 from jobs.engine.listener import CHANNEL
 from jobs.handlers import registry
 from jobs.models import (
@@ -175,6 +176,15 @@ def save_job(
     return save_job_if_changed(job=job, user=user, via=via, expected_version=expected_version, now=now)[0]
 
 
+def write_time(now: datetime | None = None) -> datetime:
+    """The time a write from outside the scheduler (the web process, a
+    command) goes by: `now` when the caller gives one, else the database's
+    clock on PostgreSQL (one query), the process's on SQLite. The scheduler
+    nodes judge a run's run_after and a job's next fire by the database's
+    clock (jobs.engine.clock), not by this host's."""
+    return now or database_time(timezone.now())
+
+
 def save_job_if_changed(
     *,
     job: Job,
@@ -210,7 +220,7 @@ def save_job_if_changed(
     waited for past workflows.GRAPH_LOCK_TIMEOUT) writes nothing and
     raises SaveBusy, a StaleJobError: every door answers it as a conflict
     to try again (409 `busy` over the API), never as a server error."""
-    now = now or timezone.now()
+    now = write_time(now)
     try:
         return _save_job_if_changed(
             job=job, user=user, via=via, expected_version=expected_version, workflow=workflow, now=now
@@ -399,7 +409,7 @@ def pause_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: da
 def resume_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: datetime | None = None) -> Job:
     """Resume a paused job or re-enable a crashed one: its next fire time is
     computed from now and its failure count starts over."""
-    now = now or timezone.now()
+    now = write_time(now)
     _require_live(job)
     check_job_change(
         kinds=[job.kind], user=user, action="re-enable" if job.state == Job.State.CRASHED else "resume"
@@ -465,7 +475,7 @@ def run_now(
     forms.clean_run_properties (ValidationError) and, since they change what
     runs, allowed only to whoever may edit the job (check_job_change)."""
     check_demo_mode("run now")
-    now = now or timezone.now()
+    now = write_time(now)
     _require_live(job)
     if properties is None and retry_of is not None:
         properties = retry_of.properties or None
@@ -569,7 +579,7 @@ def enqueue(
 def enqueue_many(requests: Iterable[TaskRequest], *, now: datetime | None = None) -> list[Run]:
     """Queue several tasks; duplicates inside the batch and against live
     tasks collapse onto one run. Returns one run per request, in order."""
-    now = now or timezone.now()
+    now = write_time(now)
     requests = list(requests)
     for request in requests:
         _validate_task(request)

@@ -17,9 +17,12 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 TICK = 5  # seconds between fires: the shortest interval a job may have
 # A fire's start, by the database's clock, at most this long after its time.
-# Measured: tens of milliseconds; the bound leaves a loaded two-core machine
-# room and is still far below the 25 s the nodes' clocks are apart by.
-LATE_BY_AT_MOST = timedelta(seconds=3)
+# Measured: tens of milliseconds. Three schedulers, their run processes and
+# PostgreSQL on a loaded two-core machine can stall a pass for seconds; the
+# bound leaves that room and is still far below the 25 s the slow node's
+# fires were late by when the leader planned by its own clock. Never early
+# stays strict.
+LATE_BY_AT_MOST = timedelta(seconds=5)
 # Leases of 6 s renewed every 2 s: a node measures its clock, and a standby
 # takes over, within seconds.
 FAST_LEASES = {"JOBS_LEASE_TTL_SECONDS": "6", "JOBS_LEASE_RENEW_SECONDS": "2"}
@@ -185,7 +188,7 @@ def test_fires_start_on_time_by_the_databases_clock_whichever_node_leads(nodes):
     assert all(len(late) >= 2 for late in lateness.values()), lateness
     for leader, late in lateness.items():
         assert max(late) < LATE_BY_AT_MOST, f"fires late under {leader}: {late}"
-        assert statistics.median(late) < timedelta(seconds=1), f"fires late under {leader}: {late}"
+        assert statistics.median(late) < LATE_BY_AT_MOST / 2, f"fires late under {leader}: {late}"
 
 
 def test_a_node_whose_clock_is_far_off_stops_planning_and_claiming_until_it_comes_back(nodes):
@@ -206,9 +209,12 @@ def test_a_node_whose_clock_is_far_off_stops_planning_and_claiming_until_it_come
     )
 
     cluster.set_clock("drift", 30)
-    site.wait_for(lambda: "this node plans and claims nothing" in site.log("drift"), 30, "drift to refuse")
-    assert "this node's clock is 30 s ahead of the database's, more than 10 x JOBS_MAX_CLOCK_SKEW (20 s)" in (
-        site.log("drift")
+    site.wait_for(
+        lambda: "plans and claims nothing until it is back" in site.log("drift"), 30, "drift to refuse"
+    )
+    assert (
+        "its clock is 30 s ahead of the database's: it went more than 10 x JOBS_MAX_CLOCK_SKEW (20 s) off"
+        in (site.log("drift"))
     )
     site.wait_for(lambda: cluster.leader() is None, 10, "drift to hand back the leader lease")
     status = site.wait_for(

@@ -19,16 +19,28 @@ kept: a reading held up by a descheduled process or a busy server would put
 the clock behind by its delay. Whether a queued run is due is judged by the
 database's clock itself, in the claim's statement
 (jobs.engine.execution.starting.ClusterClaim): each node's estimate lags by
-its own amount, and a run one node queued must be due on all of them. A step of this host's clock moves the engine's times until
-the next measurement (JOBS_LEASE_RENEW_SECONDS).
+its own amount, and a run one node queued must be due on all of them; the
+claim starts them from the later of the two. A pass that measures does so
+first and judges by the new estimate throughout (jobs.engine.loop). A step
+of this host's clock moves the engine's times until the next measurement
+(JOBS_LEASE_RENEW_SECONDS).
 
 On SQLite there is one scheduler, and the database's clock is this host's:
 the process's clock is used as it is, and nothing is measured.
 
 `Skew` judges a measurement against JOBS_MAX_CLOCK_SKEW: over it, the node
 warns; over REFUSE_FACTOR times it, the node plans and claims nothing until
-its clock comes back (jobs.engine.loop), since a clock that far off is a
-fault to fix, not a difference to correct for.
+its clock is back within JOBS_MAX_CLOCK_SKEW (jobs.engine.loop), since a
+clock that far off is a fault to fix, not a difference to correct for. It
+judges by the least skew the reading allows (`Reading.least_skew_seconds`):
+a slow round trip on a loaded machine is not skew.
+
+Steps done every so often (the lease renewals, the sweep, the run
+heartbeats, the alert watch) are due once their period has passed since the
+last time, or at once when the engine's clock went back by more than
+STEP_BACK (`due`): a host's clock stepped back would otherwise hold them
+until it caught up, while a new measurement moving the offset back by a few
+milliseconds is no reason to do them again.
 """
 
 import time
@@ -42,6 +54,17 @@ from django.utils import timezone
 
 SAMPLES = 3  # readings per measurement; the one with the shortest round trip counts
 REFUSE_FACTOR = 10  # times JOBS_MAX_CLOCK_SKEW past which a node stops planning and claiming
+STEP_BACK = timedelta(seconds=1)  # a step back of the engine's clock by more than this is a clock step
+
+
+def due(last: datetime | None, now: datetime, every: timedelta) -> bool:
+    """Whether a step done every `every`, last at `last` (None: never), is
+    due at `now`: once `every` has passed, or at once when the clock went
+    back by more than STEP_BACK (see the module's docstring)."""
+    if last is None:
+        return True
+    elapsed = now - last
+    return elapsed >= every or elapsed < -STEP_BACK
 
 
 def database_now() -> datetime:
@@ -70,13 +93,22 @@ class Reading:
         """This node's clock minus the database's: positive when it is ahead."""
         return -self.offset.total_seconds()
 
+    @property
+    def least_skew_seconds(self) -> float:
+        """The skew nearest zero this reading allows. The database read its
+        clock some time within the round trip, before this node read its own:
+        the skew lay between `skew_seconds - round trip` and `skew_seconds`
+        (a slow round trip can only make a node look ahead)."""
+        low = self.skew_seconds - self.round_trip.total_seconds()
+        return min(0.0, self.skew_seconds) if low <= 0 else low
+
 
 class Clock:
     """The engine's one clock: `clock()` is the database's time on PostgreSQL
     (this process's clock plus the last measured offset), this process's on
     SQLite. `local` is this process's clock (the tests' fixed one);
     `read_database` reads the database's, None where there is none to
-    measure against."""
+    measure against; `counter` times the round trips."""
 
     def __init__(
         self,
@@ -84,10 +116,12 @@ class Clock:
         *,
         read_database: Callable[[], datetime] | None = None,
         offset: timedelta = timedelta(0),
+        counter: Callable[[], float] = time.perf_counter,
     ):
         self.local = local
         self.read_database = read_database
         self.offset = offset
+        self.counter = counter  # times the round trips
 
     @classmethod
     def for_connection(cls, local: Callable[[], datetime] = timezone.now) -> "Clock":
@@ -105,12 +139,10 @@ class Clock:
             return None
         best: Reading | None = None
         for _ in range(SAMPLES):
-            sent = time.perf_counter()
+            sent = self.counter()
             database = self.read_database()
             received = self.local()
-            reading = Reading(
-                offset=database - received, round_trip=timedelta(seconds=time.perf_counter() - sent)
-            )
+            reading = Reading(offset=database - received, round_trip=timedelta(seconds=self.counter() - sent))
             if best is None or reading.round_trip < best.round_trip:
                 best = reading
         self.offset = best.offset
@@ -138,9 +170,12 @@ class Skew:
         if reading is None:
             return Judged()
         limit = max_skew()
-        skew = abs(reading.skew_seconds)
+        skew = abs(reading.least_skew_seconds)
         was_refusing = self.refusing
-        self.refusing = skew > REFUSE_FACTOR * limit
+        # Once refusing, until back within the limit: a skew near the
+        # refusal's threshold does not start and stop the node at every
+        # measurement.
+        self.refusing = skew > (limit if was_refusing else REFUSE_FACTOR * limit)
         return Judged(
             over=skew > limit,
             started_refusing=self.refusing and not was_refusing,
@@ -180,3 +215,14 @@ def describe(skew_seconds: float) -> str:
     """'2.5 s ahead of the database's', for logs and the command line."""
     side = "ahead of" if skew_seconds > 0 else "behind"
     return f"{abs(skew_seconds):.3g} s {side} the database's"
+
+
+def refusal(skew_seconds: float) -> str:
+    """Why a node plans and claims nothing, for its log, `manage.py cluster
+    status` and the health check."""
+    limit = max_skew()
+    return (
+        f"its clock is {describe(skew_seconds)}: it went more than {REFUSE_FACTOR} x JOBS_MAX_CLOCK_SKEW "
+        f"({REFUSE_FACTOR * limit:g} s) off and plans and claims nothing until it is back within "
+        f"JOBS_MAX_CLOCK_SKEW ({limit:g} s)"
+    )

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from jobs import fence
+from jobs.engine.clock import due
 
 log = logging.getLogger("cronboard.scheduler")
 
@@ -36,7 +37,7 @@ class HeartbeatPinger:
         """Start a ping if one is due; True if it started one. Never blocks."""
         if not self.url:
             return False
-        if self._last is not None and timedelta(0) <= now - self._last < EVERY:
+        if not due(self._last, now, EVERY):
             return False
         if self._thread is not None and self._thread.is_alive():
             return False

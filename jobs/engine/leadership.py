@@ -26,13 +26,14 @@ import logging
 import os
 import socket
 import threading
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.backends.signals import connection_created
 
 from jobs.engine import leases
+from jobs.engine.clock import due
 from jobs.models import Job, LeadershipChange, Run
 
 log = logging.getLogger("cronboard.scheduler")
@@ -77,7 +78,7 @@ class Leadership:
         hold it, else try to take it. True when we just became leader."""
         if not self.clustered:
             return False
-        if self._last_lead is not None and timedelta(0) <= now - self._last_lead < self.lease_renew:
+        if not due(self._last_lead, now, self.lease_renew):
             return False
         self._last_lead = now
         with transaction.atomic():
@@ -121,9 +122,7 @@ class Leadership:
         """Once per renew period, and at once if the clock went back (this
         host's was stepped, or a new measurement moved the database's
         offset): waiting for it to catch up could let the lease lapse."""
-        return self._last_node_renew is None or not (
-            timedelta(0) <= now - self._last_node_renew < self.lease_renew
-        )
+        return due(self._last_node_renew, now, self.lease_renew)
 
     def renew_node(self, now: datetime, *, running: int, clock: dict | None = None) -> bool:
         """Renew (or, the first time, take) this process's node lease, its

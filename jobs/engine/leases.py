@@ -29,7 +29,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists
 from django.db.models.functions import Now
 
-from jobs.engine.clock import REFUSE_FACTOR, database_now, describe, max_skew, refused_in, skew_in
+from jobs.engine.clock import database_now, refusal, refused_in, skew_in
 from jobs.models import Lease
 
 NODE_PREFIX = "node:"
@@ -159,8 +159,7 @@ def node_health(worker_id: str, *, now: datetime) -> NodeHealth:
     skew = skew_in(lease.info)
     if refused_in(lease.info) and skew is not None:
         return NodeHealth(
-            f"the scheduler {worker_id} plans and claims nothing: its clock is {describe(skew)}, more than "
-            f"{REFUSE_FACTOR} x JOBS_MAX_CLOCK_SKEW ({REFUSE_FACTOR * max_skew():g} s); fix its time (NTP)",
+            f"the scheduler {worker_id} plans and claims nothing: {refusal(skew)}; fix its time (NTP)",
             skew,
         )
     return NodeHealth(None, skew)

@@ -52,7 +52,7 @@ from django.utils import timezone
 
 from jobs import alerts
 from jobs.engine import maintenance, planning
-from jobs.engine.clock import REFUSE_FACTOR, Clock, Skew, describe, max_skew
+from jobs.engine.clock import REFUSE_FACTOR, Clock, Skew, describe, due, max_skew, refusal
 from jobs.engine.execution.executors import Outcome, make_pool
 from jobs.engine.execution.starting import Claimed, Starter, next_queued_after
 from jobs.engine.heartbeat_ping import HeartbeatPinger
@@ -105,7 +105,7 @@ class NextQueued:
             self.at = at
 
     def get(self, now: datetime) -> datetime | None:
-        if self.read_at is None or not timedelta(0) <= now - self.read_at < POLL:
+        if due(self.read_at, now, POLL):
             self.at = next_queued_after(now)
             self.read_at = now
         if self.at is not None and self.at <= now:
@@ -212,14 +212,23 @@ class Scheduler:
         """Every few seconds: touch running runs, flush their logs, act on
         cancel requests; every lease-renew period measure this node's clock
         and renew its lease."""
-        if self.leadership.node_renew_due(now):
-            self.check_clock()
-            self.renew_node_lease(now)
+        now = self.renew_node_if_due(now)
         beat = self.run_heartbeat.step(now, self.pool)
         if beat is None:
             return False
         self._took(beat)
         return True
+
+    def renew_node_if_due(self, now: datetime) -> datetime:
+        """Every lease-renew period: measure this node's clock and renew its
+        lease. Returns the time to judge by from here on: the clock read
+        again once a measurement may have moved it."""
+        if not self.leadership.node_renew_due(now):
+            return now
+        self.check_clock()
+        now = self.clock()
+        self.renew_node_lease(now)
+        return now
 
     def renew_node_lease(self, now: datetime) -> None:
         if not self.leadership.renew_node(now, running=len(self.pool.flights), clock=self.skew.info()):
@@ -230,33 +239,39 @@ class Scheduler:
         at every node lease renewal; nothing to measure on SQLite). Over
         JOBS_MAX_CLOCK_SKEW: warn. Over REFUSE_FACTOR times that: hand back
         the leader lease and plan and claim nothing (runs in flight go on and
-        are written) until a measurement finds the clock back."""
+        are written) until a measurement finds the clock back within
+        JOBS_MAX_CLOCK_SKEW (clock.Skew)."""
         judged = self.skew.judge(self.clock.measure())
         reading = self.skew.reading
         if reading is None or not (judged.over or judged.stopped_refusing):
             return
         limit = max_skew()
         where = f"this node's clock is {describe(reading.skew_seconds)}"
-        refuse_at = f"{REFUSE_FACTOR} x JOBS_MAX_CLOCK_SKEW ({REFUSE_FACTOR * limit:g} s)"
         if judged.stopped_refusing:
-            log.warning("clock skew: %s, back within %s: planning and claiming again", where, refuse_at)
+            log.warning(
+                "clock skew: %s, back within JOBS_MAX_CLOCK_SKEW (%g s): planning and claiming again",
+                where,
+                limit,
+            )
         elif judged.started_refusing:
             log.error(
-                "clock skew: %s, more than %s: this node plans and claims nothing until its clock "
-                "comes back (the runs it has go on); fix its time (NTP)",
-                where,
-                refuse_at,
+                "clock skew: %s (the runs it has go on); fix this host's time (NTP)",
+                refusal(reading.skew_seconds),
             )
             self.leadership.step_down()
         elif self.skew.refusing:
-            log.error("clock skew: %s, still more than %s: not planning or claiming", where, refuse_at)
+            log.error(
+                "clock skew: this node's %s; still not planning or claiming", refusal(reading.skew_seconds)
+            )
         else:
             log.warning(
                 "clock skew: %s, more than JOBS_MAX_CLOCK_SKEW (%g s); the scheduler goes by the "
-                "database's clock, but fix this host's time (NTP): at %s this node stops planning and claiming",
+                "database's clock, but fix this host's time (NTP): at %s x JOBS_MAX_CLOCK_SKEW (%g s) "
+                "this node stops planning and claiming",
                 where,
                 limit,
-                refuse_at,
+                REFUSE_FACTOR,
+                REFUSE_FACTOR * limit,
             )
 
     def sweep(self, now: datetime) -> bool:
@@ -325,6 +340,9 @@ class Scheduler:
     def run_pass(self, now: datetime, *, claims_uncertain: bool = False) -> Pass:
         """One pass of every step. `claims_uncertain`: a database error may
         have hidden a claim that committed (see requeue_unstarted_claims)."""
+        # First: a new measurement moves the clock the rest of the pass
+        # judges by.
+        now = self.renew_node_if_due(now)
         did = self.collect(self.pool.wait(0), now)
         did |= self.enforce_deadlines(now)
         self.heartbeat(now)

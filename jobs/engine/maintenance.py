@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from django.db import connection, models, transaction
 
 from jobs.engine import leases
+from jobs.engine.clock import due
 from jobs.engine.outcomes import Recorded, Recorder, back_to_queue
 from jobs.models import LIVE_RUN, Run, cap_message
 
@@ -63,7 +64,7 @@ class Sweep:
         self.last: datetime | None = None
 
     def step(self, now: datetime, *, executing: Collection[int]) -> Recorded:
-        if self.last is not None and timedelta(0) <= now - self.last < SWEEP_EVERY:
+        if not due(self.last, now, SWEEP_EVERY):
             return Recorded()
         self.last = now
         # This node's own runs are stale only if it is not executing them (a
@@ -121,7 +122,7 @@ class RunHeartbeat:
     def step(self, now: datetime, pool) -> Recorded | None:
         """None when not due, or nothing is running; else what acting on the
         cancel requests recorded."""
-        if self.last is not None and timedelta(0) <= now - self.last < HEARTBEAT_EVERY:
+        if not due(self.last, now, HEARTBEAT_EVERY):
             return None
         self.last = now
         if not pool.flights:

@@ -71,7 +71,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from jobs import channels, links
-from jobs.engine.clock import database_time
+from jobs.engine.clock import database_time, due
 from jobs.i18n import alert_translation
 from jobs.models import Alert, AlertDelivery
 
@@ -379,11 +379,7 @@ class AlertSender:
         return next_alert is not None and next_alert <= now
 
     def _next_read(self, now: datetime) -> datetime | None:
-        if (
-            self._written
-            or self._read_at is None
-            or not timedelta(0) <= now - self._read_at < self.read_every
-        ):
+        if self._written or due(self._read_at, now, self.read_every):
             self._next_pending = self.next_wakeup(now)
             self._read_at = now
             self._written = False

@@ -31,6 +31,7 @@ from django.db.models.expressions import RawSQL
 
 from jobs.engine import leases
 from jobs.engine.bulk import database, insert_rows, update_from_values
+from jobs.engine.clock import due
 from jobs.engine.execution.starting import start_time, take
 from jobs.engine.prepared import Prepared
 from jobs.models import LIVE_RUN, Job, Run
@@ -419,7 +420,7 @@ class ScheduleCheck:
 
     def step(self, now: datetime) -> Checked | None:
         """None when not due; else what it repaired."""
-        if self.last is None or timedelta(0) <= now - self.last < CHECK_EVERY:
+        if self.last is None or not due(self.last, now, CHECK_EVERY):
             self.last = self.last or now
             return None
         self.last = now

@@ -125,13 +125,14 @@ class Starter:
         """PostgreSQL: up to `free` due queued runs, marked running on this
         node and read back with their jobs, in one statement (autocommit:
         its commit is the claim). Runs planning holds start from memory."""
-        started = start_time(now, self.clock)
-        rows = _cluster_claim(free, worker_id=self.worker_id, started=started)
+        rows = _cluster_claim(free, worker_id=self.worker_id, started=start_time(now, self.clock))
         if not rows:
             return Claimed(known=known)
         runs = [known.get(run.pk) or run for run in rows]
         claimed = self._claimed(runs, known, free)
-        take(runs, started, worker_id=self.worker_id)  # the ones from memory, as the statement marked them
+        # The ones from memory, as the statement marked them: from the time
+        # it wrote, never before the database's clock that found them due.
+        take(runs, rows[0].started_at, worker_id=self.worker_id)
         claimed.recorded = self.start_all(runs)
         return claimed
 
@@ -205,7 +206,9 @@ class ClusterClaim:
     another node queued as due by its estimate of that clock
     (jobs.engine.clock) is due here at once, however far this node's own
     estimate lags behind (at most a round trip, but then a run would wait
-    for the next wake-up).
+    for the next wake-up). The runs start from this node's estimate
+    (`started`) but never before that clock (GREATEST): a run never starts
+    before its run_after.
 
     The rows are read as `Run.objects.select_related("job")` reads them:
     the same columns in the same order, with Django's converters, compiled
@@ -258,7 +261,8 @@ class ClusterClaim:
         run_pk, job_pk = qn(Run._meta.pk.column), qn(Job._meta.pk.column)
         sql = (
             f"WITH claimed AS (UPDATE {run} SET {col['status']} = '{Run.Status.RUNNING}', "
-            f"{col['worker_id']} = %s, {col['started_at']} = %s, {col['heartbeat_at']} = %s "
+            f"{col['worker_id']} = %s, {col['started_at']} = GREATEST(%s, statement_timestamp()), "
+            f"{col['heartbeat_at']} = GREATEST(%s, statement_timestamp()) "
             f"WHERE {run}.{run_pk} IN (SELECT {run_pk} FROM {run} "
             f"WHERE {QUEUED_RUN.sql} AND {col['run_after']} <= statement_timestamp() ORDER BY {col['run_after']}, {run_pk} "
             f"LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING {run}.*) "

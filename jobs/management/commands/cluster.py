@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from jobs import checks
 from jobs.cluster import ClusterStatus, cluster_status
-from jobs.engine.clock import REFUSE_FACTOR, describe, max_skew
+from jobs.engine.clock import describe, max_skew, refusal
 
 
 class Command(BaseCommand):
@@ -59,10 +59,7 @@ def _text(status: ClusterStatus) -> str:
             f"last_heartbeat={heartbeat} running={node.running} clock={clock}"
         )
         if node.alive and node.clock_refused:
-            lines.append(
-                f"    its clock is {describe(node.clock_skew)}, more than {REFUSE_FACTOR} x JOBS_MAX_CLOCK_SKEW "
-                f"({REFUSE_FACTOR * max_skew():g} s): it plans and claims nothing until its clock comes back"
-            )
+            lines.append(f"    {refusal(node.clock_skew)}")
         elif node.alive and node.clock_over_limit:
             lines.append(
                 f"    its clock is {describe(node.clock_skew)}, more than JOBS_MAX_CLOCK_SKEW ({max_skew():g} s)"
