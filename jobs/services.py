@@ -485,33 +485,39 @@ def run_now(
 
         check_job_change(kinds=[job.kind], user=user, action="override the properties of")
         overrides = clean_run_properties(job, properties)
-    existing = _live_manual_run(job)
-    if existing is not None:
-        return existing, False
-    try:
-        with transaction.atomic():
-            run = Run.objects.create(
-                job=job,
-                scheduled_at=now,
-                run_after=now,
-                trigger=trigger,
-                created_by=user if getattr(user, "pk", None) else None,
-                properties=overrides,
-                **job.run_policy(),
-            )
-            changes = {"run": [None, run.pk]}
-            if retry_of is not None:
-                changes["retry_of"] = [None, retry_of.pk]
-            if overrides:
-                changes["properties"] = [None, overrides]
-            audit.record(job=job, action="run-now", user=user, via=via, changes=changes)
-    except IntegrityError:
+    # Two requests at once: the database's partial unique index lets one
+    # insert; the other returns that run. By the time it looks, that run may
+    # have finished already (a short job): then nothing live stands in the
+    # way, and it asks again instead of failing.
+    for _attempt in range(3):
         existing = _live_manual_run(job)
-        if existing is None:
-            raise
-        return existing, False
-    wake_schedulers()
-    return run, True
+        if existing is not None:
+            return existing, False
+        try:
+            with transaction.atomic():
+                run = Run.objects.create(
+                    job=job,
+                    scheduled_at=now,
+                    run_after=now,
+                    trigger=trigger,
+                    created_by=user if getattr(user, "pk", None) else None,
+                    properties=overrides,
+                    **job.run_policy(),
+                )
+                changes = {"run": [None, run.pk]}
+                if retry_of is not None:
+                    changes["retry_of"] = [None, retry_of.pk]
+                if overrides:
+                    changes["properties"] = [None, overrides]
+                audit.record(job=job, action="run-now", user=user, via=via, changes=changes)
+        except IntegrityError:
+            continue
+        wake_schedulers()
+        return run, True
+    existing = _live_manual_run(job)
+    if existing is None:
+        raise ServiceError(_("Another run of “{name}” was being started; try again.").format(name=job.name))
+    return existing, False
 
 
 def cancel_run(

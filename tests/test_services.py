@@ -32,6 +32,27 @@ def test_second_live_manual_run_is_refused_by_the_database(make_job):
         Run.objects.create(job=job, scheduled_at=T0 + timedelta(seconds=1), trigger="api")
 
 
+def test_run_now_racing_a_run_that_finished_meanwhile_starts_a_new_one(make_job, monkeypatch):
+    """The other request's run was live when this one inserted (the unique
+    index refused it) and finished before this one looked for it: nothing
+    live is left, so this request runs the job instead of failing (a 500)."""
+    job = make_job(next_fire_at=T0)
+    other = Run.objects.create(job=job, scheduled_at=T0, trigger="manual")
+    looks = []
+    real = services._live_manual_run
+
+    def live_run(job):
+        looks.append(1)
+        if len(looks) == 1:
+            return None  # looked before the other request inserted its run
+        Run.objects.filter(pk=other.pk).update(status=Run.Status.SUCCEEDED)  # and it finished
+        return real(job)
+
+    monkeypatch.setattr(services, "_live_manual_run", live_run)
+    run, created = services.run_now(job=job)
+    assert created and run.pk != other.pk and run.status == Run.Status.QUEUED
+
+
 def test_manual_run_executes_like_a_fire(make_job, scheduler, clock):
     job = make_job(next_fire_at=T0 + timedelta(hours=1), properties={"a": "1"})
     run, _ = services.run_now(job=job, now=T0)
