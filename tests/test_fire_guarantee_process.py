@@ -132,7 +132,9 @@ def check_under_load(site: processes.Site) -> None:
     assert len(first) == JOBS
 
     statuses = write_for(api, sorted(first), WRITING)
-    assert set(statuses) <= {200, 201, 409}, statuses
+    # A server error is a product bug: the web server's log names it.
+    failures = "\n".join(line for line in site.logs().splitlines() if "Error" in line or "failed" in line)
+    assert set(statuses) <= {200, 201, 409}, (statuses, failures[-5_000:])
     assert statuses.get(200, 0) > 10 * JOBS, statuses
 
     # Every job fires once more after the writers stopped: the fires up to
