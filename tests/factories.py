@@ -49,3 +49,31 @@ def job_data(**overrides) -> dict:
     }
     data.update(overrides)
     return data
+
+
+def edit_form_data(job: Job, **overrides) -> dict:
+    """The job form's fields as the console's edit page posts them for `job`
+    (its stored values and version), with `overrides`."""
+    data = {
+        "name": job.name,
+        "description": job.description,
+        "namespace": job.namespace,
+        "kind": job.kind,
+        "handler": job.handler,
+        "properties": "",
+        "schedule_type": job.schedule_type,
+        "cron_expression": job.cron_expression,
+        "timezone": job.timezone,
+        "misfire_policy": job.misfire_policy,
+        "max_retries": str(job.max_retries),
+        "retry_interval_seconds": str(job.retry_interval_seconds),
+        "timeout_seconds": str(job.timeout_seconds),
+        "alert_threshold": str(job.alert_threshold),
+        "alert_emails": "",
+        "state": job.state,
+        "version": str(job.version),
+    }
+    if job.run_once:
+        data["run_once"] = "on"
+    data.update(overrides)
+    return data

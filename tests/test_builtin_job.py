@@ -10,6 +10,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from jobs.models import Job
+from tests.factories import edit_form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -29,30 +30,6 @@ def unchanged(job: Job) -> bool:
     )
 
 
-def console_data(job: Job, **overrides) -> dict:
-    data = {
-        "name": job.name,
-        "description": job.description,
-        "namespace": job.namespace,
-        "kind": job.kind,
-        "handler": job.handler,
-        "properties": "",
-        "schedule_type": job.schedule_type,
-        "cron_expression": job.cron_expression,
-        "timezone": job.timezone,
-        "misfire_policy": job.misfire_policy,
-        "max_retries": str(job.max_retries),
-        "retry_interval_seconds": str(job.retry_interval_seconds),
-        "timeout_seconds": str(job.timeout_seconds),
-        "alert_threshold": str(job.alert_threshold),
-        "alert_emails": "",
-        "state": job.state,
-        "version": str(job.version),
-    }
-    data.update(overrides)
-    return data
-
-
 @pytest.mark.parametrize(
     "change",
     [
@@ -62,7 +39,7 @@ def console_data(job: Job, **overrides) -> dict:
 )
 def test_the_console_refuses_another_handler_or_kind(staff_client, retention, change):
     response = staff_client.post(
-        reverse("jobs:job_edit", args=[retention.pk]), console_data(retention, **change)
+        reverse("jobs:job_edit", args=[retention.pk]), edit_form_data(retention, **change)
     )
     assert response.status_code == 200
     assert "is a built-in job: its kind and handler (cronboard.retention) cannot be changed" in (
@@ -85,7 +62,7 @@ def test_a_trusted_caller_is_refused_a_command_kind_too(settings, retention):
 def test_the_console_still_edits_its_schedule_and_timeout(staff_client, retention):
     response = staff_client.post(
         reverse("jobs:job_edit", args=[retention.pk]),
-        console_data(retention, cron_expression="0 15 4 * * ?", timeout_seconds="1800"),
+        edit_form_data(retention, cron_expression="0 15 4 * * ?", timeout_seconds="1800"),
     )
     assert response.status_code == 302, response.content.decode()
     fresh = Job.objects.get(pk=retention.pk)

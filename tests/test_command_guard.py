@@ -17,6 +17,7 @@ from jobs import commandguard
 from jobs.handlers.base import HandlerError
 from jobs.handlers.command import CommandJobHandler
 from jobs.models import Job, Run
+from tests.factories import job_data
 from tests.fixtures.commands import T0, make_ctx
 from tests.fixtures.core import drain
 
@@ -260,24 +261,13 @@ def test_the_console_form_import_and_run_overrides_refuse_the_same(
     settings.JOBS_COMMAND_ENV_ALLOWED = ["REGION"]
     env = json.dumps({"PERL5OPT": "-Mx"})
     client.force_login(superuser)
-    data = {
-        "name": "form-job",
-        "description": "",
-        "namespace": "",
-        "kind": "command",
-        "handler": "",
-        "properties": json.dumps({"command": "/bin/echo hi", "env": env}),
-        "schedule_type": "cron",
-        "cron_expression": "0 30 2 * * *",
-        "timezone": "UTC",
-        "misfire_policy": "skip",
-        "max_retries": "0",
-        "retry_interval_seconds": "60",
-        "timeout_seconds": "600",
-        "alert_threshold": "3",
-        "alert_emails": "",
-        "state": "enabled",
-    }
+    data = job_data(
+        name="form-job",
+        kind="command",
+        handler="",
+        properties=json.dumps({"command": "/bin/echo hi", "env": env}),
+        timezone="UTC",
+    )
     form = client.post("/jobs/new/", data)
     assert form.status_code == 200 and "PERL5OPT" in form.content.decode()
     assert not Job.objects.filter(name="form-job").exists()

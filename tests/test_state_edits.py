@@ -17,6 +17,7 @@ from django.urls import reverse
 
 from jobs import services
 from jobs.models import Job
+from tests.factories import edit_form_data
 from tests.fixtures.core import T0, drain, runs_of
 
 pytestmark = pytest.mark.django_db
@@ -120,32 +121,6 @@ def test_a_claim_planned_before_an_edit_is_planned_again_on_the_next_pass(both_d
 # -- the console form ---------------------------------------------------------------
 
 
-def form_data(job: Job, **overrides) -> dict:
-    data = {
-        "name": job.name,
-        "description": job.description,
-        "namespace": job.namespace,
-        "kind": job.kind,
-        "handler": job.handler,
-        "properties": "",
-        "schedule_type": job.schedule_type,
-        "cron_expression": job.cron_expression,
-        "timezone": job.timezone,
-        "misfire_policy": job.misfire_policy,
-        "max_retries": str(job.max_retries),
-        "retry_interval_seconds": str(job.retry_interval_seconds),
-        "timeout_seconds": str(job.timeout_seconds),
-        "alert_threshold": str(job.alert_threshold),
-        "alert_emails": "",
-        "state": job.state,
-        "version": str(job.version),
-    }
-    if job.run_once:
-        data["run_once"] = "on"
-    data.update(overrides)
-    return data
-
-
 @pytest.mark.parametrize("make", [failing_job, run_once_job])
 def test_a_console_edit_loaded_before_the_scheduler_changed_the_state_is_stale(
     both_databases, staff_client, make_job, node, make
@@ -157,7 +132,7 @@ def test_a_console_edit_loaded_before_the_scheduler_changed_the_state_is_stale(
     changed = stored(job)
     assert changed.state != Job.State.ENABLED
 
-    response = staff_client.post(url, form_data(job, description="looked at it"))
+    response = staff_client.post(url, edit_form_data(job, description="looked at it"))
 
     assert response.status_code == 200
     assert "changed by someone else" in response.content.decode()
@@ -173,7 +148,7 @@ def test_an_admin_re_enables_a_crashed_job_in_the_console_form(both_databases, s
     assert f'name="version" value="{crashed.version}"' in page
 
     response = staff_client.post(
-        reverse("jobs:job_edit", args=[job.pk]), form_data(crashed, state=Job.State.ENABLED)
+        reverse("jobs:job_edit", args=[job.pk]), edit_form_data(crashed, state=Job.State.ENABLED)
     )
 
     assert response.status_code == 302
