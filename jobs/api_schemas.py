@@ -55,10 +55,21 @@ from jobs.text import NO_NUL_PATTERN, VISIBLE_PATTERN
 
 PREVIEW_DEFAULT_COUNT = 5
 PREVIEW_MAX_COUNT = 50
-# Pages of runs are bounded as pages of jobs are (a run page carries no logs).
-RUNS_DEFAULT_LIMIT = JOB_PAGE_DEFAULT
-RUNS_MAX_LIMIT = JOB_PAGE_MAX
 UPCOMING_MAX_LIMIT = 500
+
+
+def page_limit():
+    """A page's size, the same for pages of jobs and of runs (a run page
+    carries no logs)."""
+    return Field(
+        JOB_PAGE_DEFAULT,
+        ge=1,
+        le=JOB_PAGE_MAX,
+        description=f"Page size. A page ends early (with a next_cursor) once its JSON passes "
+        f"{PAGE_MAX_CHARS:,} characters.",
+    )
+
+
 # Ids are database keys: a path or filter id beyond this is no id at all.
 MAX_ID = 2**63 - 1
 
@@ -489,13 +500,7 @@ class JobFilters(Schema):
     )
     state: _choice(["", *models.Job.State.values]) = Field(None, description="Only this state (empty: any).")
     kind: _choice(["", *models.Job.Kind.values]) = Field(None, description="Only this kind (empty: any).")
-    limit: int = Field(
-        JOB_PAGE_DEFAULT,
-        ge=1,
-        le=JOB_PAGE_MAX,
-        description=f"Page size. A page ends early (with a next_cursor) once its JSON passes "
-        f"{PAGE_MAX_CHARS:,} characters.",
-    )
+    limit: int = page_limit()
     cursor: str = Field(
         None,
         description="next_cursor from the previous page; empty or left out: the first page.",
@@ -593,13 +598,7 @@ class RunFilters(Schema):
         description="Scheduled before (ISO-8601).",
         json_schema_extra={"pattern": f"^$|{INSTANT_PATTERN}"},
     )
-    limit: int = Field(
-        RUNS_DEFAULT_LIMIT,
-        ge=1,
-        le=RUNS_MAX_LIMIT,
-        description=f"Page size. A page ends early (with a next_cursor) once its JSON passes "
-        f"{PAGE_MAX_CHARS:,} characters.",
-    )
+    limit: int = page_limit()
     cursor: str = Field(
         None,
         description="next_cursor from the previous page; empty or left out: the first page.",
