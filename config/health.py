@@ -3,7 +3,7 @@
 GET /healthz/scheduler (or /healthz?scheduler=1) adds a dead man's switch
 for an external monitor: 503 as well when no scheduler process has written
 a heartbeat for SCHEDULER_SILENT_AFTER (60 s). The heartbeat is the node
-lease every scheduler renews every few seconds (jobs.engine.leases); on PostgreSQL
+lease every scheduler renews every few seconds (jobs.cluster); on PostgreSQL
 the lease must also still be live by the database's clock. A scheduler that
 stopped cleanly gives its lease up, so the check fails at once; one that was
 killed fails it once its last renewal is 60 s old.
@@ -31,8 +31,8 @@ def scheduler_heartbeat(now: datetime) -> tuple[bool, float | None, float | None
     """(a scheduler is alive, seconds since the last heartbeat or None, the
     clock skew furthest from zero among the live nodes or None: a node's
     clock minus the database's, as it measured it, on PostgreSQL)."""
-    from jobs.engine.clock import database_time, skew_in
-    from jobs.engine.leases import NODE_PREFIX
+    from jobs.cluster import NODE_PREFIX
+    from jobs.core.dbclock import database_time, skew_in
     from jobs.models import Lease
 
     clock = database_time(now)

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from jobs import alerts, channels, links
 from jobs.access import can_edit, can_view, get_job_for_user, login_required
 from jobs.config import get_setting, parse_email_list
-from jobs.engine.outbox import describe_failure
+from jobs.core.mailfailures import describe_failure
 from jobs.i18n import alert_translation
 from jobs.models import Alert, AlertDelivery
 

@@ -37,7 +37,6 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from jobs import channels, links
 from jobs.config import MIN_ALERT_SECONDS, get_setting, get_setting_cached, get_stored
-from jobs.engine.clock import due
 from jobs.i18n import alert_translation
 from jobs.models import LIVE_RUN, Alert, AlertDelivery, Job, Message, Run
 
@@ -54,7 +53,6 @@ NO_RECIPIENTS = gettext_lazy(
 NO_EMAIL = gettext_lazy("No email recipients: the alert went to its channels only.")
 
 
-WATCH_EVERY = timedelta(seconds=5)
 WATCH_BATCH = 500
 KIND_OF = {
     "crashed": Alert.Kind.CRASH,
@@ -358,25 +356,6 @@ def send_test_email(*, to: list[str], user=None) -> int:
 
 
 # -- late and long-running: noticed by every scheduler's loop --------------------------
-
-
-class AlertWatch:
-    """A step of the scheduler loop, every WATCH_EVERY: late fires and long
-    runs of the jobs that asked for those alerts. Returns whether it wrote an
-    alert (the send step then reads the outbox at once)."""
-
-    def __init__(self):
-        self._last: datetime | None = None
-
-    def step(self, now: datetime) -> bool:
-        if not due(self._last, now, WATCH_EVERY):
-            return False
-        self._last = now
-        # `now` is the engine's clock: the database's on PostgreSQL, so every
-        # node judges lateness by the same clock (jobs.engine.clock).
-        wrote = check_late(now)
-        wrote += check_long_running(now)
-        return wrote > 0
 
 
 def _late_after(job: Job) -> int:

@@ -673,8 +673,8 @@ def _decode_cursor(cursor: str) -> tuple[datetime, int]:
     response={200: schemas.Dashboard, 401: schemas.Error},
 )
 def dashboard(request):
-    """The console dashboard's figures (jobs.views.dashboard_figures)."""
-    from jobs.views import dashboard_figures
+    """The console dashboard's figures (jobs.overview.dashboard_figures)."""
+    from jobs.overview import dashboard_figures
 
     figures = dashboard_figures(request.user, now=timezone.now())
     return JsonResponse(

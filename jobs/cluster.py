@@ -1,18 +1,80 @@
 """The cluster as the console's cluster page and `manage.py cluster status`
 show it: the scheduler nodes (from their `node:<worker id>` leases, whose
 info says where each runs and how far its clock is from the database's),
-the leader lease and the recent leadership changes. Read only; the leases
-themselves are jobs.engine.leases."""
+the leader lease and the recent leadership changes; whether one node is
+alive and working (`node_health`, for `manage.py health`). Read only: taking
+and renewing the leases is the engine's (jobs.engine.leases)."""
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import connection
 from django.db.models import Count
+from django.db.models.functions import Now
 
-from jobs.engine.clock import REFUSE_FACTOR, max_skew, refused_in, skew_in
-from jobs.engine.leases import LEADER, NODE_PREFIX, current
+from jobs.core.dbclock import REFUSE_FACTOR, database_now, max_skew, refusal, refused_in, skew_in
 from jobs.models import LeadershipChange, Lease, Run
+
+NODE_PREFIX = "node:"
+LEADER = "leader"
+
+
+def node_lease_name(worker_id: str) -> str:
+    return f"{NODE_PREFIX}{worker_id}"
+
+
+def current(name: str, *, now: datetime) -> tuple[Lease | None, datetime]:
+    """The lease row (None if never created) and the clock to judge it by."""
+    qs = Lease.objects.filter(name=name)
+    if connection.vendor == "postgresql":
+        lease = qs.annotate(db_now=Now()).first()
+        return lease, (lease.db_now if lease else database_now())
+    return qs.first(), now
+
+
+def live_node_holders(*, now: datetime) -> set[str]:
+    return set(
+        Lease.objects.filter(
+            name__startswith=NODE_PREFIX, holder__gt="", expires_at__gte=clock_for(now)
+        ).values_list("holder", flat=True)
+    )
+
+
+@dataclass(frozen=True)
+class NodeHealth:
+    problem: str | None  # None: alive and working
+    clock_skew: float | None = None  # its clock minus the database's, as it last measured (PostgreSQL)
+
+
+def node_health(worker_id: str, *, now: datetime) -> NodeHealth:
+    """Whether the scheduler running as `worker_id` holds its node lease
+    (renewed every JOBS_LEASE_RENEW_SECONDS from its loop, so a hung or dead
+    scheduler loses it within JOBS_LEASE_TTL_SECONDS), the same test of
+    liveness as the sweep's (`Lease.is_live`), and does its work: one whose
+    clock is too far from the database's plans and claims nothing
+    (jobs.engine.clock). Else why not, and how far its clock is off."""
+    lease, clock = current(node_lease_name(worker_id), now=now)
+    if lease is None:
+        return NodeHealth(f"no scheduler has ever run as {worker_id}")
+    if not lease.holder:
+        return NodeHealth(f"the scheduler {worker_id} stopped (it released its lease at shutdown)")
+    if not lease.is_live(clock):
+        last = lease.renewed_at.isoformat() if lease.renewed_at else "never"
+        return NodeHealth(
+            f"the scheduler {worker_id} has not renewed its lease since {last} (expired {lease.expires_at.isoformat()})"
+        )
+    skew = skew_in(lease.info)
+    if refused_in(lease.info) and skew is not None:
+        return NodeHealth(
+            f"the scheduler {worker_id} plans and claims nothing: {refusal(skew)}; fix its time (NTP)",
+            skew,
+        )
+    return NodeHealth(None, skew)
+
+
+def clock_for(now: datetime):
+    """The clock a lease is judged by in a query: the database's on PostgreSQL."""
+    return Now() if connection.vendor == "postgresql" else now
 
 
 @dataclass

@@ -1,6 +1,6 @@
-from django.conf import settings
+from jobs.core import demo
 
 
 def cronboard(request):
     """What every page needs to know about the deployment: demo mode shows a banner."""
-    return {"demo_mode": bool(getattr(settings, "DEMO_MODE", False))}
+    return {"demo_mode": demo.is_on()}

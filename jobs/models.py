@@ -16,7 +16,7 @@ from django.utils.timezone import now as _now
 from django.utils.translation import gettext_lazy as _
 
 from jobs import cron
-from jobs.engine.execution.logbuffer import cap_text
+from jobs.core.logbuffer import cap_text
 from jobs.text import storable
 
 # What a job or a one-off task gets when it does not say (the model, the job
@@ -93,7 +93,7 @@ def cap_message(text: str | None, limit: int | None) -> str:
     (≤ 0: no cap) and storable on both databases (jobs.text.storable: NUL
     and lone surrogates become U+FFFD). Past the cap the head and the tail
     are kept and the middle is replaced by a marker that states the
-    original length (jobs.engine.execution.logbuffer.cap_text, which a
+    original length (jobs.core.logbuffer.cap_text, which a
     running log is capped by too). Every outcome text a handler produced is
     written through this function."""
     text = text or ""

@@ -9,17 +9,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, OperationalError, connection, transaction
+from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, gettext_noop
 
 from jobs import audit, workflows
-from jobs.engine.clock import database_time
-from jobs.engine.listener import CHANNEL
+from jobs.core import demo
+from jobs.core.dbclock import database_time
+from jobs.core.wakeup import wake_schedulers
 from jobs.handlers import registry
 from jobs.models import (
     DEFAULT_MAX_RETRIES,
@@ -89,13 +89,10 @@ class GraphRefused(ServiceError):
 
 
 def check_demo_mode(action: str) -> None:
-    """Refuse `action` while DEMO_MODE is on: a demo shows jobs, it does not run them on request."""
-    if getattr(settings, "DEMO_MODE", False):
-        raise DemoModeError(
-            _("Demo mode: {action} is turned off on this server.").format(
-                action=_(_ACTION_WORDS.get(action, action))
-            )
-        )
+    """Refuse `action` while demo mode is on: a demo shows jobs, it does not run them on request."""
+    message = demo.refusal(action)
+    if message:
+        raise DemoModeError(message)
 
 
 # Kinds that reach outside the process: the network, the database, the host.
@@ -108,17 +105,6 @@ _PARTICIPLES = {
     "create or edit": gettext_noop("created or edited"),
     "resume": gettext_noop("resumed"),
     "re-enable": gettext_noop("re-enabled"),
-}
-# The actions as messages name them (translated when the message is raised).
-_ACTION_WORDS = {
-    "run now": gettext_noop("run now"),
-    "enqueuing tasks": gettext_noop("enqueuing tasks"),
-    "create or edit": gettext_noop("create or edit"),
-    "resume": gettext_noop("resume"),
-    "re-enable": gettext_noop("re-enable"),
-    "pause": gettext_noop("pause"),
-    "delete": gettext_noop("delete"),
-    "override the properties of": gettext_noop("override the properties of"),
 }
 
 
@@ -133,7 +119,7 @@ def check_job_change(*, kinds: Iterable[str | None], user, action: str, runs: bo
     so the console and the API show these as errors on `kind`."""
     kinds = {kind for kind in kinds if kind}
     guarded = [kind for kind in GUARDED_KINDS if kind in kinds]
-    if runs and guarded and getattr(settings, "DEMO_MODE", False):
+    if runs and guarded and demo.is_on():
         label = _(" and ").join(kind.upper() for kind in guarded)
         raise DemoModeError(
             _("Demo mode: {kinds} jobs cannot be {done}.").format(
@@ -145,23 +131,9 @@ def check_job_change(*, kinds: Iterable[str | None], user, action: str, runs: bo
         label = _(" and ").join("SQL" if kind == Job.Kind.SQL else kind for kind in restricted)
         raise ForbiddenError(
             _("Only superusers can {action} {kinds} jobs.").format(
-                action=_(_ACTION_WORDS.get(action, action)), kinds=label
+                action=_(demo.ACTION_WORDS.get(action, action)), kinds=label
             )
         )
-
-
-def wake_schedulers(sender: str = "") -> None:
-    """Tell running schedulers that something changed, after commit. On
-    PostgreSQL this is a NOTIFY they LISTEN for, its payload the `sender`
-    (a scheduler's worker id: its own listener ignores it); on SQLite they
-    poll once a second, which is the fallback everywhere."""
-    if connection.vendor == "postgresql":
-
-        def _notify():
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, sender])
-
-        transaction.on_commit(_notify)
 
 
 def save_job(

@@ -32,7 +32,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from jobs import access, cron, links, services, tokens
+from jobs import access, cron, links, overview, services, tokens
 from jobs.access import login_required
 from jobs.alert_views import channel_rows
 from jobs.charts import duration_chart
@@ -1000,7 +1000,6 @@ def job_delete(request, job_id):
 # -- runs ------------------------------------------------------------------------------
 
 # ?since= on the all-runs page → how far back; "today" is since midnight UTC.
-MAX_LIVE_RUNS = 5000  # "running now" considers at most this many live runs
 RUN_WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7), "today": None}
 
 
@@ -1035,8 +1034,7 @@ def _all_runs_context(request, *, now: datetime | None = None) -> dict:
     if status == "live":
         # The few live runs come from their partial index (run_live_idx);
         # filtered inside the big ordered walk, SQLite would scan every run.
-        live_ids = list(Run.objects.filter(LIVE_RUN).order_by().values_list("pk", flat=True)[:MAX_LIVE_RUNS])
-        runs = runs.filter(pk__in=live_ids)
+        runs = runs.filter(pk__in=overview.live_run_ids())
     elif status in Run.Status.values:
         runs = runs.filter(status=status)
     else:
@@ -1100,50 +1098,6 @@ def _all_runs_context(request, *, now: datetime | None = None) -> dict:
     }
 
 
-DASHBOARD_ATTENTION = 20  # crashed and failing jobs listed, worst first
-DASHBOARD_RUNNING = 20
-
-
-def dashboard_figures(user, *, now: datetime) -> dict:
-    """What the dashboard shows, also GET /api/dashboard: jobs by state, the
-    last 24 hours' runs by status and their success rate, the jobs that need
-    attention (crashed, then failing), what is running now."""
-    from django.db.models import Case, Count, When
-
-    jobs = access.visible_jobs(user)
-    by_state = dict(jobs.order_by().values_list("state").annotate(n=Count("id")))
-    since = now - timedelta(hours=24)
-    runs = access.visible_runs(user).filter(scheduled_at__gte=since, scheduled_at__lte=now)
-    by_status = dict(runs.order_by().values_list("status").annotate(n=Count("id")))
-    succeeded = by_status.get(Run.Status.SUCCEEDED, 0)
-    failed = sum(
-        by_status.get(s, 0) for s in (Run.Status.FAILED, Run.Status.TIMED_OUT, Run.Status.INTERRUPTED)
-    )
-    attention = list(
-        jobs.needing_attention()
-        .order_by(Case(When(state=Job.State.CRASHED, then=0), default=1), "-consecutive_failures", "name")
-        .only("id", "name", "state", "consecutive_failures", "last_fire_at", "last_status", "last_error")[
-            :DASHBOARD_ATTENTION
-        ]
-    )
-    live_ids = list(Run.objects.filter(LIVE_RUN).order_by().values_list("pk", flat=True)[:MAX_LIVE_RUNS])
-    running = list(
-        access.visible_runs(user)
-        .filter(pk__in=live_ids)
-        .select_related("job")
-        .only("id", "status", "scheduled_at", "started_at", "trigger", "job__name", "handler", "task_key")
-        .order_by("-scheduled_at", "-id")[:DASHBOARD_RUNNING]
-    )
-    return {
-        "jobs_by_state": {state: by_state.get(state, 0) for state in Job.State.values},
-        "runs_24h_by_status": {status: by_status.get(status, 0) for status in Run.Status.values},
-        "success_rate_24h": round(100 * succeeded / (succeeded + failed), 1) if succeeded + failed else None,
-        "attention": attention,
-        "running": running,
-        "running_count": len(live_ids),
-    }
-
-
 def _status_bars(counts: dict) -> list[dict]:
     """The 24 hours' runs by status as horizontal bars (percent of the largest)."""
     top = max(counts.values(), default=0) or 1
@@ -1194,7 +1148,7 @@ def _html_message(message: str, **times) -> str:
 
 @login_required
 def dashboard(request):
-    figures = dashboard_figures(request.user, now=timezone.now())
+    figures = overview.dashboard_figures(request.user, now=timezone.now())
     context = {
         **figures,
         "attention_rows": _attention_rows(figures["attention"]),

@@ -69,7 +69,7 @@ CLAIM_SCRIPT = textwrap.dedent(
     from datetime import timedelta
     from django.utils import timezone
     from jobs import alerts
-    from jobs.engine.clock import database_time
+    from jobs.core.dbclock import database_time
     from jobs.models import Alert, Job
     from jobs.engine.outbox import AlertSender, claim_lease
 

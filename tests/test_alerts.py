@@ -12,6 +12,7 @@ from django.core import mail
 
 from jobs import alerts
 from jobs.config import set_setting
+from jobs.core import mailfailures
 from jobs.engine import outbox
 from jobs.engine.loop import Scheduler
 from jobs.engine.outbox import AlertSender, Delivery
@@ -362,7 +363,7 @@ def test_retry_delay_doubles_with_jitter_and_is_capped():
     ],
 )
 def test_failures_are_classified_by_the_reply(exc, permanent, shown):
-    is_permanent, text = outbox.describe_failure(exc)
+    is_permanent, text = mailfailures.describe_failure(exc)
     assert is_permanent is permanent
     assert shown in text
 

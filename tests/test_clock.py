@@ -15,6 +15,7 @@ import pytest
 import time_machine
 from django.core.management import call_command
 
+from jobs import cluster
 from jobs.cluster import cluster_status
 from jobs.engine import clock as clock_module
 from jobs.engine import leases
@@ -82,7 +83,7 @@ def test_the_offset_is_measured_again_at_every_node_lease_renewal(skewed, clock)
     clock.advance(seconds=leases.renew_period().total_seconds())
     node.heartbeat(node.clock())
     assert node.clock() == clock.now + timedelta(seconds=3)
-    info = leases.current(leases.node_lease_name("node-a"), now=node.clock())[0].info
+    info = cluster.current(cluster.node_lease_name("node-a"), now=node.clock())[0].info
     assert (info["clock_skew_seconds"], info["clock_refused"]) == (-3.0, False)
 
 
@@ -129,15 +130,15 @@ def test_a_measurement_moving_the_clock_back_a_little_does_not_renew_the_node_le
     node = skewed(ahead=timedelta(0))
     node.check_clock()
     node.start(node.clock())
-    renewed = leases.current(leases.node_lease_name("node-a"), now=node.clock())[0].renewed_at
+    renewed = cluster.current(cluster.node_lease_name("node-a"), now=node.clock())[0].renewed_at
     node.clock.read_database = lambda: clock() - timedelta(milliseconds=5)
     node.check_clock()
     node.heartbeat(node.clock())
-    assert leases.current(leases.node_lease_name("node-a"), now=node.clock())[0].renewed_at == renewed
+    assert cluster.current(cluster.node_lease_name("node-a"), now=node.clock())[0].renewed_at == renewed
     node.clock.read_database = lambda: clock() - timedelta(seconds=5)
     node.check_clock()
     node.heartbeat(node.clock())
-    assert leases.current(leases.node_lease_name("node-a"), now=node.clock())[0].renewed_at == node.clock()
+    assert cluster.current(cluster.node_lease_name("node-a"), now=node.clock())[0].renewed_at == node.clock()
 
 
 def test_of_several_readings_the_one_with_the_shortest_round_trip_counts():
@@ -262,7 +263,7 @@ def test_a_node_off_by_ten_times_the_limit_stops_planning_and_claiming_until_its
         in caplog.text
     )
     assert node.skew.refusing and not node.leadership.is_leader()
-    assert leases.current(leases.LEADER, now=node.clock())[0].holder == ""
+    assert cluster.current(cluster.LEADER, now=node.clock())[0].holder == ""
     assert not due.runs.exists()
     assert Run.objects.get(pk=queued.pk).status == Run.Status.QUEUED
 
@@ -349,7 +350,7 @@ def test_a_run_another_node_queued_is_claimed_at_once_however_far_this_nodes_est
     left waiting for a node whose estimate lags more than the leader's."""
     from django.utils import timezone
 
-    from jobs.engine.clock import database_now
+    from jobs.core.dbclock import database_now
 
     run = Run.objects.create(
         job=make_job(),
@@ -376,7 +377,7 @@ def test_runs_queued_from_the_web_process_go_by_the_databases_clock(postgres_dat
     now, a task and a saved job's next fire still go by the database's
     clock, or the scheduler nodes would hold them an hour."""
     from jobs import services
-    from jobs.engine.clock import database_now
+    from jobs.core.dbclock import database_now
 
     job = make_job(schedule_type=Job.ScheduleType.INTERVAL, interval_seconds=60)
     before = database_now()

@@ -8,6 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from jobs import cluster
 from jobs.cluster import cluster_status
 from jobs.engine import leases
 from jobs.engine.leadership import record_leadership
@@ -23,12 +24,12 @@ def two_nodes(db):
     now = timezone.now()
     for worker, pid in (("sched-1", 101), ("sched-2", 202)):
         leases.acquire(
-            leases.node_lease_name(worker),
+            cluster.node_lease_name(worker),
             worker,
             now=now,
             info={"host": f"host-{pid}", "pid": pid, "version": "1.2"},
         )
-    grant = leases.acquire(leases.LEADER, "sched-2", now=now)
+    grant = leases.acquire(cluster.LEADER, "sched-2", now=now)
     record_leadership(grant, "sched-2")
     job = make_job()
     Run.objects.create(
@@ -96,7 +97,7 @@ def test_cluster_status_json_without_any_scheduler(db):
 
 def test_cluster_status_text_says_who_leads_and_which_node_was_lost(two_nodes):
     leases.acquire(
-        leases.node_lease_name("sched-3"),
+        cluster.node_lease_name("sched-3"),
         "sched-3",
         now=two_nodes - timedelta(minutes=10),
         info={"host": "h3", "pid": 3},
@@ -112,7 +113,7 @@ def test_cluster_status_text_says_who_leads_and_which_node_was_lost(two_nodes):
 
 
 def test_on_sqlite_the_one_running_scheduler_is_reported_as_leader(viewer_client, db):
-    leases.acquire(leases.node_lease_name("solo"), "solo", now=timezone.now(), info={"host": "h", "pid": 1})
+    leases.acquire(cluster.node_lease_name("solo"), "solo", now=timezone.now(), info={"host": "h", "pid": 1})
 
     out = StringIO()
     call_command("cluster", "status", "--json", stdout=out)
@@ -129,10 +130,10 @@ def test_on_sqlite_the_one_running_scheduler_is_reported_as_leader(viewer_client
 
 def test_cluster_status_names_leader_and_live_nodes_with_the_documented_json_keys(db):
     leases.acquire(
-        leases.node_lease_name("n1"), "n1", now=T0, info={"host": "h1", "pid": 11, "version": "1.0"}
+        cluster.node_lease_name("n1"), "n1", now=T0, info={"host": "h1", "pid": 11, "version": "1.0"}
     )
     leases.acquire(
-        leases.node_lease_name("n2"), "n2", now=T0 - timedelta(minutes=5), info={"host": "h2", "pid": 22}
+        cluster.node_lease_name("n2"), "n2", now=T0 - timedelta(minutes=5), info={"host": "h2", "pid": 22}
     )
     grant = leases.acquire("leader", "n1", now=T0)
     record_leadership(grant, "n1")

@@ -81,7 +81,7 @@ def test_lease_times_come_from_the_database_clock_not_the_hosts(cluster_factory)
         "from datetime import timedelta\n"
         "from django.utils import timezone\n"
         "from jobs.engine import leases\n"
-        "from jobs.engine.clock import database_now\n"
+        "from jobs.core.dbclock import database_now\n"
         "hour = timedelta(hours=1)\n"
         "a = leases.acquire('leader', 'a', now=timezone.now())\n"
         "b = leases.acquire('leader', 'b', now=timezone.now() + hour)\n"
@@ -280,7 +280,7 @@ def start_listener(server, dbname: str, on_wake, **kwargs):
 def test_the_wake_up_listener_hears_notify_and_reconnects_after_a_restart(postgres_server):
     import threading
 
-    from jobs.engine.listener import CHANNEL
+    from jobs.core.wakeup import CHANNEL
 
     woken = threading.Event()
     listener = start_listener(postgres_server, "cluster_listen", woken.set)
@@ -299,7 +299,7 @@ def test_the_wake_up_listener_hears_notify_and_reconnects_after_a_restart(postgr
 def test_the_wake_up_listener_ignores_its_own_schedulers_notifications(postgres_server):
     import threading
 
-    from jobs.engine.listener import CHANNEL
+    from jobs.core.wakeup import CHANNEL
 
     woken = threading.Event()
     listener = start_listener(postgres_server, "cluster_listen_self", woken.set, ignore_sender="n1")

@@ -81,8 +81,9 @@ def test_another_nodes_heartbeat_does_not_count(settings):
 LEASE = """
 from datetime import timedelta
 from django.utils import timezone
+from jobs import cluster
 from jobs.engine import leases
-leases.acquire(leases.node_lease_name("{worker}"), "{worker}", now=timezone.now(), ttl=timedelta(seconds={ttl}))
+leases.acquire(cluster.node_lease_name("{worker}"), "{worker}", now=timezone.now(), ttl=timedelta(seconds={ttl}))
 """
 
 

@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 
+from jobs import cluster
 from jobs.engine import leases
 from jobs.models import Lease
 from tests.fixtures.core import T0
@@ -71,7 +72,7 @@ def test_release_frees_the_lease_only_for_the_epoch_given():
 
 def test_live_node_holders_leave_out_expired_and_released_nodes():
     for worker in ("n1", "n2", "n3"):
-        leases.acquire(leases.node_lease_name(worker), worker, now=T0)
-    leases.acquire(leases.node_lease_name("n1"), "n1", epoch=1, now=T0 + timedelta(seconds=20))
-    leases.release(leases.node_lease_name("n3"), "n3")
-    assert leases.live_node_holders(now=T0 + timedelta(seconds=40)) == {"n1"}
+        leases.acquire(cluster.node_lease_name(worker), worker, now=T0)
+    leases.acquire(cluster.node_lease_name("n1"), "n1", epoch=1, now=T0 + timedelta(seconds=20))
+    leases.release(cluster.node_lease_name("n3"), "n3")
+    assert cluster.live_node_holders(now=T0 + timedelta(seconds=40)) == {"n1"}

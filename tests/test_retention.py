@@ -18,7 +18,7 @@ def test_retention_deletes_old_finished_runs_and_keeps_the_rest(make_job, settin
     from django.utils import timezone
 
     from jobs.config import set_setting
-    from jobs.engine.maintenance import delete_runs_before
+    from jobs.retention import delete_runs_before
 
     set_setting("sys.job.logRetentionDays", 7)
     job = make_job(next_fire_at=T0)
@@ -44,8 +44,8 @@ def test_retention_keeps_alerts_of_deleted_runs_without_their_run(make_job):
     # alert's on_delete=SET_NULL must still hold.
     from django.utils import timezone
 
-    from jobs.engine.maintenance import delete_runs_before
     from jobs.models import Alert
+    from jobs.retention import delete_runs_before
 
     job = make_job(next_fire_at=T0)
     now = timezone.now()
@@ -86,7 +86,7 @@ def _expired_runs(job, count, *, days=40):
 def test_retention_batch_shrinks_after_a_slow_transaction_and_grows_after_quick_ones(make_job, monkeypatch):
     from django.utils import timezone
 
-    from jobs.engine import maintenance
+    from jobs import retention
 
     job = make_job(next_fire_at=T0)
     _expired_runs(job, 120)
@@ -102,10 +102,10 @@ def test_retention_batch_shrinks_after_a_slow_transaction_and_grows_after_quick_
         count, _ = real_delete_runs(ids)
         return count, next(timings)
 
-    real_delete_runs = maintenance._delete_runs
-    monkeypatch.setattr(maintenance, "_delete_runs", delete_runs)
+    real_delete_runs = retention._delete_runs
+    monkeypatch.setattr(retention, "_delete_runs", delete_runs)
     sizes, pauses = [], []
-    deleted = maintenance.delete_runs_before(
+    deleted = retention.delete_runs_before(
         timezone.now() - timedelta(days=30),
         batch=40,
         budget=0.010,
@@ -118,11 +118,11 @@ def test_retention_batch_shrinks_after_a_slow_transaction_and_grows_after_quick_
     assert deleted == 120
     assert set(Run.objects.values_list("pk", flat=True)) == {recent.pk, stuck.pk}
     # Twice the lock time, at least PAUSE, between batches.
-    assert pauses[:2] == [0.080, maintenance.PAUSE]
+    assert pauses[:2] == [0.080, retention.PAUSE]
 
 
 def test_next_batch_size_aims_at_the_budget_within_bounds():
-    from jobs.engine.maintenance import MAX_BATCH, MIN_BATCH, next_batch_size
+    from jobs.retention import MAX_BATCH, MIN_BATCH, next_batch_size
 
     assert next_batch_size(200, 0.024, budget=0.006) == 50  # what would have fitted
     assert next_batch_size(100, 0.005, budget=0.006) == 100  # close enough: stays
@@ -141,7 +141,7 @@ def test_retention_checkpoints_after_each_batch_outside_its_transaction(make_job
     from django.db import connection
     from django.utils import timezone
 
-    from jobs.engine.maintenance import delete_runs_before
+    from jobs.retention import delete_runs_before
 
     _expired_runs(make_job(next_fire_at=T0), 5)
     seen = []
@@ -171,7 +171,7 @@ def test_retention_commits_leave_checkpoints_to_it_and_the_setting_is_restored(m
     from django.db import connection
     from django.utils import timezone
 
-    from jobs.engine.maintenance import delete_runs_before
+    from jobs.retention import delete_runs_before
 
     def autocheckpoint():
         with connection.cursor() as cursor:
@@ -211,7 +211,7 @@ def test_the_retention_log_sums_up_its_batches_with_their_transaction_times(monk
     """The summary line `bench retention` reads its figures from."""
     from django.utils import timezone
 
-    from jobs.engine import maintenance
+    from jobs import retention
     from jobs.handlers.base import JobContext
     from jobs.handlers.builtin import Retention
 
@@ -220,7 +220,7 @@ def test_the_retention_log_sums_up_its_batches_with_their_transaction_times(monk
             on_batch(10 + ms % 7, ms / 1000)
         return 2000
 
-    monkeypatch.setattr(maintenance, "delete_runs_before", delete_runs_before)
+    monkeypatch.setattr(retention, "delete_runs_before", delete_runs_before)
     now = timezone.now()
     ctx = JobContext(run_id=1, fire_id="f", attempt=1, scheduled_at=now, deadline=now, properties={})
     assert Retention().run(ctx) == "deleted 2000 runs"

@@ -15,5 +15,5 @@ values (docs/architecture.md, "The engine"):
 - `listener` (PostgreSQL `LISTEN` wake-ups), `heartbeat_ping` (the outgoing
   heartbeat), `bulk` (one UPDATE for many rows).
 
-Nothing is imported here (jobs.models uses execution.logbuffer).
+Nothing is imported here.
 """

@@ -48,12 +48,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from jobs.core.dbclock import REFUSE_FACTOR, database_now, max_skew
+
 SAMPLES = 3  # readings per measurement; the one with the shortest round trip counts
-REFUSE_FACTOR = 10  # times JOBS_MAX_CLOCK_SKEW past which a node stops planning and claiming
 STEP_BACK = timedelta(seconds=1)  # a step back of the engine's clock by more than this is a clock step
 
 
@@ -65,20 +65,6 @@ def due(last: datetime | None, now: datetime, every: timedelta) -> bool:
         return True
     elapsed = now - last
     return elapsed >= every or elapsed < -STEP_BACK
-
-
-def database_now() -> datetime:
-    """The database's clock, read now (PostgreSQL)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement_timestamp()")
-        return cursor.fetchone()[0]
-
-
-def database_time(now: datetime) -> datetime:
-    """The time to judge by for a process that keeps no `Clock` (the web
-    process, a command): the database's clock on PostgreSQL, read now,
-    the caller's `now` on SQLite."""
-    return database_now() if connection.vendor == "postgresql" else now
 
 
 @dataclass(frozen=True)
@@ -149,11 +135,6 @@ class Clock:
         return best
 
 
-def max_skew() -> float:
-    """JOBS_MAX_CLOCK_SKEW, in seconds."""
-    return float(settings.JOBS_MAX_CLOCK_SKEW)
-
-
 class Skew:
     """What a node makes of its clock's readings: whether it is over
     JOBS_MAX_CLOCK_SKEW (warn) and over REFUSE_FACTOR times that (refuse to
@@ -193,36 +174,8 @@ class Skew:
         }
 
 
-def skew_in(info: dict | None) -> float | None:
-    """The skew a node lease's info records (`Skew.info`), None if none."""
-    value = (info or {}).get("clock_skew_seconds")
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def refused_in(info: dict | None) -> bool:
-    """Whether a node lease's info says the node refuses work (`Skew.info`)."""
-    return (info or {}).get("clock_refused") is True
-
-
 @dataclass(frozen=True)
 class Judged:
     over: bool = False  # the skew is over JOBS_MAX_CLOCK_SKEW
     started_refusing: bool = False
     stopped_refusing: bool = False
-
-
-def describe(skew_seconds: float) -> str:
-    """'2.5 s ahead of the database's', for logs and the command line."""
-    side = "ahead of" if skew_seconds > 0 else "behind"
-    return f"{abs(skew_seconds):.3g} s {side} the database's"
-
-
-def refusal(skew_seconds: float) -> str:
-    """Why a node plans and claims nothing, for its log, `manage.py cluster
-    status` and the health check."""
-    limit = max_skew()
-    return (
-        f"its clock is {describe(skew_seconds)}: it went more than {REFUSE_FACTOR} x JOBS_MAX_CLOCK_SKEW "
-        f"({REFUSE_FACTOR * limit:g} s) off and plans and claims nothing until it is back within "
-        f"JOBS_MAX_CLOCK_SKEW ({limit:g} s)"
-    )

@@ -32,6 +32,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.backends.signals import connection_created
 
+from jobs import cluster
 from jobs.engine import leases
 from jobs.engine.clock import due
 from jobs.models import Job, LeadershipChange, Run
@@ -83,7 +84,7 @@ class Leadership:
         self._last_lead = now
         with transaction.atomic():
             grant = leases.acquire(
-                leases.LEADER, self.worker_id, epoch=self.leader_epoch, now=now, ttl=self.lease_ttl
+                cluster.LEADER, self.worker_id, epoch=self.leader_epoch, now=now, ttl=self.lease_ttl
             )
             if grant is not None and grant.taken:
                 record_leadership(grant, self.worker_id)
@@ -112,7 +113,7 @@ class Leadership:
         """Hand the leader lease back (shutdown) so a standby takes it at its
         next try instead of waiting for it to expire."""
         if self.clustered and self.leader_epoch is not None:
-            leases.release(leases.LEADER, self.worker_id, epoch=self.leader_epoch)
+            leases.release(cluster.LEADER, self.worker_id, epoch=self.leader_epoch)
             log.info("released the leader lease (epoch %d)", self.leader_epoch)
             self.leader_epoch = None
 
@@ -132,7 +133,7 @@ class Leadership:
         it started meanwhile): it owns the id and our runs now, so we hand
         back the leader lease and the caller stops."""
         info = {**self.node_info, "running": running, **(clock or {})}
-        name = leases.node_lease_name(self.worker_id)
+        name = cluster.node_lease_name(self.worker_id)
         grant = leases.acquire(
             name, self.worker_id, epoch=self.node_epoch, now=now, ttl=self.lease_ttl, info=info
         )
@@ -147,7 +148,7 @@ class Leadership:
         return False
 
     def release_node(self) -> None:
-        leases.release(leases.node_lease_name(self.worker_id), self.worker_id, epoch=self.node_epoch)
+        leases.release(cluster.node_lease_name(self.worker_id), self.worker_id, epoch=self.node_epoch)
 
     # -- identity ----------------------------------------------------------------
 
@@ -156,7 +157,7 @@ class Leadership:
         another live process holds this worker id's node lease. A process on
         this host that is gone (killed with -9, so it never released the
         lease) does not hold us up."""
-        lease, clock = leases.current(leases.node_lease_name(self.worker_id), now=now)
+        lease, clock = cluster.current(cluster.node_lease_name(self.worker_id), now=now)
         if lease is None or not lease.is_live(clock):
             return
         host, pid = lease.info.get("host"), lease.info.get("pid")

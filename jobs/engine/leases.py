@@ -29,11 +29,10 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists
 from django.db.models.functions import Now
 
-from jobs.engine.clock import database_now, refusal, refused_in, skew_in
+from jobs.cluster import (
+    clock_for,
+)
 from jobs.models import Lease
-
-NODE_PREFIX = "node:"
-LEADER = "leader"
 
 
 def lease_ttl() -> timedelta:
@@ -52,10 +51,6 @@ class Grant:
     expires_at: datetime
     acquired_at: datetime
     taken: bool  # this call took the lease (a new epoch) rather than renewing it
-
-
-def node_lease_name(worker_id: str) -> str:
-    return f"{NODE_PREFIX}{worker_id}"
 
 
 def acquire(
@@ -116,55 +111,6 @@ def holds(name: str, holder: str, epoch: int, *, now: datetime) -> bool:
     return holding(name, holder, epoch, now=now).exists()
 
 
-def current(name: str, *, now: datetime) -> tuple[Lease | None, datetime]:
-    """The lease row (None if never created) and the clock to judge it by."""
-    qs = Lease.objects.filter(name=name)
-    if connection.vendor == "postgresql":
-        lease = qs.annotate(db_now=Now()).first()
-        return lease, (lease.db_now if lease else database_now())
-    return qs.first(), now
-
-
-def live_node_holders(*, now: datetime) -> set[str]:
-    return set(
-        Lease.objects.filter(
-            name__startswith=NODE_PREFIX, holder__gt="", expires_at__gte=_clock(now)
-        ).values_list("holder", flat=True)
-    )
-
-
-@dataclass(frozen=True)
-class NodeHealth:
-    problem: str | None  # None: alive and working
-    clock_skew: float | None = None  # its clock minus the database's, as it last measured (PostgreSQL)
-
-
-def node_health(worker_id: str, *, now: datetime) -> NodeHealth:
-    """Whether the scheduler running as `worker_id` holds its node lease
-    (renewed every JOBS_LEASE_RENEW_SECONDS from its loop, so a hung or dead
-    scheduler loses it within JOBS_LEASE_TTL_SECONDS), the same test of
-    liveness as the sweep's (`Lease.is_live`), and does its work: one whose
-    clock is too far from the database's plans and claims nothing
-    (jobs.engine.clock). Else why not, and how far its clock is off."""
-    lease, clock = current(node_lease_name(worker_id), now=now)
-    if lease is None:
-        return NodeHealth(f"no scheduler has ever run as {worker_id}")
-    if not lease.holder:
-        return NodeHealth(f"the scheduler {worker_id} stopped (it released its lease at shutdown)")
-    if not lease.is_live(clock):
-        last = lease.renewed_at.isoformat() if lease.renewed_at else "never"
-        return NodeHealth(
-            f"the scheduler {worker_id} has not renewed its lease since {last} (expired {lease.expires_at.isoformat()})"
-        )
-    skew = skew_in(lease.info)
-    if refused_in(lease.info) and skew is not None:
-        return NodeHealth(
-            f"the scheduler {worker_id} plans and claims nothing: {refusal(skew)}; fix its time (NTP)",
-            skew,
-        )
-    return NodeHealth(None, skew)
-
-
 def safe_create(name: str) -> None:
     try:
         with transaction.atomic():
@@ -186,8 +132,4 @@ def _locked(name: str, now: datetime) -> tuple[Lease, datetime]:
 
 def holding(name: str, holder: str, epoch: int, *, now: datetime):
     """The lease row while `holder` holds `name` at `epoch` (see `held`)."""
-    return Lease.objects.filter(name=name, holder=holder, epoch=epoch, expires_at__gt=_clock(now))
-
-
-def _clock(now: datetime):
-    return Now() if connection.vendor == "postgresql" else now
+    return Lease.objects.filter(name=name, holder=holder, epoch=epoch, expires_at__gt=clock_for(now))

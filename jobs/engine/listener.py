@@ -1,4 +1,4 @@
-"""The LISTEN side of `services.wake_schedulers()` (PostgreSQL only).
+"""The LISTEN side of `jobs.core.wakeup.wake_schedulers()` (PostgreSQL only).
 
 A daemon thread holds its own connection (not Django's: LISTEN needs a
 session that stays open and idle) and calls `on_wake` for each notification,
@@ -11,9 +11,10 @@ import logging
 import threading
 from collections.abc import Callable
 
+from jobs.core.wakeup import CHANNEL
+
 log = logging.getLogger("cronboard.scheduler")
 
-CHANNEL = "cronboard_jobs"  # services.wake_schedulers() notifies it
 # How often the thread looks at its stop flag while no notification comes.
 CHECK_EVERY = 1.0
 

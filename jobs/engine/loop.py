@@ -50,9 +50,10 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
-from jobs import alerts
+from jobs.core.dbclock import REFUSE_FACTOR, describe, max_skew, refusal
 from jobs.engine import maintenance, planning
-from jobs.engine.clock import REFUSE_FACTOR, Clock, Skew, describe, due, max_skew, refusal
+from jobs.engine.alertwatch import AlertWatch
+from jobs.engine.clock import Clock, Skew, due
 from jobs.engine.execution.executors import Outcome, make_pool
 from jobs.engine.execution.starting import Claimed, Starter, next_queued_after
 from jobs.engine.heartbeat_ping import HeartbeatPinger
@@ -161,7 +162,7 @@ class Scheduler:
         )
         self.run_heartbeat = maintenance.RunHeartbeat(recorder=self.recorder)
         self.sweeper = maintenance.Sweep(worker_id=self.worker_id, recorder=self.recorder)
-        self.alert_watch = alerts.AlertWatch()  # late and long-running alerts
+        self.alert_watch = AlertWatch()  # late and long-running alerts
         self.alert_sender = AlertSender(wake=self.pool.wake, read_every=POLL)
         self.heartbeat_pinger = HeartbeatPinger()  # CRONBOARD_HEARTBEAT_URL, if set
         self.listener: WakeListener | None = None

@@ -52,8 +52,6 @@ import hashlib
 import logging
 import queue
 import random
-import smtplib
-import socket
 import threading
 import time
 import uuid
@@ -71,7 +69,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from jobs import channels, links
-from jobs.engine.clock import database_time, due
+from jobs.core.dbclock import database_time
+from jobs.core.mailfailures import REPLY_CHARS, describe_failure, reply_text
+from jobs.engine.clock import due
 from jobs.i18n import alert_translation
 from jobs.models import Alert, AlertDelivery
 
@@ -81,7 +81,6 @@ RETRY_BASE = timedelta(seconds=30)
 RETRY_CAP = timedelta(hours=1)
 GIVE_UP_AFTER = timedelta(hours=24)
 CLAIM_BATCH = 10  # candidates read per claim; more than one so a lost race is not a lost pass
-REPLY_CHARS = 2000
 GROUP_WINDOW = timedelta(minutes=1)  # at most one message per channel per minute
 GROUP_MAX = 50  # alerts listed in one storm message
 
@@ -176,36 +175,7 @@ def send_email(message: EmailMultiAlternatives) -> dict[str, tuple[int, str]]:
     finally:
         if opened:
             backend.close()
-    return {rcpt: (code, _text(reply)) for rcpt, (code, reply) in (refused or {}).items()}
-
-
-def describe_failure(exc: BaseException) -> tuple[bool, str]:
-    """(permanent?, what to show): a 5xx reply is permanent; a 4xx reply, a
-    refused or dropped connection or a timeout is worth another try."""
-    if isinstance(exc, smtplib.SMTPRecipientsRefused):
-        replies = {rcpt: (code, _text(msg)) for rcpt, (code, msg) in exc.recipients.items()}
-        text = "; ".join(f"{rcpt}: {code} {msg}" for rcpt, (code, msg) in replies.items())
-        permanent = bool(replies) and all(500 <= code < 600 for code, _ in replies.values())
-        return permanent, f"recipients refused: {text}"[:REPLY_CHARS]
-    if isinstance(exc, smtplib.SMTPResponseException):
-        return 500 <= exc.smtp_code < 600, f"{exc.smtp_code} {_text(exc.smtp_error)}"[:REPLY_CHARS]
-    if _timed_out(exc):
-        return False, f"timed out: the mail server did not answer within {settings.EMAIL_TIMEOUT} s"
-    return False, f"{type(exc).__name__}: {exc}"[:REPLY_CHARS]
-
-
-def _timed_out(exc: BaseException | None) -> bool:
-    # smtplib reports a reply that never came as SMTPServerDisconnected,
-    # raised while handling the socket's timeout.
-    while exc is not None:
-        if isinstance(exc, (TimeoutError, socket.timeout)):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
-def _text(value) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+    return {rcpt: (code, reply_text(reply)) for rcpt, (code, reply) in (refused or {}).items()}
 
 
 @dataclass(eq=False)

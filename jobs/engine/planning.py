@@ -29,6 +29,8 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import BooleanField, Min, Q, Subquery
 from django.db.models.expressions import RawSQL
 
+from jobs import cluster
+from jobs.core.wakeup import wake_schedulers
 from jobs.engine import leases
 from jobs.engine.bulk import database, insert_rows, update_from_values
 from jobs.engine.clock import due
@@ -147,14 +149,12 @@ class Planner:
                     with transaction.atomic():
                         self.claim_fire(plan, now, epoch=epoch, existing_ok=True)
         if self.clustered and epoch is not None:
-            from jobs.services import wake_schedulers
-
             wake_schedulers(sender=self.worker_id)  # the other nodes share the runs just queued
         return planned
 
     def _still_leader(self, now: datetime, epoch: int | None) -> bool:
         """After a refused claim: was it the lease? Then say so."""
-        if not self.clustered or leases.holds(leases.LEADER, self.worker_id, epoch, now=now):
+        if not self.clustered or leases.holds(cluster.LEADER, self.worker_id, epoch, now=now):
             return True
         log.warning(
             "fire claims refused: the leader lease (epoch %d) lapsed or passed to another node; planning stops here",
@@ -292,7 +292,9 @@ class Planner:
         if self._fence_compiled is not None and self._fence_compiled[0] == key:
             return self._fence_compiled[1]
         compiled = (
-            leases.holding(leases.LEADER, self.worker_id, epoch, now=now).values("pk").query.sql_with_params()
+            leases.holding(cluster.LEADER, self.worker_id, epoch, now=now)
+            .values("pk")
+            .query.sql_with_params()
         )
         if key[0].vendor == "postgresql":
             self._fence_compiled = (key, compiled)
@@ -304,7 +306,7 @@ class Planner:
             # The fence, in the claim's own statement: we still hold the leader
             # lease at our epoch by the database clock, however long we stalled
             # since the loop decided we lead.
-            claimable = claimable.filter(leases.held(leases.LEADER, self.worker_id, epoch, now=now))
+            claimable = claimable.filter(leases.held(cluster.LEADER, self.worker_id, epoch, now=now))
         return claimable
 
     def latest_fire_in_window(

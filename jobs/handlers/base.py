@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from jobs.engine.execution.logbuffer import LogBuffer
+from jobs.core.logbuffer import LogBuffer
 
 
 class HandlerError(Exception):
@@ -39,7 +39,7 @@ class JobContext:
     job: Any = None
     run: Any = None
     cancelled: threading.Event = field(default_factory=threading.Event)
-    # The log is held as its capped head and tail only (jobs.engine.execution.logbuffer):
+    # The log is held as its capped head and tail only (jobs.core.logbuffer):
     # `log_keep` characters of each, JOBS_MAX_MESSAGE_CHARS unless given.
     log_keep: int | None = field(default=None, repr=False)
     _log: LogBuffer = field(init=False, repr=False)

@@ -1,5 +1,5 @@
 """Handlers Cronboard itself schedules: the retention job (its core, the
-batched deletion, is the engine's: jobs.engine.maintenance)."""
+batched deletion, is jobs.retention)."""
 
 from datetime import timedelta
 
@@ -16,7 +16,7 @@ class Retention(JobHandler):
         from django.utils import timezone
 
         from jobs.config import get_setting
-        from jobs.engine.maintenance import BATCH_BUDGET, delete_runs_before
+        from jobs.retention import BATCH_BUDGET, delete_runs_before
 
         days = get_setting("sys.job.logRetentionDays")
         cutoff = timezone.now() - timedelta(days=days)

@@ -40,7 +40,8 @@ from typing import NamedTuple
 from django.conf import settings
 
 from jobs import commandguard, jsontext
-from jobs.engine.execution.logbuffer import LogBuffer
+from jobs.core import demo
+from jobs.core.logbuffer import LogBuffer
 from jobs.handlers import cgroups
 from jobs.handlers.base import HandlerError, JobContext, JobHandler
 
@@ -255,12 +256,9 @@ class CommandJobHandler(JobHandler):
         props = ctx.properties
         if not command_enabled():
             raise HandlerError(DISABLED_MESSAGE)
-        from jobs import services  # the one place of demo mode's rule
-
-        try:
-            services.check_demo_mode("running command jobs")
-        except services.DemoModeError as exc:
-            raise HandlerError(str(exc)) from None
+        refused = demo.refusal("running command jobs")
+        if refused:
+            raise HandlerError(refused)
         try:
             argv = parse_command(props)
             job_env = parse_env(props)

@@ -4,7 +4,7 @@ JOBS_EXECUTOR picks one (`make_pool`): `process` (the default,
 jobs.engine.execution.processes.ProcessPool) runs each run in a child
 process that can be killed; `thread` (jobs.engine.execution.threads) runs it
 in a thread of the scheduler, sharing its memory. Both keep only the capped
-head and tail of a run's log (jobs.engine.execution.logbuffer) and report the
+head and tail of a run's log (jobs.core.logbuffer) and report the
 same outcomes. What they have in common is here: the `Flight` a pool holds
 for a run it executes, the `Outcome` it reports, which handler a run calls
 (`HandlerRef`), and how a handler's end becomes an outcome (`run_handler`).

@@ -52,9 +52,9 @@ import time
 from collections import deque
 from datetime import timedelta
 
+from jobs.core.logbuffer import Chunk, LogBuffer, cap_text
 from jobs.engine.clock import Clock
 from jobs.engine.execution.executors import Flight, HandlerRef, Outcome, executing
-from jobs.engine.execution.logbuffer import Chunk, LogBuffer, cap_text
 from jobs.handlers.base import JobContext
 
 log = logging.getLogger("cronboard.scheduler")

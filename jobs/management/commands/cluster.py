@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from jobs import checks
 from jobs.cluster import ClusterStatus, cluster_status
-from jobs.engine.clock import describe, max_skew, refusal
+from jobs.core.dbclock import describe, max_skew, refusal
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@
 
 Exits 0 when the scheduler running as this node's JOBS_WORKER_ID holds its
 node lease and its clock is near enough the database's for it to work
-(jobs.engine.leases.node_health), 1 otherwise with a one-line reason. On
+(jobs.engine.cluster.node_health), 1 otherwise with a one-line reason. On
 PostgreSQL the answer says how far the node's clock is from the database's.
 The Docker image's health check (scripts/healthcheck.sh) runs it in a
 scheduler container; the web containers are checked on /healthz instead.
@@ -16,7 +16,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobs.engine import leases
+from jobs import cluster
 from jobs.i18n import activate_for_people_without_a_session
 
 
@@ -29,10 +29,10 @@ class Command(BaseCommand):
         activate_for_people_without_a_session()
         worker_id = settings.JOBS_WORKER_ID
         try:
-            health = leases.node_health(worker_id, now=timezone.now())
+            health = cluster.node_health(worker_id, now=timezone.now())
         except DatabaseError as exc:
             lines = str(exc).strip().splitlines()  # one line, whatever the driver says
-            health = leases.NodeHealth(f"database unavailable: {lines[0] if lines else type(exc).__name__}")
+            health = cluster.NodeHealth(f"database unavailable: {lines[0] if lines else type(exc).__name__}")
         if health.problem is not None:
             self.stderr.write(
                 _("unhealthy: {problem}").format(problem=health.problem), style_func=lambda text: text

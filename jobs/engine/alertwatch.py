@@ -1,0 +1,28 @@
+"""The scheduler's watch for late fires and long runs, a step of its loop;
+what an alert says and to whom is jobs.alerts."""
+
+from datetime import datetime, timedelta
+
+from jobs.alerts import check_late, check_long_running
+from jobs.engine.clock import due
+
+WATCH_EVERY = timedelta(seconds=5)
+
+
+class AlertWatch:
+    """A step of the scheduler loop, every WATCH_EVERY: late fires and long
+    runs of the jobs that asked for those alerts. Returns whether it wrote an
+    alert (the send step then reads the outbox at once)."""
+
+    def __init__(self):
+        self._last: datetime | None = None
+
+    def step(self, now: datetime) -> bool:
+        if not due(self._last, now, WATCH_EVERY):
+            return False
+        self._last = now
+        # `now` is the engine's clock: the database's on PostgreSQL, so every
+        # node judges lateness by the same clock (jobs.engine.clock).
+        wrote = check_late(now)
+        wrote += check_long_running(now)
+        return wrote > 0
