@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: install what the tests need (virtualenv, Python packages,
-# Debian's chromium, PostgreSQL server and gettext), check lint and format with ruff,
+# Debian's chromium, PostgreSQL server and gettext), check lint and format with ruff
+# and the layers with import-linter,
 # then run the whole suite. Extra arguments go to pytest; the fast lane for
 # day-to-day work is  bash scripts/test.sh -m "not slow and not browser and not postgres"
 # (docs/development.md). CI runs everything.
@@ -38,6 +39,8 @@ unset PYTHONDONTWRITEBYTECODE
 # Lint and format first: a lint error fails the run before the suite starts.
 .venv/bin/ruff check --quiet .
 .venv/bin/ruff format --check --quiet .
+# The layers of jobs/ (pyproject.toml's import-linter contracts).
+.venv/bin/lint-imports --quiet
 
 # One collection first writes those caches, so that the workers, which all
 # collect the whole suite at the same moment, find them (their collection
