@@ -15,8 +15,7 @@ MIN_BATCH, MAX_BATCH = 10, 2000
 # that arrives meanwhile waits that long and then some (SQLite's busy handler
 # sleeps 1, 2, 5, 10 ms … between tries), and far more than 1 % of them
 # arrive meanwhile, so this lands almost whole on the scheduler's p99
-# lateness. `bench retention --runs 200000`, lateness p99 before / during the
-# cleanup: 12 / 16 ms aimed at 6 ms; 11 / 26 ms at 12 ms; 13 / 43 ms at 25 ms.
+# lateness: the budget is chosen with `bench retention` (docs/benchmarks.md).
 BATCH_BUDGET = 0.006
 PAUSE = 0.02  # seconds between batches, at least
 CHECKPOINT_PASSES = 5  # at most, after each batch (see _checkpoint)
@@ -107,8 +106,7 @@ def _checkpoint() -> None:
     """Copy SQLite's write-ahead log into the database now, from this thread
     and outside any transaction. Else the scheduler's next commit finds the
     log past wal_autocheckpoint, copies our pages and fsyncs them itself
-    while its fires wait (measured during a 1,000,000-run cleanup: ten times
-    a second, with a median 16 ms fsync).
+    while its fires wait (docs/benchmarks.md, "retention").
 
     A PASSIVE checkpoint never takes the write lock and never waits. One that
     a commit races leaves that commit's pages behind and the database file
