@@ -1,6 +1,6 @@
-"""Cronboard's data model, by subject: jobs and their workflow edges
-(`jobs`), runs (`runs`), the alert outbox and messages (`alerts`), and the
-system's own rows (`system`). The database is the only source of truth:
+"""Cronboard's data model, by subject: jobs (`jobs`), the workflow graph's
+edges (`dependencies`), runs (`runs`), the alert outbox and messages
+(`alerts`), and the system's own rows (`system`). The database is the only source of truth:
 every intent is written to a row before anything runs, every outcome is
 written back to that row. Import from here: `from jobs.models import Job`."""
 
@@ -14,7 +14,8 @@ from jobs.models.base import (
     MIN_INTERVAL_SECONDS,
     ChoiceLabels,
 )
-from jobs.models.jobs import NEEDS_ATTENTION, Job, JobDependency, JobQuerySet, job_name
+from jobs.models.dependencies import JobDependency
+from jobs.models.jobs import NEEDS_ATTENTION, Job, JobQuerySet, job_name
 from jobs.models.runs import (
     CURSOR_PATTERN,
     LIVE_RUN,

@@ -1,4 +1,4 @@
-"""Jobs and the edges of the workflow graph between them."""
+"""Jobs: what runs, when, and what happens when it fails."""
 
 import unicodedata
 from datetime import datetime, timedelta
@@ -360,36 +360,3 @@ class Job(ChoiceLabels, models.Model):
                 self.next_fire_at = self.next_fire_after(now)
         elif self.state == self.State.PAUSED:
             self.next_fire_at = None
-
-
-class JobDependency(ChoiceLabels, models.Model):
-    """An edge of the workflow graph: `downstream` runs after each final
-    outcome of `upstream` that matches `on`. Written from Job.after by
-    services.save_job; read by the scheduler when a run finishes."""
-
-    class On(models.TextChoices):
-        SUCCESS = "success", _("On success")
-        FAILURE = "failure", _("On failure")
-        FINISH = "finish", _("On any finish")
-
-    downstream = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="upstream_links")
-    upstream = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="downstream_links")
-    on = models.CharField(max_length=10, choices=On.choices, default=On.SUCCESS)
-
-    class Meta:
-        ordering = ["id"]
-        constraints = [
-            models.UniqueConstraint("downstream", "upstream", name="job_dependency_unique_edge"),
-        ]
-        indexes = [models.Index(fields=["upstream"], name="job_dependency_upstream_idx")]
-
-    def __str__(self):
-        return f"{self.upstream_id} → {self.downstream_id} ({self.on})"
-
-    # Which final run statuses each `on` follows. A cancelled run counts
-    # only for `finish`; a skipped fire never ran and starts nothing.
-    MATCHES = {
-        On.SUCCESS: {"succeeded"},
-        On.FAILURE: {"failed", "timed_out", "interrupted"},
-        On.FINISH: {"succeeded", "failed", "timed_out", "interrupted", "cancelled"},
-    }

@@ -113,8 +113,6 @@ class Run(ChoiceLabels, models.Model):
         LOOP = "loop", _("Loop in its chain")
         DEPTH = "depth", _("Chain too deep")
 
-    # Finished without success: the console offers to run these again.
-    RETRYABLE = (Status.FAILED, Status.TIMED_OUT, Status.INTERRUPTED, Status.CANCELLED)
     LIVE = (Status.QUEUED, Status.RUNNING)
     FINISHED = (
         Status.SUCCEEDED,
@@ -124,6 +122,21 @@ class Run(ChoiceLabels, models.Model):
         Status.CANCELLED,
         Status.INTERRUPTED,
     )
+    # The groups of finished statuses that count as "failed", each where its
+    # meaning applies (tests/test_run_status_sets.py pins them):
+    # What a person calls a failed run: it ran and did not succeed. The
+    # dashboard's success rate counts these against the succeeded runs, and
+    # a dependency `on: failure` follows them.
+    FAILED_OUTCOMES = (Status.FAILED, Status.TIMED_OUT, Status.INTERRUPTED)
+    # A fire's final attempt ending so counts towards the job's consecutive
+    # failures (its crash at the alert threshold) and its `failed` alert. An
+    # interrupted run was stopped by the scheduler, not failed by its job.
+    COUNTED_FAILURES = (Status.FAILED, Status.TIMED_OUT)
+    # An attempt ending so is tried again within its fire while its retries
+    # last; the spec retries neither a timeout nor a cancellation.
+    AUTO_RETRIED = (Status.FAILED, Status.INTERRUPTED)
+    # Finished without success: the console offers to run these again.
+    RETRYABLE = (*FAILED_OUTCOMES, Status.CANCELLED)
     SCHEDULED_TRIGGERS = (Trigger.SCHEDULE, Trigger.CATCH_UP)
     MANUAL_TRIGGERS = (Trigger.MANUAL, Trigger.API)
 
