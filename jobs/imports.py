@@ -4,6 +4,7 @@ name, all or nothing. `manage.py jobs import` and the console's import page
 read and validated the same way by both; JobForm decides what is valid."""
 
 import collections
+import copy
 import json
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -101,11 +102,7 @@ def plan(specs: list[dict], *, user=None) -> list[Planned]:
         )
         # Before the form: validating copies the new values onto the instance.
         before = audit.snapshot(instance) if instance is not None else None
-        if instance is not None and instance.state == Job.State.CRASHED and spec.get("state") == "enabled":
-            # An export writes a crashed job as enabled (crashed is kept,
-            # never set): importing it back leaves it crashed; `jobs resume`
-            # (or Re-enable in the console) re-enables it.
-            spec = {**spec, "state": Job.State.CRASHED}
+        stored = copy.copy(instance)
         form = JobForm(
             data=spec_to_form_data(spec, instance=instance), instance=instance, user=user, workflow=workflow
         )
@@ -115,7 +112,13 @@ def plan(specs: list[dict], *, user=None) -> list[Planned]:
         if errors:
             out.append(Planned(label, "invalid", errors=errors))
             continue
-        changes = audit.diff(before, audit.snapshot(form.save(commit=False)))
+        job = form.save(commit=False)
+        if stored is not None:
+            # The state the save will write (a file names no version: an
+            # export writes a crashed job as enabled, and importing it back
+            # leaves it crashed; `jobs resume` re-enables it).
+            job.state = job.state_after_edit(stored, versioned=False)
+        changes = audit.diff(before, audit.snapshot(job))
         action = "create" if instance is None else "update" if changes else "unchanged"
         out.append(Planned(label, action, changes=changes, form=form))
     return out

@@ -1,4 +1,4 @@
-"""Jobs as code (issue 14, finding 8): importing an unchanged export is a
+"""Jobs as code: importing an unchanged export is a
 no-op per job, and `jobs import` says what it created, updated and left alone."""
 
 import json
@@ -85,6 +85,23 @@ def test_a_crashed_job_stays_crashed_when_its_export_is_imported(tmp_path):
     exported = tmp_path / "export.json"
     exported.write_text(jobs("export"))
     assert "4 unchanged" in jobs("import", str(exported))
+    assert Job.objects.get(name="hourly").state == Job.State.CRASHED
+
+
+@pytest.mark.parametrize("state", ["enabled", "paused"])
+def test_the_import_preview_shows_a_crashed_job_staying_crashed_as_the_save_keeps_it(tmp_path, state):
+    from jobs import imports
+
+    source = tmp_path / "jobs.json"
+    source.write_text(json.dumps(SPECS))
+    jobs("import", str(source))
+    Job.objects.filter(name="hourly").update(state=Job.State.CRASHED, next_fire_at=None)
+    specs = [{**SPECS[0], "state": state, "description": "edited"}]
+
+    (planned,) = imports.plan(specs)
+    imports.apply(specs)
+
+    assert planned.changes == {"description": ["", "edited"]}
     assert Job.objects.get(name="hourly").state == Job.State.CRASHED
 
 
