@@ -9,10 +9,11 @@ import json
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from jobs import audit, jsontext, services
+from jobs import audit, jsontext, services, workflows
 from jobs.forms import JobForm
 from jobs.models import AuditEvent, Job, job_name
 from jobs.serializers import spec_errors, spec_to_form_data
@@ -185,17 +186,13 @@ def _workflow(specs: list[dict]) -> Workflow:
     as a list; JobForm reports the others) over the stored graph, so jobs of
     one file may follow each other in any order and a loop through the file
     is found."""
-    from django.core.exceptions import ValidationError
-
-    from jobs.forms import coerce_after
-
     graph = {}
     for spec in specs:
         name = spec.get("name")
         if not isinstance(name, str) or not name.strip():
             continue
         try:
-            after = coerce_after(spec.get("after"))
+            after = workflows.coerce_after(spec.get("after"))
         except ValidationError:
             after = []
         graph[job_name(name)] = [item["job"] for item in after]
