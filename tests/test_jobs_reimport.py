@@ -70,7 +70,7 @@ def test_a_changed_job_is_updated_and_the_others_are_left_alone(tmp_path):
     after = state()
     assert after["hourly"] == before["hourly"] and after["tagged"] == before["tagged"]
     assert after["nightly"][0] == before["nightly"][0] + 1
-    # The schedule did not change, so neither does the next fire (finding 9).
+    # The schedule did not change, so neither does the next fire.
     assert after["nightly"][1] == before["nightly"][1]
     assert list(
         AuditEvent.objects.filter(job__name="nightly", action="edit").values_list("changes", flat=True)

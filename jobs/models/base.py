@@ -20,9 +20,9 @@ MAX_TIMEOUT_SECONDS = 86_400
 class ChoiceLabels:
     """`get_FOO_display()` without translating every label of the field.
     Django's looks the value up in `dict(make_hashable(field.flatchoices))`,
-    and hashing a lazy label translates it: a runs table of 25 rows made
-    about 500 gettext calls for its status and trigger cells. This one
-    translates only the label it returns."""
+    and hashing a lazy label translates it: every label of the field, for
+    every cell of a runs table. This one translates only the label it
+    returns."""
 
     def _get_FIELD_display(self, field):
         value = getattr(self, field.attname)
