@@ -124,13 +124,15 @@ class Run(ChoiceLabels, models.Model):
     )
     # The groups of finished statuses that count as "failed", each where its
     # meaning applies (tests/test_run_status_sets.py pins them):
-    # What a person calls a failed run: it ran and did not succeed. The
+    # What a person calls a failed run: it ran and did not succeed, and no
+    # one cancelled it. The
     # dashboard's success rate counts these against the succeeded runs, and
     # a dependency `on: failure` follows them.
     FAILED_OUTCOMES = (Status.FAILED, Status.TIMED_OUT, Status.INTERRUPTED)
     # A fire's final attempt ending so counts towards the job's consecutive
     # failures (its crash at the alert threshold) and its `failed` alert. An
-    # interrupted run was stopped by the scheduler, not failed by its job.
+    # interrupted run was cut short by its scheduler (a crash, a shutdown),
+    # not failed by its job.
     COUNTED_FAILURES = (Status.FAILED, Status.TIMED_OUT)
     # An attempt ending so is tried again within its fire while its retries
     # last; the spec retries neither a timeout nor a cancellation.
