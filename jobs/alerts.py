@@ -87,7 +87,7 @@ def on_crash(*, job: Job, run: Run | None, now: datetime) -> Alert | None:
 
 def on_failed(*, job: Job, run: Run, now: datetime) -> Alert | None:
     """A fire that failed (after its last attempt) without crashing the job."""
-    if run.status not in (Run.Status.FAILED, Run.Status.TIMED_OUT) or "failed" not in kinds_for(job):
+    if run.status not in Run.COUNTED_FAILURES or "failed" not in kinds_for(job):
         return None
     return record_event(job=job, run=run, kind=Alert.Kind.FAILED, event=f"failed:{run.pk}", now=now)
 

@@ -84,13 +84,13 @@ def stored_refusals() -> list[str]:
     SQL role, and jobs whose alert channels (or the default channels) have a
     scheme Cronboard no longer sends to. One query per kind, no DNS lookup.
     runscheduler warns with them at its start; the Settings page shows them."""
-    from jobs import channels
+    from jobs import channels, kinds
     from jobs.config import get_stored
     from jobs.handlers import command, sql
     from jobs.models import Job
 
     found = []
-    if command.command_enabled():
+    if kinds.get(Job.Kind.COMMAND).enabled():
         refused = {}
         for name, props in Job.objects.live().filter(kind=Job.Kind.COMMAND).values_list("name", "properties"):
             errors = command.validate_command_properties(props if isinstance(props, dict) else {})
@@ -103,7 +103,7 @@ def stored_refusals() -> list[str]:
                 f"they are edited or JOBS_COMMAND_ENV_ALLOWED / JOBS_COMMAND_ALLOWED allow them: "
                 f"{_listed(list(refused))} (the first: {first})"
             )
-    if sql.sql_enabled():
+    if kinds.get(Job.Kind.SQL).enabled():
         read_only = list(
             Job.objects.live().filter(kind=Job.Kind.SQL, sql_write=False).values_list("name", "properties")
         )

@@ -1,26 +1,37 @@
 """Job validation: the one place that decides whether a job is valid. The
 console's form, the JSON API and `manage.py jobs import` all go through
-JobForm, so a rule written here holds everywhere.
+JobForm, so a rule written here holds everywhere. Each kind's own rules are
+jobs.kinds' table, a job's properties jobs.properties', its upstreams
+jobs.workflows'; the fields the forms share are in jobs.formfields.
 
 Errors carry the spec's codes where it has one (47003 both day fields,
 47004 interval below 5 s, …) as the ValidationError code.
 """
 
-import json
 import re
 import unicodedata
 from datetime import UTC, datetime
 
 from django import forms
 from django.core.exceptions import ValidationError
-from django.core.validators import ProhibitNullCharactersValidator
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from jobs import channels, cron, jsontext, workflows
-from jobs.config import ALERT_KINDS, alert_seconds, parse_alert_kinds, parse_email_list
+from jobs import channels, cron, kinds, services, workflows
+from jobs.config import alert_seconds
+from jobs.formfields import (
+    AfterField,
+    AlertKindsField,
+    ChannelListField,
+    EmailListField,
+    ErrorListMixin,
+    PropertiesField,
+    StorableTextMixin,
+)
 from jobs.handlers import registry
 from jobs.i18n import cron_error_message
+from jobs.kinds import KIND_FIELDS as KIND_FIELDS
+from jobs.kinds import PROPERTY_FIELDS
 from jobs.models import (
     DEFAULT_ALERT_THRESHOLD,
     DEFAULT_MAX_RETRIES,
@@ -29,18 +40,14 @@ from jobs.models import (
     Job,
     job_name,
 )
-from jobs.text import validate_storable
+from jobs.properties import MAX_PROPERTIES as MAX_PROPERTIES
+from jobs.properties import MAX_PROPERTY_CHARS as MAX_PROPERTY_CHARS
+from jobs.properties import MAX_PROPERTY_NAME_CHARS as MAX_PROPERTY_NAME_CHARS
+from jobs.workflows import MAX_UPSTREAMS as MAX_UPSTREAMS
 
-MAX_PROPERTIES = 100
-MAX_PROPERTY_CHARS = 65_536
-MAX_PROPERTY_NAME_CHARS = 200
-# Properties the job form edits as fields of their own, by kind (the API
-# names them `properties.<name>` in its errors; the console's property bag
-# leaves them out).
-HTTP_FIELDS = ("url", "method", "headers", "body")
-SQL_FIELDS = ("sql",)
-KIND_FIELDS = {Job.Kind.HTTP: HTTP_FIELDS, Job.Kind.SQL: SQL_FIELDS}
-PROPERTY_FIELDS = frozenset(HTTP_FIELDS + SQL_FIELDS)
+# The names imported `as` themselves above are the kinds', the properties'
+# and the workflows'; the API's schemas and the console import them from here.
+
 NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 MAX_ALERT_THRESHOLD = 1000
 MAX_RETRIES = 100
@@ -69,267 +76,6 @@ def check_instant(value: datetime) -> datetime:
     if value is None or not EARLIEST_INSTANT <= value <= LATEST_INSTANT:
         raise ValidationError(_("Give a date-time between the years 1900 and 9000."), code="out_of_range")
     return value
-
-
-class StorableTextMixin:
-    """Every field of the form refuses text no database stores (NUL, lone
-    surrogates; jobs.text), in its value and, for properties, in names and
-    values at any depth: the same error on SQLite and PostgreSQL, from the
-    console, the API and `jobs import` alike. Checked before the field's
-    own clean_<field>, which may look the value up in the database."""
-
-    def full_clean(self):
-        # Here rather than in __init__: some forms add fields after it.
-        # Django's own NUL check on text fields gives way to this one, so a
-        # NUL is one error with one code wherever it is.
-        for field in self.fields.values():
-            if validate_storable not in field.validators:
-                field.validators = [
-                    *(v for v in field.validators if not isinstance(v, ProhibitNullCharactersValidator)),
-                    validate_storable,
-                ]
-        super().full_clean()
-
-
-class ErrorListMixin:
-    def error_list(self) -> list[dict]:
-        """[{code, message, field}] — the API's and the import's error shape."""
-        out = []
-        for field, errors in self.errors.as_data().items():
-            for error in errors:
-                for message in error.messages:
-                    out.append(
-                        {
-                            "code": error.code or "invalid",
-                            "message": message,
-                            "field": None if field == "__all__" else field,
-                        }
-                    )
-        return out
-
-
-def coerce_properties(value) -> dict[str, str]:
-    """A string → string dict, from a dict or its JSON text. Numbers and
-    booleans become strings; nested objects are refused."""
-    if value in (None, ""):
-        return {}
-    if isinstance(value, str):
-        try:
-            value = jsontext.loads(value)
-        except jsontext.JsonTextError as exc:
-            code = "duplicate_key" if exc.code == "duplicate_key" else "invalid"
-            raise ValidationError(
-                _("Properties must be a JSON object: {message}").format(message=exc.message), code=code
-            ) from None
-    if not isinstance(value, dict):
-        raise ValidationError(_("Properties must be an object of names to text values."), code="invalid")
-    if len(value) > MAX_PROPERTIES:
-        raise ValidationError(
-            _("A job can have at most {max_properties} properties.").format(max_properties=MAX_PROPERTIES),
-            code="invalid",
-        )
-    clean: dict[str, str] = {}
-    for key, item in value.items():
-        key = str(key).strip()
-        if not key:
-            raise ValidationError(_("A property needs a name."), code="invalid")
-        if len(key) > MAX_PROPERTY_NAME_CHARS:
-            raise ValidationError(
-                _("A property name can be at most {max_property_name_chars} characters.").format(
-                    max_property_name_chars=MAX_PROPERTY_NAME_CHARS
-                ),
-                code="max_length",
-            )
-        if key in clean:
-            raise ValidationError(
-                _("Two properties are named “{key}” (names are compared without surrounding spaces).").format(
-                    key=key[:100]
-                ),
-                code="duplicate_key",
-            )
-        if isinstance(item, (dict, list)):
-            raise ValidationError(
-                _("Property “{key}” must be text, not a list or object.").format(key=key), code="invalid"
-            )
-        text = "" if item is None else (str(item).lower() if isinstance(item, bool) else str(item))
-        if len(text) > MAX_PROPERTY_CHARS:
-            raise ValidationError(
-                _("Property “{key}” is longer than {max_property_chars} characters.").format(
-                    key=key, max_property_chars=MAX_PROPERTY_CHARS
-                ),
-                code="invalid",
-            )
-        clean[key] = text
-    return clean
-
-
-def kind_property_errors(kind: str, properties: dict, *, sql_write: bool = False) -> list:
-    """[(field, ValidationError)] for a job kind's own rules on its (already
-    coerced) properties: the one check for a job's properties and for a run's
-    overrides merged over them."""
-    errors = []
-    if kind == Job.Kind.HTTP:
-        from jobs.handlers.http import validate_http_properties
-
-        for field, message in validate_http_properties(properties).items():
-            errors.append((field, ValidationError(message, code="fence" if field == "url" else "invalid")))
-    elif kind == Job.Kind.SQL:
-        from jobs.handlers.sql import validate_sql_properties
-
-        for field, message in validate_sql_properties(properties, write=sql_write).items():
-            errors.append((field, ValidationError(message, code="invalid")))
-    elif kind == Job.Kind.COMMAND:
-        from jobs.handlers.command import validate_command_properties
-
-        for field, refusal in validate_command_properties(properties).items():
-            errors.append((field, ValidationError(refusal.message, code=refusal.code)))
-    return errors
-
-
-def clean_run_properties(job: Job, value) -> dict[str, str]:
-    """A run's property overrides (run now with parameters): coerced like a
-    job's properties, then the job kind's rules checked on the job's
-    properties with the overrides merged over them. Returns the overrides
-    alone (what the run records); raises ValidationError (field
-    "properties") naming the first problem."""
-    validate_storable(value)  # what StorableTextMixin checks on a job form's fields
-    overrides = coerce_properties(value)
-    # Again once parsed: JSON text hides a NUL or a lone surrogate in an
-    # escape (`\u0000`, `\udfff`) that only parsing turns into one.
-    validate_storable(overrides)
-    merged = {**(job.properties or {}), **overrides}
-    if len(merged) > MAX_PROPERTIES:
-        raise ValidationError(
-            _("A job can have at most {max_properties} properties.").format(max_properties=MAX_PROPERTIES),
-            code="invalid",
-        )
-    for field, error in kind_property_errors(job.kind, merged, sql_write=job.sql_write):
-        message = error.messages[0]
-        raise ValidationError(
-            message if field == "properties" else f"{field}: {message}", code=error.code or "invalid"
-        )
-    return overrides
-
-
-class PropertiesField(forms.Field):
-    widget = forms.Textarea
-
-    def to_python(self, value):
-        return coerce_properties(value)
-
-    def prepare_value(self, value):
-        if isinstance(value, dict):
-            return json.dumps(value, indent=2, sort_keys=True)
-        return value
-
-
-class EmailListField(forms.Field):
-    def to_python(self, value):
-        return parse_email_list(value)
-
-    def prepare_value(self, value):
-        if isinstance(value, (list, tuple)):
-            return ", ".join(value)
-        return value
-
-
-class ChannelListField(forms.Field):
-    """Apprise URLs, one per line (or a list from the API). Cleaned into
-    stored tokens by JobForm.clean_alert_channels, which knows the stored ones."""
-
-    widget = forms.Textarea
-
-    def to_python(self, value):
-        return channels._as_items(value)
-
-    def prepare_value(self, value):
-        if isinstance(value, (list, tuple)):
-            return "\n".join(channels.mask(channels.reveal(item) or item) for item in value)
-        return value
-
-
-# The console's names for the kinds of alert (jobs.config.ALERT_KINDS).
-ALERT_KIND_LABELS = {
-    "crashed": gettext_lazy("crashed"),
-    "recovered": gettext_lazy("recovered"),
-    "failed": gettext_lazy("failed"),
-    "late": gettext_lazy("late"),
-    "long_running": gettext_lazy("long running"),
-}
-
-
-class AlertKindsField(forms.Field):
-    """The kinds of alert a job asks for (checkboxes in the console, a list in
-    the API and the jobs-as-code file). Empty: the sys.job.alertOn setting."""
-
-    widget = forms.CheckboxSelectMultiple(choices=[(kind, ALERT_KIND_LABELS[kind]) for kind in ALERT_KINDS])
-
-    def to_python(self, value):
-        return parse_alert_kinds(value)
-
-
-MAX_UPSTREAMS = 50
-
-
-def coerce_after(value) -> list[dict]:
-    """A job's upstreams, [{"job": NAME, "on": "success"|"failure"|"finish"}],
-    from a list or its JSON text; "on" defaults to success; names as stored
-    (jobs.models.job_name: two spellings of one name are one name). Unknown
-    names and cycles are JobForm.clean's business (they need the other jobs)."""
-    from jobs.models import JobDependency
-
-    if value in (None, ""):
-        return []
-    if isinstance(value, str):
-        try:
-            value = jsontext.loads(value)
-        except jsontext.JsonTextError as exc:
-            raise ValidationError(
-                _("“After” must be a JSON list: {message}").format(message=exc.message), code="invalid"
-            ) from None
-    if not isinstance(value, list):
-        raise ValidationError(_("“After” must be a list of {job, on} objects."), code="invalid")
-    if len(value) > MAX_UPSTREAMS:
-        raise ValidationError(
-            _("A job can follow at most {max_upstreams} upstream jobs.").format(max_upstreams=MAX_UPSTREAMS),
-            code="invalid",
-        )
-    clean, seen = [], set()
-    for item in value:
-        if isinstance(item, str):
-            item = {"job": item}
-        if not isinstance(item, dict) or set(item) - {"job", "on"}:
-            raise ValidationError(_("Each upstream is an object with “job” and “on”."), code="invalid")
-        name, on = item.get("job"), item.get("on", JobDependency.On.SUCCESS)
-        if not isinstance(name, str) or not name.strip() or len(name) > 200 or "\x00" in name:
-            raise ValidationError(_("Each upstream needs the name of a job in “job”."), code="invalid")
-        if on not in JobDependency.On.values:
-            raise ValidationError(
-                _("“on” must be one of {join}, not “{value}”.").format(
-                    join=", ".join(JobDependency.On.values), value=str(on)[:50]
-                ),
-                code="invalid",
-            )
-        name = job_name(name)
-        if name in seen:
-            raise ValidationError(
-                _("“{name}” is named twice in “after”.").format(name=name[:100]), code="invalid"
-            )
-        seen.add(name)
-        clean.append({"job": name, "on": on})
-    return clean
-
-
-class AfterField(forms.Field):
-    widget = forms.Textarea
-
-    def to_python(self, value):
-        return coerce_after(value)
-
-    def prepare_value(self, value):
-        if isinstance(value, list):
-            return json.dumps(value, indent=2)
-        return value
 
 
 def check_interval(seconds) -> int:
@@ -419,7 +165,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         # their codes. The constraints stay the guard against a drift between
         # the two for a form that found nothing wrong; once it has found
         # something, the answer is a refusal either way, and those queries were
-        # a fifth of the API's time in Schemathesis's coverage run.
+        # a large share of the API's time on invalid input.
         if self._errors:
             self.instance.validate_constraints = _no_constraint_queries
         try:
@@ -633,8 +379,6 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
     def _job_change_refusal(self, kind) -> bool:
         """Ask services.check_job_change (the one place for demo mode and
         superuser-only SQL jobs) and add its answer to `kind`; True if refused."""
-        from jobs import services
-
         before = self.instance.kind if self.instance.pk else None
         try:
             services.check_job_change(kinds=[kind, before], user=self.user, action="create or edit")
@@ -670,22 +414,15 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         kind = data.get("kind")
         properties = dict(data.get("properties") or {})
         # Who may make this change (demo mode included) is services' answer,
-        # asked first; whether the server runs SQL jobs at all comes after.
+        # asked first; whether the server runs the kind at all comes after.
         if self._job_change_refusal(kind):
             data["properties"] = properties
             return
-        if kind == Job.Kind.SQL:
-            from jobs.handlers.sql import sql_enabled
-
-            if not sql_enabled():
-                self.add_error(
-                    "kind",
-                    ValidationError(
-                        _("SQL jobs are turned off on this server (JOBS_SQL_ENABLED)."), code="sql_disabled"
-                    ),
-                )
-                data["properties"] = properties
-                return
+        row = kinds.KINDS.get(kind)
+        if row is not None and row.off_message and not row.enabled():
+            self.add_error("kind", ValidationError(str(row.off_message), code=f"{kind}_disabled"))
+            data["properties"] = properties
+            return
         handler = (data.get("handler") or "").strip()
         if self._builtin_handler_refusal(kind, handler):
             data["properties"] = properties
@@ -703,20 +440,15 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
                     code="invalid",
                 ),
             )
-        if kind == Job.Kind.HTTP:
+        if row is not None and row.handler:
+            # The kind's own handler runs it: a named one is not kept.
             data["handler"] = ""
-            for name in HTTP_FIELDS:
-                if data.get(name):
-                    properties[name] = data[name]
-            properties.setdefault("method", "GET")
-        elif kind == Job.Kind.SQL:
-            data["handler"] = ""
-            for name in SQL_FIELDS:
-                if data.get(name):
-                    properties[name] = data[name]
-        elif kind == Job.Kind.COMMAND:
-            data["handler"] = ""
-        for field, error in kind_property_errors(kind, properties, sql_write=bool(data.get("sql_write"))):
+        for name in row.fields if row is not None else ():
+            if data.get(name):
+                properties[name] = data[name]
+        for name, value in row.defaults if row is not None else ():
+            properties.setdefault(name, value)
+        for field, error in kinds.property_errors(kind, properties, sql_write=bool(data.get("sql_write"))):
             self.add_error(field if field in self.fields else "properties", error)
         data["properties"] = properties
 
@@ -754,10 +486,8 @@ class TaskForm(StorableTextMixin, ErrorListMixin, forms.Form):
         return handler
 
     def task_request(self):
-        from jobs.services import TaskRequest
-
         data = self.cleaned_data
-        return TaskRequest(
+        return services.TaskRequest(
             handler=data["handler"],
             key=data["key"],
             properties=data.get("properties") or {},

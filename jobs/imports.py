@@ -4,14 +4,16 @@ name, all or nothing. `manage.py jobs import` and the console's import page
 read and validated the same way by both; JobForm decides what is valid."""
 
 import collections
+import copy
 import json
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from jobs import audit, jsontext, services
+from jobs import audit, jsontext, services, workflows
 from jobs.forms import JobForm
 from jobs.models import AuditEvent, Job, job_name
 from jobs.serializers import spec_errors, spec_to_form_data
@@ -101,11 +103,7 @@ def plan(specs: list[dict], *, user=None) -> list[Planned]:
         )
         # Before the form: validating copies the new values onto the instance.
         before = audit.snapshot(instance) if instance is not None else None
-        if instance is not None and instance.state == Job.State.CRASHED and spec.get("state") == "enabled":
-            # An export writes a crashed job as enabled (crashed is kept,
-            # never set): importing it back leaves it crashed; `jobs resume`
-            # (or Re-enable in the console) re-enables it.
-            spec = {**spec, "state": Job.State.CRASHED}
+        stored = copy.copy(instance)
         form = JobForm(
             data=spec_to_form_data(spec, instance=instance), instance=instance, user=user, workflow=workflow
         )
@@ -115,7 +113,13 @@ def plan(specs: list[dict], *, user=None) -> list[Planned]:
         if errors:
             out.append(Planned(label, "invalid", errors=errors))
             continue
-        changes = audit.diff(before, audit.snapshot(form.save(commit=False)))
+        job = form.save(commit=False)
+        if stored is not None:
+            # The state the save will write (a file names no version: an
+            # export writes a crashed job as enabled, and importing it back
+            # leaves it crashed; `jobs resume` re-enables it).
+            job.state = job.state_after_edit(stored, versioned=False)
+        changes = audit.diff(before, audit.snapshot(job))
         action = "create" if instance is None else "update" if changes else "unchanged"
         out.append(Planned(label, action, changes=changes, form=form))
     return out
@@ -182,17 +186,13 @@ def _workflow(specs: list[dict]) -> Workflow:
     as a list; JobForm reports the others) over the stored graph, so jobs of
     one file may follow each other in any order and a loop through the file
     is found."""
-    from django.core.exceptions import ValidationError
-
-    from jobs.forms import coerce_after
-
     graph = {}
     for spec in specs:
         name = spec.get("name")
         if not isinstance(name, str) or not name.strip():
             continue
         try:
-            after = coerce_after(spec.get("after"))
+            after = workflows.coerce_after(spec.get("after"))
         except ValidationError:
             after = []
         graph[job_name(name)] = [item["job"] for item in after]

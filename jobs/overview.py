@@ -32,9 +32,7 @@ def dashboard_figures(user, *, now: datetime) -> dict:
     runs = access.visible_runs(user).filter(scheduled_at__gte=since, scheduled_at__lte=now)
     by_status = dict(runs.order_by().values_list("status").annotate(n=Count("id")))
     succeeded = by_status.get(Run.Status.SUCCEEDED, 0)
-    failed = sum(
-        by_status.get(s, 0) for s in (Run.Status.FAILED, Run.Status.TIMED_OUT, Run.Status.INTERRUPTED)
-    )
+    failed = sum(by_status.get(s, 0) for s in Run.FAILED_OUTCOMES)
     attention = list(
         jobs.needing_attention()
         .order_by(Case(When(state=Job.State.CRASHED, then=0), default=1), "-consecutive_failures", "name")

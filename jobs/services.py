@@ -21,6 +21,7 @@ from jobs.core import demo
 from jobs.core.dbclock import database_time
 from jobs.core.wakeup import wake_schedulers
 from jobs.handlers import registry
+from jobs.kinds import GUARDED_KINDS, SUPERUSER_KINDS
 from jobs.models import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_RETRY_INTERVAL_SECONDS,
@@ -30,6 +31,7 @@ from jobs.models import (
     JobDependency,
     Run,
 )
+from jobs.properties import clean_run_properties
 
 
 class StaleJobError(Exception):
@@ -93,12 +95,6 @@ def check_demo_mode(action: str) -> None:
     message = demo.refusal(action)
     if message:
         raise DemoModeError(message)
-
-
-# Kinds that reach outside the process: the network, the database, the host.
-GUARDED_KINDS = (Job.Kind.HTTP, Job.Kind.SQL, Job.Kind.COMMAND)
-# Kinds only superusers may create, edit or run with other properties.
-SUPERUSER_KINDS = (Job.Kind.SQL, Job.Kind.COMMAND)
 
 
 _PARTICIPLES = {
@@ -444,7 +440,7 @@ def run_now(
     its property overrides are used again unless `properties` is given.
     `properties`: overrides for this run only (a dict or its JSON text),
     merged over the job's by the executor; validated by
-    forms.clean_run_properties (ValidationError) and, since they change what
+    properties.clean_run_properties (ValidationError) and, since they change what
     runs, allowed only to whoever may edit the job (check_job_change)."""
     check_demo_mode("run now")
     now = write_time(now)
@@ -453,8 +449,6 @@ def run_now(
         properties = retry_of.properties or None
     overrides = {}
     if properties not in (None, "", {}):
-        from jobs.forms import clean_run_properties
-
         check_job_change(kinds=[job.kind], user=user, action="override the properties of")
         overrides = clean_run_properties(job, properties)
     # Two requests at once: the database's partial unique index lets one

@@ -22,7 +22,8 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.utils.translation import gettext as _
 
-from jobs.models import Job, JobDependency
+from jobs import jsontext
+from jobs.models import Job, JobDependency, job_name
 
 # The spec's codes for a refused `after` (docs/handlers.md lists them).
 CODE_UNKNOWN_UPSTREAM = "47007"
@@ -39,6 +40,56 @@ GRAPH_LOCK_KEY = int.from_bytes(b"cb-graph", "big") >> 1
 # transaction, and an SQL job could hold it on purpose. SQLite's writers
 # wait for its write lock as long as its busy timeout (config/settings.py).
 GRAPH_LOCK_TIMEOUT = "10s"
+
+
+MAX_UPSTREAMS = 50
+
+
+def coerce_after(value) -> list[dict]:
+    """A job's upstreams, [{"job": NAME, "on": "success"|"failure"|"finish"}],
+    from a list or its JSON text; "on" defaults to success; names as stored
+    (jobs.models.job_name: two spellings of one name are one name). Unknown
+    names and cycles are `refusal`'s business (they need the other jobs)."""
+    if value in (None, ""):
+        return []
+    if isinstance(value, str):
+        try:
+            value = jsontext.loads(value)
+        except jsontext.JsonTextError as exc:
+            raise ValidationError(
+                _("“After” must be a JSON list: {message}").format(message=exc.message), code="invalid"
+            ) from None
+    if not isinstance(value, list):
+        raise ValidationError(_("“After” must be a list of {job, on} objects."), code="invalid")
+    if len(value) > MAX_UPSTREAMS:
+        raise ValidationError(
+            _("A job can follow at most {max_upstreams} upstream jobs.").format(max_upstreams=MAX_UPSTREAMS),
+            code="invalid",
+        )
+    clean, seen = [], set()
+    for item in value:
+        if isinstance(item, str):
+            item = {"job": item}
+        if not isinstance(item, dict) or set(item) - {"job", "on"}:
+            raise ValidationError(_("Each upstream is an object with “job” and “on”."), code="invalid")
+        name, on = item.get("job"), item.get("on", JobDependency.On.SUCCESS)
+        if not isinstance(name, str) or not name.strip() or len(name) > 200 or "\x00" in name:
+            raise ValidationError(_("Each upstream needs the name of a job in “job”."), code="invalid")
+        if on not in JobDependency.On.values:
+            raise ValidationError(
+                _("“on” must be one of {join}, not “{value}”.").format(
+                    join=", ".join(JobDependency.On.values), value=str(on)[:50]
+                ),
+                code="invalid",
+            )
+        name = job_name(name)
+        if name in seen:
+            raise ValidationError(
+                _("“{name}” is named twice in “after”.").format(name=name[:100]), code="invalid"
+            )
+        seen.add(name)
+        clean.append({"job": name, "on": on})
+    return clean
 
 
 def lock_graph() -> None:

@@ -1,4 +1,4 @@
-"""Jobs as code (issue 14, finding 8): importing an unchanged export is a
+"""Jobs as code: importing an unchanged export is a
 no-op per job, and `jobs import` says what it created, updated and left alone."""
 
 import json
@@ -70,7 +70,7 @@ def test_a_changed_job_is_updated_and_the_others_are_left_alone(tmp_path):
     after = state()
     assert after["hourly"] == before["hourly"] and after["tagged"] == before["tagged"]
     assert after["nightly"][0] == before["nightly"][0] + 1
-    # The schedule did not change, so neither does the next fire (finding 9).
+    # The schedule did not change, so neither does the next fire.
     assert after["nightly"][1] == before["nightly"][1]
     assert list(
         AuditEvent.objects.filter(job__name="nightly", action="edit").values_list("changes", flat=True)
@@ -85,6 +85,23 @@ def test_a_crashed_job_stays_crashed_when_its_export_is_imported(tmp_path):
     exported = tmp_path / "export.json"
     exported.write_text(jobs("export"))
     assert "4 unchanged" in jobs("import", str(exported))
+    assert Job.objects.get(name="hourly").state == Job.State.CRASHED
+
+
+@pytest.mark.parametrize("state", ["enabled", "paused"])
+def test_the_import_preview_shows_a_crashed_job_staying_crashed_as_the_save_keeps_it(tmp_path, state):
+    from jobs import imports
+
+    source = tmp_path / "jobs.json"
+    source.write_text(json.dumps(SPECS))
+    jobs("import", str(source))
+    Job.objects.filter(name="hourly").update(state=Job.State.CRASHED, next_fire_at=None)
+    specs = [{**SPECS[0], "state": state, "description": "edited"}]
+
+    (planned,) = imports.plan(specs)
+    imports.apply(specs)
+
+    assert planned.changes == {"description": ["", "edited"]}
     assert Job.objects.get(name="hourly").state == Job.State.CRASHED
 
 

@@ -1,0 +1,32 @@
+"""What every model module shares: the defaults a job or task gets, the
+limits on them, and how a choice field reads its label."""
+
+from django.utils.encoding import force_str
+
+from jobs import cron
+
+# What a job or a one-off task gets when it does not say (the model, the job
+# form, the API, `jobs import`, services.enqueue).
+DEFAULT_MAX_RETRIES = 0
+DEFAULT_RETRY_INTERVAL_SECONDS = 60
+DEFAULT_TIMEOUT_SECONDS = 600
+DEFAULT_ALERT_THRESHOLD = 3
+# The limits on them: the interval floor is the cron module's (error 47004);
+# a run's timeout (and an HTTP job's own request timeout) is at most a day.
+MIN_INTERVAL_SECONDS = cron.MIN_INTERVAL_SECONDS
+MAX_TIMEOUT_SECONDS = 86_400
+
+
+class ChoiceLabels:
+    """`get_FOO_display()` without translating every label of the field.
+    Django's looks the value up in `dict(make_hashable(field.flatchoices))`,
+    and hashing a lazy label translates it: every label of the field, for
+    every cell of a runs table. This one translates only the label it
+    returns."""
+
+    def _get_FIELD_display(self, field):
+        value = getattr(self, field.attname)
+        for choice, label in field.flatchoices:
+            if choice == value:
+                return force_str(label, strings_only=True)
+        return force_str(value, strings_only=True)
