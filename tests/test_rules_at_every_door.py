@@ -197,9 +197,10 @@ def test_the_job_form_leaves_demo_mode_to_services(settings, superuser_api, monk
     assert not Job.objects.filter(name="q").exists()
 
 
-def test_a_command_run_asks_services_whether_demo_mode_refuses_it(settings, monkeypatch):
-    """The command handler read DEMO_MODE itself at run time."""
-    from jobs import services
+def test_a_command_run_asks_the_one_reader_of_demo_mode_whether_it_refuses_it(settings, monkeypatch):
+    """Demo mode is read in one place (jobs.core.demo); the command handler
+    asks it at run time, as the services and the pages do."""
+    from jobs.core import demo
     from jobs.handlers.base import HandlerError
     from jobs.handlers.command import CommandJobHandler
     from tests.fixtures.commands import make_ctx
@@ -210,7 +211,7 @@ def test_a_command_run_asks_services_whether_demo_mode_refuses_it(settings, monk
         HandlerError, match=r"^Demo mode: running command jobs is turned off on this server\.$"
     ):
         CommandJobHandler().run(make_ctx({"command": "/bin/echo hi"}))
-    monkeypatch.setattr(services, "check_demo_mode", lambda action: None)
+    monkeypatch.setattr(demo, "is_on", lambda: False)
     assert CommandJobHandler().run(make_ctx({"command": "/bin/echo hi"})) == "exit status 0"
 
 
