@@ -204,16 +204,6 @@ def job_create(request):
     return render(request, "jobs/job_form.html", _form_context(form, None))
 
 
-def _clone_name(name: str) -> str:
-    """ "nightly (copy)", or "(copy 2)", … : a name no live job has."""
-    taken = set(Job.objects.live().filter(name__startswith=f"{name} (copy").values_list("name", flat=True))
-    candidate, n = f"{name} (copy)", 1
-    while candidate in taken:
-        n += 1
-        candidate = f"{name} (copy {n})"
-    return candidate[: Job._meta.get_field("name").max_length]
-
-
 @login_required
 @staff_required
 def job_clone(request, job_id):
@@ -223,7 +213,7 @@ def job_clone(request, job_id):
     job = access.get_job_for_user(request.user, job_id)
     initial = {name: getattr(job, name) for name in Job.EDITABLE_FIELDS}
     initial.update(
-        name=_clone_name(job.name),
+        name=services.clone_name(job.name),
         state=Job.State.PAUSED,
         properties=_handler_properties(job),
         **{name: (job.properties or {}).get(name, "") for name in PROPERTY_FIELDS},

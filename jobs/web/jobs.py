@@ -150,9 +150,6 @@ def job_list(request):
     return partial_or_page(request, "jobs/job_list.html", "job-table", _job_list_context(request))
 
 
-BULK_ACTIONS = ("pause", "resume", "run", "delete")
-
-
 @login_required
 def job_export(request):
     """The listed jobs (the list's filters) as a `manage.py jobs import`
@@ -282,6 +279,16 @@ def job_import(request):
     return render(request, "jobs/job_import.html", context)
 
 
+# Each bulk action is a service over many jobs; what happens to each job is
+# decided there (services.BulkOutcome), the messages here.
+BULK_SERVICES = {
+    "pause": services.pause_jobs,
+    "resume": services.resume_jobs,
+    "run": services.run_jobs,
+    "delete": services.delete_jobs,
+}
+
+
 @login_required
 @require_POST
 @staff_required
@@ -294,7 +301,7 @@ def job_bulk(request):
     action = request.POST.get("action")
     ids = [i for i in request.POST.getlist("ids") if i.isdigit()]
     jobs = list(access.visible_jobs(request.user).filter(pk__in=ids).order_by("name")) if ids else []
-    if action not in BULK_ACTIONS:
+    if action not in BULK_SERVICES:
         messages.error(request, _("Choose pause, resume, run or delete."))
     elif not jobs:
         messages.error(
@@ -323,33 +330,8 @@ def _names(jobs) -> str:
 
 
 def _bulk_apply(request, action: str, jobs: list[Job]) -> None:
-    done, skipped, refused, unchanged = [], [], [], []
-    for job in jobs:
-        try:
-            if action == "pause":
-                if job.state == Job.State.CRASHED:
-                    skipped.append(job)
-                elif job.state != Job.State.PAUSED:
-                    services.pause_job(job=job, user=request.user)
-                    done.append(job)
-                else:
-                    unchanged.append(job)
-            elif action == "resume":
-                if job.state != Job.State.ENABLED:
-                    services.resume_job(job=job, user=request.user)
-                    done.append(job)
-                else:
-                    unchanged.append(job)
-            elif action == "run":
-                _run, created = services.run_now(job=job, user=request.user)
-                (done if created else skipped).append(job)
-            else:
-                services.delete_job(job=job, user=request.user)
-                done.append(job)
-        except services.ServiceError as exc:
-            # Demo mode, an SQL job this user may not change, a built-in job
-            # that cannot be deleted: the rest go ahead.
-            refused.append((job, str(exc)))
+    outcome = BULK_SERVICES[action](jobs=jobs, user=request.user)
+    done, skipped, unchanged, refused = outcome.done, outcome.skipped, outcome.unchanged, outcome.refused
     count = len(done)
     text = {
         "pause": ngettext("Paused {count} job.", "Paused {count} jobs.", count),

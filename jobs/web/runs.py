@@ -143,16 +143,11 @@ def run_retry(request, run_id):
     """Run a failed (or timed out, interrupted, cancelled) run's job again,
     now, as a manual run; the audit trail names the run it retries."""
     run = access.get_run_for_user(request.user, run_id)
-    if run.job_id is None or run.status not in Run.RETRYABLE:
-        messages.error(
-            request,
-            _("Run {pk} is {get_status_display}: only a failed run of a job can be retried.").format(
-                pk=run.pk, get_status_display=run.get_status_display().lower()
-            ),
-        )
-        return done(request, reverse("jobs:run_detail", args=[run.pk]))
     try:
-        new, created = services.run_now(job=run.job, user=request.user, retry_of=run)
+        new, created = services.retry_run(run=run, user=request.user)
+    except services.NotRetryable as exc:
+        messages.error(request, str(exc))
+        return done(request, reverse("jobs:run_detail", args=[run.pk]))
     except services.ServiceError as exc:
         messages.error(request, str(exc))
     except ValidationError as exc:
