@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from functools import wraps
 
 from django.core.exceptions import PermissionDenied
+from django.db.models.functions import Substr
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.text import Truncator
@@ -18,6 +19,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from jobs import access, cron
 from jobs.i18n import describe_cron
 from jobs.models import Job
+from jobs.web.templatetags.console import duration
 
 RUNS_PER_PAGE = 25
 
@@ -104,3 +106,46 @@ def describe_schedule(job: Job) -> str:
         return describe_cron(job.cron_expression)
     except cron.CronError as exc:
         return _("Invalid expression ({code})").format(code=exc.code)
+
+
+# The columns a table of runs reads (a job's history, the all-runs page);
+# the error only as far as a cell shows it, never a whole error or log.
+RUN_ROW_FIELDS = (
+    "id",
+    "job_id",
+    "scheduled_at",
+    "started_at",
+    "finished_at",
+    "duration_ms",
+    "attempt",
+    "trigger",
+    "status",
+    "skip_reason",
+    "worker_id",
+)
+
+
+def run_table(runs, *extra: str):
+    """`runs` narrowed to the columns a table of runs shows (and `extra`),
+    with `error_head`, the start of each run's error."""
+    return runs.only(*RUN_ROW_FIELDS, *extra).annotate(error_head=Substr("error", 1, 200))
+
+
+def run_rows(runs, zone=UTC) -> list[dict]:
+    """A table of runs' cells, worked out once per run: the same text the
+    template filters made (truncatechars, date, duration), the times in
+    `zone` (a job's own on its page) and in UTC."""
+    run_url = url_maker("jobs:run_detail")
+    return [
+        {
+            "run": run,
+            "url": run_url(run.pk),
+            "error_short": short(run.error_head, 60) if run.error_head else "",
+            "scheduled_utc": stamp(run.scheduled_at),
+            "scheduled": stamp(run.scheduled_at, zone),
+            "started": stamp(run.started_at, zone, day=False) if run.started_at else "",
+            "finished": stamp(run.finished_at, zone, day=False) if run.finished_at else "",
+            "duration": duration(run.duration_ms),
+        }
+        for run in runs
+    ]

@@ -5,7 +5,6 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.db.models.functions import Substr
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -20,12 +19,10 @@ from jobs.web.common import (
     describe_schedule,
     done,
     fingerprint,
-    short,
+    run_rows,
+    run_table,
     staff_required,
-    stamp,
-    url_maker,
 )
-from jobs.web.templatetags.console import duration
 
 CHART_RUNS = 60
 AUDIT_EVENTS = 30
@@ -39,23 +36,7 @@ def _history_context(job: Job, params) -> dict:
     """One page of a job's runs, newest first, keyset-paginated on
     (scheduled_at, id) so a deep page costs what the first one does
     (run_history_idx serves both directions)."""
-    runs = (
-        Run.objects.filter(job=job)
-        .only(
-            "id",
-            "job_id",
-            "scheduled_at",
-            "started_at",
-            "finished_at",
-            "duration_ms",
-            "attempt",
-            "trigger",
-            "status",
-            "skip_reason",
-            "worker_id",
-        )
-        .annotate(error_head=Substr("error", 1, 200))
-    )
+    runs = run_table(Run.objects.filter(job=job))
     status = params.get("status", "")
     if status in Run.Status.values:
         runs = runs.filter(status=status)
@@ -86,7 +67,7 @@ def _history_context(job: Job, params) -> dict:
             (job.version, job.state, job.next_fire_at, job.last_fire_at, job.consecutive_failures),
         ),
         "runs": page,
-        "rows": _history_rows(job, page),
+        "rows": run_rows(page, job.zone),
         "status": status,
         "trigger": trigger,
         "statuses": Run.Status.choices,
@@ -101,27 +82,6 @@ def _history_context(job: Job, params) -> dict:
         "this_query": params.urlencode() if hasattr(params, "urlencode") else urlencode(params),
         "any_live": live,
     }
-
-
-def _history_rows(job: Job, runs: list[Run]) -> list[dict]:
-    """A history page's cells, worked out once per run (as the job list's
-    are, see _job_rows): times in the job's zone, labels, durations."""
-    zone = job.zone
-    run_url = url_maker("jobs:run_detail")
-
-    return [
-        {
-            "run": run,
-            "url": run_url(run.pk),
-            "error_short": short(run.error_head, 60) if run.error_head else "",
-            "scheduled_utc": stamp(run.scheduled_at),
-            "scheduled": stamp(run.scheduled_at, zone),
-            "started": stamp(run.started_at, zone, day=False) if run.started_at else "",
-            "finished": stamp(run.finished_at, zone, day=False) if run.finished_at else "",
-            "duration": duration(run.duration_ms),
-        }
-        for run in runs
-    ]
 
 
 def _chart(job: Job) -> dict | None:

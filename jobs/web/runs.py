@@ -6,7 +6,6 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.db.models.functions import Substr
 from django.http import HttpResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -16,7 +15,15 @@ from django.views.decorators.http import require_POST
 from jobs import access, overview, services
 from jobs.access import login_required
 from jobs.models import Run, parse_run_cursor, run_cursor
-from jobs.web.common import RUNS_PER_PAGE, done, fingerprint, partial_or_page, staff_required
+from jobs.web.common import (
+    RUNS_PER_PAGE,
+    done,
+    fingerprint,
+    partial_or_page,
+    run_rows,
+    run_table,
+    staff_required,
+)
 
 # ?since= on the all-runs page → how far back; "today" is since midnight UTC.
 RUN_WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7), "today": None}
@@ -27,27 +34,12 @@ def _all_runs_context(request, *, now: datetime | None = None) -> dict:
     keyset-paginated like a job's history. ?status=live is "running now"."""
     now = now or timezone.now()
     params = request.GET
-    runs = (
-        access.visible_runs(request.user)
-        .select_related("job")
-        .only(
-            "id",
-            "job_id",
-            "job__name",
-            "job__timezone",
-            "handler",
-            "task_key",
-            "scheduled_at",
-            "started_at",
-            "finished_at",
-            "duration_ms",
-            "attempt",
-            "trigger",
-            "status",
-            "skip_reason",
-            "worker_id",
-        )
-        .annotate(error_head=Substr("error", 1, 200))
+    runs = run_table(
+        access.visible_runs(request.user).select_related("job"),
+        "job__name",
+        "job__timezone",
+        "handler",
+        "task_key",
     )
     status = params.get("status", "")
     if status == "live":
@@ -95,6 +87,7 @@ def _all_runs_context(request, *, now: datetime | None = None) -> dict:
     }
     return {
         "runs": page,
+        "rows": run_rows(page),
         "status": status,
         "trigger": trigger,
         "since": since,
