@@ -76,7 +76,7 @@ def short(text: str, limit: int) -> str:
 def stamp(when: datetime, zone=UTC, *, day: bool = True, zone_name: bool = False) -> str:
     """`when` in `zone` as the tables show it, the text of the `date` filter's
     "Y-m-d H:i:s" ("H:i:s" without `day`, " T" after it with `zone_name`),
-    at a fifth of the filter's cost (it is called for every cell)."""
+    for much less than the filter costs (it is called for every cell)."""
     at = when.astimezone(zone)
     text = f"{at.hour:02d}:{at.minute:02d}:{at.second:02d}"
     if day:
@@ -133,7 +133,7 @@ def run_table(runs, *extra: str):
 
 def run_rows(runs, zone=UTC) -> list[dict]:
     """A table of runs' cells, worked out once per run: the same text the
-    template filters made (truncatechars, date, duration), the times in
+    template filters give (truncatechars, date, duration), the times in
     `zone` (a job's own on its page) and in UTC."""
     run_url = url_maker("jobs:run_detail")
     return [

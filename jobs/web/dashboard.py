@@ -32,12 +32,12 @@ def _status_bars(counts: dict) -> list[dict]:
 
 def _attention_rows(jobs: list[Job]) -> list[dict]:
     """The "needs attention" list's cells, worked out once per job (as the
-    job list's are, see _job_rows)."""
+    job list's are, see jobs.web.jobs._job_rows)."""
     detail_url = url_maker("jobs:job_detail")
     rows = []
     for job in jobs:
         n = job.consecutive_failures
-        # The msgids the template's {% blocktranslate %} had, filled in here.
+        # The msgids of a {% blocktranslate %}, filled in here.
         failures = _("%(consecutive_failures)s failed fire%(consecutive_failures2)s in a row") % {
             "consecutive_failures": n,
             "consecutive_failures2": pluralize(n),
