@@ -15,7 +15,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from jobs import access, links, tokens
 from jobs.access import login_required
+from jobs.checks import stored_refusals
 from jobs.forms import SettingsForm, TokenForm
+from jobs.handlers.sql import role_warnings
 from jobs.models import Message
 from jobs.web.alerts import channel_rows
 from jobs.web.common import done, partial_or_page
@@ -37,9 +39,6 @@ def settings_page(request):
     if not access.can_edit(request.user):
         for field in form.fields.values():
             field.disabled = True
-    from jobs.checks import stored_refusals
-    from jobs.handlers.sql import role_warnings
-
     context = {
         "form": form,
         "sql_role_warnings": role_warnings(),

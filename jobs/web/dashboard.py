@@ -9,6 +9,7 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 
 from jobs import access, overview
+from jobs import upcoming as fires
 from jobs.access import login_required
 from jobs.models import Job, Run
 from jobs.web.common import fingerprint, partial_or_page, short, url_maker
@@ -84,8 +85,6 @@ def dashboard(request):
 @login_required
 def upcoming(request):
     """Every fire of the next 24 hours (or 7 days) across jobs, in time order."""
-    from jobs import upcoming as fires
-
     now = timezone.now()
     window = request.GET.get("window", "24h")
     if window not in fires.WINDOWS:

@@ -1,8 +1,10 @@
 """The job list: its filters, sorting and rows, the export and import of
 job files, and the bulk actions on ticked jobs."""
 
+import json
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import F, Q
@@ -13,10 +15,10 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 
-from jobs import access, services
+from jobs import access, imports, services
 from jobs.access import login_required
 from jobs.models import AuditEvent, Job, job_name, parse_run_cursor
-from jobs.serializers import JOB_PAGE_MAX
+from jobs.serializers import JOB_PAGE_DEFAULT, JOB_PAGE_MAX, job_page, job_to_spec
 from jobs.web.common import (
     describe_schedule,
     done,
@@ -157,10 +159,6 @@ def job_export(request):
     (JOB_PAGE_DEFAULT, at most JOB_PAGE_MAX) oldest first, fewer once the
     file passes PAGE_MAX_CHARS; a `Link: <…>; rel="next"` header names the
     next page (`cursor`)."""
-    import json
-
-    from jobs.serializers import JOB_PAGE_DEFAULT, JOB_PAGE_MAX, job_page, job_to_spec
-
     jobs, *_rest = _filtered_jobs(request)
     try:
         limit = min(max(int(request.GET.get("limit") or JOB_PAGE_DEFAULT), 1), JOB_PAGE_MAX)
@@ -194,8 +192,6 @@ def _import_refusal(*, size: int = 0, jobs: int = 0) -> str:
     """Why the console will not import a file this large ("" if it will):
     it validates job by job while a web worker waits, so bigger files go
     through the command."""
-    from django.conf import settings
-
     command = _("Import it with “manage.py jobs import FILE” instead.")
     if size > settings.JOBS_IMPORT_MAX_BYTES:
         return " ".join(
@@ -225,8 +221,6 @@ def job_import(request):
     """Import a `manage.py jobs import` file in the console: the first POST
     previews what would be created, updated or left alone (and every error,
     with nothing saved); "Apply" imports it, all or nothing (jobs.imports)."""
-    from jobs import imports
-
     context = {"text": "", "planned": None, "file_error": ""}
     if request.method == "POST":
         upload = request.FILES.get("file")
