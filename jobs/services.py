@@ -28,8 +28,10 @@ from jobs.models import (
     AuditEvent,
     Job,
     JobDependency,
+    Message,
     Run,
 )
+from jobs.overview import live_manual_runs
 
 
 class StaleJobError(Exception):
@@ -438,6 +440,15 @@ def delete_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: d
     return job
 
 
+def mark_messages_read(*, user, message_id: int | None = None, now: datetime | None = None) -> int:
+    """Mark `user`'s unread messages read, or only message `message_id` of
+    theirs; another user's message is never touched. Returns how many."""
+    unread = Message.objects.filter(user=user, read_at__isnull=True)
+    if message_id is not None:
+        unread = unread.filter(pk=message_id)
+    return unread.update(read_at=now or timezone.now())
+
+
 def clone_name(name: str) -> str:
     """The name a copy of job `name` gets: "nightly (copy)", or "(copy 2)",
     …, a name no live job has, within the field's length."""
@@ -729,4 +740,4 @@ def _require_live(job: Job) -> None:
 
 
 def _live_manual_run(job: Job) -> Run | None:
-    return Run.objects.filter(job=job, trigger__in=Run.MANUAL_TRIGGERS, status__in=Run.LIVE).first()
+    return live_manual_runs(job).first()

@@ -216,6 +216,19 @@ def test_a_copy_gets_the_first_copy_name_no_live_job_has(make_job):
     assert services.clone_name("weekly") == "weekly (copy)"
 
 
+def test_marking_messages_read_touches_only_the_users_own_unread_ones(viewer_user, superuser):
+    from jobs.models import Message
+
+    mine = [Message.objects.create(user=viewer_user, subject=f"m{i}") for i in range(3)]
+    theirs = Message.objects.create(user=superuser, subject="theirs")
+    assert services.mark_messages_read(user=viewer_user, message_id=theirs.pk) == 0
+    assert services.mark_messages_read(user=viewer_user, message_id=mine[0].pk, now=T0) == 1
+    assert services.mark_messages_read(user=viewer_user) == 2
+    assert services.mark_messages_read(user=viewer_user) == 0
+    assert Message.objects.get(pk=mine[0].pk).read_at == T0
+    assert Message.objects.get(pk=theirs.pk).read_at is None
+
+
 def test_unknown_stored_time_zone_reads_as_utc(make_job):
     job = make_job(next_fire_at=T0, cron_expression="0 0 9 * * *")
     Job.objects.filter(pk=job.pk).update(timezone="Atlantis/Capital")

@@ -9,11 +9,10 @@ from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from jobs import access, links, tokens
+from jobs import access, links, services, tokens
 from jobs.access import login_required
 from jobs.checks import stored_refusals
 from jobs.forms import SettingsForm, TokenForm
@@ -72,11 +71,9 @@ def unread_count(request):
 @require_POST
 def message_read(request, message_id=None):
     """Mark one of your own messages read, or all of them."""
-    mine = Message.objects.filter(user=request.user, read_at__isnull=True)
     if message_id is not None:
         get_object_or_404(Message, pk=message_id, user=request.user)
-        mine = mine.filter(pk=message_id)
-    mine.update(read_at=timezone.now())
+    services.mark_messages_read(user=request.user, message_id=message_id)
     if request.htmx:
         return render(
             request, "jobs/messages.html#message-list", {**_message_context(request), "oob_count": True}

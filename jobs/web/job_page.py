@@ -10,9 +10,9 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from jobs import access, services
+from jobs import access, overview, services
 from jobs.access import login_required
-from jobs.models import LIVE_RUN, MANUAL_RUN, AuditEvent, Job, Run, parse_run_cursor, run_cursor
+from jobs.models import LIVE_RUN, AuditEvent, Job, Run, parse_run_cursor, run_cursor
 from jobs.web.charts import duration_chart
 from jobs.web.common import (
     RUNS_PER_PAGE,
@@ -100,7 +100,7 @@ def _job_panels(job: Job) -> dict:
         "schedule": describe_schedule(job),
         "chart": _chart(job),
         "live_manual_run": next(
-            iter(_live_runs(job).filter(MANUAL_RUN).only("id", "status").order_by()[:1]), None
+            iter(overview.live_manual_runs(job).only("id", "status").order_by()[:1]), None
         ),
     }
 

@@ -289,7 +289,8 @@ BULK_SERVICES = {
 def job_bulk(request):
     """Pause, resume, run or delete the ticked jobs, then show the list as it
     was filtered. Nothing ticked is refused; a crashed job is never paused (a
-    pause would hide its crash): it is left crashed and the answer says so.
+    pause would hide its crash, services.pause_job): it is left crashed and
+    the answer says so.
     Delete first answers a confirmation naming the jobs; only a POST with
     `confirm` deletes."""
     action = request.POST.get("action")
@@ -325,8 +326,8 @@ def _names(jobs) -> str:
 
 def _bulk_apply(request, action: str, jobs: list[Job]) -> None:
     outcome = BULK_SERVICES[action](jobs=jobs, user=request.user)
-    done, skipped, unchanged, refused = outcome.done, outcome.skipped, outcome.unchanged, outcome.refused
-    count = len(done)
+    skipped, unchanged = outcome.skipped, outcome.unchanged
+    count = len(outcome.done)
     text = {
         "pause": ngettext("Paused {count} job.", "Paused {count} jobs.", count),
         "resume": ngettext("Resumed {count} job.", "Resumed {count} jobs.", count),
@@ -350,9 +351,9 @@ def _bulk_apply(request, action: str, jobs: list[Job]) -> None:
                 "{names} was already enabled.", "{names} were already enabled.", len(unchanged)
             )
         text += " " + already.format(names=_names(unchanged))
-    (messages.warning if skipped or not done else messages.success)(request, text)
+    (messages.warning if skipped or not outcome.done else messages.success)(request, text)
     reasons: dict[str, list[Job]] = {}
-    for job, reason in refused:
+    for job, reason in outcome.refused:
         reasons.setdefault(reason, []).append(job)
     for reason, refused_jobs in reasons.items():
         messages.error(
