@@ -135,18 +135,18 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # After the session, before CommonMiddleware (Django's order): the
-    # language cookie, else Accept-Language. jobs.i18n then puts the signed-in
+    # language cookie, else Accept-Language. jobs.web.i18n then puts the signed-in
     # user's saved choice above both.
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "jobs.i18n.UserLanguageMiddleware",
+    "jobs.web.i18n.UserLanguageMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "jobs.text.StorableQueryMiddleware",
+    "jobs.web.middleware.StorableQueryMiddleware",
     # Last, as django-axes asks: it turns a lockout signalled by the
     # authentication backend into the 429 response.
     "axes.middleware.AxesMiddleware",
@@ -170,8 +170,11 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "jobs.context_processors.cronboard",
+                "jobs.web.context_processors.cronboard",
             ],
+            # The console's tag library lives in jobs.web, not in an app's
+            # own templatetags package, so it is named here for {% load console %}.
+            "libraries": {"console": "jobs.web.templatetags.console"},
         },
     },
 ]
@@ -281,7 +284,7 @@ AXES_FAILURE_LIMIT = _int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
 AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
 AXES_RESET_ON_SUCCESS = True
-AXES_CLIENT_IP_CALLABLE = "jobs.security.client_ip"
+AXES_CLIENT_IP_CALLABLE = "jobs.web.security.client_ip"
 AXES_VERBOSE = False
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_ALLOWED_CORS_ORIGINS = CRONBOARD_BASE_URL

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.i18n import JavaScriptCatalog
 
-from jobs.i18n import set_language
+from jobs.web.i18n import set_language
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
@@ -14,5 +14,5 @@ urlpatterns = [
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("admin/", admin.site.urls),
     path("api/", include("jobs.api")),
-    path("", include("jobs.urls")),
+    path("", include("jobs.web.urls")),
 ]

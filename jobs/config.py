@@ -6,10 +6,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
+
+from jobs.i18n import LANGUAGE_CODES
 
 
 def _positive_days(value: Any) -> int:
@@ -117,18 +120,16 @@ def alert_seconds(value: Any, *, allow_zero: bool = False) -> int:
     return seconds
 
 
-UI_LANGUAGES = ("en", "zh-hans")
-
-
 def _ui_language(value: Any) -> str:
-    """en or zh-hans (settings.LANGUAGES; zh-Hans, zh_hans and zh-CN are read as zh-hans)."""
+    """A language of settings.LANGUAGES (jobs.i18n.LANGUAGE_CODES; zh-Hans,
+    zh_hans and zh-CN are read as zh-hans)."""
     if value in (None, ""):
-        return "en"
+        return settings.LANGUAGE_CODE
     if not isinstance(value, str):
         raise ValidationError(_("Choose en or zh-hans."), code="invalid")
     language = value.strip().lower().replace("_", "-")
     language = {"zh": "zh-hans", "zh-cn": "zh-hans", "zh-sg": "zh-hans"}.get(language, language)
-    if language not in UI_LANGUAGES:
+    if language not in LANGUAGE_CODES:
         raise ValidationError(_("Choose en or zh-hans."), code="invalid")
     return language
 
@@ -221,7 +222,7 @@ SPECS: dict[str, SettingSpec] = {
         SettingSpec(
             key="sys.ui.language",
             label=gettext_lazy("Alert language"),
-            default="en",
+            default=settings.LANGUAGE_CODE,
             clean=_ui_language,
             help_text=(
                 gettext_lazy(

@@ -1,15 +1,21 @@
 """What the console's overview pages and the API read across jobs: the
-dashboard's figures (the dashboard page and GET /api/dashboard) and the live
-runs ("running now")."""
+dashboard's figures (the dashboard page and GET /api/dashboard), the live
+runs ("running now") and a job's live manual run."""
 
 from datetime import datetime, timedelta
 
 from django.db.models import Case, Count, When
 
 from jobs import access
-from jobs.models import LIVE_RUN, Job, Run
+from jobs.models import LIVE_RUN, MANUAL_RUN, Job, Run
 
 MAX_LIVE_RUNS = 5000  # "running now" considers at most this many live runs
+
+
+def live_manual_runs(job: Job):
+    """The job's queued or running manual run, as a query: at most one (a
+    partial unique index), read from the live runs' partial index."""
+    return Run.objects.filter(LIVE_RUN, MANUAL_RUN, job=job)
 
 
 def live_run_ids(limit: int = MAX_LIVE_RUNS) -> list[int]:

@@ -29,8 +29,10 @@ from jobs.models import (
     AuditEvent,
     Job,
     JobDependency,
+    Message,
     Run,
 )
+from jobs.overview import live_manual_runs
 from jobs.properties import clean_run_properties
 
 
@@ -70,6 +72,15 @@ class ServiceError(Exception):
 
 class DemoModeError(ServiceError):
     """DEMO_MODE is on and the action would run something."""
+
+
+class JobCrashed(ServiceError):
+    """The job has crashed and the action would hide it (a pause): only a
+    re-enable leaves that state."""
+
+
+class NotRetryable(ServiceError):
+    """The run is not one a retry applies to (see Run.RETRYABLE)."""
 
 
 class ForbiddenError(ServiceError):
@@ -350,7 +361,9 @@ STALE_MESSAGE = gettext_lazy(
 
 def pause_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: datetime | None = None) -> Job:
     """Pause a job: it stops firing until resumed. A crashed job is refused
-    (ServiceError) and stays crashed: only a re-enable leaves that state."""
+    (JobCrashed) and stays crashed: only a re-enable leaves that state. The
+    one place that rule lives: the console's single and bulk pause, the API,
+    the CLI and JobScope all pause through here."""
     now = now or timezone.now()
     _require_live(job)
     check_job_change(kinds=[job.kind], user=user, action="pause", runs=False)
@@ -363,7 +376,7 @@ def pause_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: da
             .update(state=Job.State.PAUSED, next_fire_at=None, updated_at=now, version=F("version") + 1)
         )
         if not paused:
-            raise ServiceError(
+            raise JobCrashed(
                 _("“{name}” has crashed: it stays crashed until it is re-enabled.").format(name=job.name)
             )
         audit.record(
@@ -421,6 +434,115 @@ def delete_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: d
     job.refresh_from_db()
     wake_schedulers()
     return job
+
+
+def mark_messages_read(*, user, message_id: int | None = None, now: datetime | None = None) -> int:
+    """Mark `user`'s unread messages read, or only message `message_id` of
+    theirs; another user's message is never touched. Returns how many."""
+    unread = Message.objects.filter(user=user, read_at__isnull=True)
+    if message_id is not None:
+        unread = unread.filter(pk=message_id)
+    return unread.update(read_at=now or timezone.now())
+
+
+def clone_name(name: str) -> str:
+    """The name a copy of job `name` gets: "nightly (copy)", or "(copy 2)",
+    …, a name no live job has, within the field's length."""
+    taken = set(Job.objects.live().filter(name__startswith=f"{name} (copy").values_list("name", flat=True))
+    candidate, n = f"{name} (copy)", 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{name} (copy {n})"
+    return candidate[: Job._meta.get_field("name").max_length]
+
+
+@dataclass
+class BulkOutcome:
+    """What an action over many jobs did to each of them: `done`; `skipped`,
+    left as they are by the action's own rule (a crashed job is not paused,
+    a job whose manual run is queued or running is not queued again);
+    `unchanged`, already as asked (paused, enabled); `refused`, with the
+    reason (demo mode, a job this user may not change, a built-in job that
+    cannot be deleted), while the rest go ahead."""
+
+    done: list[Job] = field(default_factory=list)
+    skipped: list[Job] = field(default_factory=list)
+    unchanged: list[Job] = field(default_factory=list)
+    refused: list[tuple[Job, str]] = field(default_factory=list)
+
+
+def _each(jobs: Iterable[Job], step) -> BulkOutcome:
+    """`step(job)` for each job, each on its own: it answers which list the
+    job goes in; a ServiceError refuses that job only."""
+    outcome = BulkOutcome()
+    for job in jobs:
+        try:
+            getattr(outcome, step(job)).append(job)
+        except ServiceError as exc:
+            outcome.refused.append((job, str(exc)))
+    return outcome
+
+
+def pause_jobs(*, jobs: Iterable[Job], user=None, via: str = AuditEvent.Via.CONSOLE) -> BulkOutcome:
+    """pause_job for each job not paused yet; a crashed one is skipped (it
+    stays crashed, pause_job's rule)."""
+
+    def pause(job: Job) -> str:
+        if job.state == Job.State.PAUSED:
+            return "unchanged"
+        try:
+            pause_job(job=job, user=user, via=via)
+        except JobCrashed:
+            return "skipped"
+        return "done"
+
+    return _each(jobs, pause)
+
+
+def resume_jobs(*, jobs: Iterable[Job], user=None, via: str = AuditEvent.Via.CONSOLE) -> BulkOutcome:
+    """resume_job for each job not enabled yet (a crashed one is re-enabled)."""
+
+    def resume(job: Job) -> str:
+        if job.state == Job.State.ENABLED:
+            return "unchanged"
+        resume_job(job=job, user=user, via=via)
+        return "done"
+
+    return _each(jobs, resume)
+
+
+def run_jobs(*, jobs: Iterable[Job], user=None, via: str = AuditEvent.Via.CONSOLE) -> BulkOutcome:
+    """run_now for each job; one whose manual run is already queued or
+    running is skipped."""
+
+    def run(job: Job) -> str:
+        _run, created = run_now(job=job, user=user, via=via)
+        return "done" if created else "skipped"
+
+    return _each(jobs, run)
+
+
+def delete_jobs(*, jobs: Iterable[Job], user=None, via: str = AuditEvent.Via.CONSOLE) -> BulkOutcome:
+    """delete_job for each job."""
+
+    def delete(job: Job) -> str:
+        delete_job(job=job, user=user, via=via)
+        return "done"
+
+    return _each(jobs, delete)
+
+
+def retry_run(*, run: Run, user=None, via: str = AuditEvent.Via.CONSOLE) -> tuple[Run, bool]:
+    """Run a finished run's job again, now, as a manual run naming the run
+    it retries (run_now). Only a run of a job that ended in Run.RETRYABLE
+    (failed, timed out, interrupted, cancelled) is retried (NotRetryable)."""
+    if run.job_id is None or run.status not in Run.RETRYABLE:
+        raise NotRetryable(
+            _("Run {pk} is {get_status_display}: only a failed run of a job can be retried.").format(
+                pk=run.pk, get_status_display=run.get_status_display().lower()
+            )
+        )
+    return run_now(job=run.job, user=user, via=via, retry_of=run)
 
 
 def run_now(
@@ -612,4 +734,4 @@ def _require_live(job: Job) -> None:
 
 
 def _live_manual_run(job: Job) -> Run | None:
-    return Run.objects.filter(job=job, trigger__in=Run.MANUAL_TRIGGERS, status__in=Run.LIVE).first()
+    return live_manual_runs(job).first()

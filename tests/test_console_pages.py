@@ -863,26 +863,26 @@ def test_table_times_read_as_the_date_filter_wrote_them(when, zone):
 
     from django.utils import dateformat
 
-    from jobs.views import _stamp
+    from jobs.web.common import stamp
 
     tz = ZoneInfo(zone)
     try:
         local = when.astimezone(tz)
     except OverflowError:
         pytest.skip("past year 9999 in this zone")
-    assert _stamp(when, tz) == dateformat.format(local, "Y-m-d H:i:s")
-    assert _stamp(when, tz, day=False) == dateformat.format(local, "H:i:s")
+    assert stamp(when, tz) == dateformat.format(local, "Y-m-d H:i:s")
+    assert stamp(when, tz, day=False) == dateformat.format(local, "H:i:s")
     # The filter's "T" is empty in a repeated hour; the tables name the pass.
-    assert _stamp(when, tz, zone_name=True) == dateformat.format(local, "Y-m-d H:i:s ") + local.tzname()
-    assert _stamp(when) == dateformat.format(when.astimezone(UTC), "Y-m-d H:i:s")
+    assert stamp(when, tz, zone_name=True) == dateformat.format(local, "Y-m-d H:i:s ") + local.tzname()
+    assert stamp(when) == dateformat.format(when.astimezone(UTC), "Y-m-d H:i:s")
 
 
 def test_a_time_in_the_repeated_hour_says_which_pass_it_is():
     from zoneinfo import ZoneInfo
 
-    from jobs.views import _stamp
+    from jobs.web.common import stamp
 
     berlin = ZoneInfo("Europe/Berlin")
     first, second = datetime(2026, 10, 25, 0, 30, tzinfo=UTC), datetime(2026, 10, 25, 1, 30, tzinfo=UTC)
-    assert _stamp(first, berlin, zone_name=True) == "2026-10-25 02:30:00 CEST"
-    assert _stamp(second, berlin, zone_name=True) == "2026-10-25 02:30:00 CET"
+    assert stamp(first, berlin, zone_name=True) == "2026-10-25 02:30:00 CEST"
+    assert stamp(second, berlin, zone_name=True) == "2026-10-25 02:30:00 CET"

@@ -142,7 +142,7 @@ def test_a_good_login_below_the_limit_works_and_resets(person, settings):
 
 
 def test_client_address_behind_a_proxy_is_the_one_it_appended(rf, settings):
-    from jobs.security import client_ip
+    from jobs.web.security import client_ip
 
     request = rf.get("/", REMOTE_ADDR="172.16.0.2", HTTP_X_FORWARDED_FOR="6.6.6.6, 203.0.113.9")
     settings.CRONBOARD_PROXY_COUNT = 0

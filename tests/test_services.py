@@ -146,6 +146,89 @@ def test_pause_clears_next_fire_and_resume_recomputes_from_now(make_job):
     assert job.next_fire_at == T0 + timedelta(days=3, minutes=1)
 
 
+def test_bulk_pause_leaves_a_job_that_crashed_since_it_was_loaded_crashed_and_says_it_skipped_it(make_job):
+    """Whether a job has crashed is pause_job's to judge, on the row as it
+    is: the bulk pause asks it instead of reading the loaded job's state."""
+    crashed = make_job(name="import-orders")
+    fine = make_job(name="billing-sync")
+    loaded = list(Job.objects.filter(pk__in=[crashed.pk, fine.pk]).order_by("name"))
+    Job.objects.filter(pk=crashed.pk).update(state=Job.State.CRASHED, consecutive_failures=3)
+    outcome = services.pause_jobs(jobs=loaded)
+    assert [job.name for job in outcome.done] == ["billing-sync"]
+    assert [job.name for job in outcome.skipped] == ["import-orders"]
+    assert outcome.refused == [] and outcome.unchanged == []
+    crashed.refresh_from_db()
+    assert crashed.state == Job.State.CRASHED and crashed.consecutive_failures == 3
+
+
+def test_pausing_a_crashed_job_alone_is_refused_as_crashed(make_job):
+    job = make_job(state=Job.State.CRASHED)
+    with pytest.raises(services.JobCrashed, match="stays crashed until it is re-enabled"):
+        services.pause_job(job=job)
+    assert Job.objects.get(pk=job.pk).state == Job.State.CRASHED
+
+
+def test_bulk_resume_leaves_enabled_jobs_unchanged_and_re_enables_crashed_ones(make_job):
+    enabled = make_job(name="a")
+    crashed = make_job(name="b", state=Job.State.CRASHED, consecutive_failures=2)
+    outcome = services.resume_jobs(jobs=[enabled, crashed])
+    assert outcome.unchanged == [enabled] and outcome.done == [crashed]
+    crashed.refresh_from_db()
+    assert (crashed.state, crashed.consecutive_failures) == (Job.State.ENABLED, 0)
+
+
+def test_bulk_run_skips_a_job_whose_manual_run_is_already_queued(make_job):
+    busy, idle = make_job(name="busy", next_fire_at=T0), make_job(name="idle", next_fire_at=T0)
+    services.run_now(job=busy)
+    outcome = services.run_jobs(jobs=[busy, idle])
+    assert outcome.skipped == [busy] and outcome.done == [idle]
+
+
+def test_bulk_delete_refuses_a_built_in_job_and_deletes_the_rest(make_job):
+    builtin, plain = make_job(name="builtin", builtin=True), make_job(name="plain")
+    outcome = services.delete_jobs(jobs=[builtin, plain])
+    assert outcome.done == [plain]
+    assert [(job, "cannot be deleted" in why) for job, why in outcome.refused] == [(builtin, True)]
+    assert not Job.objects.get(pk=builtin.pk).is_deleted
+
+
+@pytest.mark.parametrize("status", [Run.Status.SUCCEEDED, Run.Status.RUNNING, Run.Status.QUEUED])
+def test_only_a_run_that_failed_is_retried(make_job, status):
+    job = make_job(next_fire_at=T0)
+    run = Run.objects.create(job=job, scheduled_at=T0, status=status)
+    with pytest.raises(services.NotRetryable, match="only a failed run of a job can be retried"):
+        services.retry_run(run=run)
+    assert job.runs.count() == 1
+
+
+def test_a_retry_queues_a_manual_run_of_the_job(make_job):
+    job = make_job(next_fire_at=T0)
+    run = Run.objects.create(job=job, scheduled_at=T0, status=Run.Status.FAILED)
+    new, created = services.retry_run(run=run)
+    assert created and new.job_id == job.pk and new.trigger == Run.Trigger.MANUAL
+
+
+def test_a_copy_gets_the_first_copy_name_no_live_job_has(make_job):
+    make_job(name="nightly")
+    make_job(name="nightly (copy)")
+    make_job(name="nightly (copy 2)", deleted_at=T0)
+    assert services.clone_name("nightly") == "nightly (copy 2)"
+    assert services.clone_name("weekly") == "weekly (copy)"
+
+
+def test_marking_messages_read_touches_only_the_users_own_unread_ones(viewer_user, superuser):
+    from jobs.models import Message
+
+    mine = [Message.objects.create(user=viewer_user, subject=f"m{i}") for i in range(3)]
+    theirs = Message.objects.create(user=superuser, subject="theirs")
+    assert services.mark_messages_read(user=viewer_user, message_id=theirs.pk) == 0
+    assert services.mark_messages_read(user=viewer_user, message_id=mine[0].pk, now=T0) == 1
+    assert services.mark_messages_read(user=viewer_user) == 2
+    assert services.mark_messages_read(user=viewer_user) == 0
+    assert Message.objects.get(pk=mine[0].pk).read_at == T0
+    assert Message.objects.get(pk=theirs.pk).read_at is None
+
+
 def test_unknown_stored_time_zone_reads_as_utc(make_job):
     job = make_job(next_fire_at=T0, cron_expression="0 0 9 * * *")
     Job.objects.filter(pk=job.pk).update(timezone="Atlantis/Capital")

@@ -93,9 +93,9 @@ def seed(jobs: int, runs: int) -> dict:
 
 
 def _page_500_cursor(job_id: int) -> str | None:
-    from jobs import views
+    from jobs.web import common
 
-    per_page = getattr(views, "RUNS_PER_PAGE", 25)
+    per_page = getattr(common, "RUNS_PER_PAGE", 25)
     rows = (
         Run.objects.filter(job_id=job_id).order_by("-scheduled_at", "-id").values_list("scheduled_at", "id")
     )

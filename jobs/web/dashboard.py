@@ -1,0 +1,104 @@
+"""The dashboard (the home page) and the upcoming fires."""
+
+from urllib.parse import urlencode
+
+from django.template.defaultfilters import pluralize
+from django.utils import timezone
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import mark_safe
+from django.utils.translation import gettext as _
+
+from jobs import access, overview
+from jobs import upcoming as fires
+from jobs.access import login_required
+from jobs.models import Job, Run
+from jobs.web.common import fingerprint, partial_or_page, short, url_maker
+from jobs.web.templatetags.console import relative_time
+
+
+def _status_bars(counts: dict) -> list[dict]:
+    """The 24 hours' runs by status as horizontal bars (percent of the largest)."""
+    top = max(counts.values(), default=0) or 1
+    return [
+        {
+            "status": status,
+            "label": label,
+            "count": counts[status],
+            "width": round(100 * counts[status] / top, 1),
+        }
+        for status, label in Run.Status.choices
+        if counts[status]
+    ]
+
+
+def _attention_rows(jobs: list[Job]) -> list[dict]:
+    """The "needs attention" list's cells, worked out once per job (as the
+    job list's are, see jobs.web.jobs._job_rows)."""
+    detail_url = url_maker("jobs:job_detail")
+    rows = []
+    for job in jobs:
+        n = job.consecutive_failures
+        # The msgids of a {% blocktranslate %}, filled in here.
+        failures = _("%(consecutive_failures)s failed fire%(consecutive_failures2)s in a row") % {
+            "consecutive_failures": n,
+            "consecutive_failures2": pluralize(n),
+        }
+        if job.last_fire_at:
+            failures = format_html(
+                "{} {}", failures, _html_message(_("· last %(last_fire_at)s"), last_fire_at=job.last_fire_at)
+            )
+        rows.append(
+            {
+                "job": job,
+                "url": detail_url(job.pk),
+                "failures": failures,
+                "error_short": short(job.last_error, 120) if job.last_error else "",
+            }
+        )
+    return rows
+
+
+def _html_message(message: str, **times) -> str:
+    """A translated message whose %(name)s placeholders are times shown as
+    relative_time (HTML): the message escaped, the times inserted."""
+    return mark_safe(conditional_escape(message) % {k: relative_time(v) for k, v in times.items()})
+
+
+@login_required
+def dashboard(request):
+    figures = overview.dashboard_figures(request.user, now=timezone.now())
+    context = {
+        **figures,
+        "attention_rows": _attention_rows(figures["attention"]),
+        "state_tiles": [(v, label, figures["jobs_by_state"][v]) for v, label in Job.State.choices],
+        "bars": _status_bars(figures["runs_24h_by_status"]),
+        "poll_version": fingerprint(
+            figures["jobs_by_state"],
+            figures["runs_24h_by_status"],
+            [(j.pk, j.state, j.consecutive_failures) for j in figures["attention"]],
+            [(r.pk, r.status) for r in figures["running"]],
+        ),
+    }
+    return partial_or_page(request, "jobs/dashboard.html", "dashboard-body", context)
+
+
+@login_required
+def upcoming(request):
+    """Every fire of the next 24 hours (or 7 days) across jobs, in time order."""
+    now = timezone.now()
+    window = request.GET.get("window", "24h")
+    if window not in fires.WINDOWS:
+        window = "24h"
+    after = fires.parse_cursor(request.GET.get("after"))
+    page, more = fires.upcoming_fires(
+        access.visible_jobs(request.user), start=now, end=now + fires.WINDOWS[window], after=after
+    )
+    context = {
+        "fires": page,
+        "window": window,
+        "windows": [("24h", _("Next 24 hours")), ("7d", _("Next 7 days"))],
+        "later_query": urlencode({"window": window, "after": fires.cursor_of(page[-1])}) if more else "",
+        "deeper": after is not None,
+        "poll_version": fingerprint([(fire.at, fire.job.pk) for fire in page]),
+    }
+    return partial_or_page(request, "jobs/upcoming.html", "upcoming-list", context)

@@ -1,0 +1,264 @@
+"""The job form: create, edit and clone a job, and the cron editor's live
+preview."""
+
+from datetime import datetime
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from jobs import access, cron, services
+from jobs.access import login_required
+from jobs.forms import KIND_FIELDS, PROPERTY_FIELDS, JobForm
+from jobs.handlers import registry
+from jobs.handlers.command import command_enabled
+from jobs.handlers.http import METHODS as HTTP_METHODS
+from jobs.handlers.sql import sql_enabled
+from jobs.i18n import cron_error_message, localized_preview
+from jobs.models import Job
+from jobs.web.common import done, partial_or_page, staff_required
+
+FORM_LABELS = {
+    "name": gettext_lazy("Name"),
+    "description": gettext_lazy("Description"),
+    "namespace": gettext_lazy("Namespace"),
+    "cron_expression": gettext_lazy("Cron expression"),
+    "timezone": gettext_lazy("Timezone"),
+    "notify_recovered": gettext_lazy("Notify recovered"),
+    "state": gettext_lazy("State"),
+    "kind": gettext_lazy("Kind"),
+    "handler": gettext_lazy("Handler"),
+    "url": gettext_lazy("URL"),
+    "sql": gettext_lazy("SQL statement"),
+    "sql_write": gettext_lazy("Allow the statement to write"),
+    "properties": gettext_lazy("Properties"),
+    "schedule_type": gettext_lazy("Schedule"),
+    "interval_seconds": gettext_lazy("Every (seconds)"),
+    "misfire_policy": gettext_lazy("When a fire was missed"),
+    "run_once": gettext_lazy("Run once, then disable"),
+    "max_retries": gettext_lazy("Retries"),
+    "retry_interval_seconds": gettext_lazy("Retry after (seconds)"),
+    "timeout_seconds": gettext_lazy("Timeout (seconds)"),
+    "alert_threshold": gettext_lazy("Alert after this many failed fires in a row"),
+    "alert_emails": gettext_lazy("Alert emails"),
+    "alert_channels": gettext_lazy("Alert channels"),
+    "alert_on": gettext_lazy("Alert on"),
+    "late_after_seconds": gettext_lazy("Late after (seconds)"),
+    "long_running_seconds": gettext_lazy("Long running after (seconds)"),
+}
+
+
+PLACED_FIELDS = {
+    "version",
+    "name",
+    "namespace",
+    "description",
+    "kind",
+    "handler",
+    "url",
+    "method",
+    "headers",
+    "body",
+    "sql",
+    "sql_write",
+    "properties",
+    "schedule_type",
+    "timezone",
+    "cron_expression",
+    "interval_seconds",
+    "misfire_policy",
+    "state",
+    "run_once",
+    "after",
+    "max_retries",
+    "retry_interval_seconds",
+    "timeout_seconds",
+    "alert_threshold",
+    "alert_emails",
+    "alert_channels",
+    "alert_on",
+    "late_after_seconds",
+    "long_running_seconds",
+}
+
+
+def _job_form(data=None, *, job: Job | None, user, initial=None) -> JobForm:
+    """The console's JobForm, its labels set before anything reads them: a
+    bound form caches each field's label when it validates, so labels set
+    later would show only on the blank form, not after a failed save."""
+    form = JobForm(data, instance=job, user=user, initial=initial)
+    for name, label in FORM_LABELS.items():
+        form.fields[name].label = label
+    form.fields["interval_seconds"].widget.attrs.update(
+        {"min": cron.MIN_INTERVAL_SECONDS, "data-min-code": cron.INTERVAL_TOO_SHORT}
+    )
+    form.fields["interval_seconds"].help_text = _("At least {seconds} seconds.").format(
+        seconds=cron.MIN_INTERVAL_SECONDS
+    )
+    return form
+
+
+def _error_summary(form: JobForm) -> list[dict]:
+    """Each field's first error with a link to the field, for the summary above the form."""
+    out = []
+    for name, errors in form.errors.items():
+        if name == "__all__" or name not in form.fields:
+            continue
+        bound = form[name]
+        out.append({"id": bound.id_for_label, "label": bound.label, "message": errors[0]})
+    return out
+
+
+def _cron_error(form: JobForm) -> dict | None:
+    """The cron expression's coded error (47001…): the live preview shows it,
+    in place of the field's own copy, and drops it once the text is valid."""
+    for error in form.errors.as_data().get("cron_expression", []):
+        if str(error.code or "").isdigit():
+            return {"code": error.code, "message": error.messages[0]}
+    return None
+
+
+def _form_context(form: JobForm, job: Job | None) -> dict:
+    kinds = Job.Kind.choices
+    if not sql_enabled() and not (job and job.kind == Job.Kind.SQL):
+        kinds = [choice for choice in kinds if choice[0] != Job.Kind.SQL]
+        form.fields["kind"].choices = kinds
+    if not command_enabled() and not (job and job.kind == Job.Kind.COMMAND):
+        kinds = [choice for choice in kinds if choice[0] != Job.Kind.COMMAND]
+        form.fields["kind"].choices = kinds
+    form.fields["properties"].widget.attrs.update({"data-property-bag": "", "rows": 4})
+    form.fields["timezone"].widget.attrs.update({"list": "timezone-names", "autocomplete": "off"})
+    form.fields["description"].widget.attrs.update({"rows": 2})
+    form.fields["headers"].widget.attrs.update({"rows": 3, "placeholder": "Header-Name: value"})
+    form.fields["body"].widget.attrs.update({"rows": 3})
+    form.fields["sql"].widget.attrs.update({"rows": 4})
+    form.fields["alert_emails"].help_text = _("Comma separated. Empty: the global alert emails (Settings).")
+    form.fields["alert_channels"].widget.attrs.update(
+        {"rows": 2, "placeholder": "json://hooks.example.com/path"}
+    )
+    form.fields["alert_on"].help_text = _("None ticked: the kinds of alert in Settings.")
+    form.fields["late_after_seconds"].help_text = _("Empty: the default in Settings.")
+    form.fields["long_running_seconds"].help_text = _("Below the timeout. Empty: the default in Settings.")
+    form.fields["alert_channels"].help_text = _(
+        "Apprise URLs, one per line. Empty: the global alert channels (Settings). "
+        "Secrets are masked once saved; leave a masked line as it is to keep it."
+    )
+    return {
+        "form": form,
+        "job": job,
+        "error_summary": _error_summary(form) if form.is_bound else [],
+        "error": _cron_error(form) if form.is_bound else None,
+        "handlers": registry.available(),
+        "http_methods": HTTP_METHODS,
+        "timezones": cron.known_zones(),
+        "sql_enabled": sql_enabled(),
+        # Fields the template does not place by name (added by another area
+        # of the app later) still show up, at the end.
+        "other_fields": [form[name] for name in form.fields if name not in PLACED_FIELDS],
+    }
+
+
+def _handler_properties(job: Job) -> dict:
+    """The property bag without the keys the HTTP/SQL fields edit, so a key is
+    never shown (and edited) twice."""
+    own = KIND_FIELDS.get(job.kind, ())
+    return {k: v for k, v in (job.properties or {}).items() if k not in own}
+
+
+def _save_job_form(request, job: Job | None):
+    form = _job_form(request.POST, job=job, user=request.user)
+    if form.is_valid():
+        try:
+            saved = services.save_job(
+                job=form.save(commit=False),
+                user=request.user,
+                expected_version=form.cleaned_data.get("version"),
+            )
+        except services.StaleJobError as exc:
+            form.add_error(None, ValidationError(str(exc), code="stale"))
+        except services.GraphRefused as exc:
+            form.add_error("after", exc.error)
+        except IntegrityError:
+            # Two people created the same name at the same moment.
+            form.add_error("name", ValidationError(_("A job with this name already exists."), code="unique"))
+        else:
+            messages.success(request, _("Saved “{name}”.").format(name=saved.name))
+            return done(request, reverse("jobs:job_detail", args=[saved.pk]))
+    # Invalid: 200 so htmx swaps the form with its errors in.
+    return partial_or_page(request, "jobs/job_form.html", "job-form", _form_context(form, job))
+
+
+@login_required
+@staff_required
+def job_create(request):
+    if request.method == "POST":
+        return _save_job_form(request, None)
+    form = _job_form(
+        job=None, user=request.user, initial={"cron_expression": "0 0 * * * *", "timezone": "UTC"}
+    )
+    return render(request, "jobs/job_form.html", _form_context(form, None))
+
+
+@login_required
+@staff_required
+def job_clone(request, job_id):
+    """The new-job form filled in from another job; saving creates a new job
+    (POST goes to job_create). It starts paused so it does not fire twice
+    what the original fires until someone looks at it."""
+    job = access.get_job_for_user(request.user, job_id)
+    initial = {name: getattr(job, name) for name in Job.EDITABLE_FIELDS}
+    initial.update(
+        name=services.clone_name(job.name),
+        state=Job.State.PAUSED,
+        properties=_handler_properties(job),
+        **{name: (job.properties or {}).get(name, "") for name in PROPERTY_FIELDS},
+    )
+    form = _job_form(job=None, user=request.user, initial=initial)
+    return render(request, "jobs/job_form.html", {**_form_context(form, None), "cloned_from": job})
+
+
+@login_required
+@staff_required
+def job_edit(request, job_id):
+    job = access.get_job_for_user(request.user, job_id)
+    if request.method == "POST":
+        return _save_job_form(request, job)
+    form = _job_form(job=job, user=request.user, initial={"properties": _handler_properties(job)})
+    return render(request, "jobs/job_form.html", _form_context(form, job))
+
+
+@login_required
+def cron_preview(request):
+    """The cron editor's live preview; any signed-in user may use it."""
+    # Over-long text is refused by cron itself (the one limit), not cut short.
+    expression = request.GET.get("cron_expression", "").strip()
+    zone_name = request.GET.get("timezone", "").strip()
+    context = {
+        "expression": expression[: cron.MAX_EXPRESSION_CHARS],
+        "zone_name": zone_name[: cron.MAX_ZONE_CHARS] or "UTC",
+    }
+    if expression:
+        try:
+            zone_name = context["zone_name"] = cron.zone_name(zone_name)
+            preview = localized_preview(expression, zone_name, after=timezone.now(), count=5)
+        except cron.CronError as exc:
+            context["error"] = {"code": exc.code, "message": cron_error_message(exc)}
+        else:
+            zone = cron.get_zone(zone_name)
+            context["preview"] = preview
+            # Django's "T" format gives no abbreviation for an ambiguous local
+            # time (the repeated hour), exactly where it tells the two apart:
+            # the aware datetime's own tzname() knows which side of the fold.
+            context["times"] = [
+                {"utc": utc, "local": local, "abbr": local.tzname(), "dst": item.get("dst")}
+                for item in preview["times"]
+                for utc in [datetime.fromisoformat(item["utc"].replace("Z", "+00:00"))]
+                for local in [utc.astimezone(zone)]
+            ]
+            context["zone_is_utc"] = cron.is_utc(zone)
+    return render(request, "jobs/job_form.html#cron-preview", context)

@@ -1,0 +1,196 @@
+"""Runs across jobs: the all-runs page, a run's page and its log, retry
+and cancel."""
+
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from jobs import access, overview, services
+from jobs.access import login_required
+from jobs.models import Run, parse_run_cursor, run_cursor
+from jobs.web.common import (
+    RUNS_PER_PAGE,
+    done,
+    fingerprint,
+    partial_or_page,
+    run_rows,
+    run_table,
+    staff_required,
+)
+
+# ?since= on the all-runs page → how far back; "today" is since midnight UTC.
+RUN_WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7), "today": None}
+
+
+def _all_runs_context(request, *, now: datetime | None = None) -> dict:
+    """One page of runs across every job the user may see, newest first,
+    keyset-paginated like a job's history. ?status=live is "running now"."""
+    now = now or timezone.now()
+    params = request.GET
+    runs = run_table(
+        access.visible_runs(request.user).select_related("job"),
+        "job__name",
+        "job__timezone",
+        "handler",
+        "task_key",
+    )
+    status = params.get("status", "")
+    if status == "live":
+        # The few live runs come from their partial index (run_live_idx);
+        # filtered inside the big ordered walk, SQLite would scan every run.
+        runs = runs.filter(pk__in=overview.live_run_ids())
+    elif status in Run.Status.values:
+        runs = runs.filter(status=status)
+    else:
+        status = ""
+    trigger = params.get("trigger", "")
+    if trigger in Run.Trigger.values:
+        runs = runs.filter(trigger=trigger)
+    else:
+        trigger = ""
+    job = None
+    if params.get("job", "").isdigit():
+        job = access.visible_jobs(request.user).filter(pk=int(params["job"])).only("id", "name").first()
+        runs = runs.filter(job_id=job.pk if job else -1)
+    since = params.get("since", "")
+    if since in RUN_WINDOWS:
+        start = RUN_WINDOWS[since]
+        runs = runs.filter(
+            scheduled_at__gte=now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+            if start is None
+            else now - start
+        )
+    else:
+        since = ""
+    before = parse_run_cursor(params.get("before"))
+    if before:
+        runs = runs.older_than(*before)
+    page = list(runs.order_by("-scheduled_at", "-id")[: RUNS_PER_PAGE + 1])
+    older = len(page) > RUNS_PER_PAGE
+    page = page[:RUNS_PER_PAGE]
+    filters = {
+        k: v
+        for k, v in (
+            ("status", status),
+            ("trigger", trigger),
+            ("job", str(job.pk) if job else ""),
+            ("since", since),
+        )
+        if v
+    }
+    return {
+        "runs": page,
+        "rows": run_rows(page),
+        "status": status,
+        "trigger": trigger,
+        "since": since,
+        "filter_job": job,
+        "statuses": Run.Status.choices,
+        "triggers": Run.Trigger.choices,
+        "windows": [
+            ("1h", _("Last hour")),
+            ("today", _("Today (UTC)")),
+            ("24h", _("Last 24 hours")),
+            ("7d", _("Last 7 days")),
+        ],
+        "filter_query": urlencode(filters),
+        "this_query": params.urlencode(),
+        "older_query": urlencode({**filters, "before": run_cursor(page[-1].scheduled_at, page[-1].pk)})
+        if older and page
+        else "",
+        "deeper": before is not None,
+        "poll_version": fingerprint([(run.pk, run.status, run.finished_at) for run in page]),
+    }
+
+
+@login_required
+def run_list(request):
+    """All runs across jobs: "running now", "failed today", by job, trigger, time."""
+    return partial_or_page(request, "jobs/run_list.html", "run-list", _all_runs_context(request))
+
+
+@login_required
+def run_detail(request, run_id):
+    run = access.get_run_for_user(request.user, run_id)
+    context = {
+        "run": run,
+        "job": run.job,
+        "retryable": Run.RETRYABLE,
+        "caused_by": run.caused_by if run.caused_by_id else None,
+        "caused_runs": list(run.caused_runs.select_related("job").order_by("id")[:50]),
+    }
+    return partial_or_page(request, "jobs/run_detail.html", "run-viewer", context)
+
+
+@login_required
+@require_POST
+@staff_required
+def run_retry(request, run_id):
+    """Run a failed (or timed out, interrupted, cancelled) run's job again,
+    now, as a manual run; the audit trail names the run it retries."""
+    run = access.get_run_for_user(request.user, run_id)
+    try:
+        new, created = services.retry_run(run=run, user=request.user)
+    except services.NotRetryable as exc:
+        messages.error(request, str(exc))
+        return done(request, reverse("jobs:run_detail", args=[run.pk]))
+    except services.ServiceError as exc:
+        messages.error(request, str(exc))
+    except ValidationError as exc:
+        messages.error(
+            request,
+            _("Not retried: the run's property overrides are no longer valid: {join}").format(
+                join=" ".join(exc.messages)
+            ),
+        )
+    else:
+        if created:
+            messages.success(
+                request,
+                _("Queued run {pk} of “{name}”, a retry of run {pk2}.").format(
+                    pk=new.pk, name=run.job.name, pk2=run.pk
+                ),
+            )
+        else:
+            messages.info(
+                request,
+                _("A manual run of “{name}” is already {status} (run {pk}).").format(
+                    name=run.job.name, status=new.get_status_display().lower(), pk=new.pk
+                ),
+            )
+    return done(request, reverse("jobs:job_detail", args=[run.job_id]))
+
+
+@login_required
+def run_log(request, run_id):
+    """A run's whole log as a text file (the page shows it too, but a file
+    is what a person greps or attaches to a ticket)."""
+    run = access.get_run_for_user(request.user, run_id)
+    response = HttpResponse(run.log or "", content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.log"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@login_required
+@require_POST
+@staff_required
+def run_cancel(request, run_id):
+    run = access.get_run_for_user(request.user, run_id)
+    if services.cancel_run(run=run, user=request.user):
+        messages.success(request, _("Cancelling run {pk}.").format(pk=run.pk))
+    else:
+        messages.info(request, _("Run {pk} had already finished.").format(pk=run.pk))
+    return done(
+        request,
+        reverse("jobs:job_detail", args=[run.job_id])
+        if run.job_id
+        else reverse("jobs:run_detail", args=[run.pk]),
+    )
