@@ -19,7 +19,7 @@ from jobs.cluster import cluster_status
 from jobs.engine import clock as clock_module
 from jobs.engine import leases
 from jobs.engine.clock import Clock, Reading
-from jobs.engine.execution.processes import context_from, payload_of
+from jobs.engine.execution.child import context_from, payload_of
 from jobs.handlers.base import JobContext
 from jobs.models import Job, Run
 from tests.fixtures.core import T0, drain

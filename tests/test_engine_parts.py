@@ -6,7 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from jobs.engine.execution.executors import Outcome, make_pool
+from jobs.engine.execution.executors import make_pool
+from jobs.engine.execution.pool import Outcome
 from jobs.engine.execution.starting import Starter
 from jobs.engine.loop import POLL, NextQueued
 from jobs.engine.outbox import AlertSender

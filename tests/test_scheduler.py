@@ -381,7 +381,7 @@ def test_a_batch_of_successes_costs_the_same_statements_however_many_runs_it_hol
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from jobs.engine.execution.executors import Outcome
+    from jobs.engine.execution.pool import Outcome
 
     statements = []
     for size in (2, 6):
@@ -420,7 +420,7 @@ def test_a_batch_of_successes_costs_the_same_statements_however_many_runs_it_hol
 def test_two_runs_of_one_job_in_a_batch_are_recorded_in_the_order_they_finished(
     make_job, scheduler, clock, gate_handler, order, last_status, failures
 ):
-    from jobs.engine.execution.executors import Outcome
+    from jobs.engine.execution.pool import Outcome
 
     job = make_job(next_fire_at=T0, handler="test.gate", alert_threshold=0)
     (fired,) = start_gated(scheduler, [job])
@@ -440,7 +440,7 @@ def test_two_runs_of_one_job_in_a_batch_are_recorded_in_the_order_they_finished(
 def test_a_batched_success_leaves_a_run_that_was_already_timed_out_and_its_job_alone(
     make_job, scheduler, clock, gate_handler
 ):
-    from jobs.engine.execution.executors import Outcome
+    from jobs.engine.execution.pool import Outcome
 
     job = make_job(next_fire_at=T0, handler="test.gate", consecutive_failures=1, last_status="timed_out")
     other = make_job(next_fire_at=T0, handler="test.gate")

@@ -53,7 +53,8 @@ from django.utils import timezone
 from jobs import alerts
 from jobs.engine import maintenance, planning
 from jobs.engine.clock import REFUSE_FACTOR, Clock, Skew, describe, due, max_skew, refusal
-from jobs.engine.execution.executors import Outcome, make_pool
+from jobs.engine.execution.executors import make_pool
+from jobs.engine.execution.pool import Outcome
 from jobs.engine.execution.starting import Claimed, Starter, next_queued_after
 from jobs.engine.heartbeat_ping import HeartbeatPinger
 from jobs.engine.leadership import Leadership

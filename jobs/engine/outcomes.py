@@ -30,7 +30,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 
 from jobs import alerts
 from jobs.engine.bulk import update_from_values, update_from_values_returning
-from jobs.engine.execution.executors import Flight, Outcome
+from jobs.engine.execution.pool import Flight, Outcome
 from jobs.models import LIVE_RUN, Job, JobDependency, Run, cap_message
 
 log = logging.getLogger("cronboard.scheduler")

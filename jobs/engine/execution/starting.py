@@ -25,7 +25,7 @@ from django.db import connection, transaction
 from django.db.models import Min
 
 from jobs.engine.bulk import database, fetch
-from jobs.engine.execution.executors import Flight, HandlerRef
+from jobs.engine.execution.pool import Flight, HandlerRef
 from jobs.engine.outcomes import Recorded, Recorder
 from jobs.engine.prepared import Prepared
 from jobs.handlers.base import JobContext

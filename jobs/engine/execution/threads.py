@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from django.db import connections
 
-from jobs.engine.execution.executors import Flight, Outcome, executing, run_handler, take_outcomes
+from jobs.engine.execution.pool import Flight, Outcome, executing, run_handler, take_outcomes
 from jobs.handlers.base import JobHandler
 
 
