@@ -20,6 +20,7 @@ from jobs.engine import clock as clock_module
 from jobs.engine import leases
 from jobs.engine.clock import Clock, Reading
 from jobs.engine.execution.child import context_from, payload_of
+from jobs.engine.execution.pool import RunContext
 from jobs.handlers.base import JobContext
 from jobs.models import Job, Run
 from tests.fixtures.core import T0, drain
@@ -326,7 +327,7 @@ def test_a_run_process_keeps_the_schedulers_clock():
     from django.utils import timezone
 
     now = timezone.now() + offset
-    ctx = JobContext(
+    ctx = RunContext(
         run_id=1,
         fire_id="f",
         attempt=1,

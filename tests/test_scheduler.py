@@ -90,8 +90,7 @@ def test_new_fires_queue_behind_a_run_that_waits_for_a_slot(make_scheduler, make
 def test_claim_with_a_stale_next_fire_time_writes_nothing(make_job, scheduler):
     job = make_job(next_fire_at=T0)
     stale = Job.objects.get(pk=job.pk)
-    stale.busy = False
-    plan = scheduler.planner.plan_fire(stale, T0)
+    plan = scheduler.planner.plan_fire(stale, T0, busy=False)
     # Another process claims the fire first.
     Job.objects.filter(pk=job.pk).update(next_fire_at=T0 + timedelta(minutes=1))
     with transaction.atomic():
@@ -216,9 +215,7 @@ def test_batched_claim_skips_a_stale_job_and_claims_the_others(make_job, schedul
     it was read claims nothing, and does not stop the others."""
     jobs = [make_job(name=f"batch-{i}", next_fire_at=T0) for i in range(3)]
     read = list(Job.objects.filter(pk__in=[j.pk for j in jobs]).order_by("pk"))
-    for job in read:
-        job.busy = False
-    plans = [scheduler.planner.plan_fire(job, T0) for job in read]
+    plans = [scheduler.planner.plan_fire(job, T0, busy=False) for job in read]
     Job.objects.filter(pk=jobs[1].pk).update(next_fire_at=T0 + timedelta(minutes=1))  # claimed elsewhere
 
     with transaction.atomic():

@@ -64,6 +64,10 @@ class Leadership:
         self._last_lead: datetime | None = None
         self._last_node_renew: datetime | None = None
 
+    def started(self, now: datetime) -> None:
+        """The scheduler starts: its node lease's info says since when."""
+        self.node_info["started_at"] = now.isoformat()
+
     # -- the leader lease ------------------------------------------------------
 
     def is_leader(self) -> bool:

@@ -177,7 +177,7 @@ class Scheduler:
 
     def start(self, now: datetime) -> None:
         self.pool.warm()  # the run processes, before the first fire needs one
-        self.leadership.node_info["started_at"] = now.isoformat()
+        self.leadership.started(now)
         self.leadership.tune_session()
         self.renew_node_lease(now)
         self.recover(now)
@@ -202,7 +202,8 @@ class Scheduler:
         self.pending.extend(outcomes)
         if not self.pending:
             return False
-        self._took(self.recorder.write_finished(self.pending, self.pool, now))
+        recorded = self._took(self.recorder.write_finished(self.pending, self.pool.flights, now))
+        self.pool.release(recorded.finished)
         self.pending = []
         return True
 
@@ -309,6 +310,8 @@ class Scheduler:
         # through the claim, which serves them in order. Several nodes
         # (PostgreSQL) share fires through the queue instead.
         stay_queued = self.clustered or self.carry.waiting_for_slots or self.draining or self.stopping
+        if not stay_queued:
+            self.pool.refresh()  # a run that ended since the pass's wait frees its slot
         planned = self.planner.plan_due(
             now, epoch=self.leadership.leader_epoch, free_slots=0 if stay_queued else self.pool.free_slots
         )
@@ -323,6 +326,7 @@ class Scheduler:
     def _claim(self, now: datetime) -> Claimed:
         if self.draining or self.stopping or self.skew.refusing:
             return Claimed()
+        self.pool.refresh()
         claimed = self.starter.claim_queued(now, known=self.carry.known)
         self.carry = Carry(known=claimed.known, waiting_for_slots=claimed.waiting_for_slots)
         self._took(claimed.recorded)
@@ -376,6 +380,7 @@ class Scheduler:
         read it, else from the database), the next queued run, a deadline,
         the next heartbeat, the next alert, and the edit poll."""
         candidates = [now + POLL]
+        self.pool.refresh()
         if self.leadership.is_leader():
             fire_at = planning.next_fire() if next_fire is None else next_fire.at
             if fire_at is not None:

@@ -101,7 +101,7 @@ class Planner:
         if not due:
             return Planned()
         planned = Planned(did=True, full=len(due) == PLAN_BATCH)
-        plans = [self.plan_fire(job, now) for job in due]
+        plans = [self.plan_fire(job, now, busy=job.busy) for job in due]
         try:
             with transaction.atomic():
                 won = self.claim_batch(plans, now, epoch=epoch)
@@ -162,8 +162,9 @@ class Planner:
         )
         return False
 
-    def plan_fire(self, job: Job, now: datetime) -> FirePlan:
-        """Decide, without writing, what the due fire of `job` becomes."""
+    def plan_fire(self, job: Job, now: datetime, *, busy: bool) -> FirePlan:
+        """Decide, without writing, what the due fire of `job` becomes;
+        `busy`: a run of it is live, so the fire is skipped as an overlap."""
         due_at = job.next_fire_at
         latest, missed_before = self.latest_fire_in_window(job, due_at, now)
         fire_id = uuid.uuid4()
@@ -187,7 +188,7 @@ class Planner:
 
         fired = False
         if fire_at is not None:
-            if getattr(job, "busy", False):
+            if busy:
                 runs.append(
                     self.skipped(
                         job, fire_at, Run.SkipReason.OVERLAP, now, "the previous run was still running"

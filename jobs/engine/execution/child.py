@@ -19,12 +19,11 @@ import signal
 import socket
 import threading
 import time
-from datetime import timedelta
+from collections.abc import Callable
 
 from jobs.engine.clock import Clock
-from jobs.engine.execution.logbuffer import LogBuffer, cap_text
-from jobs.engine.execution.pool import HandlerRef, run_handler
-from jobs.handlers.base import JobContext
+from jobs.engine.execution.logbuffer import Chunk, cap_text
+from jobs.engine.execution.pool import HandlerRef, RunContext, run_handler
 
 FLUSH_EVERY = 0.2  # seconds: how often a child sends the log written since
 PR_SET_PDEATHSIG = 1
@@ -75,13 +74,11 @@ def _instance(row):
     return apps.get_model(label).from_db(DEFAULT_DB_ALIAS, None, values)
 
 
-def payload_of(ctx: JobContext) -> dict:
+def payload_of(ctx: RunContext) -> dict:
     """What a child needs to rebuild the run's JobContext (`context_from`)."""
     payload = {name: getattr(ctx, name) for name in CONTEXT_FIELDS}
     payload["job"], payload["run"] = _row(ctx.job), _row(ctx.run)
-    # The deadline is on the scheduler's clock (the database's on
-    # PostgreSQL): the child's clock, this host's, is shifted to match.
-    payload["clock_offset"] = getattr(ctx._clock, "offset", timedelta(0))
+    payload["clock_offset"] = ctx.clock_offset
     return payload
 
 
@@ -149,7 +146,6 @@ def _die_with_parent() -> None:
 
 def _setup(config: dict) -> None:
     import django
-    from asgiref.local import Local
     from django.apps import apps
 
     if not apps.ready:
@@ -160,10 +156,12 @@ def _setup(config: dict) -> None:
     for name, value in config["settings"].items():
         setattr(settings, name, value)
     # Connections are configured from DATABASES at first use; forget what
-    # this process may have read or made before the scheduler's values were set.
+    # this process may have read or made before the scheduler's values were
+    # set (the fork server's set-up): the handler's connection wrappers and
+    # the cached settings (a cached_property, read again once deleted).
+    for wrapper in connections.all(initialized_only=True):
+        del connections[wrapper.alias]
     connections.__dict__.pop("settings", None)
-    connections._settings = None
-    connections._connections = Local(connections.thread_critical)
     if config["memory_mb"]:
         limit = config["memory_mb"] * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -173,8 +171,8 @@ class _Streamer:
     """Sends what the handler logs to the scheduler every FLUSH_EVERY
     seconds, from a thread started by the first line."""
 
-    def __init__(self, conn, buffer: LogBuffer):
-        self.conn, self.buffer = conn, buffer
+    def __init__(self, conn, take: Callable[[], Chunk]):
+        self.conn, self.take = conn, take
         self.lock = threading.Lock()
         self.done = threading.Event()
         self.thread: threading.Thread | None = None
@@ -190,7 +188,7 @@ class _Streamer:
 
     def flush(self) -> None:
         with self.lock:
-            chunk = self.buffer.take()
+            chunk = self.take()
             if chunk.length:
                 self.conn.send(("log", *chunk))
 
@@ -201,10 +199,14 @@ class _Streamer:
         self.flush()
 
 
-class _ChildContext(JobContext):
+class _ChildContext(RunContext):
     """The handler's JobContext in a child: its log lines go to the scheduler."""
 
-    streamer: "_Streamer"
+    streamer: _Streamer
+
+    def stream_to(self, conn) -> _Streamer:
+        self.streamer = _Streamer(conn, self.take_log)
+        return self.streamer
 
     def log(self, message: str) -> None:
         super().log(message)
@@ -229,7 +231,7 @@ def _run(conn, ref: HandlerRef, module: str | None, payload: dict, config: dict)
 
     keep = config["log_keep"]
     ctx = _ChildContext(**context_from(payload), log_keep=keep)
-    ctx.streamer = _Streamer(conn, ctx._log)
+    ctx.stream_to(conn)
     memory_error = memory_error_message(config["memory_mb"]) if config["memory_mb"] else None
 
     def make_handler():

@@ -10,11 +10,12 @@ of each other; `make_pool` (jobs.engine.execution.executors) picks one.
 import queue
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
+from jobs.engine.execution.logbuffer import Chunk
 from jobs.handlers import registry
 from jobs.handlers.base import HandlerError, JobContext, JobHandler
 
@@ -33,6 +34,26 @@ class Outcome:
 MEMORY_ERROR = "MemoryError: the handler ran out of memory"
 
 
+class RunContext(JobContext):
+    """The JobContext the engine hands a handler, with what the executors
+    do to it besides: merge log lines a child process sent, take the lines
+    written since the last take (to send them), and say how far the clock it
+    judges its deadline by is from this host's."""
+
+    def merge_log(self, chunk: Chunk) -> None:
+        self._log.merge(chunk)
+
+    def take_log(self) -> Chunk:
+        return self._log.take()
+
+    @property
+    def clock_offset(self) -> timedelta:
+        """The deadline is on the scheduler's clock (the database's on
+        PostgreSQL, jobs.engine.clock.Clock): a child process shifts its own
+        clock by this much to match."""
+        return getattr(self._clock, "offset", timedelta(0))
+
+
 @dataclass
 class Flight:
     """A run this process is executing."""
@@ -44,7 +65,7 @@ class Flight:
     started_at: datetime
     deadline: datetime
     timeout_seconds: int
-    ctx: JobContext
+    ctx: RunContext
     thread: threading.Thread | None = None
     log_flushed: int = field(default=0)
     done: threading.Event = field(default_factory=threading.Event)
@@ -90,6 +111,14 @@ class Pool(Protocol):
 
     def abandon(self, run_id: int) -> Flight | None:
         """Stop waiting for a run: ask it to stop and free its slot."""
+
+    def refresh(self) -> None:
+        """Take in, without waiting, what tells of runs that ended since the
+        last look, so `free_slots` counts their slots free; their outcomes
+        come from the next `wait`."""
+
+    def release(self, run_ids: Iterable[int]) -> None:
+        """Forget runs whose outcome is written (jobs.engine.outcomes)."""
 
     def wait(self, timeout: float) -> list[Outcome]:
         """Block up to `timeout` seconds for the next outcome, then take all

@@ -45,6 +45,7 @@ import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 
 from jobs.engine.execution.child import child_main, payload_of
 from jobs.engine.execution.logbuffer import Chunk
@@ -149,17 +150,25 @@ class ProcessPool:
         self._poll.register(self._wake_r, select.POLLIN)
         self._by_fd: dict[int, tuple[_Child, str]] = {}
         self._failed_start: list[Outcome] = []  # runs no child could be started for
-        self._taken: list[Outcome] = []  # outcomes read by free_slots, for the next wait()
+        self._taken: list[Outcome] = []  # outcomes read by refresh() or warm(), for the next wait()
 
     # -- the interface ------------------------------------------------------------
 
     @property
     def free_slots(self) -> int:
         """Places for new runs: a run whose child has finished holds none,
-        even before the loop takes its outcome (a finished child's message
-        is read here, without waiting, and kept for the next `wait`)."""
-        self._woken |= self._wait_once(0, self._taken)
+        even before the loop takes its outcome, once `refresh` or `wait`
+        read the child's message."""
         return self.size - executing(self.flights) - self.abandoned_count
+
+    def refresh(self) -> None:
+        """Read what the children sent, without waiting: a finished child's
+        place is free from now on, and its outcome is kept for the next `wait`."""
+        self._woken |= self._wait_once(0, self._taken)
+
+    def release(self, run_ids: Iterable[int]) -> None:
+        for run_id in run_ids:
+            self.flights.pop(run_id, None)
 
     @property
     def abandoned_count(self) -> int:
@@ -433,7 +442,7 @@ class ProcessPool:
             kind = message[0]
             if kind == "log":
                 if child.flight is not None:
-                    child.flight.ctx._log.merge(Chunk(*message[1:]))
+                    child.flight.ctx.merge_log(Chunk(*message[1:]))
             elif kind == "done":
                 _, status, result, error, last = message
                 flight, child.flight = child.flight, None

@@ -13,7 +13,7 @@ are still running.
 
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from django.db import connections
 
@@ -62,6 +62,13 @@ class WorkerPool:
             if not flight.done.is_set():
                 self._abandoned.append(flight)
         return flight
+
+    def refresh(self) -> None:
+        """Nothing to take in: a worker thread frees its slot itself (`done`)."""
+
+    def release(self, run_ids: Iterable[int]) -> None:
+        for run_id in run_ids:
+            self.flights.pop(run_id, None)
 
     def wake(self) -> None:
         """Make a pending wait() return now (signal handlers use this)."""
