@@ -33,7 +33,7 @@ from django.db import connection, transaction
 from django.db.backends.signals import connection_created
 
 from jobs.engine import leases
-from jobs.engine.clock import due
+from jobs.engine.clock import Cadence
 from jobs.models import Job, LeadershipChange, Run
 
 log = logging.getLogger("cronboard.scheduler")
@@ -53,6 +53,8 @@ class Leadership:
         self.clustered = clustered
         self.lease_ttl = leases.lease_ttl()
         self.lease_renew = leases.renew_period()
+        self.leading = Cadence(self.lease_renew)  # the leader lease's renewals (or tries to take it)
+        self.node_renewal = Cadence(self.lease_renew)
         self.leader_epoch: int | None = None
         self.node_epoch: int | None = None
         self.node_info = {
@@ -61,8 +63,6 @@ class Leadership:
             "version": getattr(settings, "CRONBOARD_VERSION", ""),
             "started_at": None,
         }
-        self._last_lead: datetime | None = None
-        self._last_node_renew: datetime | None = None
 
     def started(self, now: datetime) -> None:
         """The scheduler starts: its node lease's info says since when."""
@@ -82,9 +82,8 @@ class Leadership:
         hold it, else try to take it. True when we just became leader."""
         if not self.clustered:
             return False
-        if not due(self._last_lead, now, self.lease_renew):
+        if not self.leading.take(now):
             return False
-        self._last_lead = now
         with transaction.atomic():
             grant = leases.acquire(
                 leases.LEADER, self.worker_id, epoch=self.leader_epoch, now=now, ttl=self.lease_ttl
@@ -126,7 +125,7 @@ class Leadership:
         """Once per renew period, and at once if the clock went back (this
         host's was stepped, or a new measurement moved the database's
         offset): waiting for it to catch up could let the lease lapse."""
-        return due(self._last_node_renew, now, self.lease_renew)
+        return self.node_renewal.due(now)
 
     def renew_node(self, now: datetime, *, running: int, clock: dict | None = None) -> bool:
         """Renew (or, the first time, take) this process's node lease, its
@@ -140,7 +139,7 @@ class Leadership:
         grant = leases.acquire(
             name, self.worker_id, epoch=self.node_epoch, now=now, ttl=self.lease_ttl, info=info
         )
-        self._last_node_renew = now
+        self.node_renewal.ran(now)
         if grant is not None:
             self.node_epoch = grant.epoch
             return True

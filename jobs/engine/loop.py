@@ -52,7 +52,7 @@ from django.utils import timezone
 
 from jobs import alerts
 from jobs.engine import maintenance, planning
-from jobs.engine.clock import REFUSE_FACTOR, Clock, Skew, describe, due, max_skew, refusal
+from jobs.engine.clock import REFUSE_FACTOR, Cadence, Clock, Skew, describe, max_skew, refusal
 from jobs.engine.execution.executors import make_pool
 from jobs.engine.execution.pool import Outcome
 from jobs.engine.execution.starting import Claimed, Starter, next_queued_after
@@ -99,18 +99,17 @@ class NextQueued:
 
     def __init__(self):
         self.at: datetime | None = None
-        self.read_at: datetime | None = None
+        self.reads = Cadence(POLL)
 
     def lower(self, at: datetime) -> None:
         if self.at is None or at < self.at:
             self.at = at
 
     def get(self, now: datetime) -> datetime | None:
-        if due(self.read_at, now, POLL):
+        if self.reads.take(now):
             self.at = next_queued_after(now)
-            self.read_at = now
         if self.at is not None and self.at <= now:
-            self.read_at = None  # due: the pass it wakes claims it; read again after
+            self.reads.again()  # due: the pass it wakes claims it; read again after
         return self.at
 
 

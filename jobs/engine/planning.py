@@ -31,7 +31,7 @@ from django.db.models.expressions import RawSQL
 
 from jobs.engine import leases
 from jobs.engine.bulk import database, insert_rows, update_from_values
-from jobs.engine.clock import due
+from jobs.engine.clock import Cadence
 from jobs.engine.execution.starting import start_time, take
 from jobs.engine.prepared import Prepared
 from jobs.models import LIVE_RUN, Job, Run
@@ -417,14 +417,15 @@ class ScheduleCheck:
 
     def __init__(self, *, planner: Planner):
         self.planner = planner
-        self.last: datetime | None = None
+        self.cadence = Cadence(CHECK_EVERY)
 
     def step(self, now: datetime) -> Checked | None:
         """None when not due; else what it repaired."""
-        if self.last is None or not due(self.last, now, CHECK_EVERY):
-            self.last = self.last or now
+        if self.cadence.last is None:
+            self.cadence.ran(now)  # the first step starts the count
             return None
-        self.last = now
+        if not self.cadence.take(now):
+            return None
         checked = Checked()
         for job in off_schedule(now):
             repair = self.repair(job, now)
