@@ -228,13 +228,12 @@ def record_leadership(grant: leases.Grant, worker_id: str, *, keep: int = KEEP_C
 def analyze_unanalyzed_tables() -> None:
     """PostgreSQL plans from table statistics, and a table that was never
     analyzed (a new database, jobs just imported) looks nearly empty to
-    it: the batched fire claim then walked every enabled job once per
-    row of the batch (bench: 15 ms a statement at 2,000 jobs, fires
-    ~30 ms late at the median) instead of looking each up by its key
-    (0.2 ms). Autovacuum analyzes such a table, but only a minute or so
+    it: the batched fire claim then walks every enabled job once per row
+    of the batch instead of looking each up by its key, and fires start
+    late. Autovacuum analyzes such a table, but only a minute or so
     later; the scheduler's own tables are analyzed here, once, if they
     never were (no ANALYZE and no autoanalyze in pg_stat_user_tables).
-    Not `reltuples < 0`: CREATE INDEX sets reltuples too (migration 0014
+    Not `reltuples < 0`: CREATE INDEX sets reltuples too (a migration
     does, with the built-in job as the only row), without statistics."""
     if connection.vendor != "postgresql":
         return

@@ -1,12 +1,11 @@
 """The loop: one scheduler process's sequence of steps, its sleep, its
 shutdown.
 
-`Scheduler` builds the steps (jobs.engine.planning, .execution, .outcomes,
-.maintenance, .leadership, the alert outbox) for one node and sequences
-them. It is what runscheduler runs and what the tests drive, one step at a
-time on a fixed clock. The steps share nothing but their arguments and
-return values; the little that one pass leaves for the next is the loop's,
-in the open:
+`Scheduler` builds the steps for one node and sequences them (the order of
+a pass and what each step does: docs/architecture.md, "The engine"). It is
+what runscheduler runs and what the tests drive, one step at a time on a
+fixed clock. The steps share nothing but their arguments and return values;
+the little that one pass leaves for the next is the loop's, in the open:
 
 - `carry` (a `Carry`): the runs planning wrote queued and holds in memory,
   which the claim starts without loading them back while they are younger
@@ -20,23 +19,18 @@ in the open:
 - `claims_uncertain`, a local of `run_forever`: a database error may have
   hidden a committed claim (`maintenance.requeue_unstarted_claims`).
 
-What a write did (an alert written, a run queued) comes back as a
-`Recorded`, and `_took` hands it to whoever paces on it; the outbox paces
-itself (`AlertSender.step_if_due`, `next_due`).
+What a write did (an alert written, a run queued, runs finished) comes
+back as a `Recorded`: `_took` hands it to whoever paces on it, and the runs
+it finished go back to the pool (`Pool.release`); the outbox paces itself
+(`AlertSender.step_if_due`, `next_due`). The pool reads what its workers
+sent only when the loop asks (`wait`, `refresh`).
 
-Time: every step judges by `clock`, on PostgreSQL the database's
-(jobs.engine.clock), measured before start and at every node lease renewal
-(`check_clock`); a node whose clock is too far off plans and claims nothing
-until it comes back (`skew`).
+Time: every step judges by `clock` (jobs.engine.clock), measured before
+start and at every node lease renewal (`check_clock`); a node whose clock
+is too far off plans and claims nothing until it comes back (`skew`).
 
-A pass (`run_pass`): collect finished runs → enforce deadlines → measure
-the clock, renew the node lease and heartbeat running runs → sweep → alert
-watch → send alerts → outgoing heartbeat → lead → plan due fires → check
-the schedules (every CHECK_EVERY) → requeue unconfirmed claims (after a
-database error) → claim queued runs. `run_forever` then sleeps until the
-next thing is due (`next_wakeup`), and on SIGTERM or SIGINT drains
-(`drain`). No database transaction is open while a handler runs:
-handlers never write run bookkeeping; the loop does.
+No database transaction is open while a handler runs: handlers never write
+run bookkeeping; the loop does.
 """
 
 import logging

@@ -12,9 +12,8 @@ Everything the pool does happens in the scheduler's loop, in `start` and in
 `wait`: `start` hands a run to an idle child (one pipe write); `wait` polls
 every child's pipe and sentinel at once, and turns what arrived into log
 lines, outcomes, dead children and ready replacements. No thread per child,
-so a run costs the loop no thread hand-over and no wait for the GIL (with a
-thread per slot, a run's hand-over cost the scheduler as much as planning
-and writing it).
+so a run costs the loop no thread hand-over and no wait for the GIL (see
+docs/benchmarks.md, "The executors").
 
 Why not concurrent.futures.ProcessPoolExecutor: it cannot kill the process
 of one task (a task past its deadline would keep its worker until it

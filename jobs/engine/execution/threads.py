@@ -2,8 +2,8 @@
 the scheduler, sharing its memory (for handlers that must).
 
 Each run is handed to an idle daemon worker thread; a new one is started
-only when none is idle (starting a thread per run cost the loop more than a
-no-op handler does). A run that passes its deadline (or is cancelled) has
+only when none is idle (starting a thread costs the loop more than a no-op
+handler does). A run that passes its deadline (or is cancelled) has
 its `cancelled` event set and is *abandoned*: its slot is freed at once and
 its outcome, if it ever comes, is ignored. Python cannot kill a thread, so a
 handler that ignores `cancelled` keeps its thread until it returns; it no
