@@ -205,7 +205,7 @@ def test_cancel_terminates_the_child_and_records_cancelled(make_job, scheduler):
     drive(scheduler, lambda: flight.ctx.log_chars > 0)
     pid = int(flight.ctx.log_text().split("spinning in pid ")[1].split(",")[0])
     assert services.cancel_run(run=only_run(spinner))
-    scheduler.run_heartbeat.last = None  # the next pass's heartbeat reads cancel requests
+    scheduler.run_heartbeat.cadence.again()  # the next pass's heartbeat reads cancel requests
     drive(scheduler, finished(spinner))
     run = only_run(spinner)
     assert (run.status, run.error) == ("cancelled", "cancelled by an admin")
@@ -277,7 +277,7 @@ def test_log_lines_reach_the_scheduler_and_the_database_while_the_run_goes_on(
     drive(scheduler, lambda: scheduler.pool.flights)
     (flight,) = scheduler.pool.flights.values()
     drive(scheduler, lambda: "000000002" in flight.ctx.log_text())
-    scheduler.run_heartbeat.last = None
+    scheduler.run_heartbeat.cadence.again()
     scheduler.heartbeat(timezone.now())
     run = only_run(job)
     assert run.status == "running"
