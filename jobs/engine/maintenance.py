@@ -24,6 +24,7 @@ from django.db import connection, models, transaction
 
 from jobs.engine import leases
 from jobs.engine.clock import Cadence
+from jobs.engine.execution.pool import Pool
 from jobs.engine.outcomes import Recorded, Recorder, back_to_queue
 from jobs.models import LIVE_RUN, Run, cap_message
 
@@ -118,7 +119,7 @@ class RunHeartbeat:
     def next_at(self) -> datetime | None:
         return self.cadence.next_at
 
-    def step(self, now: datetime, pool) -> Recorded | None:
+    def step(self, now: datetime, pool: Pool) -> Recorded | None:
         """None when not due, or nothing is running; else what acting on the
         cancel requests recorded."""
         if not self.cadence.take(now):

@@ -30,7 +30,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 
 from jobs import alerts
 from jobs.engine.bulk import update_from_values, update_from_values_returning
-from jobs.engine.execution.pool import Flight, Outcome
+from jobs.engine.execution.pool import Flight, Outcome, Pool
 from jobs.models import LIVE_RUN, Job, JobDependency, Run, cap_message
 
 log = logging.getLogger("cronboard.scheduler")
@@ -219,7 +219,7 @@ class Recorder:
 
     # -- runs the scheduler gives up on ----------------------------------------------
 
-    def enforce_deadlines(self, pool, now: datetime) -> Recorded:
+    def enforce_deadlines(self, pool: Pool, now: datetime) -> Recorded:
         """Runs past their deadline are recorded timed_out and let go of (the
         pool stops their handler)."""
         expired = [f for f in pool.flights.values() if f.deadline <= now]
@@ -234,7 +234,7 @@ class Recorder:
             )
         return recorded
 
-    def stop_waiting(self, flight: Flight, pool, status: str, now: datetime, error: str) -> Recorded:
+    def stop_waiting(self, flight: Flight, pool: Pool, status: str, now: datetime, error: str) -> Recorded:
         """Record a run this process gives up on (timeout, cancel, shutdown)
         with the log it has so far, then free its slot; the handler is told
         to stop and its late outcome is ignored."""
@@ -245,7 +245,7 @@ class Recorder:
         pool.abandon(flight.run_id)
         return recorded
 
-    def hand_back_task(self, flight: Flight, pool, now: datetime) -> None:
+    def hand_back_task(self, flight: Flight, pool: Pool, now: datetime) -> None:
         """Shutdown: a one-off task still running goes back to the queue, with
         the log it has so far, for the next scheduler to run again."""
         Run.objects.filter(pk=flight.run_id, status=Run.Status.RUNNING).update(

@@ -25,7 +25,7 @@ from django.db import connection, transaction
 from django.db.models import Min
 
 from jobs.engine.bulk import database, fetch
-from jobs.engine.execution.pool import Flight, HandlerRef, RunContext
+from jobs.engine.execution.pool import Flight, HandlerRef, Pool, RunContext
 from jobs.engine.outcomes import Recorded, Recorder
 from jobs.engine.prepared import Prepared
 from jobs.models import QUEUED_RUN, Job, Run
@@ -67,7 +67,7 @@ class Starter:
         *,
         worker_id: str,
         clock: Callable[[], datetime],
-        pool,
+        pool: Pool,
         recorder: Recorder,
         log_keep: int,
         remember_for: timedelta,
