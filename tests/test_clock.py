@@ -10,17 +10,25 @@ test_cluster_clock.py."""
 import logging
 from datetime import timedelta
 from io import StringIO
+from types import SimpleNamespace
 
 import pytest
 import time_machine
 from django.core.management import call_command
 
-from jobs import cluster
+from jobs import alerts, cluster
 from jobs.cluster import cluster_status
 from jobs.engine import clock as clock_module
-from jobs.engine import leases
+from jobs.engine import leases, maintenance
+from jobs.engine.alertwatch import AlertWatch
 from jobs.engine.clock import Clock, Reading
-from jobs.engine.execution.processes import context_from, payload_of
+from jobs.engine.execution.child import context_from, payload_of
+from jobs.engine.execution.pool import Flight, RunContext
+from jobs.engine.heartbeat_ping import HeartbeatPinger
+from jobs.engine.loop import NextQueued
+from jobs.engine.outbox import AlertSender
+from jobs.engine.outcomes import Recorder
+from jobs.engine.planning import CHECK_EVERY, Planner, ScheduleCheck
 from jobs.handlers.base import JobContext
 from jobs.models import Job, Run
 from tests.fixtures.core import T0, drain
@@ -327,7 +335,7 @@ def test_a_run_process_keeps_the_schedulers_clock():
     from django.utils import timezone
 
     now = timezone.now() + offset
-    ctx = JobContext(
+    ctx = RunContext(
         run_id=1,
         fire_id="f",
         attempt=1,
@@ -393,3 +401,108 @@ def test_runs_queued_from_the_web_process_go_by_the_databases_clock(postgres_dat
     assert before + timedelta(seconds=120) <= saved.next_fire_at <= after + timedelta(seconds=120)
     assert api_task.status_code == 201, api_task.content
     assert before <= Run.objects.get(task_key="api").run_after <= after
+
+
+# -- a wall clock stepped back stalls no step done every so often ----------------------------
+
+BACK = timedelta(hours=1)  # a host's clock set back (NTP stepping it, a VM restored)
+
+
+def test_a_clock_stepped_back_an_hour_does_not_stall_the_sweep(make_job):
+    recorder = Recorder(worker_id="node-a", cap=1000)
+    sweep = maintenance.Sweep(worker_id="node-a", recorder=recorder)
+    sweep.step(T0, executing=())
+    stale = Run.objects.create(
+        job=make_job(),
+        scheduled_at=T0 - 3 * BACK,
+        trigger="schedule",
+        status="running",
+        worker_id="gone",
+        started_at=T0 - 3 * BACK,
+        heartbeat_at=T0 - 2 * BACK,
+    )
+    sweep.step(T0 - BACK, executing=())
+    assert Run.objects.get(pk=stale.pk).status == Run.Status.INTERRUPTED
+
+
+def test_a_clock_stepped_back_an_hour_does_not_stall_the_run_heartbeat(make_job):
+    run = Run.objects.create(
+        job=make_job(), scheduled_at=T0, trigger="schedule", status="running", started_at=T0, heartbeat_at=T0
+    )
+    ctx = RunContext(
+        run_id=run.pk, fire_id="f", attempt=1, scheduled_at=T0, deadline=T0 + BACK, properties={}
+    )
+    flight = Flight(
+        run_id=run.pk, job_id=run.job_id, is_task=False, attempt=1, started_at=T0,
+        deadline=T0 + BACK, timeout_seconds=3600, ctx=ctx,
+    )  # fmt: skip
+    pool = SimpleNamespace(flights={run.pk: flight})  # what the heartbeat reads of a pool
+    beat = maintenance.RunHeartbeat(recorder=Recorder(worker_id="node-a", cap=1000))
+    assert beat.step(T0, pool) is not None
+    assert beat.step(T0 - BACK, pool) is not None
+    assert Run.objects.get(pk=run.pk).heartbeat_at == T0 - BACK
+
+
+def test_a_clock_stepped_back_an_hour_does_not_stall_the_node_lease_renewal(db, make_scheduler, clock):
+    node = make_scheduler(clock=clock, executor="thread")
+    node.start(clock())
+    clock.now = T0 - BACK
+    node.heartbeat(clock())
+    assert leases.current(leases.node_lease_name("node-a"), now=clock())[0].renewed_at == T0 - BACK
+
+
+def test_a_clock_stepped_back_an_hour_does_not_stall_the_leader_lease_renewal(db, make_scheduler, clock):
+    node = make_scheduler(clock=clock, executor="thread", clustered=True)
+    assert node.lead(T0) is True
+    node.lead(T0 - BACK)
+    assert leases.current(leases.LEADER, now=T0 - BACK)[0].renewed_at == T0 - BACK
+
+
+def test_a_clock_stepped_back_an_hour_does_not_stall_the_outgoing_heartbeat():
+    pings = []
+
+    def request(*args, **kwargs):
+        pings.append(args)
+        return SimpleNamespace(status=200)
+
+    pinger = HeartbeatPinger("http://127.0.0.1:9/ping", request=request)
+    assert pinger.step(T0) is True
+    assert pinger.wait(5)
+    assert pinger.step(T0 - BACK) is True
+    assert pinger.wait(5) and len(pings) == 2
+
+
+def test_a_clock_stepped_back_an_hour_does_not_stall_the_schedule_check(db, clock):
+    planner = Planner(
+        worker_id="node-a", clustered=False, misfire_threshold=timedelta(seconds=60), clock=clock
+    )
+    check = ScheduleCheck(planner=planner)
+    assert check.step(T0) is None, "the first step starts the count"
+    assert check.step(T0 + CHECK_EVERY) is not None
+    assert check.step(T0 + CHECK_EVERY - BACK) is not None
+
+
+def test_a_clock_stepped_back_an_hour_does_not_stall_the_read_of_the_next_queued_run(make_job):
+    pacing = NextQueued()
+    assert pacing.get(T0) is None
+    Run.objects.create(job=make_job(), scheduled_at=T0, trigger="retry", status="queued", run_after=T0)
+    assert pacing.get(T0 - BACK) == T0
+
+
+def test_a_clock_stepped_back_an_hour_does_not_stall_the_outbox_read(db, monkeypatch):
+    sender = AlertSender(read_every=timedelta(seconds=1))
+    reads = []
+    monkeypatch.setattr(sender, "next_wakeup", lambda now: reads.append(now))
+    sender.next_due(T0)
+    sender.next_due(T0 - BACK)
+    assert reads == [T0, T0 - BACK]
+
+
+def test_a_clock_stepped_back_an_hour_does_not_stall_the_alert_watch(db, monkeypatch):
+    looked = []
+    monkeypatch.setattr(alerts, "check_late", lambda now: looked.append(now) or 0)
+    monkeypatch.setattr(alerts, "check_long_running", lambda now: 0)
+    watch = AlertWatch()
+    watch.step(T0)
+    watch.step(T0 - BACK)
+    assert looked == [T0, T0 - BACK]

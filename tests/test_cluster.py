@@ -158,12 +158,10 @@ def test_a_batched_claim_under_a_lost_lease_claims_nothing(node, make_job):
     a, b = node("a"), node("b")
     a.lead(T0)
     later = T0 + leases.lease_ttl() + timedelta(seconds=1)
-    for job in jobs:
-        job.busy = False
-    plans = [a.planner.plan_fire(job, T0) for job in jobs]
+    plans = [a.planner.plan_fire(job, T0, busy=False) for job in jobs]
     assert b.lead(later) is True
 
     assert a.planner.claim_batch(plans, later, epoch=a.leadership.leader_epoch) == set()
     assert set(Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("next_fire_at", flat=True)) == {T0}
-    b_plans = [b.planner.plan_fire(job, T0) for job in jobs]
+    b_plans = [b.planner.plan_fire(job, T0, busy=False) for job in jobs]
     assert b.planner.claim_batch(b_plans, later, epoch=b.leadership.leader_epoch) == {job.pk for job in jobs}

@@ -6,7 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from jobs.engine.execution.executors import Outcome, make_pool
+from jobs.engine.execution.executors import make_pool
+from jobs.engine.execution.pool import Outcome
 from jobs.engine.execution.starting import Starter
 from jobs.engine.loop import POLL, NextQueued
 from jobs.engine.outbox import AlertSender
@@ -159,7 +160,9 @@ def test_recording_a_crash_says_an_alert_was_written(make_job, recorder):
     assert Alert.objects.filter(job=job).exists()
 
 
-def test_finished_runs_are_written_and_let_go_of(make_job, recorder, pool, clock):
+def test_finished_runs_are_written_and_their_ids_handed_back_for_the_pool_to_let_go_of(
+    make_job, recorder, pool, clock
+):
     make_job(next_fire_at=T0)
     planner = Planner(
         worker_id="node-a", clustered=False, misfire_threshold=timedelta(seconds=60), clock=clock
@@ -171,9 +174,11 @@ def test_finished_runs_are_written_and_let_go_of(make_job, recorder, pool, clock
     starter.start_all([run])
     pool.wait(10)  # the handler's own outcome is not needed: one is written by hand
 
-    recorded = recorder.write_finished([Outcome(run.pk, "succeeded", result="ok")], pool, T0)
+    recorded = recorder.write_finished([Outcome(run.pk, "succeeded", result="ok")], pool.flights, T0)
 
-    assert (recorded.runs, recorded.written) == (1, 1)
+    assert (recorded.runs, recorded.written, recorded.finished) == (1, 1, (run.pk,))
+    assert run.pk in pool.flights, "the recorder leaves the pool's flights to the pool"
+    pool.release(recorded.finished)
     assert run.pk not in pool.flights
     run.refresh_from_db()
     assert (run.status, run.result) == ("succeeded", "ok")
@@ -399,9 +404,18 @@ def test_jobs_without_a_next_fire_time_get_one(make_job):
     assert schedule_unplanned(T0) is False, "nothing left to plan"
 
 
+@pytest.mark.parametrize("busy", [False, True])
+def test_planning_is_told_whether_a_job_is_busy_and_skips_its_fire_as_an_overlap(make_job, planner, busy):
+    job = Job.objects.get(pk=make_job(next_fire_at=T0).pk)  # a plain row: no annotation to read
+    plan = planner.plan_fire(job, T0, busy=busy)
+    assert [(run.status, run.skip_reason) for run in plan.runs] == (
+        [("skipped", "overlap")] if busy else [("queued", "")]
+    )
+
+
 def test_the_one_job_claim_moves_only_the_fire_it_read(make_job, planner):
     job = make_job(next_fire_at=T0)
-    plan = planner.plan_fire(job, T0)
+    plan = planner.plan_fire(job, T0, busy=False)
     assert planner.claim_fire(plan, T0, epoch=None) is True
     job.refresh_from_db()
     assert (job.next_fire_at, job.last_fire_at) == (T0 + timedelta(minutes=1), T0)
@@ -410,11 +424,11 @@ def test_the_one_job_claim_moves_only_the_fire_it_read(make_job, planner):
     assert Run.objects.filter(job=job).count() == 1
 
     once = make_job(next_fire_at=T0, run_once=True)
-    assert planner.claim_fire(planner.plan_fire(once, T0), T0, epoch=None) is True
+    assert planner.claim_fire(planner.plan_fire(once, T0, busy=False), T0, epoch=None) is True
     once.refresh_from_db()
     assert (once.state, once.next_fire_at) == ("paused", None)
     stopped = make_job(next_fire_at=T0)
-    plan = planner.plan_fire(stopped, T0)
+    plan = planner.plan_fire(stopped, T0, busy=False)
     Job.objects.filter(pk=stopped.pk).update(state="paused")
     assert planner.claim_fire(plan, T0, epoch=None) is False, "a job paused since it was read"
 

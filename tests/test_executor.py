@@ -4,6 +4,7 @@ died, and the log a handler writes reaches the scheduler as it is written
 without the scheduler holding more than its capped head and tail. The scheduler side runs here on
 the test database; the handlers (tests.hostile_handlers) need none."""
 
+import multiprocessing.connection
 import os
 import time
 from datetime import timedelta
@@ -166,20 +167,35 @@ def test_a_finished_run_frees_its_slot_before_its_outcome_is_written(make_job, m
 
 def test_a_finished_child_frees_its_place_before_the_loop_takes_its_outcome(make_job, make_scheduler):
     """Planning asks for free places in the middle of a pass, long after the
-    loop's last wait(): a child that finished since then holds none, and its
-    outcome is not lost (the next wait() gives it)."""
+    loop's last wait(): a child that finished since then holds none once
+    refresh() read it, and its outcome is not lost (the next wait() gives it)."""
     scheduler = make_scheduler(slots=1)
     first = fire_now(make_job, "demo.echo")
     scheduler.plan_due(timezone.now())
     end = time.monotonic() + 10
     while scheduler.pool.free_slots == 0 and time.monotonic() < end:
-        time.sleep(0.01)  # no wait(): only free_slots looks at the child
+        scheduler.pool.refresh()  # no wait(): the outcome stays for the next one
+        time.sleep(0.01)
     assert scheduler.pool.free_slots == 1
     second = fire_now(make_job, "demo.echo")
     scheduler.plan_due(timezone.now())
     assert only_run(second).status == "running", "started in the place the first run left"
     drive(scheduler, lambda: not scheduler.pool.flights)
     assert (only_run(first).status, only_run(second).status) == ("succeeded", "succeeded")
+
+
+def test_asking_for_free_places_reads_no_pipe(make_job, make_scheduler):
+    """free_slots is a plain property: a child's message that it finished is
+    read by refresh() (or wait()), the loop's named steps, not by asking."""
+    scheduler = make_scheduler(slots=1)
+    fire_now(make_job, "demo.echo", properties={})  # nothing logged: its one message is "done"
+    scheduler.plan_due(timezone.now())
+    (child,) = scheduler.pool._children  # the test looks at the pipe itself, without reading it
+    assert multiprocessing.connection.wait([child.conn], timeout=10), "the child never reported"
+    assert [scheduler.pool.free_slots for _ in range(3)] == [0, 0, 0]
+    scheduler.pool.refresh()
+    assert scheduler.pool.free_slots == 1
+    assert [outcome.status for outcome in scheduler.pool.wait(0)] == ["succeeded"]
 
 
 def test_cancel_terminates_the_child_and_records_cancelled(make_job, scheduler):
@@ -189,7 +205,7 @@ def test_cancel_terminates_the_child_and_records_cancelled(make_job, scheduler):
     drive(scheduler, lambda: flight.ctx.log_chars > 0)
     pid = int(flight.ctx.log_text().split("spinning in pid ")[1].split(",")[0])
     assert services.cancel_run(run=only_run(spinner))
-    scheduler.run_heartbeat.last = None  # the next pass's heartbeat reads cancel requests
+    scheduler.run_heartbeat.cadence.again()  # the next pass's heartbeat reads cancel requests
     drive(scheduler, finished(spinner))
     run = only_run(spinner)
     assert (run.status, run.error) == ("cancelled", "cancelled by an admin")
@@ -261,7 +277,7 @@ def test_log_lines_reach_the_scheduler_and_the_database_while_the_run_goes_on(
     drive(scheduler, lambda: scheduler.pool.flights)
     (flight,) = scheduler.pool.flights.values()
     drive(scheduler, lambda: "000000002" in flight.ctx.log_text())
-    scheduler.run_heartbeat.last = None
+    scheduler.run_heartbeat.cadence.again()
     scheduler.heartbeat(timezone.now())
     run = only_run(job)
     assert run.status == "running"

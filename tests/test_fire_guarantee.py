@@ -146,7 +146,7 @@ def test_a_schedule_change_counts_from_the_last_fire_as_it_is_now(make_job, sche
 
 def test_a_claim_planned_from_the_row_before_an_edit_writes_nothing(both_databases, make_job, node):
     job = interval_job(make_job)
-    plan = node.planner.plan_fire(Job.objects.get(pk=job.pk), T0)
+    plan = node.planner.plan_fire(Job.objects.get(pk=job.pk), T0, busy=False)
     edit(Job.objects.get(pk=job.pk), T0, interval_seconds=60)
 
     assert node.planner.claim_batch([plan], T0, epoch=None) == set()

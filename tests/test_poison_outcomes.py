@@ -189,7 +189,7 @@ def test_a_log_flushed_while_running_is_storable(both_databases):
         until = time.monotonic() + 5
         while SURROGATE_TEXT not in flight.ctx.log_text() and time.monotonic() < until:
             time.sleep(0.01)
-        scheduler.run_heartbeat.last = None
+        scheduler.run_heartbeat.cadence.again()
         assert scheduler.heartbeat(timezone.now())
         run = last_run(job)
         assert run.status == "running"
@@ -223,7 +223,7 @@ def test_a_run_timed_out_or_cancelled_keeps_its_poisoned_log_storable(both_datab
             time.sleep(0.01)
         Run.objects.filter(job=cancelled).update(cancel_requested=True)
         later = timezone.now() + timedelta(seconds=2)
-        scheduler.run_heartbeat.last = None
+        scheduler.run_heartbeat.cadence.again()
         scheduler.heartbeat(later)
         scheduler.enforce_deadlines(later)
         assert not scheduler.pool.flights

@@ -90,8 +90,7 @@ def test_new_fires_queue_behind_a_run_that_waits_for_a_slot(make_scheduler, make
 def test_claim_with_a_stale_next_fire_time_writes_nothing(make_job, scheduler):
     job = make_job(next_fire_at=T0)
     stale = Job.objects.get(pk=job.pk)
-    stale.busy = False
-    plan = scheduler.planner.plan_fire(stale, T0)
+    plan = scheduler.planner.plan_fire(stale, T0, busy=False)
     # Another process claims the fire first.
     Job.objects.filter(pk=job.pk).update(next_fire_at=T0 + timedelta(minutes=1))
     with transaction.atomic():
@@ -216,9 +215,7 @@ def test_batched_claim_skips_a_stale_job_and_claims_the_others(make_job, schedul
     it was read claims nothing, and does not stop the others."""
     jobs = [make_job(name=f"batch-{i}", next_fire_at=T0) for i in range(3)]
     read = list(Job.objects.filter(pk__in=[j.pk for j in jobs]).order_by("pk"))
-    for job in read:
-        job.busy = False
-    plans = [scheduler.planner.plan_fire(job, T0) for job in read]
+    plans = [scheduler.planner.plan_fire(job, T0, busy=False) for job in read]
     Job.objects.filter(pk=jobs[1].pk).update(next_fire_at=T0 + timedelta(minutes=1))  # claimed elsewhere
 
     with transaction.atomic():
@@ -381,7 +378,7 @@ def test_a_batch_of_successes_costs_the_same_statements_however_many_runs_it_hol
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from jobs.engine.execution.executors import Outcome
+    from jobs.engine.execution.pool import Outcome
 
     statements = []
     for size in (2, 6):
@@ -420,7 +417,7 @@ def test_a_batch_of_successes_costs_the_same_statements_however_many_runs_it_hol
 def test_two_runs_of_one_job_in_a_batch_are_recorded_in_the_order_they_finished(
     make_job, scheduler, clock, gate_handler, order, last_status, failures
 ):
-    from jobs.engine.execution.executors import Outcome
+    from jobs.engine.execution.pool import Outcome
 
     job = make_job(next_fire_at=T0, handler="test.gate", alert_threshold=0)
     (fired,) = start_gated(scheduler, [job])
@@ -440,7 +437,7 @@ def test_two_runs_of_one_job_in_a_batch_are_recorded_in_the_order_they_finished(
 def test_a_batched_success_leaves_a_run_that_was_already_timed_out_and_its_job_alone(
     make_job, scheduler, clock, gate_handler
 ):
-    from jobs.engine.execution.executors import Outcome
+    from jobs.engine.execution.pool import Outcome
 
     job = make_job(next_fire_at=T0, handler="test.gate", consecutive_failures=1, last_status="timed_out")
     other = make_job(next_fire_at=T0, handler="test.gate")

@@ -99,7 +99,7 @@ def test_the_claim_that_pauses_a_run_once_job_bumps_its_version(both_databases, 
 def test_the_single_claim_that_pauses_a_run_once_job_bumps_its_version(both_databases, make_job, node):
     # The claim used when a batch is refused by a duplicate fire.
     job = run_once_job(make_job)
-    plan = node.planner.plan_fire(Job.objects.get(pk=job.pk), T0)
+    plan = node.planner.plan_fire(Job.objects.get(pk=job.pk), T0, busy=False)
     with transaction.atomic():
         assert node.planner.claim_fire(plan, T0, epoch=None)
     after = stored(job)
@@ -108,7 +108,7 @@ def test_the_single_claim_that_pauses_a_run_once_job_bumps_its_version(both_data
 
 def test_a_claim_planned_before_an_edit_is_planned_again_on_the_next_pass(both_databases, make_job, node):
     job = make_job(name="every-minute", next_fire_at=T0)
-    plan = node.planner.plan_fire(Job.objects.get(pk=job.pk), T0)
+    plan = node.planner.plan_fire(Job.objects.get(pk=job.pk), T0, busy=False)
     services.pause_job(job=stored(job), now=T0)
     services.resume_job(job=stored(job), now=T0 - timedelta(minutes=1))  # due at T0 again, new version
     assert stored(job).next_fire_at == T0

@@ -3,8 +3,8 @@ what an alert says and to whom is jobs.alerts."""
 
 from datetime import datetime, timedelta
 
-from jobs.alerts import check_late, check_long_running
-from jobs.engine.clock import due
+from jobs import alerts
+from jobs.engine.clock import Cadence
 
 WATCH_EVERY = timedelta(seconds=5)
 
@@ -15,14 +15,13 @@ class AlertWatch:
     alert (the send step then reads the outbox at once)."""
 
     def __init__(self):
-        self._last: datetime | None = None
+        self.cadence = Cadence(WATCH_EVERY)
 
     def step(self, now: datetime) -> bool:
-        if not due(self._last, now, WATCH_EVERY):
+        if not self.cadence.take(now):
             return False
-        self._last = now
         # `now` is the engine's clock: the database's on PostgreSQL, so every
         # node judges lateness by the same clock (jobs.engine.clock).
-        wrote = check_late(now)
-        wrote += check_long_running(now)
+        wrote = alerts.check_late(now)
+        wrote += alerts.check_long_running(now)
         return wrote > 0

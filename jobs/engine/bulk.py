@@ -66,7 +66,7 @@ def fetch(conn, sql: str, params) -> list[tuple]:
     call in three layers. The same checks are made (a broken transaction
     refuses, errors come as Django's), and while anything watches the
     statements (a test capturing queries, DEBUG's query log, an execute
-    wrapper) they go through Django's cursor as before."""
+    wrapper) they go through Django's cursor."""
     if conn.vendor == "sqlite" and not conn.queries_logged and not conn.execute_wrappers:
         conn.close_if_health_check_failed()
         conn.ensure_connection()

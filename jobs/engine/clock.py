@@ -36,11 +36,13 @@ judges by the least skew the reading allows (`Reading.least_skew_seconds`):
 a slow round trip on a loaded machine is not skew.
 
 Steps done every so often (the lease renewals, the sweep, the run
-heartbeats, the alert watch) are due once their period has passed since the
-last time, or at once when the engine's clock went back by more than
-STEP_BACK (`due`): a host's clock stepped back would otherwise hold them
-until it caught up, while a new measurement moving the offset back by a few
-milliseconds is no reason to do them again.
+heartbeats, the schedule check, the outbox and next-queued reads, the
+outgoing heartbeat, the alert watch) are due once their period has passed
+since the last time, or at once when the engine's clock went back by more
+than STEP_BACK (`due`; `Cadence` for a step that keeps when it last ran): a
+host's clock stepped back would otherwise hold them until it caught up,
+while a new measurement moving the offset back by a few milliseconds is no
+reason to do them again.
 """
 
 import time
@@ -65,6 +67,36 @@ def due(last: datetime | None, now: datetime, every: timedelta) -> bool:
         return True
     elapsed = now - last
     return elapsed >= every or elapsed < -STEP_BACK
+
+
+class Cadence:
+    """A step done every `every`, and when it last was: `due(now)` by the
+    rule of `due`, `ran(now)` once done."""
+
+    def __init__(self, every: timedelta):
+        self.every = every
+        self.last: datetime | None = None  # None: due at the next step
+
+    def due(self, now: datetime) -> bool:
+        return due(self.last, now, self.every)
+
+    def ran(self, now: datetime) -> None:
+        self.last = now
+
+    def take(self, now: datetime) -> bool:
+        """Whether the step is due at `now`; if it is, it counts as done now."""
+        if not self.due(now):
+            return False
+        self.last = now
+        return True
+
+    def again(self) -> None:
+        """Due at the next step, whenever the last one was."""
+        self.last = None
+
+    @property
+    def next_at(self) -> datetime | None:
+        return None if self.last is None else self.last + self.every
 
 
 @dataclass(frozen=True)

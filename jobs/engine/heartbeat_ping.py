@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from jobs import fence
-from jobs.engine.clock import due
+from jobs.engine.clock import Cadence
 
 log = logging.getLogger("cronboard.scheduler")
 
@@ -29,7 +29,7 @@ class HeartbeatPinger:
     def __init__(self, url: str | None = None, *, request: Callable = fence.fenced_request):
         self.url = (settings.CRONBOARD_HEARTBEAT_URL if url is None else url).strip()
         self._request = request
-        self._last: datetime | None = None
+        self.cadence = Cadence(EVERY)
         self._thread: threading.Thread | None = None
         self.last_error = ""
 
@@ -37,11 +37,11 @@ class HeartbeatPinger:
         """Start a ping if one is due; True if it started one. Never blocks."""
         if not self.url:
             return False
-        if not due(self._last, now, EVERY):
+        if not self.cadence.due(now):
             return False
         if self._thread is not None and self._thread.is_alive():
             return False
-        self._last = now
+        self.cadence.ran(now)
         self._thread = threading.Thread(target=self._ping, name="heartbeat-ping", daemon=True)
         self._thread.start()
         return True

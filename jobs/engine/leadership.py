@@ -34,7 +34,7 @@ from django.db.backends.signals import connection_created
 
 from jobs import cluster
 from jobs.engine import leases
-from jobs.engine.clock import due
+from jobs.engine.clock import Cadence
 from jobs.models import Job, LeadershipChange, Run
 
 log = logging.getLogger("cronboard.scheduler")
@@ -54,6 +54,8 @@ class Leadership:
         self.clustered = clustered
         self.lease_ttl = leases.lease_ttl()
         self.lease_renew = leases.renew_period()
+        self.leading = Cadence(self.lease_renew)  # the leader lease's renewals (or tries to take it)
+        self.node_renewal = Cadence(self.lease_renew)
         self.leader_epoch: int | None = None
         self.node_epoch: int | None = None
         self.node_info = {
@@ -62,8 +64,10 @@ class Leadership:
             "version": getattr(settings, "CRONBOARD_VERSION", ""),
             "started_at": None,
         }
-        self._last_lead: datetime | None = None
-        self._last_node_renew: datetime | None = None
+
+    def started(self, now: datetime) -> None:
+        """The scheduler starts: its node lease's info says since when."""
+        self.node_info["started_at"] = now.isoformat()
 
     # -- the leader lease ------------------------------------------------------
 
@@ -79,9 +83,8 @@ class Leadership:
         hold it, else try to take it. True when we just became leader."""
         if not self.clustered:
             return False
-        if not due(self._last_lead, now, self.lease_renew):
+        if not self.leading.take(now):
             return False
-        self._last_lead = now
         with transaction.atomic():
             grant = leases.acquire(
                 cluster.LEADER, self.worker_id, epoch=self.leader_epoch, now=now, ttl=self.lease_ttl
@@ -123,7 +126,7 @@ class Leadership:
         """Once per renew period, and at once if the clock went back (this
         host's was stepped, or a new measurement moved the database's
         offset): waiting for it to catch up could let the lease lapse."""
-        return due(self._last_node_renew, now, self.lease_renew)
+        return self.node_renewal.due(now)
 
     def renew_node(self, now: datetime, *, running: int, clock: dict | None = None) -> bool:
         """Renew (or, the first time, take) this process's node lease, its
@@ -137,7 +140,7 @@ class Leadership:
         grant = leases.acquire(
             name, self.worker_id, epoch=self.node_epoch, now=now, ttl=self.lease_ttl, info=info
         )
-        self._last_node_renew = now
+        self.node_renewal.ran(now)
         if grant is not None:
             self.node_epoch = grant.epoch
             return True
@@ -226,13 +229,12 @@ def record_leadership(grant: leases.Grant, worker_id: str, *, keep: int = KEEP_C
 def analyze_unanalyzed_tables() -> None:
     """PostgreSQL plans from table statistics, and a table that was never
     analyzed (a new database, jobs just imported) looks nearly empty to
-    it: the batched fire claim then walked every enabled job once per
-    row of the batch (bench: 15 ms a statement at 2,000 jobs, fires
-    ~30 ms late at the median) instead of looking each up by its key
-    (0.2 ms). Autovacuum analyzes such a table, but only a minute or so
+    it: the batched fire claim then walks every enabled job once per row
+    of the batch instead of looking each up by its key, and fires start
+    late. Autovacuum analyzes such a table, but only a minute or so
     later; the scheduler's own tables are analyzed here, once, if they
     never were (no ANALYZE and no autoanalyze in pg_stat_user_tables).
-    Not `reltuples < 0`: CREATE INDEX sets reltuples too (migration 0014
+    Not `reltuples < 0`: CREATE INDEX sets reltuples too (a migration
     does, with the built-in job as the only row), without statistics."""
     if connection.vendor != "postgresql":
         return

@@ -1,12 +1,11 @@
 """The loop: one scheduler process's sequence of steps, its sleep, its
 shutdown.
 
-`Scheduler` builds the steps (jobs.engine.planning, .execution, .outcomes,
-.maintenance, .leadership, the alert outbox) for one node and sequences
-them. It is what runscheduler runs and what the tests drive, one step at a
-time on a fixed clock. The steps share nothing but their arguments and
-return values; the little that one pass leaves for the next is the loop's,
-in the open:
+`Scheduler` builds the steps for one node and sequences them (the order of
+a pass and what each step does: docs/architecture.md, "The engine"). It is
+what runscheduler runs and what the tests drive, one step at a time on a
+fixed clock. The steps share nothing but their arguments and return values;
+the little that one pass leaves for the next is the loop's, in the open:
 
 - `carry` (a `Carry`): the runs planning wrote queued and holds in memory,
   which the claim starts without loading them back while they are younger
@@ -20,23 +19,18 @@ in the open:
 - `claims_uncertain`, a local of `run_forever`: a database error may have
   hidden a committed claim (`maintenance.requeue_unstarted_claims`).
 
-What a write did (an alert written, a run queued) comes back as a
-`Recorded`, and `_took` hands it to whoever paces on it; the outbox paces
-itself (`AlertSender.step_if_due`, `next_due`).
+What a write did (an alert written, a run queued, runs finished) comes
+back as a `Recorded`: `_took` hands it to whoever paces on it, and the runs
+it finished go back to the pool (`Pool.release`); the outbox paces itself
+(`AlertSender.step_if_due`, `next_due`). The pool reads what its workers
+sent only when the loop asks (`wait`, `refresh`).
 
-Time: every step judges by `clock`, on PostgreSQL the database's
-(jobs.engine.clock), measured before start and at every node lease renewal
-(`check_clock`); a node whose clock is too far off plans and claims nothing
-until it comes back (`skew`).
+Time: every step judges by `clock` (jobs.engine.clock), measured before
+start and at every node lease renewal (`check_clock`); a node whose clock
+is too far off plans and claims nothing until it comes back (`skew`).
 
-A pass (`run_pass`): collect finished runs → enforce deadlines → measure
-the clock, renew the node lease and heartbeat running runs → sweep → alert
-watch → send alerts → outgoing heartbeat → lead → plan due fires → check
-the schedules (every CHECK_EVERY) → requeue unconfirmed claims (after a
-database error) → claim queued runs. `run_forever` then sleeps until the
-next thing is due (`next_wakeup`), and on SIGTERM or SIGINT drains
-(`drain`). No database transaction is open while a handler runs:
-handlers never write run bookkeeping; the loop does.
+No database transaction is open while a handler runs: handlers never write
+run bookkeeping; the loop does.
 """
 
 import logging
@@ -53,8 +47,9 @@ from django.utils import timezone
 from jobs.core.dbclock import REFUSE_FACTOR, describe, max_skew, refusal
 from jobs.engine import maintenance, planning
 from jobs.engine.alertwatch import AlertWatch
-from jobs.engine.clock import Clock, Skew, due
-from jobs.engine.execution.executors import Outcome, make_pool
+from jobs.engine.clock import Cadence, Clock, Skew
+from jobs.engine.execution.executors import make_pool
+from jobs.engine.execution.pool import Outcome
 from jobs.engine.execution.starting import Claimed, Starter, next_queued_after
 from jobs.engine.heartbeat_ping import HeartbeatPinger
 from jobs.engine.leadership import Leadership
@@ -99,18 +94,17 @@ class NextQueued:
 
     def __init__(self):
         self.at: datetime | None = None
-        self.read_at: datetime | None = None
+        self.reads = Cadence(POLL)
 
     def lower(self, at: datetime) -> None:
         if self.at is None or at < self.at:
             self.at = at
 
     def get(self, now: datetime) -> datetime | None:
-        if due(self.read_at, now, POLL):
+        if self.reads.take(now):
             self.at = next_queued_after(now)
-            self.read_at = now
         if self.at is not None and self.at <= now:
-            self.read_at = None  # due: the pass it wakes claims it; read again after
+            self.reads.again()  # due: the pass it wakes claims it; read again after
         return self.at
 
 
@@ -177,7 +171,7 @@ class Scheduler:
 
     def start(self, now: datetime) -> None:
         self.pool.warm()  # the run processes, before the first fire needs one
-        self.leadership.node_info["started_at"] = now.isoformat()
+        self.leadership.started(now)
         self.leadership.tune_session()
         self.renew_node_lease(now)
         self.recover(now)
@@ -202,7 +196,8 @@ class Scheduler:
         self.pending.extend(outcomes)
         if not self.pending:
             return False
-        self._took(self.recorder.write_finished(self.pending, self.pool, now))
+        recorded = self._took(self.recorder.write_finished(self.pending, self.pool.flights, now))
+        self.pool.release(recorded.finished)
         self.pending = []
         return True
 
@@ -309,6 +304,8 @@ class Scheduler:
         # through the claim, which serves them in order. Several nodes
         # (PostgreSQL) share fires through the queue instead.
         stay_queued = self.clustered or self.carry.waiting_for_slots or self.draining or self.stopping
+        if not stay_queued:
+            self.pool.refresh()  # a run that ended since the pass's wait frees its slot
         planned = self.planner.plan_due(
             now, epoch=self.leadership.leader_epoch, free_slots=0 if stay_queued else self.pool.free_slots
         )
@@ -323,6 +320,7 @@ class Scheduler:
     def _claim(self, now: datetime) -> Claimed:
         if self.draining or self.stopping or self.skew.refusing:
             return Claimed()
+        self.pool.refresh()
         claimed = self.starter.claim_queued(now, known=self.carry.known)
         self.carry = Carry(known=claimed.known, waiting_for_slots=claimed.waiting_for_slots)
         self._took(claimed.recorded)
@@ -376,6 +374,7 @@ class Scheduler:
         read it, else from the database), the next queued run, a deadline,
         the next heartbeat, the next alert, and the edit poll."""
         candidates = [now + POLL]
+        self.pool.refresh()
         if self.leadership.is_leader():
             fire_at = planning.next_fire() if next_fire is None else next_fire.at
             if fire_at is not None:

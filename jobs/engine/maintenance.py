@@ -16,7 +16,8 @@ from collections.abc import Collection
 from datetime import datetime, timedelta
 
 from jobs import cluster
-from jobs.engine.clock import due
+from jobs.engine.clock import Cadence
+from jobs.engine.execution.pool import Pool
 from jobs.engine.outcomes import Recorded, Recorder, back_to_queue
 from jobs.models import LIVE_RUN, Run, cap_message
 
@@ -54,12 +55,11 @@ class Sweep:
     def __init__(self, *, worker_id: str, recorder: Recorder):
         self.worker_id = worker_id
         self.recorder = recorder
-        self.last: datetime | None = None
+        self.cadence = Cadence(SWEEP_EVERY)
 
     def step(self, now: datetime, *, executing: Collection[int]) -> Recorded:
-        if not due(self.last, now, SWEEP_EVERY):
+        if not self.cadence.take(now):
             return Recorded()
-        self.last = now
         # This node's own runs are stale only if it is not executing them (a
         # claim whose commit was lost with the connection): its real flights
         # heartbeat every few seconds.
@@ -106,18 +106,17 @@ class RunHeartbeat:
 
     def __init__(self, *, recorder: Recorder):
         self.recorder = recorder
-        self.last: datetime | None = None  # None: due at the next step
+        self.cadence = Cadence(HEARTBEAT_EVERY)
 
     @property
     def next_at(self) -> datetime | None:
-        return None if self.last is None else self.last + HEARTBEAT_EVERY
+        return self.cadence.next_at
 
-    def step(self, now: datetime, pool) -> Recorded | None:
+    def step(self, now: datetime, pool: Pool) -> Recorded | None:
         """None when not due, or nothing is running; else what acting on the
         cancel requests recorded."""
-        if not due(self.last, now, HEARTBEAT_EVERY):
+        if not self.cadence.take(now):
             return None
-        self.last = now
         if not pool.flights:
             return None
         ids = list(pool.flights)

@@ -71,7 +71,7 @@ from django.utils.translation import ngettext
 from jobs import channels, links
 from jobs.core.dbclock import database_time
 from jobs.core.mailfailures import REPLY_CHARS, describe_failure, reply_text
-from jobs.engine.clock import due
+from jobs.engine.clock import Cadence
 from jobs.i18n import alert_translation
 from jobs.models import Alert, AlertDelivery
 
@@ -316,10 +316,9 @@ class AlertSender:
         self._channels_first = False  # alternate, so neither kind waits behind the other
         # Pacing (step_if_due, next_due): when the next pending alert is due,
         # as read from the outbox at most once per `read_every`.
-        self.read_every = read_every
+        self.reads = Cadence(read_every)
         self._written = False  # this process wrote an alert since the outbox was read
         self._next_pending: datetime | None = None
-        self._read_at: datetime | None = None
 
     # -- the scheduler's step, paced -------------------------------------------------
 
@@ -334,7 +333,7 @@ class AlertSender:
         if self.in_flight is None and not self._written and not self._pending_due(now):
             return False
         did = self.step(now)
-        self._read_at = None  # what is due next changed
+        self.reads.again()  # what is due next changed
         return did
 
     def next_due(self, now: datetime) -> datetime | None:
@@ -349,9 +348,9 @@ class AlertSender:
         return next_alert is not None and next_alert <= now
 
     def _next_read(self, now: datetime) -> datetime | None:
-        if self._written or due(self._read_at, now, self.read_every):
+        if self._written or self.reads.due(now):
             self._next_pending = self.next_wakeup(now)
-            self._read_at = now
+            self.reads.ran(now)
             self._written = False
         return self._next_pending
 

@@ -21,8 +21,8 @@ on it (an alert was written: the outbox; a run was queued: the wake-up).
 
 import logging
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -30,7 +30,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 
 from jobs import alerts
 from jobs.engine.bulk import update_from_values, update_from_values_returning
-from jobs.engine.execution.executors import Flight, Outcome
+from jobs.engine.execution.pool import Flight, Outcome, Pool
 from jobs.models import LIVE_RUN, Job, JobDependency, Run, cap_message
 
 log = logging.getLogger("cronboard.scheduler")
@@ -53,6 +53,9 @@ class Recorded:
     written: int = 0  # of those, runs whose outcome it wrote (the others had ended already)
     alerts: bool = False  # it wrote an alert or notice: the outbox has something new
     queued_at: datetime | None = None  # the earliest run_after of the runs it queued (retries, downstream)
+    finished: tuple[
+        int, ...
+    ] = ()  # runs whose outcome is dealt with: the pool lets go of them (`Pool.release`)
 
     def __or__(self, other: "Recorded") -> "Recorded":
         queued = [at for at in (self.queued_at, other.queued_at) if at is not None]
@@ -61,6 +64,7 @@ class Recorded:
             written=self.written + other.written,
             alerts=self.alerts or other.alerts,
             queued_at=min(queued) if queued else None,
+            finished=self.finished + other.finished,
         )
 
 
@@ -92,12 +96,14 @@ class Recorder:
 
     # -- finished runs -----------------------------------------------------------
 
-    def write_finished(self, outcomes: list[Outcome], pool, now: datetime) -> Recorded:
-        """Write the outcomes of the pool's finished runs, all in one
-        transaction (one commit for the batch, not one per run), and let go of
-        their flights. A connection error is raised, and nothing is let go:
-        the caller writes the same outcomes again later."""
-        batch = [(o, pool.flights[o.run_id]) for o in outcomes if o.run_id in pool.flights]
+    def write_finished(
+        self, outcomes: list[Outcome], flights: Mapping[int, Flight], now: datetime
+    ) -> Recorded:
+        """Write the outcomes of finished runs (of `flights`, the pool's), all
+        in one transaction (one commit for the batch, not one per run); their
+        ids come back in `finished`, for the pool to let go of. A connection
+        error is raised: the caller writes the same outcomes again later."""
+        batch = [(o, flights[o.run_id]) for o in outcomes if o.run_id in flights]
         if not batch:
             return Recorded()
         items = [(flight.ctx.run, outcome) for outcome, flight in batch]
@@ -121,9 +127,7 @@ class Recorder:
                     now,
                     lambda item=(run, outcome): self.record_batch([item], now),
                 )
-        for outcome, _ in batch:
-            pool.flights.pop(outcome.run_id, None)
-        return recorded
+        return replace(recorded, finished=tuple(outcome.run_id for outcome, _ in batch))
 
     def record_batch(self, items: list[tuple[Run, Outcome]], now: datetime) -> Recorded:
         """Write a batch of finished runs. The common outcome (a success with
@@ -215,7 +219,7 @@ class Recorder:
 
     # -- runs the scheduler gives up on ----------------------------------------------
 
-    def enforce_deadlines(self, pool, now: datetime) -> Recorded:
+    def enforce_deadlines(self, pool: Pool, now: datetime) -> Recorded:
         """Runs past their deadline are recorded timed_out and let go of (the
         pool stops their handler)."""
         expired = [f for f in pool.flights.values() if f.deadline <= now]
@@ -230,7 +234,7 @@ class Recorder:
             )
         return recorded
 
-    def stop_waiting(self, flight: Flight, pool, status: str, now: datetime, error: str) -> Recorded:
+    def stop_waiting(self, flight: Flight, pool: Pool, status: str, now: datetime, error: str) -> Recorded:
         """Record a run this process gives up on (timeout, cancel, shutdown)
         with the log it has so far, then free its slot; the handler is told
         to stop and its late outcome is ignored."""
@@ -241,7 +245,7 @@ class Recorder:
         pool.abandon(flight.run_id)
         return recorded
 
-    def hand_back_task(self, flight: Flight, pool, now: datetime) -> None:
+    def hand_back_task(self, flight: Flight, pool: Pool, now: datetime) -> None:
         """Shutdown: a one-off task still running goes back to the queue, with
         the log it has so far, for the next scheduler to run again."""
         Run.objects.filter(pk=flight.run_id, status=Run.Status.RUNNING).update(

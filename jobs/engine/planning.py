@@ -33,7 +33,7 @@ from jobs import cluster
 from jobs.core.wakeup import wake_schedulers
 from jobs.engine import leases
 from jobs.engine.bulk import database, insert_rows, update_from_values
-from jobs.engine.clock import due
+from jobs.engine.clock import Cadence
 from jobs.engine.execution.starting import start_time, take
 from jobs.engine.prepared import Prepared
 from jobs.models import LIVE_RUN, Job, Run
@@ -103,7 +103,7 @@ class Planner:
         if not due:
             return Planned()
         planned = Planned(did=True, full=len(due) == PLAN_BATCH)
-        plans = [self.plan_fire(job, now) for job in due]
+        plans = [self.plan_fire(job, now, busy=job.busy) for job in due]
         try:
             with transaction.atomic():
                 won = self.claim_batch(plans, now, epoch=epoch)
@@ -162,8 +162,9 @@ class Planner:
         )
         return False
 
-    def plan_fire(self, job: Job, now: datetime) -> FirePlan:
-        """Decide, without writing, what the due fire of `job` becomes."""
+    def plan_fire(self, job: Job, now: datetime, *, busy: bool) -> FirePlan:
+        """Decide, without writing, what the due fire of `job` becomes;
+        `busy`: a run of it is live, so the fire is skipped as an overlap."""
         due_at = job.next_fire_at
         latest, missed_before = self.latest_fire_in_window(job, due_at, now)
         fire_id = uuid.uuid4()
@@ -187,7 +188,7 @@ class Planner:
 
         fired = False
         if fire_at is not None:
-            if getattr(job, "busy", False):
+            if busy:
                 runs.append(
                     self.skipped(
                         job, fire_at, Run.SkipReason.OVERLAP, now, "the previous run was still running"
@@ -418,14 +419,15 @@ class ScheduleCheck:
 
     def __init__(self, *, planner: Planner):
         self.planner = planner
-        self.last: datetime | None = None
+        self.cadence = Cadence(CHECK_EVERY)
 
     def step(self, now: datetime) -> Checked | None:
         """None when not due; else what it repaired."""
-        if self.last is None or not due(self.last, now, CHECK_EVERY):
-            self.last = self.last or now
+        if self.cadence.last is None:
+            self.cadence.ran(now)  # the first step starts the count
             return None
-        self.last = now
+        if not self.cadence.take(now):
+            return None
         checked = Checked()
         for job in off_schedule(now):
             repair = self.repair(job, now)

@@ -2,8 +2,8 @@
 
 Django compiles a queryset into SQL every time it is evaluated. For the
 scheduler's due query, which runs on every pass, that compilation is most of
-the query's cost: 2.0 ms, of which SQLite needs 0.3 ms (1,000 jobs, one
-due). `Prepared(build)` calls `build(marker)` once per database connection
+the query's cost (docs/benchmarks.md, "Where a fire's time goes").
+`Prepared(build)` calls `build(marker)` once per database connection
 with a marker datetime where each call's `now` goes, compiles it, and
 remembers where the marker landed among the statement's parameters. A call
 `prepared(now)` then only binds `now` there, executes the statement and

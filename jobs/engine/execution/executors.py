@@ -1,159 +1,21 @@
-"""Executors: where handlers run, so the scheduler loop never waits on one.
-
-JOBS_EXECUTOR picks one (`make_pool`): `process` (the default,
-jobs.engine.execution.processes.ProcessPool) runs each run in a child
-process that can be killed; `thread` (jobs.engine.execution.threads) runs it
-in a thread of the scheduler, sharing its memory. Both keep only the capped
-head and tail of a run's log (jobs.core.logbuffer) and report the
-same outcomes. What they have in common is here: the `Flight` a pool holds
-for a run it executes, the `Outcome` it reports, which handler a run calls
-(`HandlerRef`), and how a handler's end becomes an outcome (`run_handler`).
-
-A pool has `size` slots and this interface: `flights` (run id → Flight),
-`free_slots` (`size` less the runs `executing`), `start(flight, ref)`, `abandon(run_id)`, `wait(timeout)` →
-outcomes, `wake()`, `warm()`, `close()`, `abandoned_count`.
-"""
-
-import queue
-import threading
-import traceback
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
+"""`make_pool`: the executor JOBS_EXECUTOR names (jobs.engine.execution.pool
+is the interface both have)."""
 
 from django.conf import settings
 
-from jobs.handlers import registry
-from jobs.handlers.base import HandlerError, JobContext, JobHandler
-
-TRACEBACK_CHARS = 8000
-
-
-@dataclass
-class Outcome:
-    run_id: int
-    status: str  # "succeeded" | "failed"
-    result: str = ""
-    error: str = ""
-    log: str = ""
+from jobs.engine.execution.pool import Pool
+from jobs.engine.execution.processes import ProcessPool
+from jobs.engine.execution.threads import WorkerPool
 
 
-MEMORY_ERROR = "MemoryError: the handler ran out of memory"
-
-
-@dataclass
-class Flight:
-    """A run this process is executing."""
-
-    run_id: int
-    job_id: int | None
-    is_task: bool
-    attempt: int
-    started_at: datetime
-    deadline: datetime
-    timeout_seconds: int
-    ctx: JobContext
-    thread: threading.Thread | None = None
-    log_flushed: int = field(default=0)
-    done: threading.Event = field(default_factory=threading.Event)
-
-
-@dataclass(frozen=True)
-class HandlerRef:
-    """Which handler a run executes, in a form a child process can resolve
-    too: the job's kind and, for python jobs, the registered name. Calling
-    it makes the handler instance."""
-
-    kind: str
-    name: str = ""
-
-    def __call__(self) -> JobHandler:
-        return resolve_handler(self.kind, self.name)
-
-    def module(self) -> str | None:
-        """The module that registered a python handler here (a child process
-        imports it before looking the name up); None if it is not registered."""
-        if self.kind in ("http", "sql", "command") or not registry.is_registered(self.name):
-            return None
-        return registry.get(self.name).__module__
-
-
-def make_pool(size: int, *, executor: str | None = None, log_keep: int | None = None):
-    """The executor JOBS_EXECUTOR (or `executor`) names, with `size` slots."""
+def make_pool(size: int, *, executor: str | None = None, log_keep: int | None = None) -> Pool:
+    """The executor JOBS_EXECUTOR (or `executor`) names, with `size` slots:
+    `process` (the default) runs each run in a child process that can be
+    killed; `thread` runs it in a thread of the scheduler, sharing its memory."""
     executor = executor or settings.JOBS_EXECUTOR
     log_keep = settings.JOBS_MAX_MESSAGE_CHARS if log_keep is None else log_keep
     if executor == "process":
-        from jobs.engine.execution.processes import ProcessPool
-
         return ProcessPool(size, memory_mb=settings.JOBS_RUN_MEMORY_MB, log_keep=log_keep)
     if executor == "thread":
-        from jobs.engine.execution.threads import WorkerPool
-
         return WorkerPool(size)
     raise ValueError(f"unknown executor {executor!r} (process or thread)")
-
-
-def executing(flights: dict[int, Flight]) -> int:
-    """How many of a pool's `flights` hold a worker slot: those whose
-    handler has not finished. A finished run whose outcome the loop has not
-    written yet holds none: its thread (and child process) is free for the
-    next run, so JOBS_MAX_CONCURRENT_RUNS caps the handlers running at once,
-    and a burst of short runs does not wait for the loop's next write to
-    find a slot. (Such a run stays in `flights`, and `running` in the
-    database, until its outcome is written.)"""
-    return sum(1 for flight in list(flights.values()) if not flight.done.is_set())
-
-
-def take_outcomes(outcomes: queue.SimpleQueue, flights: dict[int, Flight], timeout: float) -> list[Outcome]:
-    """A pool's `wait`: block up to `timeout` seconds for the next item on
-    its `outcomes` queue, then take all that are ready. Outcomes of runs no
-    longer in `flights` (abandoned) are dropped; a None only wakes."""
-    taken: list[Outcome] = []
-    try:
-        item = outcomes.get(timeout=max(0.0, timeout)) if timeout > 0 else outcomes.get_nowait()
-    except queue.Empty:
-        return taken
-    while True:
-        if item is not None and item.run_id in flights:
-            taken.append(item)
-        try:
-            item = outcomes.get_nowait()
-        except queue.Empty:
-            return taken
-
-
-def run_handler(
-    ctx: JobContext, make_handler: Callable[[], JobHandler], *, memory_error: str = MEMORY_ERROR
-) -> Outcome:
-    """Run one handler and turn how it ended into an outcome (without its log)."""
-    try:
-        handler = make_handler()
-        value = handler.run(ctx)
-        return Outcome(ctx.run_id, "succeeded", result="" if value is None else str(value))
-    except HandlerError as exc:
-        return Outcome(ctx.run_id, "failed", error=str(exc) or type(exc).__name__)
-    except registry.UnknownHandler as exc:
-        return Outcome(ctx.run_id, "failed", error=str(exc))
-    except MemoryError:
-        # No traceback: formatting one may need the memory that ran out.
-        return Outcome(ctx.run_id, "failed", error=memory_error)
-    except BaseException as exc:
-        detail = traceback.format_exc()[-TRACEBACK_CHARS:]
-        return Outcome(ctx.run_id, "failed", error=f"{type(exc).__name__}: {exc}\n\n{detail}")
-
-
-def resolve_handler(kind: str, name: str) -> JobHandler:
-    """The handler instance for a job's kind (and, for python, its registered name)."""
-    if kind == "http":
-        from jobs.handlers.http import HttpJobHandler
-
-        return HttpJobHandler()
-    if kind == "sql":
-        from jobs.handlers.sql import SqlJobHandler
-
-        return SqlJobHandler()
-    if kind == "command":
-        from jobs.handlers.command import CommandJobHandler
-
-        return CommandJobHandler()
-    return registry.get(name)()

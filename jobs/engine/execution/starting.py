@@ -25,10 +25,9 @@ from django.db import connection, transaction
 from django.db.models import Min
 
 from jobs.engine.bulk import database, fetch
-from jobs.engine.execution.executors import Flight, HandlerRef
+from jobs.engine.execution.pool import Flight, HandlerRef, Pool, RunContext
 from jobs.engine.outcomes import Recorded, Recorder
 from jobs.engine.prepared import Prepared
-from jobs.handlers.base import JobContext
 from jobs.models import QUEUED_RUN, Job, Run
 
 CLAIM_BATCH = 100
@@ -68,7 +67,7 @@ class Starter:
         *,
         worker_id: str,
         clock: Callable[[], datetime],
-        pool,
+        pool: Pool,
         recorder: Recorder,
         log_keep: int,
         remember_for: timedelta,
@@ -160,7 +159,7 @@ class Starter:
         if job is not None and job.is_deleted:
             return self.recorder.record(run, Run.Status.CANCELLED, now, error="job deleted")
         deadline = now + timedelta(seconds=run.timeout_seconds)
-        ctx = JobContext(
+        ctx = RunContext(
             run_id=run.pk,
             fire_id=str(run.fire_id),
             attempt=run.attempt,

@@ -2,8 +2,8 @@
 the scheduler, sharing its memory (for handlers that must).
 
 Each run is handed to an idle daemon worker thread; a new one is started
-only when none is idle (starting a thread per run cost the loop more than a
-no-op handler does). A run that passes its deadline (or is cancelled) has
+only when none is idle (starting a thread costs the loop more than a no-op
+handler does). A run that passes its deadline (or is cancelled) has
 its `cancelled` event set and is *abandoned*: its slot is freed at once and
 its outcome, if it ever comes, is ignored. Python cannot kill a thread, so a
 handler that ignores `cancelled` keeps its thread until it returns; it no
@@ -13,11 +13,11 @@ are still running.
 
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from django.db import connections
 
-from jobs.engine.execution.executors import Flight, Outcome, executing, run_handler, take_outcomes
+from jobs.engine.execution.pool import Flight, Outcome, executing, run_handler, take_outcomes
 from jobs.handlers.base import JobHandler
 
 
@@ -62,6 +62,13 @@ class WorkerPool:
             if not flight.done.is_set():
                 self._abandoned.append(flight)
         return flight
+
+    def refresh(self) -> None:
+        """Nothing to take in: a worker thread frees its slot itself (`done`)."""
+
+    def release(self, run_ids: Iterable[int]) -> None:
+        for run_id in run_ids:
+            self.flights.pop(run_id, None)
 
     def wake(self) -> None:
         """Make a pending wait() return now (signal handlers use this)."""

@@ -1,0 +1,200 @@
+"""What every executor shares, and the interface the loop and the starter
+use: a pool has `size` slots; it holds a `Flight` for each run it executes
+and reports an `Outcome` for each run that ends. `HandlerRef` says which
+handler a run calls, in a form a child process resolves too, and
+`run_handler` turns how a handler ended into an outcome. The executors
+(jobs.engine.execution.processes, .threads) import this module and nothing
+of each other; `make_pool` (jobs.engine.execution.executors) picks one.
+"""
+
+import queue
+import threading
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from jobs.core.logbuffer import Chunk
+from jobs.handlers import registry
+from jobs.handlers.base import HandlerError, JobContext, JobHandler
+
+TRACEBACK_CHARS = 8000
+
+
+@dataclass
+class Outcome:
+    run_id: int
+    status: str  # "succeeded" | "failed"
+    result: str = ""
+    error: str = ""
+    log: str = ""
+
+
+MEMORY_ERROR = "MemoryError: the handler ran out of memory"
+
+
+class RunContext(JobContext):
+    """The JobContext the engine hands a handler, with what the executors
+    do to it besides: merge log lines a child process sent, take the lines
+    written since the last take (to send them), and say how far the clock it
+    judges its deadline by is from this host's."""
+
+    def merge_log(self, chunk: Chunk) -> None:
+        self._log.merge(chunk)
+
+    def take_log(self) -> Chunk:
+        return self._log.take()
+
+    @property
+    def clock_offset(self) -> timedelta:
+        """The deadline is on the scheduler's clock (the database's on
+        PostgreSQL, jobs.engine.clock.Clock): a child process shifts its own
+        clock by this much to match."""
+        return getattr(self._clock, "offset", timedelta(0))
+
+
+@dataclass
+class Flight:
+    """A run this process is executing."""
+
+    run_id: int
+    job_id: int | None
+    is_task: bool
+    attempt: int
+    started_at: datetime
+    deadline: datetime
+    timeout_seconds: int
+    ctx: RunContext
+    thread: threading.Thread | None = None
+    log_flushed: int = field(default=0)
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
+class HandlerRef:
+    """Which handler a run executes, in a form a child process can resolve
+    too: the job's kind and, for python jobs, the registered name. Calling
+    it makes the handler instance."""
+
+    kind: str
+    name: str = ""
+
+    def __call__(self) -> JobHandler:
+        return resolve_handler(self.kind, self.name)
+
+    def module(self) -> str | None:
+        """The module that registered a python handler here (a child process
+        imports it before looking the name up); None if it is not registered."""
+        if self.kind in ("http", "sql", "command") or not registry.is_registered(self.name):
+            return None
+        return registry.get(self.name).__module__
+
+
+class Pool(Protocol):
+    """What the loop, the starter and the recorder call on an executor."""
+
+    size: int
+    flights: dict[int, Flight]  # run id → the run it executes, until its outcome is written
+
+    @property
+    def free_slots(self) -> int:
+        """Slots for new runs: `size` less the runs `executing` (and, for
+        the process pool, the children still being stopped)."""
+
+    @property
+    def abandoned_count(self) -> int:
+        """Runs given up on whose handler is still running."""
+
+    def start(self, flight: Flight, make_handler: "HandlerRef") -> None:
+        """Execute a run; its outcome comes from a later `wait`."""
+
+    def abandon(self, run_id: int) -> Flight | None:
+        """Stop waiting for a run: ask it to stop and free its slot."""
+
+    def refresh(self) -> None:
+        """Take in, without waiting, what tells of runs that ended since the
+        last look, so `free_slots` counts their slots free; their outcomes
+        come from the next `wait`."""
+
+    def release(self, run_ids: Iterable[int]) -> None:
+        """Forget runs whose outcome is written (jobs.engine.outcomes)."""
+
+    def wait(self, timeout: float) -> list[Outcome]:
+        """Block up to `timeout` seconds for the next outcome, then take all
+        that are ready."""
+
+    def wake(self) -> None:
+        """Make a pending `wait` return now (signal handlers use this)."""
+
+    def warm(self) -> None:
+        """Start what the first runs need, before they need it."""
+
+    def close(self) -> None:
+        """Stop executing and forget the runs."""
+
+
+def executing(flights: dict[int, Flight]) -> int:
+    """How many of a pool's `flights` hold a worker slot: those whose
+    handler has not finished. A finished run whose outcome the loop has not
+    written yet holds none: its thread (and child process) is free for the
+    next run, so JOBS_MAX_CONCURRENT_RUNS caps the handlers running at once,
+    and a burst of short runs does not wait for the loop's next write to
+    find a slot. (Such a run stays in `flights`, and `running` in the
+    database, until its outcome is written.)"""
+    return sum(1 for flight in list(flights.values()) if not flight.done.is_set())
+
+
+def take_outcomes(outcomes: queue.SimpleQueue, flights: dict[int, Flight], timeout: float) -> list[Outcome]:
+    """A pool's `wait`: block up to `timeout` seconds for the next item on
+    its `outcomes` queue, then take all that are ready. Outcomes of runs no
+    longer in `flights` (abandoned) are dropped; a None only wakes."""
+    taken: list[Outcome] = []
+    try:
+        item = outcomes.get(timeout=max(0.0, timeout)) if timeout > 0 else outcomes.get_nowait()
+    except queue.Empty:
+        return taken
+    while True:
+        if item is not None and item.run_id in flights:
+            taken.append(item)
+        try:
+            item = outcomes.get_nowait()
+        except queue.Empty:
+            return taken
+
+
+def run_handler(
+    ctx: JobContext, make_handler: Callable[[], JobHandler], *, memory_error: str = MEMORY_ERROR
+) -> Outcome:
+    """Run one handler and turn how it ended into an outcome (without its log)."""
+    try:
+        handler = make_handler()
+        value = handler.run(ctx)
+        return Outcome(ctx.run_id, "succeeded", result="" if value is None else str(value))
+    except HandlerError as exc:
+        return Outcome(ctx.run_id, "failed", error=str(exc) or type(exc).__name__)
+    except registry.UnknownHandler as exc:
+        return Outcome(ctx.run_id, "failed", error=str(exc))
+    except MemoryError:
+        # No traceback: formatting one may need the memory that ran out.
+        return Outcome(ctx.run_id, "failed", error=memory_error)
+    except BaseException as exc:
+        detail = traceback.format_exc()[-TRACEBACK_CHARS:]
+        return Outcome(ctx.run_id, "failed", error=f"{type(exc).__name__}: {exc}\n\n{detail}")
+
+
+def resolve_handler(kind: str, name: str) -> JobHandler:
+    """The handler instance for a job's kind (and, for python, its registered name)."""
+    if kind == "http":
+        from jobs.handlers.http import HttpJobHandler
+
+        return HttpJobHandler()
+    if kind == "sql":
+        from jobs.handlers.sql import SqlJobHandler
+
+        return SqlJobHandler()
+    if kind == "command":
+        from jobs.handlers.command import CommandJobHandler
+
+        return CommandJobHandler()
+    return registry.get(name)()
