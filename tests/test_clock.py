@@ -448,14 +448,14 @@ def test_a_clock_stepped_back_an_hour_does_not_stall_the_node_lease_renewal(db, 
     node.start(clock())
     clock.now = T0 - BACK
     node.heartbeat(clock())
-    assert leases.current(leases.node_lease_name("node-a"), now=clock())[0].renewed_at == T0 - BACK
+    assert cluster.current(cluster.node_lease_name("node-a"), now=clock())[0].renewed_at == T0 - BACK
 
 
 def test_a_clock_stepped_back_an_hour_does_not_stall_the_leader_lease_renewal(db, make_scheduler, clock):
     node = make_scheduler(clock=clock, executor="thread", clustered=True)
     assert node.lead(T0) is True
     node.lead(T0 - BACK)
-    assert leases.current(leases.LEADER, now=T0 - BACK)[0].renewed_at == T0 - BACK
+    assert cluster.current(cluster.LEADER, now=T0 - BACK)[0].renewed_at == T0 - BACK
 
 
 def test_a_clock_stepped_back_an_hour_does_not_stall_the_outgoing_heartbeat():
