@@ -267,7 +267,7 @@ class JsonTextParser(Parser):
         return data
 
 
-# Shape errors under the codes the API (and the job form) always gave them.
+# Shape errors under the codes the job form gives the same mistakes.
 _PYDANTIC_CODES = {
     "missing": "required",
     "extra_forbidden": "unknown_field",

@@ -12,7 +12,7 @@ the alert settings, the channel module). Whether a value makes sense (a cron
 expression parses, a handler exists, a zone is real, a name is free) is
 decided by the job form and the cron module, as for the console and
 `jobs import`. A schema may give a shape error its own code
-(PydanticCustomError) where the API always answered that code.
+(PydanticCustomError) where the job form or the cron module has one for it.
 
 Answers are built by jobs/serializers.py; tests/test_api_schema.py and the
 Schemathesis run (tests/test_api_schemathesis.py) check they fit these."""
