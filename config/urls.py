@@ -13,6 +13,6 @@ urlpatterns = [
     # plain same-origin <script src>, which the CSP allows.
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("admin/", admin.site.urls),
-    path("api/", include("jobs.api")),
+    path("api/", include("jobs.api.urls")),
     path("", include("jobs.web.urls")),
 ]

@@ -90,3 +90,20 @@ def validate_storable(value) -> None:
         raise ValidationError(
             _("Contains {problem}, which cannot be stored.").format(problem=problem), code=CODE
         )
+
+
+def query_problem(params) -> tuple[str, str | None] | None:
+    """(the refusal's message, the parameter's name if it is not the bad
+    part) for query parameters that carry or name text no database stores;
+    None if they are all storable."""
+    for name, values in params.lists():
+        if found := find_unstorable(name):
+            return _query_refusal(f"{found} in a parameter name"), None
+        for value in values:
+            if found := find_unstorable(value):
+                return _query_refusal(f"{found} in “{name}”"), name
+    return None
+
+
+def _query_refusal(problem: str) -> str:
+    return f"The query parameters contain {problem}, which cannot be stored."

@@ -690,7 +690,7 @@ def test_an_unexpected_error_is_a_json_500_without_a_trace(staff_api, monkeypatc
     def explode(**kwargs):
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr("jobs.api.registry.available", explode)
+    monkeypatch.setattr("jobs.handlers.registry.available", explode)
     body = assert_error(staff_api.get("/api/handlers"), 500, "server_error")
     assert "secret" not in body["message"] and "Traceback" not in str(body)
 

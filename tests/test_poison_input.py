@@ -111,6 +111,24 @@ def test_api_refuses_query_parameters_with_a_nul(both_databases, staff_api, make
     assert body["field"] == (None if "%00" in name else name)
 
 
+@pytest.mark.parametrize(
+    ("method", "url"),
+    [
+        ("get", "/api/jobs?namespace=%00"),
+        ("post", "/api/jobs?x=%00"),
+        ("delete", "/api/runs?x=%00"),
+        ("get", "/api/no-such-endpoint?x=%00"),
+    ],
+)
+def test_api_refuses_a_query_with_a_nul_before_anything_else_about_the_request(anon_api, method, url):
+    """Before authentication, the method and the route: as the console's
+    middleware answers it, in the API's JSON error shape."""
+    response = getattr(anon_api, method)(url)
+    assert response["Content-Type"] == "application/json"
+    body = assert_refused(response)
+    assert body["field"] == ("namespace" if "namespace" in url else "x")
+
+
 # -- the console ----------------------------------------------------------------------
 
 

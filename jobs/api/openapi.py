@@ -1,14 +1,14 @@
 """What the OpenAPI document at /api/schema says besides the shapes.
 
-django-ninja writes the document from the operations in jobs/api.py and the
-schemas in jobs/api_schemas.py; `finish` only adds what is no shape: how to
-authenticate, the answers the API's frame (jobs.api.api_view) gives any
-operation before it runs (411, 413, 414, each with the Error shape), the
-two operations that frame serves itself (the document and its page), and
-links from a created job to what can be done with it. Nothing here
-describes a request or an answer body of its own."""
+django-ninja writes the document from the operations of jobs/api/ and the
+schemas in jobs/api/schemas/; `finish` only adds what is no shape: how to
+authenticate, the answers the API's frame (jobs.api.framework.api_view)
+gives any operation before it runs (411, 413, 414, each with the Error
+shape), the two operations that frame serves itself (the document and its
+page), and links from a created job to what can be done with it. Nothing
+here describes a request or an answer body of its own."""
 
-from jobs.api import MAX_URL_CHARS
+from jobs.api.framework import MAX_URL_CHARS
 
 ERROR = {"$ref": "#/components/schemas/Error"}
 # Answers from the frame, before an operation runs.
