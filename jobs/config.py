@@ -12,7 +12,9 @@ from django.core.validators import validate_email
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from jobs.i18n import LANGUAGE_CODES
+# The languages of the pages, the alerts and the commands: settings.LANGUAGES.
+LANGUAGE_CODES = tuple(code for code, _name in settings.LANGUAGES)
+
 
 
 def _positive_days(value: Any) -> int:
@@ -121,7 +123,7 @@ def alert_seconds(value: Any, *, allow_zero: bool = False) -> int:
 
 
 def _ui_language(value: Any) -> str:
-    """A language of settings.LANGUAGES (jobs.i18n.LANGUAGE_CODES; zh-Hans,
+    """A language of settings.LANGUAGES (LANGUAGE_CODES; zh-Hans,
     zh_hans and zh-CN are read as zh-hans)."""
     if value in (None, ""):
         return settings.LANGUAGE_CODE

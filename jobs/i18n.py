@@ -1,6 +1,6 @@
 """Which language an email, a channel message or a command's output is
 written in, and the cron texts in the active language. The languages are
-settings.LANGUAGES (LANGUAGE_CODES). Alerts go to people without a session,
+settings.LANGUAGES (jobs.config.LANGUAGE_CODES). Alerts go to people without a session,
 so they follow the config centre's `sys.ui.language` (`alert_language`);
 pages follow each user's choice (jobs.web.i18n)."""
 
@@ -11,14 +11,11 @@ from django.conf import settings
 from django.utils import translation
 
 from jobs import cron
-
-LANGUAGE_CODES = tuple(code for code, _name in settings.LANGUAGES)
+from jobs.config import LANGUAGE_CODES, get_setting
 
 
 def alert_language() -> str:
     """The language of alert emails and channel messages (sys.ui.language)."""
-    from jobs.config import get_setting
-
     language = get_setting("sys.ui.language")
     return language if language in LANGUAGE_CODES else settings.LANGUAGE_CODE
 

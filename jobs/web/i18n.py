@@ -8,7 +8,7 @@ from django.utils import translation
 from django.views.decorators.http import require_POST
 from django.views.i18n import set_language as django_set_language
 
-from jobs.i18n import LANGUAGE_CODES
+from jobs.config import LANGUAGE_CODES
 from jobs.models import Profile
 
 
