@@ -16,7 +16,6 @@ from django.utils.translation import gettext_lazy
 LANGUAGE_CODES = tuple(code for code, _name in settings.LANGUAGES)
 
 
-
 def _positive_days(value: Any) -> int:
     if isinstance(value, bool):
         raise ValidationError(_("Enter a whole number of days."))
