@@ -5,8 +5,8 @@ Kinds (a job chooses in `alert_on`, else the sys.job.alertOn setting):
 again after a crash; also the job's notify_recovered switch), `failed`
 (every failed fire that did not crash the job), `late` (a fire not started
 N seconds after its time) and `long_running` (a run still going after N
-seconds, before its timeout). The last two are noticed by `AlertWatch`, a
-step of every scheduler's loop (so also in the first pass after a start,
+seconds, before its timeout). The last two are noticed by the scheduler's
+watch (jobs.engine.alertwatch), a step of every scheduler's loop (so also in the first pass after a start,
 before missed fires are planned); each event has a key stored unique
 (`Alert.event`), so two schedulers noticing it write one alert.
 

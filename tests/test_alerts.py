@@ -15,7 +15,8 @@ from jobs.config import set_setting
 from jobs.core import mailfailures
 from jobs.engine import outbox
 from jobs.engine.loop import Scheduler
-from jobs.engine.outbox import AlertSender, Delivery
+from jobs.engine.deliveries import Delivery
+from jobs.engine.outbox import AlertSender
 from jobs.forms import JobForm
 from jobs.models import Alert, Job, Message, Run
 from jobs.services import resume_job, run_now

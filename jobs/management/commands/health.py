@@ -2,7 +2,7 @@
 
 Exits 0 when the scheduler running as this node's JOBS_WORKER_ID holds its
 node lease and its clock is near enough the database's for it to work
-(jobs.engine.cluster.node_health), 1 otherwise with a one-line reason. On
+(jobs.cluster.node_health), 1 otherwise with a one-line reason. On
 PostgreSQL the answer says how far the node's clock is from the database's.
 The Docker image's health check (scripts/healthcheck.sh) runs it in a
 scheduler container; the web containers are checked on /healthz instead.
