@@ -14,8 +14,8 @@ from jobs import alerts
 from jobs.config import set_setting
 from jobs.core import mailfailures
 from jobs.engine import outbox
-from jobs.engine.loop import Scheduler
 from jobs.engine.deliveries import Delivery
+from jobs.engine.loop import Scheduler
 from jobs.engine.outbox import AlertSender
 from jobs.forms import JobForm
 from jobs.models import Alert, Job, Message, Run
