@@ -17,7 +17,7 @@ from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from jobs import channels, cron, kinds, services, workflows
+from jobs import channels, cron, kinds, refusals, tasks, workflows
 from jobs.config import alert_seconds
 from jobs.formfields import (
     AfterField,
@@ -377,14 +377,14 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
             self.add_error("after", error)
 
     def _job_change_refusal(self, kind) -> bool:
-        """Ask services.check_job_change (the one place for demo mode and
+        """Ask refusals.check_job_change (the one place for demo mode and
         superuser-only SQL jobs) and add its answer to `kind`; True if refused."""
         before = self.instance.kind if self.instance.pk else None
         try:
-            services.check_job_change(kinds=[kind, before], user=self.user, action="create or edit")
-        except services.DemoModeError as exc:
+            refusals.check_job_change(kinds=[kind, before], user=self.user, action="create or edit")
+        except refusals.DemoModeError as exc:
             self.add_error("kind", ValidationError(str(exc), code="demo_mode"))
-        except services.ForbiddenError as exc:
+        except refusals.ForbiddenError as exc:
             self.add_error("kind", ValidationError(str(exc), code="forbidden"))
         else:
             return False
@@ -461,7 +461,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
 
 
 class TaskForm(StorableTextMixin, ErrorListMixin, forms.Form):
-    """A one-off task for `services.enqueue` (the API's POST /api/tasks)."""
+    """A one-off task for `tasks.enqueue` (the API's POST /api/tasks)."""
 
     handler = forms.CharField(max_length=200)
     key = forms.CharField(max_length=200)
@@ -487,7 +487,7 @@ class TaskForm(StorableTextMixin, ErrorListMixin, forms.Form):
 
     def task_request(self):
         data = self.cleaned_data
-        return services.TaskRequest(
+        return tasks.TaskRequest(
             handler=data["handler"],
             key=data["key"],
             properties=data.get("properties") or {},

@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from jobs import audit, jsontext, services, workflows
+from jobs import audit, jsontext, refusals, services, workflows
 from jobs.forms import JobForm
 from jobs.models import AuditEvent, Job, job_name
 from jobs.serializers import spec_errors, spec_to_form_data
@@ -140,10 +140,10 @@ def apply(specs: list[dict], *, user=None, via: str = AuditEvent.Via.CLI) -> tup
                 _job, changed = services.save_job_if_changed(
                     job=item.form.save(commit=False), user=user, via=via, workflow=workflow
                 )
-            except services.GraphRefused as refused:
+            except refusals.GraphRefused as refused:
                 # Another save changed the graph since the file was checked.
                 raise ImportFailed([{"job": item.name, **e} for e in refused.error_list()]) from None
-            except services.SaveBusy:
+            except refusals.SaveBusy:
                 raise ImportFailed(
                     [
                         {
@@ -157,7 +157,7 @@ def apply(specs: list[dict], *, user=None, via: str = AuditEvent.Via.CLI) -> tup
                         }
                     ]
                 ) from None
-            except services.StaleJobError:
+            except refusals.StaleJobError:
                 # Deleted (or changed) by another save since plan() read it.
                 raise ImportFailed(
                     [

@@ -20,7 +20,7 @@ otherwise. It is trusted code: it acts without a user unless given one.
 
 from django.db.models import Q, QuerySet
 
-from jobs import access, services
+from jobs import access, refusals, services, tasks
 from jobs.forms import NAMESPACE_RE, JobForm
 from jobs.handlers import registry
 from jobs.handlers.registry import HandlerInfo
@@ -84,7 +84,7 @@ class JobScope:
 
     def update(self, job, *, version: int | None = None, **fields) -> Job:
         """Change the given fields; the others keep their values. With
-        `version`, refuse (services.StaleJobError) if the job changed since."""
+        `version`, refuse (refusals.StaleJobError) if the job changed since."""
         job = self.get(job)
         data = self._form_data(fields, job=job)
         return self._save(data, job=job, version=version)
@@ -116,8 +116,8 @@ class JobScope:
         return runs.order_by("-scheduled_at", "-id")
 
     def enqueue(self, handler: str, *, key: str, **options) -> Run:
-        """A one-off task for one of this scope's handlers (see services.enqueue)."""
-        return services.enqueue(self.handler_name(handler), key=key, **options)
+        """A one-off task for one of this scope's handlers (see tasks.enqueue)."""
+        return tasks.enqueue(self.handler_name(handler), key=key, **options)
 
     # -- internals ------------------------------------------------------------------------
 
@@ -151,5 +151,5 @@ class JobScope:
             return services.save_job(
                 job=form.save(commit=False), user=self.user, via=self.via, expected_version=version
             )
-        except services.GraphRefused as exc:
+        except refusals.GraphRefused as exc:
             raise JobValidationError(exc.error_list()) from None

@@ -9,23 +9,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.core.exceptions import ValidationError
 from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, gettext_noop
 
 from jobs import audit, workflows
-from jobs.core import demo
-from jobs.core.dbclock import database_time
+from jobs.core.dbclock import write_time
 from jobs.core.wakeup import wake_schedulers
-from jobs.handlers import registry
-from jobs.kinds import GUARDED_KINDS, SUPERUSER_KINDS
 from jobs.models import (
-    DEFAULT_MAX_RETRIES,
-    DEFAULT_RETRY_INTERVAL_SECONDS,
-    DEFAULT_TIMEOUT_SECONDS,
     AuditEvent,
     Job,
     JobDependency,
@@ -34,113 +26,22 @@ from jobs.models import (
 )
 from jobs.overview import live_manual_runs
 from jobs.properties import clean_run_properties
+from jobs.refusals import (
+    BUSY_MESSAGE,
+    STALE_MESSAGE,
+    GraphRefused,
+    JobCrashed,
+    NotRetryable,
+    SaveBusy,
+    ServiceError,
+    StaleJobError,
+    check_demo_mode,
+    check_job_change,
+    is_lock_conflict,
+)
 
-
-class StaleJobError(Exception):
-    """The job changed since the editor loaded it."""
-
-
-class SaveBusy(StaleJobError):
-    """The save waited too long for a lock, or the database chose it as the
-    loser of a deadlock with another writer (the scheduler claiming fires, a
-    long `jobs import`). Nothing was written; the same save may succeed when
-    tried again."""
-
-
-# SQLSTATEs of a transaction that lost to another over locks: deadlock
-# detected, serialization failure, lock not available (lock_timeout).
-LOCK_CONFLICTS = frozenset({"40P01", "40001", "55P03"})
-# SQLite's: the busy timeout ran out (config/settings.py).
-SQLITE_LOCK_CONFLICTS = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED"})
-
-
-def is_lock_conflict(exc: BaseException) -> bool:
-    """Whether a failed write lost to another writer over locks, rather than
-    failing for what it wrote: the save is answered as busy (SaveBusy)."""
-    if not isinstance(exc, OperationalError):
-        return False
-    cause = exc.__cause__
-    return (
-        getattr(cause, "sqlstate", None) in LOCK_CONFLICTS
-        or getattr(cause, "sqlite_errorname", None) in SQLITE_LOCK_CONFLICTS
-    )
-
-
-class ServiceError(Exception):
-    """An action that does not apply to the job as it is (e.g. resuming a deleted job)."""
-
-
-class DemoModeError(ServiceError):
-    """DEMO_MODE is on and the action would run something."""
-
-
-class JobCrashed(ServiceError):
-    """The job has crashed and the action would hide it (a pause): only a
-    re-enable leaves that state."""
-
-
-class NotRetryable(ServiceError):
-    """The run is not one a retry applies to (see Run.RETRYABLE)."""
-
-
-class ForbiddenError(ServiceError):
-    """The user may not do this to this job (an SQL job, for a non-superuser)."""
-
-
-class GraphRefused(ServiceError):
-    """The job's `after` breaks a rule of the workflow graph (jobs.workflows),
-    found under the graph lock: a save committed since the form checked it
-    (two saves racing to close a loop). Nothing was written."""
-
-    def __init__(self, error: ValidationError):
-        self.error = error
-        super().__init__(error.messages[0])
-
-    def error_list(self) -> list[dict]:
-        """[{code, message, field}], the shape of JobForm.error_list."""
-        return [{"code": self.error.code, "message": self.error.messages[0], "field": "after"}]
-
-
-def check_demo_mode(action: str) -> None:
-    """Refuse `action` while demo mode is on: a demo shows jobs, it does not run them on request."""
-    message = demo.refusal(action)
-    if message:
-        raise DemoModeError(message)
-
-
-_PARTICIPLES = {
-    "create or edit": gettext_noop("created or edited"),
-    "resume": gettext_noop("resumed"),
-    "re-enable": gettext_noop("re-enabled"),
-}
-
-
-def check_job_change(*, kinds: Iterable[str | None], user, action: str, runs: bool = True) -> None:
-    """The one place that decides who may change which job. `kinds`: the
-    job's kind before and after the change; `action`: "create or edit",
-    "resume", "re-enable", "pause", "delete". Raises DemoModeError when
-    DEMO_MODE is on and the change could make an HTTP or SQL job run
-    (`runs`: create, edit, resume, re-enable), ForbiddenError when the job is
-    or becomes an SQL job and `user` is not a superuser (user None: a trusted
-    caller such as `manage.py jobs`). The job form asks the same question,
-    so the console and the API show these as errors on `kind`."""
-    kinds = {kind for kind in kinds if kind}
-    guarded = [kind for kind in GUARDED_KINDS if kind in kinds]
-    if runs and guarded and demo.is_on():
-        label = _(" and ").join(kind.upper() for kind in guarded)
-        raise DemoModeError(
-            _("Demo mode: {kinds} jobs cannot be {done}.").format(
-                kinds=label, done=_(_PARTICIPLES.get(action, action))
-            )
-        )
-    restricted = [kind for kind in SUPERUSER_KINDS if kind in kinds]
-    if restricted and user is not None and not getattr(user, "is_superuser", False):
-        label = _(" and ").join("SQL" if kind == Job.Kind.SQL else kind for kind in restricted)
-        raise ForbiddenError(
-            _("Only superusers can {action} {kinds} jobs.").format(
-                action=_(demo.ACTION_WORDS.get(action, action)), kinds=label
-            )
-        )
+# Code that embeds Cronboard queues tasks with jobs.services.enqueue (docs/handlers.md).
+from jobs.tasks import enqueue as enqueue
 
 
 def save_job(
@@ -153,15 +54,6 @@ def save_job(
 ) -> Job:
     """Save a validated job (see `save_job_if_changed`) and return it."""
     return save_job_if_changed(job=job, user=user, via=via, expected_version=expected_version, now=now)[0]
-
-
-def write_time(now: datetime | None = None) -> datetime:
-    """The time a write from outside the scheduler (the web process, a
-    command) goes by: `now` when the caller gives one, else the database's
-    clock on PostgreSQL (one query), the process's on SQLite. The scheduler
-    nodes judge a run's run_after and a job's next fire by the database's
-    clock (jobs.engine.clock), not by this host's."""
-    return now or database_time(timezone.now())
 
 
 def save_job_if_changed(
@@ -346,17 +238,6 @@ def save_dependencies(
                     via=via,
                     changes={"after": [downstream.after, after]},
                 )
-
-
-BUSY_MESSAGE = gettext_lazy(
-    "Other changes were being saved at the same moment, so this one was not saved. "
-    "Reload the page, then make your change again."
-)
-
-STALE_MESSAGE = gettext_lazy(
-    "This job was changed by someone else after you opened it. "
-    "Reload the page to see the current version, then make your change again."
-)
 
 
 def pause_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: datetime | None = None) -> Job:
@@ -629,103 +510,6 @@ def cancel_run(
     run.refresh_from_db()
     wake_schedulers()
     return bool(done)
-
-
-@dataclass
-class TaskRequest:
-    handler: str
-    key: str
-    properties: dict[str, str] = field(default_factory=dict)
-    run_after: datetime | None = None
-    max_retries: int = DEFAULT_MAX_RETRIES
-    retry_interval_seconds: int = DEFAULT_RETRY_INTERVAL_SECONDS
-    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
-
-
-def enqueue(
-    handler: str,
-    *,
-    key: str,
-    properties: dict[str, str] | None = None,
-    run_after: datetime | None = None,
-    max_retries: int = DEFAULT_MAX_RETRIES,
-    retry_interval_seconds: int = DEFAULT_RETRY_INTERVAL_SECONDS,
-    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS,
-) -> Run:
-    """Queue a one-off task. One (handler, key) has at most one queued or
-    running task: enqueuing it again returns the existing one."""
-    (run,) = enqueue_many(
-        [
-            TaskRequest(
-                handler=handler,
-                key=key,
-                properties=properties or {},
-                run_after=run_after,
-                max_retries=max_retries,
-                retry_interval_seconds=retry_interval_seconds,
-                timeout_seconds=timeout_seconds,
-            )
-        ]
-    )
-    return run
-
-
-def enqueue_many(requests: Iterable[TaskRequest], *, now: datetime | None = None) -> list[Run]:
-    """Queue several tasks; duplicates inside the batch and against live
-    tasks collapse onto one run. Returns one run per request, in order."""
-    now = write_time(now)
-    requests = list(requests)
-    for request in requests:
-        _validate_task(request)
-    by_key: dict[tuple[str, str], Run] = {}
-    with transaction.atomic():
-        wanted = {(r.handler, r.key) for r in requests}
-        for run in Run.objects.filter(
-            trigger=Run.Trigger.TASK,
-            status__in=Run.LIVE,
-            handler__in={h for h, _ in wanted},
-            task_key__in={k for _, k in wanted},
-        ):
-            by_key.setdefault((run.handler, run.task_key), run)
-        for request in requests:
-            ident = (request.handler, request.key)
-            if ident in by_key:
-                continue
-            try:
-                with transaction.atomic():
-                    by_key[ident] = Run.objects.create(
-                        trigger=Run.Trigger.TASK,
-                        handler=request.handler,
-                        task_key=request.key,
-                        properties={str(k): str(v) for k, v in request.properties.items()},
-                        scheduled_at=request.run_after or now,
-                        run_after=request.run_after or now,
-                        max_retries=request.max_retries,
-                        retry_interval_seconds=request.retry_interval_seconds,
-                        timeout_seconds=request.timeout_seconds,
-                        created_at=now,
-                    )
-            except IntegrityError:
-                # Another process queued it between our read and our insert.
-                by_key[ident] = Run.objects.get(
-                    trigger=Run.Trigger.TASK,
-                    status__in=Run.LIVE,
-                    handler=request.handler,
-                    task_key=request.key,
-                )
-    wake_schedulers()
-    return [by_key[(r.handler, r.key)] for r in requests]
-
-
-def _validate_task(request: TaskRequest) -> None:
-    if not registry.is_registered(request.handler):
-        raise ValueError(f"handler {request.handler!r} is not registered")
-    if not request.key or len(request.key) > 200:
-        raise ValueError("a task needs a key of 1 to 200 characters")
-    if not 1 <= request.timeout_seconds <= Job.MAX_TIMEOUT_SECONDS:
-        raise ValueError(f"timeout must be between 1 and {Job.MAX_TIMEOUT_SECONDS} seconds")
-    if request.max_retries < 0 or request.retry_interval_seconds < 0:
-        raise ValueError("retries and retry interval cannot be negative")
 
 
 def _require_live(job: Job) -> None:

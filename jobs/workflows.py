@@ -36,7 +36,7 @@ CODE_TOO_MANY_DOWNSTREAM = "47010"
 GRAPH_LOCK_KEY = int.from_bytes(b"cb-graph", "big") >> 1
 # How long a save waits for the graph lock (and, after it, for the rows it
 # locks) on PostgreSQL before it gives up, answered as busy
-# (services.SaveBusy): a long `jobs import` holds the lock for its whole
+# (refusals.SaveBusy): a long `jobs import` holds the lock for its whole
 # transaction, and an SQL job could hold it on purpose. SQLite's writers
 # wait for its write lock as long as its busy timeout (config/settings.py).
 GRAPH_LOCK_TIMEOUT = "10s"

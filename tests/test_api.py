@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from jobs import services
+from jobs import services, tasks
 from jobs.models import AuditEvent, Job, Run
 from tests.fixtures.api import JOB, ApiClient, assert_error
 
@@ -526,7 +526,7 @@ def test_run_detail_includes_the_log(staff_api, make_job):
 
 
 def test_run_detail_of_a_task(staff_api):
-    run = services.enqueue("demo.echo", key="note:1")
+    run = tasks.enqueue("demo.echo", key="note:1")
     body = staff_api.get(f"/api/runs/{run.pk}").json()
     assert body["job_id"] is None and body["task_key"] == "note:1" and body["handler"] == "demo.echo"
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from jobs import services
+from jobs import tasks
 from jobs.models import Run
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -165,7 +165,7 @@ def test_unauthenticated_and_forbidden_answers_fit_the_schema(document, anon_api
 
 
 def test_a_task_run_fits_the_schema(document, staff_api):
-    run = services.enqueue("demo.echo", key="schema")
+    run = tasks.enqueue("demo.echo", key="schema")
     check(document, staff_api.get(f"/api/runs/{run.pk}"), "RunDetail")
 
 

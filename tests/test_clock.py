@@ -16,7 +16,7 @@ import pytest
 import time_machine
 from django.core.management import call_command
 
-from jobs import alerts, cluster
+from jobs import alerts, cluster, tasks
 from jobs.cluster import cluster_status
 from jobs.engine import clock as clock_module
 from jobs.engine import leases, maintenance
@@ -391,7 +391,7 @@ def test_runs_queued_from_the_web_process_go_by_the_databases_clock(postgres_dat
     before = database_now()
     with time_machine.travel(before + timedelta(hours=1), tick=False):
         run, _created = services.run_now(job=job)
-        task = services.enqueue("demo.echo", key="k")
+        task = tasks.enqueue("demo.echo", key="k")
         job.interval_seconds = 120
         saved, _changed = services.save_job_if_changed(job=job)
         api_task = staff_api.post("/api/tasks", {"handler": "demo.echo", "key": "api"})

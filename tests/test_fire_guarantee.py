@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobs import services
+from jobs import refusals, services
 from jobs.engine import planning
 from jobs.forms import JobForm
 from jobs.models import Job, Run
@@ -172,7 +172,7 @@ def test_saving_a_job_deleted_since_it_was_loaded_is_refused_and_changes_nothing
     job = interval_job(make_job)
     loaded = Job.objects.get(pk=job.pk)
     services.delete_job(job=job, now=T0)
-    with pytest.raises(services.StaleJobError):
+    with pytest.raises(refusals.StaleJobError):
         edit(loaded, T0, description="too late")
     job.refresh_from_db()
     assert job.is_deleted and job.next_fire_at is None and job.description == ""

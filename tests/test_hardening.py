@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from jobs import services
+from jobs import refusals, services
 from jobs.forms import JobForm
 from jobs.models import Run
 
@@ -162,7 +162,7 @@ def test_demo_mode_shows_a_banner(staff_client, settings):
 
 def test_demo_mode_blocks_run_now_in_the_service(make_job, settings, staff_user):
     settings.DEMO_MODE = True
-    with pytest.raises(services.DemoModeError):
+    with pytest.raises(refusals.DemoModeError):
         services.run_now(job=make_job(), user=staff_user)
     assert not Run.objects.exists()
 

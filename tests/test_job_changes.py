@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs import services
+from jobs import refusals, services
 from jobs.forms import JobForm
 from jobs.models import AuditEvent, Job, Run
 from jobs.serializers import spec_to_form_data
@@ -153,7 +153,7 @@ def test_demo_mode_refuses_run_now_of_an_http_job(staff_api, demo_http_job):
 
 
 def test_demo_mode_refuses_resuming_in_the_service(demo_http_job, staff_user):
-    with pytest.raises(services.DemoModeError):
+    with pytest.raises(refusals.DemoModeError):
         services.resume_job(job=demo_http_job, user=staff_user)
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs import kinds, services
-from jobs.engine.execution.executors import resolve_handler
+from jobs import kinds, refusals
+from jobs.engine.execution.pool import resolve_handler
 from jobs.forms import JobForm
 from jobs.handlers.command import CommandJobHandler
 from jobs.handlers.http import HttpJobHandler
@@ -26,7 +26,7 @@ def test_every_kind_has_one_row_saying_what_it_edits_and_who_may_change_it():
     assert {"url", "method", "headers", "body", "sql"} == kinds.PROPERTY_FIELDS
     assert set(kinds.GUARDED_KINDS) == {K.HTTP, K.SQL, K.COMMAND}
     assert set(kinds.SUPERUSER_KINDS) == {K.SQL, K.COMMAND}
-    assert services.GUARDED_KINDS is kinds.GUARDED_KINDS
+    assert refusals.GUARDED_KINDS is kinds.GUARDED_KINDS
 
 
 @pytest.mark.parametrize(
@@ -90,6 +90,8 @@ def _imports(module: str) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("module", ["jobs/services.py", "jobs/kinds.py", "jobs/properties.py"])
+@pytest.mark.parametrize(
+    "module", ["jobs/services.py", "jobs/refusals.py", "jobs/tasks.py", "jobs/kinds.py", "jobs/properties.py"]
+)
 def test_the_modules_below_the_forms_never_import_them(module):
     assert not {name for name in _imports(module) if name == "jobs.forms" or name.startswith("jobs.forms.")}

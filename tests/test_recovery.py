@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobs import services
+from jobs import services, tasks
 from jobs.engine.maintenance import STALE_AFTER
 from jobs.models import Lease, Run
 from tests.fixtures.core import T0, drain, runs_of
@@ -160,7 +160,7 @@ def test_cancel_of_a_running_run_is_picked_up_by_the_heartbeat(make_job, schedul
 
 def test_shutdown_interrupts_runs_and_requeues_tasks(make_job, scheduler, clock, gate_handler):
     job = make_job(next_fire_at=T0, handler="test.gate")
-    task = services.enqueue("test.gate", key="note:1")
+    task = tasks.enqueue("test.gate", key="note:1")
     Run.objects.filter(pk=task.pk).update(run_after=T0)
     scheduler.plan_due(T0)
     scheduler.claim_queued(T0)

@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs import services
+from jobs import refusals, services
 from jobs.models import Job, Run
 from tests.fixtures.core import T0
 
@@ -203,7 +203,7 @@ def test_retention_job_is_builtin_visible_and_scheduled(make_scheduler, db, cloc
     make_scheduler(worker_id="a", clock=clock).schedule_unplanned(T0)
     job.refresh_from_db()
     assert job.next_fire_at == datetime(2026, 3, 3, 3, 30, tzinfo=UTC)
-    with pytest.raises(services.ServiceError):
+    with pytest.raises(refusals.ServiceError):
         services.delete_job(job=job)
 
 

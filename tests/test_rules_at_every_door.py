@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from django.urls import reverse
 
+from jobs import tasks
 from jobs.models import Job, Run
 from tests.fixtures.databases import query_plan
 
@@ -104,12 +105,12 @@ def test_lease_ttl_and_renew_period_are_the_settings_everywhere(settings):
 
 def test_a_job_and_a_task_that_say_nothing_get_the_same_defaults_everywhere(staff_api, tmp_path):
     """jobs.models' DEFAULT_* are what the model, the form (API, import,
-    console) and services.enqueue give."""
+    console) and tasks.enqueue give."""
     import json
 
     from django.core.management import call_command
 
-    from jobs import models, services
+    from jobs import models
 
     expected = (
         models.DEFAULT_MAX_RETRIES,
@@ -123,7 +124,7 @@ def test_a_job_and_a_task_that_say_nothing_get_the_same_defaults_everywhere(staf
     path.write_text(json.dumps([{"name": "imported", **bare}]))
     call_command("jobs", "import", str(path))
     task = staff_api.post("/api/tasks", {"handler": "demo.echo", "key": "k"}).json()
-    enqueued = services.enqueue("demo.echo", key="other")
+    enqueued = tasks.enqueue("demo.echo", key="other")
 
     for job in (Job.objects.get(pk=created["id"]), Job.objects.get(name="imported"), Job(name="model")):
         assert tuple(getattr(job, name) for name in policy) == expected, job.name
@@ -181,13 +182,13 @@ def test_demo_mode_refuses_in_one_voice(settings, staff_api, make_job):
 
 def test_the_job_form_leaves_demo_mode_to_services(settings, superuser_api, monkeypatch):
     """forms.py read DEMO_MODE itself (to skip its "SQL jobs are turned off"
-    error in a demo): with services.check_job_change allowing the change,
+    error in a demo): with refusals.check_job_change allowing the change,
     a demo server with SQL jobs off saved an SQL job."""
-    from jobs import services
+    from jobs import refusals
 
     settings.DEMO_MODE = True
     settings.JOBS_SQL_ENABLED = False
-    monkeypatch.setattr(services, "check_job_change", lambda **_: None)
+    monkeypatch.setattr(refusals, "check_job_change", lambda **_: None)
     answer = superuser_api.post(
         "/api/jobs",
         {"name": "q", "kind": "sql", "properties": {"sql": "SELECT 1"}, "schedule_type": "none"},

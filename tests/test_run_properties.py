@@ -12,7 +12,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
-from jobs import services
+from jobs import refusals, services
 from jobs.engine.loop import Scheduler
 from jobs.handlers import JobHandler, register
 from jobs.handlers.registry import unregister
@@ -95,7 +95,7 @@ def test_an_http_override_is_checked_by_the_fence_like_the_jobs_url(make_job):
 
 def test_only_superusers_override_an_sql_jobs_properties(make_job, staff_user, superuser, settings):
     job = make_job(kind=Job.Kind.SQL, handler="", properties={"sql": "SELECT 1"})
-    with pytest.raises(services.ForbiddenError):
+    with pytest.raises(refusals.ForbiddenError):
         services.run_now(job=job, user=staff_user, properties={"sql": "DELETE FROM auth_user"})
     assert not Run.objects.filter(job=job).exists()
 

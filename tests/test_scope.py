@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 import pytest
 from django.http import Http404
 
-from jobs import access, services
+from jobs import access, refusals, tasks
 from jobs.handlers import JobHandler, registry
 from jobs.models import AuditEvent, Job, Run
 from jobs.scope import JobScope, JobValidationError
@@ -99,7 +99,7 @@ def test_list_get_update_delete_stay_inside_the_namespace(billing, shipping, mak
 def test_update_with_a_stale_version_is_refused(billing):
     job = billing.create(name="v", handler="invoices", cron_expression="0 0 * * * *")
     billing.update(job, description="first", version=1)
-    with pytest.raises(services.StaleJobError):
+    with pytest.raises(refusals.StaleJobError):
         billing.update(job, description="second", version=1)
 
 
@@ -111,7 +111,7 @@ def test_runs_are_only_the_scopes(billing, shipping):
     Run.objects.create(job=theirs, scheduled_at=at, trigger="schedule", status="succeeded")
     my_task = billing.enqueue("invoices", key="inv:1")
     shipping.enqueue("labels", key="lbl:1")
-    services.enqueue("demo.echo", key="global")
+    tasks.enqueue("demo.echo", key="global")
     assert my_task.handler == "billing.invoices"
     assert set(billing.runs()) == {my_run, my_task}
     assert list(billing.runs(mine)) == [my_run]

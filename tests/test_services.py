@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import IntegrityError, transaction
 
-from jobs import services
+from jobs import refusals, services, tasks
 from jobs.models import Job, Run
 from tests.fixtures.core import T0, drain, runs_of
 
@@ -63,42 +63,42 @@ def test_manual_run_executes_like_a_fire(make_job, scheduler, clock):
 
 
 def test_enqueue_returns_the_live_task_for_the_same_key(db):
-    first = services.enqueue("demo.echo", key="note:42", properties={"n": "1"})
-    again = services.enqueue("demo.echo", key="note:42", properties={"n": "2"})
-    other = services.enqueue("demo.echo", key="note:43")
+    first = tasks.enqueue("demo.echo", key="note:42", properties={"n": "1"})
+    again = tasks.enqueue("demo.echo", key="note:42", properties={"n": "2"})
+    other = tasks.enqueue("demo.echo", key="note:43")
     assert first.pk == again.pk != other.pk
     assert first.trigger == "task" and first.status == "queued"
 
 
 def test_batch_enqueue_deduplicates_inside_the_batch(db):
     requests = [
-        services.TaskRequest("demo.echo", "k1"),
-        services.TaskRequest("demo.echo", "k2"),
-        services.TaskRequest("demo.echo", "k1"),
+        tasks.TaskRequest("demo.echo", "k1"),
+        tasks.TaskRequest("demo.echo", "k2"),
+        tasks.TaskRequest("demo.echo", "k1"),
     ]
-    runs = services.enqueue_many(requests)
+    runs = tasks.enqueue_many(requests)
     assert runs[0].pk == runs[2].pk != runs[1].pk
     assert Run.objects.filter(trigger="task").count() == 2
 
 
 def test_enqueue_of_an_unknown_handler_is_refused(db):
     with pytest.raises(ValueError, match="not registered"):
-        services.enqueue("no.such", key="x")
+        tasks.enqueue("no.such", key="x")
     assert not Run.objects.exists()
 
 
 def test_finished_task_key_can_be_enqueued_again(make_scheduler, db, clock):
     scheduler = make_scheduler(worker_id="a", max_workers=1, clock=clock)
-    task = services.enqueue("demo.echo", key="once", properties={"x": "y"})
+    task = tasks.enqueue("demo.echo", key="once", properties={"x": "y"})
     scheduler.claim_queued(timezone_now_after(task))
     drain(scheduler, clock())
     task.refresh_from_db()
     assert task.status == "succeeded"
-    assert services.enqueue("demo.echo", key="once").pk != task.pk
+    assert tasks.enqueue("demo.echo", key="once").pk != task.pk
 
 
 def test_cancelled_queued_task_is_recorded_failed(db):
-    task = services.enqueue("demo.echo", key="c")
+    task = tasks.enqueue("demo.echo", key="c")
     assert services.cancel_run(run=task)
     task.refresh_from_db()
     assert (task.status, task.error) == ("failed", "task cancelled")
@@ -128,7 +128,7 @@ def test_stale_save_is_refused_and_changes_nothing(make_job):
     first.description = "first editor"
     services.save_job(job=first, expected_version=1)
     second.description = "second editor"
-    with pytest.raises(services.StaleJobError):
+    with pytest.raises(refusals.StaleJobError):
         services.save_job(job=second, expected_version=1)
     job.refresh_from_db()
     assert job.description == "first editor"
@@ -163,7 +163,7 @@ def test_bulk_pause_leaves_a_job_that_crashed_since_it_was_loaded_crashed_and_sa
 
 def test_pausing_a_crashed_job_alone_is_refused_as_crashed(make_job):
     job = make_job(state=Job.State.CRASHED)
-    with pytest.raises(services.JobCrashed, match="stays crashed until it is re-enabled"):
+    with pytest.raises(refusals.JobCrashed, match="stays crashed until it is re-enabled"):
         services.pause_job(job=job)
     assert Job.objects.get(pk=job.pk).state == Job.State.CRASHED
 
@@ -196,7 +196,7 @@ def test_bulk_delete_refuses_a_built_in_job_and_deletes_the_rest(make_job):
 def test_only_a_run_that_failed_is_retried(make_job, status):
     job = make_job(next_fire_at=T0)
     run = Run.objects.create(job=job, scheduled_at=T0, status=status)
-    with pytest.raises(services.NotRetryable, match="only a failed run of a job can be retried"):
+    with pytest.raises(refusals.NotRetryable, match="only a failed run of a job can be retried"):
         services.retry_run(run=run)
     assert job.runs.count() == 1
 

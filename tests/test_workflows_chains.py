@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobs import services
+from jobs import refusals, services
 from jobs.forms import JobForm
 from jobs.models import Job, JobDependency, Run
 from jobs.serializers import spec_to_form_data
@@ -148,7 +148,7 @@ def test_the_limits_are_checked_again_under_the_graph_lock(make_job, settings):
     form = JobForm(data=spec_to_form_data({**NEW, "name": "C", "after": ["B"]}))
     assert form.is_valid(), form.errors
     settings.JOBS_MAX_CHAIN_DEPTH = 1
-    with pytest.raises(services.GraphRefused) as refused:
+    with pytest.raises(refusals.GraphRefused) as refused:
         services.save_job(job=form.save(commit=False))
     assert refused.value.error_list()[0]["code"] == "47009"
     assert not Job.objects.filter(name="C").exists()

@@ -21,7 +21,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from ninja.parser import Parser
 
-from jobs import access, cron, jsontext, services, text, tokens
+from jobs import access, cron, jsontext, refusals, text, tokens
 from jobs.forms import PROPERTY_FIELDS
 from jobs.models import AuditEvent
 
@@ -204,17 +204,17 @@ def api_view(*methods: str, public: bool = False, read_body: bool = False, staff
                 # Nothing here recurses on purpose; input nested beyond the
                 # stack is the client's mistake, not a server error.
                 return ApiError(400, "invalid", "The request is nested too deeply.").response()
-            except services.SaveBusy as exc:
+            except refusals.SaveBusy as exc:
                 return ApiError(409, "busy", str(exc)).response()
-            except services.StaleJobError as exc:
+            except refusals.StaleJobError as exc:
                 return ApiError(409, "stale_version", str(exc), "version").response()
-            except services.GraphRefused as exc:
+            except refusals.GraphRefused as exc:
                 return ApiError.invalid(exc.error_list()).response()
-            except services.DemoModeError as exc:
+            except refusals.DemoModeError as exc:
                 return ApiError(403, "demo_mode", str(exc)).response()
-            except services.ForbiddenError as exc:
+            except refusals.ForbiddenError as exc:
                 return ApiError(403, "forbidden", str(exc)).response()
-            except services.ServiceError as exc:
+            except refusals.ServiceError as exc:
                 return ApiError(409, "conflict", str(exc)).response()
             except Exception:
                 log.exception("API %s %s failed", request.method, request.path)

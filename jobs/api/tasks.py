@@ -4,11 +4,12 @@ job) may run, and enqueueing a task, validated by the task form."""
 from django.http import JsonResponse
 from ninja import Router
 
-from jobs import services
+from jobs import refusals, tasks
 from jobs.api.framework import ApiError
 from jobs.api.schemas.base import EDIT_ERRORS, Error
 from jobs.api.schemas.overview import HandlerList
 from jobs.api.schemas.runs import Run, TaskInput
+from jobs.core import dbclock
 from jobs.forms import TaskForm
 from jobs.handlers import registry
 from jobs.serializers import handler_to_dict, run_to_dict
@@ -36,11 +37,11 @@ def handlers(request):
     response={201: Run, 200: Run, **EDIT_ERRORS},
 )
 def enqueue_task(request, payload: TaskInput):
-    services.check_demo_mode("enqueuing tasks")
+    refusals.check_demo_mode("enqueuing tasks")
     data = payload.model_dump(exclude_none=True)
     form = TaskForm(data)
     if not form.is_valid():
         raise ApiError.invalid(form.error_list())
-    now = services.write_time()
-    (run,) = services.enqueue_many([form.task_request()], now=now)
+    now = dbclock.write_time()
+    (run,) = tasks.enqueue_many([form.task_request()], now=now)
     return JsonResponse(run_to_dict(run), status=201 if run.created_at == now else 200)

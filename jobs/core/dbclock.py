@@ -9,6 +9,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 REFUSE_FACTOR = 10  # times JOBS_MAX_CLOCK_SKEW past which a node stops planning and claiming
 
@@ -25,6 +26,15 @@ def database_time(now: datetime) -> datetime:
     process, a command): the database's clock on PostgreSQL, read now,
     the caller's `now` on SQLite."""
     return database_now() if connection.vendor == "postgresql" else now
+
+
+def write_time(now: datetime | None = None) -> datetime:
+    """The time a write from outside the scheduler (the web process, a
+    command) goes by: `now` when the caller gives one, else the database's
+    clock on PostgreSQL (one query), the process's on SQLite. The scheduler
+    nodes judge a run's run_after and a job's next fire by the database's
+    clock (jobs.engine.clock), not by this host's."""
+    return now or database_time(timezone.now())
 
 
 def max_skew() -> float:

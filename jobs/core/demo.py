@@ -1,6 +1,6 @@
 """Demo mode (DEMO_MODE): a public demo shows jobs and does not run them on
-request. Read here and nowhere else; `services.check_demo_mode` and
-`services.check_job_change` refuse what it turns off, the command handler
+request. Read here and nowhere else; `refusals.check_demo_mode` and
+`refusals.check_job_change` refuse what it turns off, the command handler
 refuses to start a program, and the pages say it is on."""
 
 from django.conf import settings

@@ -20,7 +20,7 @@ left running in either is killed too.
 
 Security: whoever may create or edit a command job may run anything as the
 scheduler's OS user. So: off unless JOBS_COMMAND_ENABLED, superusers only
-(services.check_job_change), refused in demo mode; JOBS_COMMAND_ALLOWED limits
+(refusals.check_job_change), refused in demo mode; JOBS_COMMAND_ALLOWED limits
 the commands and JOBS_COMMAND_ENV_ALLOWED the environment names a job may set
 (jobs.commandguard), checked at save and again before every run.
 """

@@ -6,7 +6,7 @@ from django.utils.encoding import force_str
 from jobs import cron
 
 # What a job or a one-off task gets when it does not say (the model, the job
-# form, the API, `jobs import`, services.enqueue).
+# form, the API, `jobs import`, tasks.enqueue).
 DEFAULT_MAX_RETRIES = 0
 DEFAULT_RETRY_INTERVAL_SECONDS = 60
 DEFAULT_TIMEOUT_SECONDS = 600

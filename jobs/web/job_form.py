@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from jobs import access, cron, services
+from jobs import access, cron, refusals, services
 from jobs.access import login_required
 from jobs.forms import KIND_FIELDS, PROPERTY_FIELDS, JobForm
 from jobs.handlers import registry
@@ -179,9 +179,9 @@ def _save_job_form(request, job: Job | None):
                 user=request.user,
                 expected_version=form.cleaned_data.get("version"),
             )
-        except services.StaleJobError as exc:
+        except refusals.StaleJobError as exc:
             form.add_error(None, ValidationError(str(exc), code="stale"))
-        except services.GraphRefused as exc:
+        except refusals.GraphRefused as exc:
             form.add_error("after", exc.error)
         except IntegrityError:
             # Two people created the same name at the same moment.

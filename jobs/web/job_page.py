@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from jobs import access, overview, services
+from jobs import access, overview, refusals, services
 from jobs.access import login_required
 from jobs.models import LIVE_RUN, AuditEvent, Job, Run, parse_run_cursor, run_cursor
 from jobs.web.charts import duration_chart
@@ -138,7 +138,7 @@ def _job_action(request, job_id, action):
     job = access.get_job_for_user(request.user, job_id)
     try:
         action(job)
-    except services.ServiceError as exc:
+    except refusals.ServiceError as exc:
         messages.error(request, str(exc))
     return done(request, reverse("jobs:job_detail", args=[job.pk]))
 
@@ -219,7 +219,7 @@ def job_delete(request, job_id):
         return render(request, "jobs/job_delete.html", {"job": job})
     try:
         services.delete_job(job=job, user=request.user)
-    except services.ServiceError as exc:
+    except refusals.ServiceError as exc:
         messages.error(request, str(exc))
         return done(request, reverse("jobs:job_detail", args=[job.pk]))
     messages.success(request, _("Deleted “{name}”.").format(name=job.name))

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from jobs import access, overview, services
+from jobs import access, overview, refusals, services
 from jobs.access import login_required
 from jobs.models import Run, parse_run_cursor, run_cursor
 from jobs.web.common import (
@@ -138,10 +138,10 @@ def run_retry(request, run_id):
     run = access.get_run_for_user(request.user, run_id)
     try:
         new, created = services.retry_run(run=run, user=request.user)
-    except services.NotRetryable as exc:
+    except refusals.NotRetryable as exc:
         messages.error(request, str(exc))
         return done(request, reverse("jobs:run_detail", args=[run.pk]))
-    except services.ServiceError as exc:
+    except refusals.ServiceError as exc:
         messages.error(request, str(exc))
     except ValidationError as exc:
         messages.error(

@@ -21,7 +21,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.translation import gettext as _
 
-from jobs import checks, imports, services
+from jobs import checks, imports, refusals, services
 from jobs.i18n import activate_for_people_without_a_session
 from jobs.models import AuditEvent, Job, job_name
 from jobs.serializers import PAGE_CHUNK_ROWS, RUN_FIELDS, job_to_spec, run_to_dict
@@ -169,7 +169,7 @@ class Command(BaseCommand):
             properties[key.strip()] = value
         try:
             run, created = services.run_now(job=self._job(name), via=CLI, properties=properties or None)
-        except services.ServiceError as exc:
+        except refusals.ServiceError as exc:
             raise CommandError(storable(str(exc))) from None
         except ValidationError as exc:
             raise CommandError(storable(f"Invalid --set: {' '.join(exc.messages)}")) from None
@@ -182,14 +182,14 @@ class Command(BaseCommand):
     def do_pause(self, name, **_options):
         try:
             services.pause_job(job=self._job(name), via=CLI)
-        except services.ServiceError as exc:
+        except refusals.ServiceError as exc:
             raise CommandError(storable(str(exc))) from None
         self.stdout.write(_("paused {name}").format(name=name))
 
     def do_resume(self, name, **_options):
         try:
             job = services.resume_job(job=self._job(name), via=CLI)
-        except services.ServiceError as exc:  # e.g. an HTTP job in demo mode
+        except refusals.ServiceError as exc:  # e.g. an HTTP job in demo mode
             raise CommandError(storable(str(exc))) from None
         self.stdout.write(
             _("{name} enabled; next fire {isoformat}").format(
