@@ -287,7 +287,7 @@ class Recorder:
             recorded = Recorded(runs=1, written=1)
             retry = (
                 retry
-                and status in (Run.Status.FAILED, Run.Status.INTERRUPTED)
+                and status in Run.AUTO_RETRIED
                 and run.attempt <= run.max_retries
             )
             if retry:
@@ -353,7 +353,7 @@ class Recorder:
             job.consecutive_failures = 0
             fields.append("consecutive_failures")
             succeeded = True
-        elif final and run.status in (Run.Status.FAILED, Run.Status.TIMED_OUT):
+        elif final and run.status in Run.COUNTED_FAILURES:
             job.consecutive_failures += 1
             fields.append("consecutive_failures")
             if job.state == Job.State.ENABLED and 0 < job.alert_threshold <= job.consecutive_failures:
