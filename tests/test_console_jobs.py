@@ -6,6 +6,7 @@ from html.parser import HTMLParser
 
 import pytest
 import time_machine
+from django.conf import settings as django_settings
 from django.urls import reverse
 from django.utils import timezone
 
@@ -537,3 +538,22 @@ def test_every_form_variant_renders_each_field_exactly_once(client, superuser, s
         assert not repeated, f"{variant}: named twice: {repeated}"
         missing = expected - {c[0] for c in controls}
         assert not missing, f"{variant}: not rendered: {sorted(missing)}"
+
+
+def test_the_job_form_carries_its_own_labels_for_every_door():
+    form = JobForm()
+
+    assert (form["sql"].label, form["interval_seconds"].label, form["notify_recovered"].label) == (
+        "SQL statement",
+        "Every (seconds)",
+        "Notify recovered",
+    )
+
+
+def test_the_page_places_by_name_exactly_the_fields_the_form_says_it_places(superuser):
+    template = (django_settings.BASE_DIR / "templates" / "jobs" / "job_form.html").read_text()
+    named = set(re.findall(r"\bform\.([a-z_]+)", template)) - {"errors", "non_field_errors"}
+    form = JobForm(user=superuser)
+
+    assert named == JobForm.PLACED_FIELDS
+    assert [field.name for field in form.unplaced_fields()] == ["notify_recovered"]
