@@ -1,5 +1,6 @@
 """The job list, the job form and the cron preview, through the HTTP interface."""
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
@@ -138,6 +139,19 @@ def test_job_output_in_the_list_is_escaped(staff_client, make_job):
 
 
 # -- the form -------------------------------------------------------------------------
+
+
+def test_the_cron_editor_reads_its_aliases_and_day_names_from_the_cron_module(staff_client):
+    html = staff_client.get(reverse("jobs:job_create")).content.decode()
+    data = re.search(r'<script id="cron-names" type="application/json">(.*?)</script>', html).group(1)
+    script = (django_settings.BASE_DIR / "static" / "jobs" / "cron-editor.js").read_text()
+
+    assert json.loads(data) == cron.editor_names()
+    assert cron.editor_names()["aliases"] == cron.ALIASES
+    assert cron.editor_names()["days"] == ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
+    assert {"@every_minute", "@every_second"} <= set(cron.editor_names()["aliases"])
+    # No copy of its own in the script: neither an alias nor the day names.
+    assert not re.search(r'"@\w+"|"SUN"', script)
 
 
 def test_create_page_has_the_cron_editor_and_timezone_search(staff_client, settings):

@@ -80,6 +80,7 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
         "handlers": registry.available(),
         "http_methods": HTTP_METHODS,
         "timezones": cron.known_zones(),
+        "cron_names": cron.editor_names(),
         "sql_enabled": kinds.get(Job.Kind.SQL).enabled(),
         "other_fields": form.unplaced_fields(),
     }
