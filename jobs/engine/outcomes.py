@@ -285,11 +285,7 @@ class Recorder:
             if not touched:
                 return Recorded(runs=1)
             recorded = Recorded(runs=1, written=1)
-            retry = (
-                retry
-                and status in Run.AUTO_RETRIED
-                and run.attempt <= run.max_retries
-            )
+            retry = retry and status in Run.AUTO_RETRIED and run.attempt <= run.max_retries
             if retry:
                 recorded.queued_at = self.queue_retry(run, now).run_after
             if run.job_id is not None:
