@@ -355,7 +355,7 @@ def send_test_email(*, to: list[str], user=None) -> int:
     return message.send(fail_silently=False)
 
 
-# -- late and long-running: noticed by every scheduler's loop --------------------------
+# -- late and long-running: the checks that write their alerts (jobs.engine.alertwatch calls them)
 
 
 def _late_after(job: Job) -> int:

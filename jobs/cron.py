@@ -204,6 +204,15 @@ _MONTH_NAMES = {
 }
 _DOW_NAMES = {n: i for i, n in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])}
 
+
+def editor_names() -> dict:
+    """What the console's cron editor (static/jobs/cron-editor.js) reads
+    from this module instead of keeping copies: the aliases it expands into
+    its six fields, and the day-of-week names in their numbering (SUN = 0),
+    whose day it shows for a typed weekday."""
+    return {"aliases": dict(ALIASES), "days": list(_DOW_NAMES)}
+
+
 SECOND = _Field("Second", 0, 59, can_define_interval=True)
 MINUTE = _Field("Minute", 0, 59, can_define_interval=True)
 HOUR = _Field("Hour", 0, 23, can_define_interval=True)

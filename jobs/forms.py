@@ -30,7 +30,6 @@ from jobs.formfields import (
 )
 from jobs.handlers import registry
 from jobs.i18n import cron_error_message
-from jobs.kinds import KIND_FIELDS as KIND_FIELDS
 from jobs.kinds import PROPERTY_FIELDS
 from jobs.models import (
     DEFAULT_ALERT_THRESHOLD,
@@ -40,13 +39,6 @@ from jobs.models import (
     Job,
     job_name,
 )
-from jobs.properties import MAX_PROPERTIES as MAX_PROPERTIES
-from jobs.properties import MAX_PROPERTY_CHARS as MAX_PROPERTY_CHARS
-from jobs.properties import MAX_PROPERTY_NAME_CHARS as MAX_PROPERTY_NAME_CHARS
-from jobs.workflows import MAX_UPSTREAMS as MAX_UPSTREAMS
-
-# The names imported `as` themselves above are the kinds', the properties'
-# and the workflows'; the API's schemas and the console import them from here.
 
 NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 MAX_ALERT_THRESHOLD = 1000
@@ -103,7 +95,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
     """Create or edit a job. Pass `user` (None = a trusted caller such as the
     shell) so SQL jobs can be limited to superusers."""
 
-    properties = PropertiesField(required=False)
+    properties = PropertiesField(required=False, label=gettext_lazy("Properties"))
     after = AfterField(
         required=False,
         label=gettext_lazy("Runs after"),
@@ -111,20 +103,81 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
             'Upstream jobs, a JSON list: [{"job": "name", "on": "success"}] — "on" is success, failure or finish. Each final run of an upstream that matches starts this job once.'
         ),
     )
-    alert_emails = EmailListField(required=False)
-    alert_channels = ChannelListField(required=False)
-    alert_on = AlertKindsField(required=False)
+    alert_emails = EmailListField(required=False, label=gettext_lazy("Alert emails"))
+    alert_channels = ChannelListField(required=False, label=gettext_lazy("Alert channels"))
+    alert_on = AlertKindsField(required=False, label=gettext_lazy("Alert on"))
     version = forms.IntegerField(required=False, widget=forms.HiddenInput)
     # Convenience fields for HTTP and SQL jobs; merged into properties.
-    url = forms.CharField(required=False, max_length=2000)
+    url = forms.CharField(required=False, max_length=2000, label=gettext_lazy("URL"))
     method = forms.CharField(required=False, max_length=10)
     headers = forms.CharField(required=False, widget=forms.Textarea)
     body = forms.CharField(required=False, widget=forms.Textarea, strip=False)
-    sql = forms.CharField(required=False, widget=forms.Textarea)
+    sql = forms.CharField(required=False, widget=forms.Textarea, label=gettext_lazy("SQL statement"))
+
+    # The console's page (templates/jobs/job_form.html) places each of these
+    # fields by name, in its sections. Every other field renders after them
+    # in the page's generic loop (unplaced_fields): notify_recovered, and a
+    # field added later until the page gives it a place of its own.
+    PLACED_FIELDS = frozenset(
+        {
+            "version",
+            "name",
+            "namespace",
+            "description",
+            "kind",
+            "handler",
+            "url",
+            "method",
+            "headers",
+            "body",
+            "sql",
+            "sql_write",
+            "properties",
+            "schedule_type",
+            "timezone",
+            "cron_expression",
+            "interval_seconds",
+            "misfire_policy",
+            "state",
+            "run_once",
+            "after",
+            "max_retries",
+            "retry_interval_seconds",
+            "timeout_seconds",
+            "alert_threshold",
+            "alert_emails",
+            "alert_channels",
+            "alert_on",
+            "late_after_seconds",
+            "long_running_seconds",
+        }
+    )
 
     class Meta:
         model = Job
         fields = Job.EDITABLE_FIELDS
+        labels = {
+            "name": gettext_lazy("Name"),
+            "description": gettext_lazy("Description"),
+            "namespace": gettext_lazy("Namespace"),
+            "cron_expression": gettext_lazy("Cron expression"),
+            "timezone": gettext_lazy("Timezone"),
+            "notify_recovered": gettext_lazy("Notify recovered"),
+            "state": gettext_lazy("State"),
+            "kind": gettext_lazy("Kind"),
+            "handler": gettext_lazy("Handler"),
+            "sql_write": gettext_lazy("Allow the statement to write"),
+            "schedule_type": gettext_lazy("Schedule"),
+            "interval_seconds": gettext_lazy("Every (seconds)"),
+            "misfire_policy": gettext_lazy("When a fire was missed"),
+            "run_once": gettext_lazy("Run once, then disable"),
+            "max_retries": gettext_lazy("Retries"),
+            "retry_interval_seconds": gettext_lazy("Retry after (seconds)"),
+            "timeout_seconds": gettext_lazy("Timeout (seconds)"),
+            "alert_threshold": gettext_lazy("Alert after this many failed fires in a row"),
+            "late_after_seconds": gettext_lazy("Late after (seconds)"),
+            "long_running_seconds": gettext_lazy("Long running after (seconds)"),
+        }
 
     def __init__(self, *args, user=None, workflow=None, **kwargs):
         self.user = user
@@ -172,6 +225,10 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
             super()._post_clean()
         finally:
             self.instance.__dict__.pop("validate_constraints", None)
+
+    def unplaced_fields(self) -> list:
+        """The bound fields the console's page shows in its generic loop."""
+        return [self[name] for name in self.fields if name not in self.PLACED_FIELDS]
 
     @staticmethod
     def handler_choices():

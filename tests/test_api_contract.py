@@ -5,8 +5,8 @@ can enforce."""
 
 import pytest
 
-from jobs.forms import MAX_PROPERTY_NAME_CHARS
 from jobs.models import Job
+from jobs.properties import MAX_PROPERTY_NAME_CHARS
 from jobs.text import VISIBLE_PATTERN
 from tests.fixtures.api import JOB, assert_error
 

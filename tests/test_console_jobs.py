@@ -1,11 +1,13 @@
 """The job list, the job form and the cron preview, through the HTTP interface."""
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 
 import pytest
 import time_machine
+from django.conf import settings as django_settings
 from django.urls import reverse
 from django.utils import timezone
 
@@ -137,6 +139,19 @@ def test_job_output_in_the_list_is_escaped(staff_client, make_job):
 
 
 # -- the form -------------------------------------------------------------------------
+
+
+def test_the_cron_editor_reads_its_aliases_and_day_names_from_the_cron_module(staff_client):
+    html = staff_client.get(reverse("jobs:job_create")).content.decode()
+    data = re.search(r'<script id="cron-names" type="application/json">(.*?)</script>', html).group(1)
+    script = (django_settings.BASE_DIR / "static" / "jobs" / "cron-editor.js").read_text()
+
+    assert json.loads(data) == cron.editor_names()
+    assert cron.editor_names()["aliases"] == cron.ALIASES
+    assert cron.editor_names()["days"] == ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
+    assert {"@every_minute", "@every_second"} <= set(cron.editor_names()["aliases"])
+    # No copy of its own in the script: neither an alias nor the day names.
+    assert not re.search(r'"@\w+"|"SUN"', script)
 
 
 def test_create_page_has_the_cron_editor_and_timezone_search(staff_client, settings):
@@ -537,3 +552,22 @@ def test_every_form_variant_renders_each_field_exactly_once(client, superuser, s
         assert not repeated, f"{variant}: named twice: {repeated}"
         missing = expected - {c[0] for c in controls}
         assert not missing, f"{variant}: not rendered: {sorted(missing)}"
+
+
+def test_the_job_form_carries_its_own_labels_for_every_door():
+    form = JobForm()
+
+    assert (form["sql"].label, form["interval_seconds"].label, form["notify_recovered"].label) == (
+        "SQL statement",
+        "Every (seconds)",
+        "Notify recovered",
+    )
+
+
+def test_the_page_places_by_name_exactly_the_fields_the_form_says_it_places(superuser):
+    template = (django_settings.BASE_DIR / "templates" / "jobs" / "job_form.html").read_text()
+    named = set(re.findall(r"\bform\.([a-z_]+)", template)) - {"errors", "non_field_errors"}
+    form = JobForm(user=superuser)
+
+    assert named == JobForm.PLACED_FIELDS
+    assert [field.name for field in form.unplaced_fields()] == ["notify_recovered"]

@@ -747,6 +747,32 @@ def test_cron_editor_question_mark_utc_weekday_hint_and_interval_floor(open_page
     assert page.js_errors == []
 
 
+def test_the_cron_editor_expands_every_alias_the_server_accepts(open_page, staff):
+    page = sign_in(open_page(), "/jobs/new/")
+    raw = page.locator("#id_cron_expression")
+    fields = page.locator("#cron-fields")
+
+    raw.fill("@every_minute")
+    expect(fields).not_to_have_class(re.compile(r"\bout-of-sync\b"))
+    expect(page.locator("select.cron-mode[data-field=second]")).to_have_value("specific")
+    expect(page.locator("input[data-field=second][data-part=values]")).to_have_value("0")
+    expect(page.locator("select.cron-mode[data-field=minute]")).to_have_value("every")
+    expect(page.locator("#cron-description")).to_be_visible()
+
+    raw.fill("@every_second")
+    expect(fields).not_to_have_class(re.compile(r"\bout-of-sync\b"))
+    expect(page.locator("select.cron-mode[data-field=second]")).to_have_value("every")
+
+    # A name an object has of its own is no alias.
+    raw.fill("constructor")
+    expect(fields).to_have_class(re.compile(r"\bout-of-sync\b"))
+    # The typed weekday's name comes from the same data.
+    page.select_option("select.cron-mode[data-field=dow]", "lastOf")
+    page.fill("input[data-field=dow][data-part=day]", "fri")
+    expect(page.locator(".cron-field[data-field=dow] output.day-name")).to_have_text("= Friday")
+    assert page.js_errors == []
+
+
 def test_the_skip_link_is_the_first_tab_stop_and_leads_to_the_content(open_page, staff):
     make_job(name="first-job")
     page = sign_in(open_page(), "/jobs/")

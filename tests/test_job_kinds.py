@@ -4,12 +4,13 @@ checked, which handler runs it and who may change it; the form and the
 services read it there."""
 
 import ast
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from jobs import kinds, refusals
-from jobs.engine.execution.pool import resolve_handler
+from jobs.engine.execution.pool import HandlerRef
 from jobs.forms import JobForm
 from jobs.handlers.command import CommandJobHandler
 from jobs.handlers.http import HttpJobHandler
@@ -35,11 +36,21 @@ def test_every_kind_has_one_row_saying_what_it_edits_and_who_may_change_it():
 )
 def test_a_kinds_row_names_the_handler_the_executor_runs(kind, handler):
     assert kinds.get(kind).handler_class("ignored") is handler
-    assert type(kinds.handler_for(kind, "ignored")) is type(resolve_handler(kind, "ignored")) is handler
+    assert type(HandlerRef(kind, "ignored")()) is handler
+    assert HandlerRef(kind, "ignored").module() is None
+
+
+def test_the_executor_runs_the_handler_its_kinds_row_names(monkeypatch):
+    # A row that named another handler changes what the executor runs: it
+    # has no mapping of its own.
+    row = dataclasses.replace(kinds.KINDS[K.HTTP], handler="jobs.handlers.sql.SqlJobHandler")
+    monkeypatch.setitem(kinds.KINDS, K.HTTP, row)
+
+    assert type(HandlerRef(K.HTTP, "ignored")()) is SqlJobHandler
 
 
 def test_a_python_job_runs_the_registered_handler_it_names():
-    assert type(kinds.handler_for(K.PYTHON, "demo.echo")) is type(resolve_handler("python", "demo.echo"))
+    assert type(HandlerRef(K.PYTHON, "demo.echo")()) is type(kinds.handler_for(K.PYTHON, "demo.echo"))
 
 
 def test_sql_and_command_kinds_follow_their_switches_and_a_stored_kind_stays_offered(settings):

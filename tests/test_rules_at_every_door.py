@@ -219,7 +219,7 @@ def test_a_command_run_asks_the_one_reader_of_demo_mode_whether_it_refuses_it(se
 def test_http_and_sql_fields_are_properties_in_the_api_and_left_out_of_the_console_bag(
     superuser_api, superuser, client, settings, tmp_path
 ):
-    """The form's own fields for HTTP and SQL jobs (jobs.forms.KIND_FIELDS)."""
+    """The form's own fields for HTTP and SQL jobs (jobs.kinds.KIND_FIELDS)."""
     import sqlite3
 
     target = tmp_path / "t.sqlite3"

@@ -22,7 +22,7 @@ from django.views.decorators.csrf import csrf_exempt
 from ninja.parser import Parser
 
 from jobs import access, cron, jsontext, refusals, text, tokens
-from jobs.forms import PROPERTY_FIELDS
+from jobs.kinds import PROPERTY_FIELDS
 from jobs.models import AuditEvent
 
 log = logging.getLogger(__name__)

@@ -285,11 +285,7 @@ class Recorder:
             if not touched:
                 return Recorded(runs=1)
             recorded = Recorded(runs=1, written=1)
-            retry = (
-                retry
-                and status in (Run.Status.FAILED, Run.Status.INTERRUPTED)
-                and run.attempt <= run.max_retries
-            )
+            retry = retry and status in Run.AUTO_RETRIED and run.attempt <= run.max_retries
             if retry:
                 recorded.queued_at = self.queue_retry(run, now).run_after
             if run.job_id is not None:
@@ -353,7 +349,7 @@ class Recorder:
             job.consecutive_failures = 0
             fields.append("consecutive_failures")
             succeeded = True
-        elif final and run.status in (Run.Status.FAILED, Run.Status.TIMED_OUT):
+        elif final and run.status in Run.COUNTED_FAILURES:
             job.consecutive_failures += 1
             fields.append("consecutive_failures")
             if job.state == Job.State.ENABLED and 0 < job.alert_threshold <= job.consecutive_failures:

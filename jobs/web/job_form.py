@@ -10,90 +10,20 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 
-from jobs import access, cron, refusals, services
+from jobs import access, cron, kinds, refusals, services
 from jobs.access import login_required
-from jobs.forms import KIND_FIELDS, PROPERTY_FIELDS, JobForm
+from jobs.forms import JobForm
 from jobs.handlers import registry
-from jobs.handlers.command import command_enabled
 from jobs.handlers.http import METHODS as HTTP_METHODS
-from jobs.handlers.sql import sql_enabled
 from jobs.i18n import cron_error_message, localized_preview
 from jobs.models import Job
 from jobs.web.common import done, partial_or_page, staff_required
 
-FORM_LABELS = {
-    "name": gettext_lazy("Name"),
-    "description": gettext_lazy("Description"),
-    "namespace": gettext_lazy("Namespace"),
-    "cron_expression": gettext_lazy("Cron expression"),
-    "timezone": gettext_lazy("Timezone"),
-    "notify_recovered": gettext_lazy("Notify recovered"),
-    "state": gettext_lazy("State"),
-    "kind": gettext_lazy("Kind"),
-    "handler": gettext_lazy("Handler"),
-    "url": gettext_lazy("URL"),
-    "sql": gettext_lazy("SQL statement"),
-    "sql_write": gettext_lazy("Allow the statement to write"),
-    "properties": gettext_lazy("Properties"),
-    "schedule_type": gettext_lazy("Schedule"),
-    "interval_seconds": gettext_lazy("Every (seconds)"),
-    "misfire_policy": gettext_lazy("When a fire was missed"),
-    "run_once": gettext_lazy("Run once, then disable"),
-    "max_retries": gettext_lazy("Retries"),
-    "retry_interval_seconds": gettext_lazy("Retry after (seconds)"),
-    "timeout_seconds": gettext_lazy("Timeout (seconds)"),
-    "alert_threshold": gettext_lazy("Alert after this many failed fires in a row"),
-    "alert_emails": gettext_lazy("Alert emails"),
-    "alert_channels": gettext_lazy("Alert channels"),
-    "alert_on": gettext_lazy("Alert on"),
-    "late_after_seconds": gettext_lazy("Late after (seconds)"),
-    "long_running_seconds": gettext_lazy("Long running after (seconds)"),
-}
-
-
-PLACED_FIELDS = {
-    "version",
-    "name",
-    "namespace",
-    "description",
-    "kind",
-    "handler",
-    "url",
-    "method",
-    "headers",
-    "body",
-    "sql",
-    "sql_write",
-    "properties",
-    "schedule_type",
-    "timezone",
-    "cron_expression",
-    "interval_seconds",
-    "misfire_policy",
-    "state",
-    "run_once",
-    "after",
-    "max_retries",
-    "retry_interval_seconds",
-    "timeout_seconds",
-    "alert_threshold",
-    "alert_emails",
-    "alert_channels",
-    "alert_on",
-    "late_after_seconds",
-    "long_running_seconds",
-}
-
 
 def _job_form(data=None, *, job: Job | None, user, initial=None) -> JobForm:
-    """The console's JobForm, its labels set before anything reads them: a
-    bound form caches each field's label when it validates, so labels set
-    later would show only on the blank form, not after a failed save."""
+    """The console's JobForm, with the interval's lower bound for the browser."""
     form = JobForm(data, instance=job, user=user, initial=initial)
-    for name, label in FORM_LABELS.items():
-        form.fields[name].label = label
     form.fields["interval_seconds"].widget.attrs.update(
         {"min": cron.MIN_INTERVAL_SECONDS, "data-min-code": cron.INTERVAL_TOO_SHORT}
     )
@@ -124,13 +54,7 @@ def _cron_error(form: JobForm) -> dict | None:
 
 
 def _form_context(form: JobForm, job: Job | None) -> dict:
-    kinds = Job.Kind.choices
-    if not sql_enabled() and not (job and job.kind == Job.Kind.SQL):
-        kinds = [choice for choice in kinds if choice[0] != Job.Kind.SQL]
-        form.fields["kind"].choices = kinds
-    if not command_enabled() and not (job and job.kind == Job.Kind.COMMAND):
-        kinds = [choice for choice in kinds if choice[0] != Job.Kind.COMMAND]
-        form.fields["kind"].choices = kinds
+    form.fields["kind"].choices = kinds.offered_choices(job.kind if job else None)
     form.fields["properties"].widget.attrs.update({"data-property-bag": "", "rows": 4})
     form.fields["timezone"].widget.attrs.update({"list": "timezone-names", "autocomplete": "off"})
     form.fields["description"].widget.attrs.update({"rows": 2})
@@ -156,17 +80,16 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
         "handlers": registry.available(),
         "http_methods": HTTP_METHODS,
         "timezones": cron.known_zones(),
-        "sql_enabled": sql_enabled(),
-        # Fields the template does not place by name (added by another area
-        # of the app later) still show up, at the end.
-        "other_fields": [form[name] for name in form.fields if name not in PLACED_FIELDS],
+        "cron_names": cron.editor_names(),
+        "sql_enabled": kinds.get(Job.Kind.SQL).enabled(),
+        "other_fields": form.unplaced_fields(),
     }
 
 
 def _handler_properties(job: Job) -> dict:
     """The property bag without the keys the HTTP/SQL fields edit, so a key is
     never shown (and edited) twice."""
-    own = KIND_FIELDS.get(job.kind, ())
+    own = kinds.get(job.kind).fields
     return {k: v for k, v in (job.properties or {}).items() if k not in own}
 
 
@@ -216,7 +139,7 @@ def job_clone(request, job_id):
         name=services.clone_name(job.name),
         state=Job.State.PAUSED,
         properties=_handler_properties(job),
-        **{name: (job.properties or {}).get(name, "") for name in PROPERTY_FIELDS},
+        **{name: (job.properties or {}).get(name, "") for name in kinds.PROPERTY_FIELDS},
     )
     form = _job_form(job=None, user=request.user, initial=initial)
     return render(request, "jobs/job_form.html", {**_form_context(form, None), "cloned_from": job})

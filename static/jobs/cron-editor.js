@@ -27,15 +27,17 @@
     },
   ];
 
-  const ALIASES = {
-    "@yearly": "0 0 0 1 1 *",
-    "@annually": "0 0 0 1 1 *",
-    "@monthly": "0 0 0 1 * *",
-    "@weekly": "0 0 0 * * 0",
-    "@daily": "0 0 0 * * *",
-    "@midnight": "0 0 0 * * *",
-    "@hourly": "0 0 * * * *",
-  };
+  // The aliases and the day-of-week names are jobs/cron.py's, which the page
+  // renders as JSON (#cron-names, cron.editor_names): the editor expands
+  // what the server accepts, and keeps no copy of its own.
+  let cronNames = null;
+  function names() {
+    if (!cronNames) {
+      const data = document.getElementById("cron-names");
+      cronNames = data ? JSON.parse(data.textContent) : { aliases: {}, days: [] };
+    }
+    return cronNames;
+  }
 
   // mode → [label, [[part, label, placeholder], …]]
   const MODES = {
@@ -57,13 +59,12 @@
     gettext("Sunday"), gettext("Monday"), gettext("Tuesday"), gettext("Wednesday"),
     gettext("Thursday"), gettext("Friday"), gettext("Saturday"), gettext("Sunday"),
   ];
-  const DAY_ABBR = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 
   // A day-of-week value ("1", "mon") → its name, or "" when it is not one.
   function dayName(value) {
     const text = String(value || "").trim().toUpperCase();
     if (/^\d+$/.test(text)) return Number(text) <= 7 ? DAY_NAMES[Number(text)] : "";
-    const index = DAY_ABBR.indexOf(text);
+    const index = names().days.indexOf(text);
     return index >= 0 ? DAY_NAMES[index] : "";
   }
 
@@ -141,7 +142,8 @@
   // The raw text → six tokens, or null when it is not six fields (yet).
   function splitExpression(text) {
     let value = text.trim();
-    if (ALIASES[value.toLowerCase()]) value = ALIASES[value.toLowerCase()];
+    const aliases = names().aliases;
+    if (Object.prototype.hasOwnProperty.call(aliases, value.toLowerCase())) value = aliases[value.toLowerCase()];
     const tokens = value.split(/\s+/).filter(Boolean);
     if (tokens.length === 5) tokens.unshift("0");
     return tokens.length === 6 ? tokens : null;

@@ -10,13 +10,8 @@ from pydantic import BeforeValidator, StrictBool, StrictFloat, StrictInt, Strict
 from pydantic_core import PydanticCustomError
 
 from jobs import cron
-from jobs.forms import (
-    EARLIEST_INSTANT,
-    LATEST_INSTANT,
-    MAX_PROPERTIES,
-    MAX_PROPERTY_CHARS,
-    MAX_PROPERTY_NAME_CHARS,
-)
+from jobs.forms import EARLIEST_INSTANT, LATEST_INSTANT
+from jobs.properties import MAX_PROPERTIES, MAX_PROPERTY_CHARS, MAX_PROPERTY_NAME_CHARS
 from jobs.serializers import JOB_PAGE_DEFAULT, JOB_PAGE_MAX, PAGE_MAX_CHARS
 from jobs.text import NO_NUL_PATTERN, VISIBLE_PATTERN
 

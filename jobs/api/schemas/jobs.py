@@ -34,11 +34,11 @@ from jobs.forms import (
     MAX_ALERT_THRESHOLD,
     MAX_DESCRIPTION_CHARS,
     MAX_RETRIES,
-    MAX_UPSTREAMS,
     NAMESPACE_RE,
     check_interval,
 )
 from jobs.text import NO_NUL_PATTERN, VISIBLE_PATTERN
+from jobs.workflows import MAX_UPSTREAMS
 
 NAME_CHARS = max_length_of(models.Job, "name")
 Name = Annotated[StrictStr, stated(minLength=1, maxLength=NAME_CHARS, pattern=VISIBLE_PATTERN)]

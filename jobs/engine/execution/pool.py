@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from jobs import kinds
 from jobs.core.logbuffer import Chunk
 from jobs.handlers import registry
 from jobs.handlers.base import HandlerError, JobContext, JobHandler
@@ -81,12 +82,12 @@ class HandlerRef:
     name: str = ""
 
     def __call__(self) -> JobHandler:
-        return resolve_handler(self.kind, self.name)
+        return kinds.handler_for(self.kind, self.name)
 
     def module(self) -> str | None:
         """The module that registered a python handler here (a child process
         imports it before looking the name up); None if it is not registered."""
-        if self.kind in ("http", "sql", "command") or not registry.is_registered(self.name):
+        if kinds.get(self.kind).handler or not registry.is_registered(self.name):
             return None
         return registry.get(self.name).__module__
 
@@ -181,20 +182,3 @@ def run_handler(
     except BaseException as exc:
         detail = traceback.format_exc()[-TRACEBACK_CHARS:]
         return Outcome(ctx.run_id, "failed", error=f"{type(exc).__name__}: {exc}\n\n{detail}")
-
-
-def resolve_handler(kind: str, name: str) -> JobHandler:
-    """The handler instance for a job's kind (and, for python, its registered name)."""
-    if kind == "http":
-        from jobs.handlers.http import HttpJobHandler
-
-        return HttpJobHandler()
-    if kind == "sql":
-        from jobs.handlers.sql import SqlJobHandler
-
-        return SqlJobHandler()
-    if kind == "command":
-        from jobs.handlers.command import CommandJobHandler
-
-        return CommandJobHandler()
-    return registry.get(name)()
