@@ -15,11 +15,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 from jobs import access, links, services, tokens
 from jobs.access import login_required
 from jobs.checks import stored_refusals
-from jobs.forms import SettingsForm, TokenForm
 from jobs.handlers.sql import role_warnings
 from jobs.models import Message
 from jobs.web.alerts import channel_rows
 from jobs.web.common import done, partial_or_page
+from jobs.web.forms import SettingsForm, TokenForm
 
 
 @login_required

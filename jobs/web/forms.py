@@ -1,0 +1,49 @@
+"""The console's own forms: a new API token's name (the profile page) and
+the config centre's keys (the settings page). A job's form is the domain's
+(jobs.forms), shared by every door."""
+
+from django import forms
+from django.db import transaction
+
+from jobs.config import SPECS, get_setting, set_setting
+from jobs.formfields import StorableTextMixin
+
+
+class TokenForm(StorableTextMixin, forms.Form):
+    """A new API token's name (the profile page)."""
+
+    name = forms.CharField(max_length=100, required=False)
+
+
+class SettingField(forms.Field):
+    """One config-centre key, validated by its spec in jobs.config."""
+
+    def __init__(self, spec, **kwargs):
+        self.spec = spec
+        if spec.multiline:
+            kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 3}))
+        super().__init__(label=spec.label, help_text=spec.help_text, **kwargs)
+
+    def to_python(self, value):
+        return self.spec.clean(value)
+
+    def prepare_value(self, value):
+        if self.spec.show is not None and isinstance(value, (list, tuple)):
+            return self.spec.show(value)
+        if isinstance(value, (list, tuple)):
+            return ", ".join(str(item) for item in value)
+        return value
+
+
+class SettingsForm(StorableTextMixin, forms.Form):
+    """Every key of the config centre; saves only when all of them are valid."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for key, spec in SPECS.items():
+            self.fields[key] = SettingField(spec, required=False, initial=get_setting(key))
+
+    def save(self, *, user=None) -> None:
+        with transaction.atomic():
+            for key, value in self.cleaned_data.items():
+                set_setting(key, value, user=user)
