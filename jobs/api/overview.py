@@ -40,7 +40,7 @@ def list_runs(request, filters: Query[AllRunFilters]):
     response={200: Dashboard, 401: Error},
 )
 def dashboard(request):
-    """The console dashboard's figures (jobs.overview.dashboard_figures)."""
+    """The console dashboard's figures."""
     figures = dashboard_figures(request.user, now=timezone.now())
     return JsonResponse(
         {
