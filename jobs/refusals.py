@@ -149,6 +149,7 @@ _DEMO_JOB_ACTIONS = {
     "create or edit": gettext_noop("creating or editing {kinds} jobs"),
     "resume": gettext_noop("resuming {kinds} jobs"),
     "re-enable": gettext_noop("re-enabling {kinds} jobs"),
+    "override the properties of": gettext_noop("overriding the properties of {kinds} jobs"),
 }
 
 
@@ -165,8 +166,7 @@ def check_job_change(*, kinds: Iterable[str | None], user, action: str, runs: bo
     guarded = [kind for kind in GUARDED_KINDS if kind in kinds]
     if runs and guarded and demo.is_on():
         label = _(" and ").join(kind.upper() for kind in guarded)
-        words = _(_DEMO_JOB_ACTIONS.get(action, "{kinds} jobs: " + action))
-        raise DemoModeError(demo.disabled(words.format(kinds=label)))
+        raise DemoModeError(demo.disabled(_(_DEMO_JOB_ACTIONS[action]).format(kinds=label)))
     restricted = [kind for kind in SUPERUSER_KINDS if kind in kinds]
     if restricted and user is not None and not getattr(user, "is_superuser", False):
         label = _(" and ").join("SQL" if kind == Job.Kind.SQL else kind for kind in restricted)

@@ -73,11 +73,12 @@ def test_the_service_refuses_a_channel_change_the_form_did_not_see(make_job, dem
     assert Job.objects.get(pk=job.pk).alert_channels == []
 
 
-def test_send_test_channel_is_refused_and_sends_nothing(staff_client, demo, monkeypatch):
+@pytest.mark.parametrize("index", ["0", "", "²"])
+def test_send_test_channel_is_refused_and_sends_nothing(staff_client, demo, monkeypatch, index):
     set_setting("sys.job.alertChannels", [HOOK])
     sent = []
     monkeypatch.setattr(channels, "send", lambda *args, **kwargs: sent.append(args))
-    response = staff_client.post(reverse("jobs:send_test_channel"), {"index": 0})
+    response = staff_client.post(reverse("jobs:send_test_channel"), {"index": index})
     assert response.status_code == 200
     assert "Sending a test message is disabled in demo mode." in response.content.decode()
     assert sent == []

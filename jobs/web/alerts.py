@@ -76,8 +76,11 @@ def send_test_channel(request):
     try:
         refusals.check_demo_mode("sending a test message")
     except refusals.DemoModeError as exc:
-        index = request.POST.get("index", "")
-        refused = {"ok": False, "error": str(exc), "index": int(index) if index.isdigit() else None}
+        refused = {"ok": False, "error": str(exc)}
+        try:
+            refused["index"] = int(request.POST.get("index", ""))
+        except ValueError:
+            pass
         return render(request, "jobs/_test_channel.html", {"test_channel": refused, "job": None})
     if request.POST.get("job"):
         try:
