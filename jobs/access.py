@@ -23,6 +23,11 @@ def can_edit(user) -> bool:
     return can_view(user) and (user.is_staff or user.is_superuser)
 
 
+def can_see_audit(user) -> bool:
+    """The audit page across all jobs, settings and sign-ins: staff."""
+    return can_edit(user)
+
+
 def jobs_in_namespace(namespace: str | None):
     """Live jobs, limited to one namespace unless `namespace` is None. For
     trusted callers (JobScope, commands); people go through visible_jobs."""

@@ -6,7 +6,16 @@ class JobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from jobs import checks  # noqa: F401  (registers them)
+        from django.contrib.auth import signals
+
+        from jobs import (
+            audit,
+            checks,  # noqa: F401  (registers them)
+        )
         from jobs.handlers import registry
 
         registry.autodiscover()
+        signals.user_logged_in.connect(audit.record_sign_in, dispatch_uid="jobs.audit.sign_in")
+        signals.user_login_failed.connect(
+            audit.record_failed_sign_in, dispatch_uid="jobs.audit.sign_in_failed"
+        )

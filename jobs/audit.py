@@ -1,9 +1,25 @@
-"""The audit trail: one row per change a person or program makes to a job."""
+"""The audit trail: one row per change a person or program makes to a job,
+to the settings or to the global alert channels, and one per sign-in (or
+failed attempt). Never holds a secret: channel URLs are masked, and a
+sign-in row holds the name typed, never the password."""
 
 from jobs import channels
 from jobs.models import AuditEvent, Job
+from jobs.text import storable
 
 AUDITED_FIELDS = Job.EDITABLE_FIELDS
+
+# The config centre's key whose changes are the global alert channels'.
+CHANNELS_SETTING = "sys.job.alertChannels"
+
+# Authentication backends that check a password Cronboard stores: a sign-in
+# through any other (remote user, OIDC, SAML, …) is recorded as via SSO.
+LOCAL_BACKENDS = frozenset(
+    {
+        "django.contrib.auth.backends.ModelBackend",
+        "django.contrib.auth.backends.AllowAllUsersModelBackend",
+    }
+)
 
 
 def snapshot(job: Job) -> dict:
@@ -21,15 +37,65 @@ def diff(before: dict | None, after: dict) -> dict:
 
 
 def record(
-    *, job: Job, action: str, user=None, via: str = AuditEvent.Via.CONSOLE, changes: dict | None = None
+    *,
+    job: Job | None = None,
+    action: str,
+    user=None,
+    via: str = AuditEvent.Via.CONSOLE,
+    changes: dict | None = None,
+    subject: str = AuditEvent.Subject.JOB,
+    username: str = "",
 ) -> AuditEvent:
+    """One row. `job` for a change to a job; else `subject` says what
+    changed. `username`: the name typed when there is no such user (a
+    failed sign-in)."""
     real_user = user if getattr(user, "pk", None) else None
+    name_field = AuditEvent._meta.get_field("username").max_length
     return AuditEvent.objects.create(
         job=job,
-        job_name=job.name,
+        job_name=job.name if job is not None else "",
+        subject=AuditEvent.Subject.JOB if job is not None else subject,
         user=real_user,
-        username=real_user.get_username() if real_user else "",
+        username=(real_user.get_username() if real_user else username)[:name_field],
         action=action,
         via=via,
         changes=changes or {},
+    )
+
+
+def record_settings(*, changes: dict, user=None, via: str = AuditEvent.Via.CONSOLE) -> None:
+    """Rows for a save of the config centre: `changes` is {key: [old, new]}
+    of the keys whose values changed. The global alert channels get a row of
+    their own, masked; the other keys share one."""
+    changes = dict(changes)
+    if CHANNELS_SETTING in changes:
+        old, new = changes.pop(CHANNELS_SETTING)
+        record(
+            action="change",
+            subject=AuditEvent.Subject.CHANNELS,
+            user=user,
+            via=via,
+            changes={CHANNELS_SETTING: [channels.masked_list(old or []), channels.masked_list(new or [])]},
+        )
+    if changes:
+        record(action="change", subject=AuditEvent.Subject.SETTINGS, user=user, via=via, changes=changes)
+
+
+def record_sign_in(sender, request, user, **kwargs) -> None:
+    """Django's user_logged_in: a row per sign-in, via SSO when a backend
+    other than Cronboard's own passwords let the user in."""
+    backend = getattr(user, "backend", None) or ""
+    via = AuditEvent.Via.CONSOLE if not backend or backend in LOCAL_BACKENDS else AuditEvent.Via.SSO
+    record(action="sign-in", subject=AuditEvent.Subject.SIGN_IN, user=user, via=via)
+
+
+def record_failed_sign_in(sender, credentials, request=None, **kwargs) -> None:
+    """Django's user_login_failed: a row with the name typed. `credentials`
+    come with the password already replaced by Django; only the user name
+    is read from them."""
+    typed = credentials.get("username") if isinstance(credentials, dict) else None
+    record(
+        action="sign-in-failed",
+        subject=AuditEvent.Subject.SIGN_IN,
+        username=storable(typed) if isinstance(typed, str) else "",
     )

@@ -370,6 +370,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         self._clean_schedule(data)
         self._clean_handler(data)
         self._clean_after(data)
+        self._demo_mode_refusal(data)
         long_running, timeout = data.get("long_running_seconds"), data.get("timeout_seconds")
         if long_running is not None and timeout is not None and long_running >= timeout:
             self.add_error(
@@ -432,6 +433,19 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
         )
         if error is not None:
             self.add_error("after", error)
+
+    def _demo_mode_refusal(self, data):
+        """What demo mode refuses in the fields (refusals.check_demo_job_fields),
+        as an error on the field that asked for it; services.save_job asks again."""
+        if any(name in self.errors for name in refusals.DEMO_JOB_FIELDS):
+            return
+        try:
+            refusals.check_demo_job_fields(
+                before=refusals.demo_job_fields(self.instance) if self.instance.pk else None,
+                after={name: data.get(name) for name in refusals.DEMO_JOB_FIELDS},
+            )
+        except refusals.DemoModeError as exc:
+            self.add_error(exc.field, ValidationError(str(exc), code="demo_mode"))
 
     def _job_change_refusal(self, kind) -> bool:
         """Ask refusals.check_job_change (the one place for demo mode and

@@ -125,9 +125,15 @@ def plan(specs: list[dict], *, user=None) -> list[Planned]:
     return out
 
 
-def apply(specs: list[dict], *, user=None, via: str = AuditEvent.Via.CLI) -> tuple[int, int, int]:
+def apply(specs: list[dict], *, user=None, via: str = AuditEvent.Via.IMPORT) -> tuple[int, int, int]:
     """Upsert every spec or none: ImportFailed lists the problems. Returns
-    (created, updated, unchanged); an unchanged job is not written at all."""
+    (created, updated, unchanged); an unchanged job is not written at all.
+    A person's import (`user` given: the console) is refused in demo mode
+    (DemoModeError); `manage.py jobs import` (no user) is the operator's,
+    who seeds the demo with it, and each job still meets demo mode's rules
+    for jobs (services.save_job)."""
+    if user is not None:
+        refusals.check_demo_mode("importing jobs")
     created = updated = unchanged = 0
     with transaction.atomic():
         planned = plan(specs, user=user)

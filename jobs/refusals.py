@@ -11,6 +11,7 @@ from django.db import OperationalError
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, gettext_noop
 
+from jobs import channels, cron
 from jobs.core import demo
 from jobs.kinds import GUARDED_KINDS, SUPERUSER_KINDS
 from jobs.models import Job
@@ -51,7 +52,12 @@ class ServiceError(Exception):
 
 
 class DemoModeError(ServiceError):
-    """DEMO_MODE is on and the action would run something."""
+    """DEMO_MODE is on and the action would run something or reach outside
+    the demo. `field`: the job field that asked for it, when one did."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
 
 
 class JobCrashed(ServiceError):
@@ -88,10 +94,62 @@ def check_demo_mode(action: str) -> None:
         raise DemoModeError(message)
 
 
-_PARTICIPLES = {
-    "create or edit": gettext_noop("created or edited"),
-    "resume": gettext_noop("resumed"),
-    "re-enable": gettext_noop("re-enabled"),
+def fires_more_than_once_a_minute(*, schedule_type: str, cron_expression: str, interval_seconds) -> bool:
+    """Whether a schedule may fire twice within one minute: an interval
+    under demo.MIN_PERIOD_SECONDS, or a cron expression with more than one
+    value in its seconds field. An invalid schedule answers False: the job
+    form reports it."""
+    if schedule_type == Job.ScheduleType.INTERVAL:
+        return isinstance(interval_seconds, int) and interval_seconds < demo.MIN_PERIOD_SECONDS
+    if schedule_type == Job.ScheduleType.CRON and cron_expression:
+        try:
+            return len(cron.parse(cron_expression).seconds) > 1
+        except cron.CronError:
+            return False
+    return False
+
+
+# The job fields check_demo_job_fields reads.
+DEMO_JOB_FIELDS = ("alert_channels", "state", "schedule_type", "cron_expression", "interval_seconds")
+
+
+def demo_job_fields(job: Job) -> dict:
+    return {name: getattr(job, name) for name in DEMO_JOB_FIELDS}
+
+
+def check_demo_job_fields(*, before: dict | None, after: dict) -> None:
+    """What demo mode refuses in a job's fields whatever its kind, at every
+    door (the job form asks, and services.save_job again): a change of its
+    alert channels (each alert would reach a URL of the editor's choosing),
+    a paused job set to enabled (a resume), and a new or changed schedule
+    that fires more than once a minute. `before`: the stored job's fields
+    (None for a new job); `after`: the fields to be saved. Raises
+    DemoModeError naming the field."""
+    if not demo.is_on():
+        return
+    before = before or {}
+    if channels.plain_list(before.get("alert_channels") or []) != channels.plain_list(
+        after.get("alert_channels") or []
+    ):
+        raise DemoModeError(demo.refusal("changing alert channels"), field="alert_channels")
+    if before.get("state") == Job.State.PAUSED and after.get("state") == Job.State.ENABLED:
+        raise DemoModeError(demo.refusal("resuming a paused job"), field="state")
+    schedule = {name: after.get(name) for name in ("schedule_type", "cron_expression", "interval_seconds")}
+    changed = any(before.get(name) != value for name, value in schedule.items())
+    if changed and fires_more_than_once_a_minute(**schedule):
+        field = (
+            "interval_seconds"
+            if schedule["schedule_type"] == Job.ScheduleType.INTERVAL
+            else "cron_expression"
+        )
+        raise DemoModeError(demo.refusal("a schedule faster than once a minute"), field=field)
+
+
+_DEMO_JOB_ACTIONS = {
+    "create or edit": gettext_noop("creating or editing {kinds} jobs"),
+    "resume": gettext_noop("resuming {kinds} jobs"),
+    "re-enable": gettext_noop("re-enabling {kinds} jobs"),
+    "override the properties of": gettext_noop("overriding the properties of {kinds} jobs"),
 }
 
 
@@ -108,11 +166,7 @@ def check_job_change(*, kinds: Iterable[str | None], user, action: str, runs: bo
     guarded = [kind for kind in GUARDED_KINDS if kind in kinds]
     if runs and guarded and demo.is_on():
         label = _(" and ").join(kind.upper() for kind in guarded)
-        raise DemoModeError(
-            _("Demo mode: {kinds} jobs cannot be {done}.").format(
-                kinds=label, done=_(_PARTICIPLES.get(action, action))
-            )
-        )
+        raise DemoModeError(demo.disabled(_(_DEMO_JOB_ACTIONS[action]).format(kinds=label)))
     restricted = [kind for kind in SUPERUSER_KINDS if kind in kinds]
     if restricted and user is not None and not getattr(user, "is_superuser", False):
         label = _(" and ").join("SQL" if kind == Job.Kind.SQL else kind for kind in restricted)

@@ -14,7 +14,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobs import audit, workflows
+from jobs import audit, channels, config, workflows
 from jobs.core.dbclock import write_time
 from jobs.core.wakeup import wake_schedulers
 from jobs.models import (
@@ -35,8 +35,10 @@ from jobs.refusals import (
     SaveBusy,
     ServiceError,
     StaleJobError,
+    check_demo_job_fields,
     check_demo_mode,
     check_job_change,
+    demo_job_fields,
     is_lock_conflict,
 )
 
@@ -119,6 +121,7 @@ def _save_job_if_changed(*, job, user, via, expected_version, workflow, now) -> 
             user=user,
             action="create or edit",
         )
+        check_demo_job_fields(before=demo_job_fields(stored) if stored else None, after=demo_job_fields(job))
         before = None if creating else audit.snapshot(stored)
         changes = audit.diff(before, audit.snapshot(job))
         if not creating and not changes:
@@ -273,6 +276,8 @@ def resume_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: d
     computed from now and its failure count starts over."""
     now = write_time(now)
     _require_live(job)
+    if job.state == Job.State.PAUSED:
+        check_demo_mode("resuming a paused job")
     check_job_change(
         kinds=[job.kind], user=user, action="re-enable" if job.state == Job.State.CRASHED else "resume"
     )
@@ -315,6 +320,27 @@ def delete_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: d
     job.refresh_from_db()
     wake_schedulers()
     return job
+
+
+def save_settings(*, values: dict, user=None, via: str = AuditEvent.Via.CONSOLE) -> dict:
+    """Store the config centre's values (each validated by jobs.config, all
+    or none) and audit what changed (audit.record_settings: the global alert
+    channels masked, in a row of their own). Refused in demo mode. Returns
+    {key: [old, new]} of the changed keys."""
+    check_demo_mode("changing settings")
+    changes = {}
+    with transaction.atomic():
+        for key, value in values.items():
+            old = config.get_setting(key)
+            new = config.set_setting(key, value, user=user)
+            if key == audit.CHANNELS_SETTING:
+                changed = channels.plain_list(old or []) != channels.plain_list(new or [])
+            else:
+                changed = old != new
+            if changed:
+                changes[key] = [old, new]
+        audit.record_settings(changes=changes, user=user, via=via)
+    return changes
 
 
 def mark_messages_read(*, user, message_id: int | None = None, now: datetime | None = None) -> int:

@@ -185,7 +185,7 @@ def test_command_jobs_are_off_by_default_and_blocked_in_demo_mode(superuser_api,
     demo = superuser_api.post("/api/jobs", CMD_JOB)
     assert demo.status_code == 403 and demo.json()["code"] == "demo_mode"
     assert not Job.objects.filter(name="backup").exists()
-    with pytest.raises(HandlerError, match="Demo mode"):
+    with pytest.raises(HandlerError, match="disabled in demo mode"):
         CommandJobHandler().run(make_ctx({"command": "/bin/echo hi"}))
 
 

@@ -328,13 +328,13 @@ def test_demo_mode_blocks_http_jobs_and_run_now_but_not_python_jobs(staff_client
         reverse("jobs:job_create"), job_data(name="hook", kind="http", url="https://10.0.0.1/x")
     )
     assert response.status_code == 200
-    assert "Demo mode: HTTP jobs cannot be created or edited." in response.content.decode()
+    assert "Creating or editing HTTP jobs is disabled in demo mode." in response.content.decode()
     assert not Job.objects.filter(name="hook").exists()
 
     staff_client.post(reverse("jobs:job_create"), job_data())
     job = Job.objects.get(name="report")
     response = staff_client.post(reverse("jobs:job_run_now", args=[job.pk]), follow=True)
-    assert "Demo mode: run now is turned off on this server." in response.content.decode()
+    assert "Run now is disabled in demo mode." in response.content.decode()
     assert not job.runs.exists()
 
 

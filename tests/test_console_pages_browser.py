@@ -190,6 +190,8 @@ def console_urls(billing, runs) -> list[str]:
         "/jobs/",
         "/jobs/import/",
         "/settings/",
+        "/audit/",
+        "/audit/?via=console&since=yesterday",  # with a filter that cannot be read
         "/messages/",
         "/alerts/",
         "/cluster/",

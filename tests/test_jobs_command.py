@@ -69,7 +69,7 @@ def test_import_creates_a_job_with_every_field(tmp_path):
         ["ops@example.com"],
     )
     assert job.next_fire_at is not None
-    assert AuditEvent.objects.get(job=job).via == "cli"
+    assert AuditEvent.objects.get(job=job).via == "import"
 
 
 def test_export_then_import_round_trips(tmp_path):

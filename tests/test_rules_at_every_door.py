@@ -176,7 +176,7 @@ def test_demo_mode_refuses_in_one_voice(settings, staff_api, make_job):
     for answer in answers:
         assert answer.status_code == 403
         assert answer.json()["code"] == "demo_mode"
-        assert answer.json()["message"].startswith("Demo mode: ")
+        assert answer.json()["message"].endswith(" is disabled in demo mode.")
     assert not Job.objects.filter(name="hook").exists()
 
 
@@ -208,9 +208,7 @@ def test_a_command_run_asks_the_one_reader_of_demo_mode_whether_it_refuses_it(se
 
     settings.JOBS_COMMAND_ENABLED = True
     settings.DEMO_MODE = True
-    with pytest.raises(
-        HandlerError, match=r"^Demo mode: running command jobs is turned off on this server\.$"
-    ):
+    with pytest.raises(HandlerError, match=r"^Running command jobs is disabled in demo mode\.$"):
         CommandJobHandler().run(make_ctx({"command": "/bin/echo hi"}))
     monkeypatch.setattr(demo, "is_on", lambda: False)
     assert CommandJobHandler().run(make_ctx({"command": "/bin/echo hi"})) == "exit status 0"

@@ -4,8 +4,13 @@ request. Read here and nowhere else; `refusals.check_demo_mode` and
 refuses to start a program, and the pages say it is on."""
 
 from django.conf import settings
+from django.utils.text import capfirst
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
+
+# The most often a schedule saved in demo mode may fire: a job firing every
+# second fills the demo's history and the scheduler's time for every visitor.
+MIN_PERIOD_SECONDS = 60
 
 
 def is_on() -> bool:
@@ -22,6 +27,14 @@ ACTION_WORDS = {
     "pause": gettext_noop("pause"),
     "delete": gettext_noop("delete"),
     "override the properties of": gettext_noop("override the properties of"),
+    "running command jobs": gettext_noop("running command jobs"),
+    "changing settings": gettext_noop("changing settings"),
+    "changing alert channels": gettext_noop("changing alert channels"),
+    "sending a test email": gettext_noop("sending a test email"),
+    "sending a test message": gettext_noop("sending a test message"),
+    "importing jobs": gettext_noop("importing jobs"),
+    "resuming a paused job": gettext_noop("resuming a paused job"),
+    "a schedule faster than once a minute": gettext_noop("a schedule faster than once a minute"),
 }
 
 
@@ -29,6 +42,9 @@ def refusal(action: str) -> str | None:
     """Why `action` is refused in demo mode, None when it is off."""
     if not is_on():
         return None
-    return _("Demo mode: {action} is turned off on this server.").format(
-        action=_(ACTION_WORDS.get(action, action))
-    )
+    return disabled(_(ACTION_WORDS.get(action, action)))
+
+
+def disabled(action: str) -> str:
+    """Every demo-mode refusal's one sentence, for a translated `action`."""
+    return _("{action} is disabled in demo mode.").format(action=capfirst(action))

@@ -67,19 +67,30 @@ class LeadershipChange(models.Model):
 
 
 class AuditEvent(ChoiceLabels, models.Model):
-    """Who did what to a job, when, and through which door. Kept when the
-    user or the job is deleted (the names are copied)."""
+    """Who did what, when, and through which door: to a job (`job`), or to
+    what belongs to no job (`subject`: the settings, the global alert
+    channels, a sign-in). Kept when the user or the job is deleted (the
+    names are copied)."""
 
     class Via(models.TextChoices):
         CONSOLE = "console", _("Console")
         API = "api", _("API")
         CLI = "cli", _("Command line")
+        IMPORT = "import", _("Import")
+        SSO = "sso", _("SSO sign-in")
         SYSTEM = "system", _("System")
+
+    class Subject(models.TextChoices):
+        JOB = "job", _("Job")
+        SETTINGS = "settings", _("Settings")
+        CHANNELS = "channels", _("Alert channels")
+        SIGN_IN = "sign-in", _("Sign-in")
 
     job = models.ForeignKey(
         Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
     )
-    job_name = models.CharField(max_length=200)
+    job_name = models.CharField(max_length=200, blank=True)
+    subject = models.CharField(max_length=10, choices=Subject.choices, default=Subject.JOB)
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -91,9 +102,13 @@ class AuditEvent(ChoiceLabels, models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["job", "-created_at"], name="audit_job_idx")]
+        indexes = [
+            models.Index(fields=["job", "-created_at"], name="audit_job_idx"),
+            # The audit page's keyset pages across all rows (jobs.web.audit).
+            models.Index(fields=["-created_at", "-id"], name="audit_created_idx"),
+        ]
 
-    # The actions jobs.services records, as the job page's trail words them.
+    # The actions recorded (jobs.services, jobs.audit), as the trails word them.
     ACTION_LABELS = {
         "create": _("create"),
         "edit": _("edit"),
@@ -103,10 +118,13 @@ class AuditEvent(ChoiceLabels, models.Model):
         "delete": _("delete"),
         "run-now": _("run now"),
         "cancel-run": _("cancel run"),
+        "change": _("change"),
+        "sign-in": _("sign in"),
+        "sign-in-failed": _("failed sign-in"),
     }
 
     def __str__(self):
-        return f"{self.username or 'system'} {self.action} {self.job_name}"
+        return f"{self.username or 'system'} {self.action} {self.job_name or self.subject}"
 
     def get_action_display(self) -> str:
         return str(self.ACTION_LABELS.get(self.action, self.action))

@@ -4,7 +4,7 @@ API tokens on the profile, and the favicon."""
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.staticfiles import finders
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from jobs import access, links, services, tokens
+from jobs import access, links, refusals, services, tokens
 from jobs.access import login_required
 from jobs.checks import stored_refusals
 from jobs.handlers.sql import role_warnings
@@ -30,9 +30,13 @@ def settings_page(request):
             raise PermissionDenied(_("Only staff can change settings."))
         form = SettingsForm(request.POST)
         if form.is_valid():
-            form.save(user=request.user)
-            messages.success(request, _("Settings saved."))
-            return done(request, reverse("jobs:settings"))
+            try:
+                form.save(user=request.user)
+            except refusals.DemoModeError as exc:
+                form.add_error(None, ValidationError(str(exc), code="demo_mode"))
+            else:
+                messages.success(request, _("Settings saved."))
+                return done(request, reverse("jobs:settings"))
     else:
         form = SettingsForm()
     if not access.can_edit(request.user):

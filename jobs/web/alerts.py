@@ -9,7 +9,7 @@ from django.shortcuts import render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from jobs import alerts, channels, links
+from jobs import alerts, channels, links, refusals
 from jobs.access import can_edit, can_view, get_job_for_user, login_required
 from jobs.config import get_setting, parse_email_list
 from jobs.core.mailfailures import describe_failure
@@ -73,6 +73,15 @@ def send_test_channel(request):
     if not can_edit(request.user):
         raise PermissionDenied
     job = None
+    try:
+        refusals.check_demo_mode("sending a test message")
+    except refusals.DemoModeError as exc:
+        refused = {"ok": False, "error": str(exc)}
+        try:
+            refused["index"] = int(request.POST.get("index", ""))
+        except ValueError:
+            pass
+        return render(request, "jobs/_test_channel.html", {"test_channel": refused, "job": None})
     if request.POST.get("job"):
         try:
             job = get_job_for_user(request.user, int(request.POST["job"]))
@@ -119,6 +128,7 @@ def send_test_email(request):
     typed = request.POST.get("to", "")
     result = {"to_value": typed}
     try:
+        refusals.check_demo_mode("sending a test email")
         to = (
             parse_email_list(typed)
             or get_setting("sys.job.alertEmails")
@@ -130,6 +140,8 @@ def send_test_email(request):
         result.update(ok=True, to=to)
     except ValidationError as exc:
         result.update(ok=False, error=" ".join(exc.messages))
+    except refusals.DemoModeError as exc:
+        result.update(ok=False, error=str(exc))
     except Exception as exc:
         _permanent, reply = describe_failure(exc)
         result.update(ok=False, error=_("The mail server did not take it: {reply}").format(reply=reply))

@@ -3,9 +3,9 @@ the config centre's keys (the settings page). A job's form is the domain's
 (jobs.forms), shared by every door."""
 
 from django import forms
-from django.db import transaction
 
-from jobs.config import SPECS, get_setting, set_setting
+from jobs import services
+from jobs.config import SPECS, get_setting
 from jobs.formfields import StorableTextMixin
 
 
@@ -44,6 +44,5 @@ class SettingsForm(StorableTextMixin, forms.Form):
             self.fields[key] = SettingField(spec, required=False, initial=get_setting(key))
 
     def save(self, *, user=None) -> None:
-        with transaction.atomic():
-            for key, value in self.cleaned_data.items():
-                set_setting(key, value, user=user)
+        """services.save_settings: DemoModeError in demo mode, nothing saved."""
+        services.save_settings(values=self.cleaned_data, user=user)

@@ -15,9 +15,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 
-from jobs import access, imports, services
+from jobs import access, imports, refusals, services
 from jobs.access import login_required
-from jobs.models import AuditEvent, Job, job_name, parse_run_cursor
+from jobs.models import Job, job_name, parse_run_cursor
 from jobs.serializers import JOB_PAGE_DEFAULT, JOB_PAGE_MAX, job_page, job_to_spec
 from jobs.web.common import (
     describe_schedule,
@@ -247,9 +247,9 @@ def job_import(request):
             if not context["file_error"]:
                 if "apply" in request.POST:
                     try:
-                        created, updated, unchanged = imports.apply(
-                            specs, user=request.user, via=AuditEvent.Via.CONSOLE
-                        )
+                        created, updated, unchanged = imports.apply(specs, user=request.user)
+                    except refusals.DemoModeError as exc:
+                        messages.error(request, str(exc))
                     except imports.ImportFailed as failed:
                         # A job's own errors show in the preview below; one
                         # that another save caused (the job deleted

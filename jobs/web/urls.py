@@ -1,6 +1,6 @@
 from django.urls import path
 
-from jobs.web import account, alerts, cluster, dashboard, job_form, job_page, jobs, runs
+from jobs.web import account, alerts, audit, cluster, dashboard, job_form, job_page, jobs, runs
 
 app_name = "jobs"
 
@@ -31,6 +31,7 @@ urlpatterns = [
     path("runs/<int:run_id>/retry/", runs.run_retry, name="run_retry"),
     path("cron/preview/", job_form.cron_preview, name="cron_preview"),
     path("settings/", account.settings_page, name="settings"),
+    path("audit/", audit.audit_list, name="audit"),
     path("messages/", account.message_list, name="messages"),
     path("messages/unread/", account.unread_count, name="unread_count"),
     path("messages/read/", account.message_read, name="messages_read_all"),

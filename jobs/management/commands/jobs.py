@@ -90,7 +90,7 @@ class Command(BaseCommand):
             ) from None
         try:
             specs = imports.parse(text, source=file)
-            created, updated, unchanged = imports.apply(specs, via=CLI)
+            created, updated, unchanged = imports.apply(specs)
         except imports.ImportFileError as exc:
             raise CommandError(storable(str(exc))) from None
         except imports.ImportFailed as failed:

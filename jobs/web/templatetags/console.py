@@ -23,6 +23,11 @@ def can_edit(user) -> bool:
     return access.can_edit(user)
 
 
+@register.filter
+def can_see_audit(user) -> bool:
+    return access.can_see_audit(user)
+
+
 @register.simple_tag(takes_context=True)
 def unread_message_count(context) -> int:
     request = context.get("request")
