@@ -82,9 +82,7 @@ def unknown_errors(properties: dict) -> list[tuple[str, ValidationError]]:
     for key, value in properties.items():
         for match in REFERENCE_RE.finditer(str(value)):
             if match.group(1) in missing:
-                message = _("No secret named “{name}” exists.").format(
-                    name=match.group(1)
-                )
+                message = _("No secret named “{name}” exists.").format(name=match.group(1))
                 errors.append((key, ValidationError(message, code=UNKNOWN_CODE)))
                 break
     return errors

@@ -22,6 +22,7 @@ ACTION_WORDS = {
     "pause": gettext_noop("pause"),
     "delete": gettext_noop("delete"),
     "override the properties of": gettext_noop("override the properties of"),
+    "change secrets": gettext_noop("changing secrets"),
 }
 
 

@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.translation import gettext as _
 
-from jobs import checks, secrets
+from jobs import checks, refusals, secrets, services
 from jobs.i18n import activate_for_people_without_a_session
 from jobs.models import AuditEvent, Secret
 
@@ -50,9 +50,11 @@ class Command(BaseCommand):
         # check refuses as text that cannot be stored.
         value = raw.decode(errors="surrogateescape")
         try:
-            secrets.set_secret(name=name, value=value, description=description, via=CLI)
+            services.set_secret(name=name, value=value, description=description, via=CLI)
         except ValidationError as exc:
             raise CommandError(exc.messages[0]) from None
+        except refusals.DemoModeError as exc:
+            raise CommandError(str(exc)) from None
         self.stdout.write(_("Secret “{name}” saved.").format(name=name))
 
     def do_list(self, **_options):
@@ -63,7 +65,11 @@ class Command(BaseCommand):
             self.stdout.write(line)
 
     def do_delete(self, *, name, **_options):
-        if not secrets.delete_secret(name=name, via=CLI):
+        try:
+            deleted = services.delete_secret(name=name, via=CLI)
+        except refusals.DemoModeError as exc:
+            raise CommandError(str(exc)) from None
+        if not deleted:
             raise CommandError(_("No secret named “{name}”.").format(name=name))
         self.stdout.write(_("Secret “{name}” deleted.").format(name=name))
 

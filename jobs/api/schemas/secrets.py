@@ -1,0 +1,36 @@
+"""Secrets: what the API answers of one (never its value) and the body that
+sets one."""
+
+from ninja import Field, Schema
+
+from jobs import secrets
+from jobs.api.schemas.base import optional
+from jobs.models.secrets import MAX_VALUE_BYTES
+from jobs.text import NO_NUL_PATTERN
+
+
+class Secret(Schema):
+    """A secret as anyone may see it: its value is never sent back."""
+
+    name: str
+    description: str
+    set_at: str = Field(..., description="When the value was last set (ISO 8601).")
+    set_by: str = Field(..., description="Who set it (empty: the command line or a program).")
+
+
+class SecretList(Schema):
+    results: list[Secret]
+
+
+class SecretInput(Schema):
+    value: str = Field(
+        ...,
+        description=f"The value, at most {MAX_VALUE_BYTES} bytes in UTF-8 (code max_length); written once, "
+        "never answered back.",
+        json_schema_extra={"minLength": 1, "pattern": NO_NUL_PATTERN},
+    )
+    description: str | None = optional(
+        "What it is for; kept when left out.",
+        maxLength=secrets.MAX_DESCRIPTION_CHARS,
+        pattern=NO_NUL_PATTERN,
+    )
