@@ -80,7 +80,9 @@ def test_the_api_sets_lists_and_deletes_without_answering_the_value(staff_api):
     assert VALUE not in listed.content.decode() and "second" not in listed.content.decode()
     assert staff_api.delete("/api/secrets/api.token").status_code == 204
     assert_error(staff_api.delete("/api/secrets/api.token"), 404, "not_found")
-    assert all(e.changes["value"] == "changed" for e in AuditEvent.objects.filter(action__startswith="secret"))
+    assert all(
+        e.changes["value"] == "changed" for e in AuditEvent.objects.filter(action__startswith="secret")
+    )
     assert AuditEvent.objects.filter(via="api").count() == 3
 
 

@@ -4,16 +4,19 @@ Setting and deleting are refused in demo mode."""
 
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse, JsonResponse
-from ninja import Router
+from ninja import Path, Router
 
 from jobs import access, services
 from jobs.api.framework import VIA, ApiError
 from jobs.api.schemas.base import CHANGE_ERRORS, EDIT_ERRORS, Error
 from jobs.api.schemas.secrets import Secret, SecretInput, SecretList
 from jobs.models import Secret as SecretRow
+from jobs.models.secrets import NAME_PATTERN
 
 router = Router()
-NAME_DESCRIPTION = "The secret's name: 1 to 100 of A-Z a-z 0-9 _ . -"
+# The name's rule, checked (code invalid, field "name") and stated in the
+# document from the model's pattern.
+NAME = Path(..., description="The secret's name: 1 to 100 of A-Z a-z 0-9 _ . -", pattern=f"^{NAME_PATTERN}$")
 
 
 def _secret_to_dict(secret: SecretRow) -> dict:
@@ -51,7 +54,7 @@ def list_secrets(request):
     description="The value is never answered back. 201 when created, 200 when replaced.",
     response={200: Secret, 201: Secret, **EDIT_ERRORS},
 )
-def set_secret(request, name: str, payload: SecretInput):
+def set_secret(request, payload: SecretInput, name: str = NAME):
     _require_staff(request)
     created = not SecretRow.objects.filter(name=name).exists()
     try:
@@ -71,7 +74,7 @@ def set_secret(request, name: str, payload: SecretInput):
     summary="Delete a secret (staff; refused in demo mode). Jobs that name it fail until it exists again.",
     response={204: None, **CHANGE_ERRORS},
 )
-def delete_secret(request, name: str):
+def delete_secret(request, name: str = NAME):
     _require_staff(request)
     if not services.delete_secret(name=name, user=request.user, via=VIA):
         raise ApiError(404, "not_found", "No such secret.")
