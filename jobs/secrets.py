@@ -293,3 +293,60 @@ def describe(secret: Secret) -> str:
     if secret.set_by:
         return _("set on {when} by {user}").format(when=when, user=secret.set_by)
     return _("set on {when}").format(when=when)
+
+
+# -- credentials typed in clear ----------------------------------------------------
+
+# Headers that carry a credential whatever their value looks like.
+CREDENTIAL_HEADERS = {"authorization", "proxy-authorization", "cookie", "x-api-key"}
+# A header, property or variable whose name holds one of these holds a credential.
+CREDENTIAL_WORDS = ("token", "secret", "password", "key")
+# Properties whose text is a list of named values (an HTTP job's headers, a
+# command job's env): each value is judged by its own name.
+NAMED_VALUE_PROPERTIES = ("headers", "env")
+
+
+def is_credential_name(name: str) -> bool:
+    name = str(name).strip().lower()
+    return name in CREDENTIAL_HEADERS or any(word in name for word in CREDENTIAL_WORDS)
+
+
+def _hide(value: str) -> str:
+    """A credential typed in clear as MASK; a reference is no credential
+    and stays readable."""
+    return value if not value or REFERENCE_RE.search(value) else MASK
+
+
+def _mask_named_values(text: str) -> str:
+    try:
+        parsed = json.loads(text) if text.lstrip().startswith("{") else None
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        if not any(is_credential_name(name) for name in parsed):
+            return text
+        return json.dumps(
+            {name: _hide(str(v)) if is_credential_name(name) else v for name, v in parsed.items()},
+            ensure_ascii=False,
+        )
+    lines = []
+    for line in text.splitlines():
+        name, sep, value = line.partition(":")
+        lines.append(f"{name}: {_hide(value.strip())}" if sep and is_credential_name(name) else line)
+    return "\n".join(lines)
+
+
+def mask_credentials(properties: dict) -> dict:
+    """`properties` as someone without edit rights sees them: a value typed
+    in clear under a credential's name (a property, an HTTP header, a
+    command's variable) shown as MASK; references are shown as written."""
+    shown = {}
+    for name, value in (properties or {}).items():
+        value = str(value)
+        if is_credential_name(name):
+            shown[name] = _hide(value)
+        elif name in NAMED_VALUE_PROPERTIES:
+            shown[name] = _mask_named_values(value)
+        else:
+            shown[name] = value
+    return shown

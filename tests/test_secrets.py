@@ -234,6 +234,7 @@ def test_through_the_scheduler_the_stored_run_keeps_the_reference_and_hides_the_
     through_the_scheduler(make_job, settings)
 
 
+@pytest.mark.postgres
 def test_through_the_scheduler_on_postgres(make_job, settings, postgres_database):
     through_the_scheduler(make_job, settings)
 
