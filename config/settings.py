@@ -457,7 +457,7 @@ except (ValueError, KeyError) as exc:
 # it through sqlite3's authorizer, views and subqueries included): glob
 # patterns of tables, or of table.column, matched without regard to case.
 # The default covers Cronboard's own database (its sessions, users and
-# password hashes, sign-in records, API tokens, settings and alert channels,
+# password hashes, sign-in records, API tokens, settings, secrets and alert channels,
 # which hold channel secrets) and SQLite's raw page table. Setting the
 # variable replaces the list; set it empty to deny nothing.
 JOBS_SQL_SQLITE_DENY_TABLES = [
@@ -465,7 +465,7 @@ JOBS_SQL_SQLITE_DENY_TABLES = [
     for p in env.list(
         "JOBS_SQL_SQLITE_DENY_TABLES",
         default=[
-            "django_session", "auth_*", "axes_*", "jobs_apitoken", "jobs_setting",
+            "django_session", "auth_*", "axes_*", "jobs_apitoken", "jobs_setting", "jobs_secret",
             "jobs_job.alert_channels", "jobs_alertdelivery.channel", "sqlite_dbpage", "dbstat",
         ],
     )
