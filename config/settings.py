@@ -385,6 +385,9 @@ if JOBS_RUN_MEMORY_MB and JOBS_EXECUTOR != "process":
         "JOBS_RUN_MEMORY_MB caps the memory of a run's child process: it needs JOBS_EXECUTOR=process"
     )
 JOBS_SQL_ENABLED = _bool("JOBS_SQL_ENABLED", False)
+# Credentials in a job's properties (jobs.secrets.is_credential_name) must be
+# secret references, never typed in clear.
+JOBS_REQUIRE_SECRET_REFERENCES = _bool("JOBS_REQUIRE_SECRET_REFERENCES", False)
 # Command jobs (kind command) run programs on this host as the scheduler's OS
 # user: off unless turned on; optionally limited to these programs.
 JOBS_COMMAND_ENABLED = _bool("JOBS_COMMAND_ENABLED", False)

@@ -135,9 +135,9 @@ def property_errors(kind: str, properties: dict, *, sql_write: bool = False) -> 
     coerced) properties: the one check for a job's properties and for a run's
     overrides merged over them. A reference to a secret that does not exist
     is refused first (jobs.secrets)."""
-    unknown = secrets.unknown_errors(properties)
-    if unknown:
-        return unknown
+    refused = secrets.unknown_errors(properties) or secrets.clear_credential_errors(properties)
+    if refused:
+        return refused
     row = KINDS.get(kind)
     # The kind's rules read a placeholder where a secret is referenced: its
     # value is not known here, and only a run ever reads it.

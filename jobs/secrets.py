@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -43,6 +44,7 @@ from jobs.text import validate_storable
 ENV_PREFIX = "CRONBOARD_SECRET_"
 MASK = "****"
 UNKNOWN_CODE = "unknown_secret"
+REFERENCE_REQUIRED_CODE = "secret_reference_required"
 MAX_DESCRIPTION_CHARS = Secret._meta.get_field("description").max_length
 # Written where a value changed (the audit trail never holds a value).
 CHANGED = "changed"
@@ -350,3 +352,45 @@ def mask_credentials(properties: dict) -> dict:
         else:
             shown[name] = value
     return shown
+
+
+def _named_entries(text: str) -> list[tuple[str, str]]:
+    """The (name, value) pairs of a JSON object or of `Name: value` lines."""
+    try:
+        parsed = json.loads(text) if text.lstrip().startswith("{") else None
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        return [(str(name), str(value)) for name, value in parsed.items()]
+    pairs = []
+    for line in text.splitlines():
+        name, sep, value = line.partition(":")
+        if sep:
+            pairs.append((name.strip(), value.strip()))
+    return pairs
+
+
+def clear_credential_errors(properties: dict) -> list[tuple[str, ValidationError]]:
+    """With JOBS_REQUIRE_SECRET_REFERENCES on, [(property, ValidationError)]
+    for each credential typed in clear (by the names `mask_credentials`
+    hides): such a value must be a reference."""
+    if not settings.JOBS_REQUIRE_SECRET_REFERENCES:
+        return []
+    errors = []
+    for key, value in (properties or {}).items():
+        value = str(value)
+        if is_credential_name(key):
+            named = [(key, value)]
+        elif key in NAMED_VALUE_PROPERTIES:
+            named = [pair for pair in _named_entries(value) if is_credential_name(pair[0])]
+        else:
+            continue
+        for name, item in named:
+            if _hide(item) == MASK:
+                message = _(
+                    "“{name}” holds a credential typed in clear: this server requires a secret reference "
+                    "such as {reference} (JOBS_REQUIRE_SECRET_REFERENCES)."
+                ).format(name=name, reference="{{ secret.NAME }}")
+                errors.append((key, ValidationError(message, code=REFERENCE_REQUIRED_CODE)))
+                break
+    return errors

@@ -69,3 +69,38 @@ def test_a_viewer_s_export_and_api_answers_are_masked(viewer_client, viewer_api,
         assert answer.status_code == 200 and "****" in text
         assert not any(value in text for value in HIDDEN)
     assert "clear-7x9q" in staff_api.get(f"/api/jobs/{job.pk}").content.decode()
+
+
+@pytest.mark.parametrize(
+    ("properties", "field"),
+    [
+        ({"api_token": "clear"}, "api_token"),
+        ({"headers": "Authorization: Bearer clear"}, "headers"),
+        ({"headers": json.dumps({"X-Api-Key": "clear"})}, "headers"),
+        ({"env": json.dumps({"DB_PASSWORD": "clear"})}, "env"),
+    ],
+)
+def test_the_strict_mode_refuses_credentials_typed_in_clear(staff_api, settings, properties, field):
+    from tests.fixtures.api import JOB, assert_error
+
+    settings.JOBS_REQUIRE_SECRET_REFERENCES = True
+    body = assert_error(
+        staff_api.post("/api/jobs", {**JOB, "properties": properties}), 400, "secret_reference_required"
+    )
+    assert "JOBS_REQUIRE_SECRET_REFERENCES" in body["message"]
+    assert not Job.objects.filter(name=JOB["name"]).exists()
+    settings.JOBS_REQUIRE_SECRET_REFERENCES = False
+    assert staff_api.post("/api/jobs", {**JOB, "properties": properties}).status_code == 201
+
+
+def test_the_strict_mode_takes_references(staff_api, settings):
+    from tests.fixtures.api import JOB
+
+    settings.JOBS_REQUIRE_SECRET_REFERENCES = True
+    secrets.set_secret(name="tok", value="v", via="cli")
+    properties = {
+        "api_token": "{{ secret.tok }}",
+        "headers": "Authorization: Bearer {{ env:TOK }}",
+        "region": "eu",
+    }
+    assert staff_api.post("/api/jobs", {**JOB, "properties": properties}).status_code == 201
