@@ -28,13 +28,11 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 
 from jobs.core import crypto
 from jobs.models import AuditEvent, Secret
@@ -198,30 +196,15 @@ def check_value(value: str) -> str:
     return value
 
 
-class SecretForm(forms.Form):
-    """A secret to create or replace: the console's form, the API's body."""
-
-    name = forms.CharField(max_length=100, label=gettext_lazy("Name"))
-    value = forms.CharField(
-        strip=False,
-        label=gettext_lazy("Value"),
-        # Never pre-filled: the value is not read back, not even into the form.
-        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-    )
-    description = forms.CharField(
-        max_length=MAX_DESCRIPTION_CHARS, required=False, label=gettext_lazy("Description")
-    )
-
-    def clean_name(self):
-        return check_name(self.cleaned_data["name"])
-
-    def clean_value(self):
-        return check_value(self.cleaned_data["value"])
-
-    def clean_description(self):
-        description = self.cleaned_data["description"]
-        validate_storable(description)
-        return description
+def check_description(description: str) -> str:
+    description = str(description or "")
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        raise ValidationError(
+            _("A description can be at most {max_chars} characters.").format(max_chars=MAX_DESCRIPTION_CHARS),
+            code="max_length",
+        )
+    validate_storable(description)
+    return description
 
 
 def _audit(*, name: str, action: str, user, via: str, changes: dict) -> None:
@@ -241,6 +224,8 @@ def set_secret(*, name: str, value: str, description: str | None = None, user=No
     """Create the secret `name` or replace its value (and its description,
     unless None). Raises ValidationError for a bad name or value."""
     name, value = check_name(name), check_value(value)
+    if description is not None:
+        description = check_description(description)
     token = crypto.encrypt(value, purpose=crypto.SECRETS, what="secrets")
     by = user.get_username() if getattr(user, "pk", None) else ""
     with transaction.atomic():

@@ -308,3 +308,11 @@ def test_an_http_url_with_a_reference_passes_the_kinds_checks(settings):
     settings.JOBS_HTTP_ALLOWED_HOSTS = ["127.0.0.2"]
     props = {"url": "http://127.0.0.2:9/hook?key={{ secret.key }}", "headers": "X-Api-Key: {{ secret.key }}"}
     assert kinds.property_errors("http", props) == []
+
+
+def test_the_command_refuses_a_description_no_database_stores():
+    with pytest.raises(CommandError, match="at most 500"):
+        run_command("set", "tok", "--description", "d" * 501, stdin="v")
+    with pytest.raises(CommandError, match="cannot be stored"):
+        run_command("set", "tok", "--description", "a\x00b", stdin="v")
+    assert not Secret.objects.exists()

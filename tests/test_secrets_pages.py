@@ -102,3 +102,13 @@ def test_the_api_refuses_viewers_and_demo_mode(viewer_api, staff_api, settings):
     body = assert_error(staff_api.put("/api/secrets/x", {"value": "v"}), 403, "demo_mode")
     assert "changing secrets is turned off" in body["message"]
     assert not Secret.objects.exists()
+
+
+def test_the_api_names_the_field_of_a_bad_description(staff_api):
+    assert_error(
+        staff_api.put("/api/secrets/ok", {"value": "v", "description": "a\u0000b"}),
+        400,
+        "invalid_text",
+        "description",
+    )
+    assert not Secret.objects.exists()

@@ -2,7 +2,6 @@
 name (created or replaced, its value never answered back); deleting one.
 Setting and deleting are refused in demo mode."""
 
-from django.core.exceptions import ValidationError
 from django.http import HttpResponse, JsonResponse
 from ninja import Path, Router
 
@@ -10,6 +9,7 @@ from jobs import access, services
 from jobs.api.framework import VIA, ApiError
 from jobs.api.schemas.base import CHANGE_ERRORS, EDIT_ERRORS, Error
 from jobs.api.schemas.secrets import Secret, SecretInput, SecretList
+from jobs.forms import SecretForm
 from jobs.models import Secret as SecretRow
 from jobs.models.secrets import NAME_PATTERN
 
@@ -56,14 +56,18 @@ def list_secrets(request):
 )
 def set_secret(request, payload: SecretInput, name: str = NAME):
     _require_staff(request)
+    # The console's form checks the body, each problem under its own field.
+    form = SecretForm({"name": name, "value": payload.value, "description": payload.description or ""})
+    if not form.is_valid():
+        raise ApiError.invalid(form.error_list())
     created = not SecretRow.objects.filter(name=name).exists()
-    try:
-        secret = services.set_secret(
-            name=name, value=payload.value, description=payload.description, user=request.user, via=VIA
-        )
-    except ValidationError as exc:
-        field = "value" if exc.code in ("required", "max_length", "invalid_text") else "name"
-        raise ApiError(400, exc.code or "invalid", exc.messages[0], field) from None
+    secret = services.set_secret(
+        name=name,
+        value=form.cleaned_data["value"],
+        description=None if payload.description is None else form.cleaned_data["description"],
+        user=request.user,
+        via=VIA,
+    )
     return JsonResponse(_secret_to_dict(secret), status=201 if created else 200)
 
 

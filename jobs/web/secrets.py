@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from jobs import refusals, secrets, services
 from jobs.access import login_required
 from jobs.core import demo
+from jobs.forms import SecretForm
 from jobs.models import AuditEvent, Secret
 from jobs.web.common import done, staff_required
 
@@ -29,7 +30,7 @@ def secret_list(request):
     """GET: the list and an empty form (`?name=` fills in the name and the
     description of the secret whose value is to be replaced). POST: save."""
     if request.method == "POST":
-        form = secrets.SecretForm(request.POST)
+        form = SecretForm(request.POST)
         if form.is_valid():
             data = form.cleaned_data
             try:
@@ -48,7 +49,7 @@ def secret_list(request):
     else:
         existing = Secret.objects.filter(name=request.GET.get("name", "")).first()
         initial = {"name": existing.name, "description": existing.description} if existing else {}
-        form = secrets.SecretForm(initial=initial)
+        form = SecretForm(initial=initial)
     context = {
         "form": form,
         "rows": _rows(),
