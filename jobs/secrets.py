@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -228,6 +228,15 @@ def set_secret(*, name: str, value: str, description: str | None = None, user=No
         description = check_description(description)
     token = crypto.encrypt(value, purpose=crypto.SECRETS, what="secrets")
     by = user.get_username() if getattr(user, "pk", None) else ""
+    try:
+        return _write(name=name, token=token, description=description, by=by, user=user, via=via)
+    except IntegrityError:
+        # Another writer created the name between our look and our insert:
+        # this write replaces what it wrote.
+        return _write(name=name, token=token, description=description, by=by, user=user, via=via)
+
+
+def _write(*, name: str, token: str, description: str | None, by: str, user, via: str) -> Secret:
     with transaction.atomic():
         secret = Secret.objects.select_for_update().filter(name=name).first()
         created = secret is None
@@ -239,19 +248,16 @@ def set_secret(*, name: str, value: str, description: str | None = None, user=No
             secret.description = description
         secret.token, secret.set_at, secret.set_by = token, timezone.now(), by
         secret.save()
-        _audit(
-            name=name,
-            action="secret-create" if created else "secret-set",
-            user=user,
-            via=via,
-            changes=changes,
-        )
+        action = "secret-create" if created else "secret-set"
+        _audit(name=name, action=action, user=user, via=via, changes=changes)
     return secret
 
 
 def delete_secret(*, name: str, user=None, via: str) -> bool:
     """Delete the secret `name`; False if there was none. Jobs that name it
     keep the reference, and their runs fail until it exists again."""
+    if not NAME_RE.match(str(name)):
+        return False  # no secret has such a name (and the database need not read it)
     with transaction.atomic():
         deleted, _rows = Secret.objects.filter(name=name).delete()
         if deleted:

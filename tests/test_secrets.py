@@ -316,3 +316,14 @@ def test_the_command_refuses_a_description_no_database_stores():
     with pytest.raises(CommandError, match="cannot be stored"):
         run_command("set", "tok", "--description", "a\x00b", stdin="v")
     assert not Secret.objects.exists()
+
+
+def test_deleting_a_name_no_secret_can_have_finds_none():
+    assert secrets.delete_secret(name="a\udfffb", via="cli") is False
+    with pytest.raises(CommandError, match="No secret named"):
+        run_command("delete", "bad name")
+
+
+def test_the_command_refuses_a_name_that_is_not_utf8():
+    with pytest.raises(CommandError, match="cannot be stored"):
+        run_command("delete", "a\udcffb")

@@ -17,6 +17,7 @@ from django.utils.translation import gettext as _
 from jobs import checks, refusals, secrets, services
 from jobs.i18n import activate_for_people_without_a_session
 from jobs.models import AuditEvent, Secret
+from jobs.text import find_unstorable
 
 CLI = AuditEvent.Via.CLI
 
@@ -37,6 +38,14 @@ class Command(BaseCommand):
     def handle(self, *args, action, **options):
         activate_for_people_without_a_session()
         checks.require_migrated()
+        # Bytes on the command line that are not UTF-8 arrive as lone
+        # surrogates: refused here, before a query or a message trips on them.
+        if problem := find_unstorable([options.get("name") or "", options.get("description") or ""]):
+            raise CommandError(
+                _("The name or description contains {problem}, which cannot be stored.").format(
+                    problem=problem
+                )
+            )
         getattr(self, f"do_{action}")(**options)
 
     def do_set(self, *, name, description, **_options):
