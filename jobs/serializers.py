@@ -152,7 +152,8 @@ def job_to_dict(job: Job, *, properties: bool = True, mask_credentials: bool = F
     return data
 
 
-def run_to_dict(run: Run, *, with_log: bool = False) -> dict:
+def run_to_dict(run: Run, *, with_log: bool = False, mask_credentials: bool = False) -> dict:
+    """A run as the API answers it; `mask_credentials` as job_to_spec."""
     data = {
         "id": run.pk,
         "job_id": run.job_id,
@@ -169,7 +170,7 @@ def run_to_dict(run: Run, *, with_log: bool = False) -> dict:
         "result": run.result,
         "error": run.error,
         # A task's properties; a job's run: its overrides ({} if none).
-        "properties": dict(run.properties or {}),
+        "properties": (secrets.mask_credentials if mask_credentials else dict)(run.properties or {}),
         # trigger=upstream: the upstream run that started this one, and the
         # chain it belongs to (its first run, how many runs came before it).
         "caused_by": run.caused_by_id,

@@ -104,3 +104,22 @@ def test_the_strict_mode_takes_references(staff_api, settings):
         "region": "eu",
     }
     assert staff_api.post("/api/jobs", {**JOB, "properties": properties}).status_code == 201
+
+
+def test_a_run_s_overrides_are_masked_for_viewers(viewer_client, viewer_api, staff_api, make_job):
+    from jobs.models import Run
+
+    job = make_job(name="overridden")
+    run = Run.objects.create(
+        job=job, scheduled_at=job.created_at, trigger="manual", properties={"api_key": "key-clear-8m"}
+    )
+    for answer in (
+        viewer_client.get(f"/runs/{run.pk}/"),
+        viewer_api.get(f"/api/runs/{run.pk}"),
+        viewer_api.get("/api/runs"),
+        viewer_api.get(f"/api/jobs/{job.pk}/runs"),
+        viewer_api.get("/api/dashboard"),
+    ):
+        assert answer.status_code == 200
+        assert "key-clear-8m" not in answer.content.decode()
+    assert "key-clear-8m" in staff_api.get(f"/api/runs/{run.pk}").content.decode()

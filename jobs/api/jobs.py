@@ -181,4 +181,4 @@ def run_job(request, job_id: int, payload: Body[schemas.RunNow] = None):
 def list_job_runs(request, job_id: int, filters: Query[RunFilters]):
     """Keyset-paginated on (scheduled_at, id)."""
     job = access.get_job_for_user(request.user, job_id)
-    return run_page(RunModel.objects.filter(job=job), filters)
+    return run_page(RunModel.objects.filter(job=job), filters, masked=not access.can_edit(request.user))
