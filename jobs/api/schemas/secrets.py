@@ -2,9 +2,10 @@
 sets one."""
 
 from ninja import Field, Schema
+from pydantic import ConfigDict
 
 from jobs import secrets
-from jobs.api.schemas.base import optional
+from jobs.api.schemas.base import examples, optional
 from jobs.models.secrets import MAX_VALUE_BYTES
 from jobs.text import NO_NUL_PATTERN
 
@@ -14,8 +15,12 @@ class Secret(Schema):
 
     name: str
     description: str
-    set_at: str = Field(..., description="When the value was last set (ISO 8601).")
+    set_at: str = Field(
+        ..., json_schema_extra={"format": "date-time"}, description="When the value was last set."
+    )
     set_by: str = Field(..., description="Who set it (empty: the command line or a program).")
+
+    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
 
 
 class SecretList(Schema):
@@ -23,6 +28,10 @@ class SecretList(Schema):
 
 
 class SecretInput(Schema):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra=examples({"value": "s3cret", "description": "API"})
+    )
+
     value: str = Field(
         ...,
         description=f"The value, at most {MAX_VALUE_BYTES} bytes in UTF-8 (code max_length); written once, "
