@@ -36,7 +36,7 @@ class SecretInput(Schema):
         ...,
         description=f"The value, at most {MAX_VALUE_BYTES} bytes in UTF-8 (code max_length); written once, "
         "never answered back.",
-        json_schema_extra={"minLength": 1, "pattern": NO_NUL_PATTERN},
+        json_schema_extra={"minLength": 1, "maxLength": MAX_VALUE_BYTES, "pattern": NO_NUL_PATTERN},
     )
     description: str | None = optional(
         "What it is for; kept when left out.",
