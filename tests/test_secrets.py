@@ -329,3 +329,12 @@ def test_deleting_a_name_no_secret_can_have_finds_none():
 def test_the_command_refuses_a_name_that_is_not_utf8():
     with pytest.raises(CommandError, match="cannot be stored"):
         run_command("delete", "a\udcffb")
+
+
+def test_without_a_shared_secret_key_the_command_refuses_in_a_sentence(settings):
+    settings.SECRET_KEY_SOURCE = "process"
+    with pytest.raises(CommandError, match="No SECRET_KEY: secrets are encrypted with it"):
+        run_command("set", "tok", stdin="v")
+    with pytest.raises(CommandError, match="No SECRET_KEY"):
+        run_command("rotate")
+    assert not Secret.objects.exists()

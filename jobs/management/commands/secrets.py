@@ -10,7 +10,7 @@ manage.py secrets rotate                          re-encrypt every value with SE
 
 import sys
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.translation import gettext as _
 
@@ -46,7 +46,10 @@ class Command(BaseCommand):
                     problem=problem
                 )
             )
-        getattr(self, f"do_{action}")(**options)
+        try:
+            getattr(self, f"do_{action}")(**options)
+        except ImproperlyConfigured as exc:  # no SECRET_KEY that every process shares
+            raise CommandError(str(exc)) from None
 
     def do_set(self, *, name, description, **_options):
         if sys.stdin.isatty():
