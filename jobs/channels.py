@@ -11,9 +11,10 @@ One place for what a channel URL may be and how it is kept:
   (FENCED_ON_HOST_SCHEMAS, FIXED_ENDPOINT_SCHEMAS) or the operator allowed it
   unfenced (ALERT_CHANNEL_UNFENCED_SCHEMES); a URL without the host it
   would go to is refused, never sent to this machine.
-- Encrypted at rest: each URL is stored as a Fernet token under a key derived
-  by HKDF-SHA256 from SECRET_KEY (SECRET_KEY_FALLBACKS still decrypt, so a
-  rotated key does not lose the channels).
+- Encrypted at rest (jobs.core.crypto, with the channels' own key): each
+  URL is stored as a Fernet token under a key derived by HKDF-SHA256 from
+  SECRET_KEY (SECRET_KEY_FALLBACKS still decrypt, so a rotated key does not
+  lose the channels).
 - Never shown back in full: `mask()` keeps the scheme, the host of a webhook
   and the first characters of each other part. Saving a masked URL back
   unchanged keeps the stored URL (`clean_channels`).
