@@ -385,6 +385,9 @@ if JOBS_RUN_MEMORY_MB and JOBS_EXECUTOR != "process":
         "JOBS_RUN_MEMORY_MB caps the memory of a run's child process: it needs JOBS_EXECUTOR=process"
     )
 JOBS_SQL_ENABLED = _bool("JOBS_SQL_ENABLED", False)
+# Credentials in a job's properties (jobs.secrets.is_credential_name) must be
+# secret references, never typed in clear.
+JOBS_REQUIRE_SECRET_REFERENCES = _bool("JOBS_REQUIRE_SECRET_REFERENCES", False)
 # Command jobs (kind command) run programs on this host as the scheduler's OS
 # user: off unless turned on; optionally limited to these programs.
 JOBS_COMMAND_ENABLED = _bool("JOBS_COMMAND_ENABLED", False)
@@ -457,7 +460,7 @@ except (ValueError, KeyError) as exc:
 # it through sqlite3's authorizer, views and subqueries included): glob
 # patterns of tables, or of table.column, matched without regard to case.
 # The default covers Cronboard's own database (its sessions, users and
-# password hashes, sign-in records, API tokens, settings and alert channels,
+# password hashes, sign-in records, API tokens, settings, secrets and alert channels,
 # which hold channel secrets) and SQLite's raw page table. Setting the
 # variable replaces the list; set it empty to deny nothing.
 JOBS_SQL_SQLITE_DENY_TABLES = [
@@ -465,7 +468,7 @@ JOBS_SQL_SQLITE_DENY_TABLES = [
     for p in env.list(
         "JOBS_SQL_SQLITE_DENY_TABLES",
         default=[
-            "django_session", "auth_*", "axes_*", "jobs_apitoken", "jobs_setting",
+            "django_session", "auth_*", "axes_*", "jobs_apitoken", "jobs_setting", "jobs_secret",
             "jobs_job.alert_channels", "jobs_alertdelivery.channel", "sqlite_dbpage", "dbstat",
         ],
     )

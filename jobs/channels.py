@@ -11,9 +11,10 @@ One place for what a channel URL may be and how it is kept:
   (FENCED_ON_HOST_SCHEMAS, FIXED_ENDPOINT_SCHEMAS) or the operator allowed it
   unfenced (ALERT_CHANNEL_UNFENCED_SCHEMES); a URL without the host it
   would go to is refused, never sent to this machine.
-- Encrypted at rest: each URL is stored as a Fernet token under a key derived
-  by HKDF-SHA256 from SECRET_KEY (SECRET_KEY_FALLBACKS still decrypt, so a
-  rotated key does not lose the channels).
+- Encrypted at rest (jobs.core.crypto, with the channels' own key): each
+  URL is stored as a Fernet token under a key derived by HKDF-SHA256 from
+  SECRET_KEY (SECRET_KEY_FALLBACKS still decrypt, so a rotated key does not
+  lose the channels).
 - Never shown back in full: `mask()` keeps the scheme, the host of a webhook
   and the first characters of each other part. Saving a masked URL back
   unchanged keeps the stored URL (`clean_channels`).
@@ -21,7 +22,6 @@ One place for what a channel URL may be and how it is kept:
   before every send (`check_fence`).
 """
 
-import base64
 import hashlib
 import hmac
 import ipaddress
@@ -29,17 +29,14 @@ import logging
 import re
 import threading
 from dataclasses import dataclass
-from functools import lru_cache
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 
 from jobs import fence
+from jobs.core import crypto
 
 log = logging.getLogger("cronboard.alerts")
 
@@ -135,40 +132,13 @@ logging.getLogger("apprise").addFilter(_MaskURLs())
 # -- encryption ------------------------------------------------------------------
 
 
-def _fernet_for(secret: str) -> Fernet:
-    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"cronboard alert channels v1").derive(
-        secret.encode()
-    )
-    return Fernet(base64.urlsafe_b64encode(key))
-
-
-@lru_cache(maxsize=4)
-def _fernet(secret: str, fallbacks: tuple[str, ...]) -> MultiFernet:
-    return MultiFernet([_fernet_for(secret), *(_fernet_for(old) for old in fallbacks)])
-
-
-def _keys() -> MultiFernet:
-    return _fernet(settings.SECRET_KEY, tuple(getattr(settings, "SECRET_KEY_FALLBACKS", ()) or ()))
-
-
 def encrypt(url: str) -> str:
-    if settings.SECRET_KEY_SOURCE == "process":
-        # A key drawn for this process only (config/settings.py): the URL
-        # would be stored where no other process could ever read it.
-        raise ImproperlyConfigured(
-            "No SECRET_KEY: alert channels are encrypted with it, so it must be one every process shares. "
-            "Set SECRET_KEY, or run `python manage.py bootstrap` once, which writes "
-            f"{settings.SECRET_KEY_FILE}."
-        )
-    return _keys().encrypt(url.encode()).decode()
+    return crypto.encrypt(url, purpose=crypto.CHANNELS, what="alert channels")
 
 
 def decrypt(token: str) -> str | None:
     """The URL, or None when the token is not ours (another SECRET_KEY)."""
-    try:
-        return _keys().decrypt(str(token).encode()).decode()
-    except (InvalidToken, ValueError, TypeError):
-        return None
+    return crypto.decrypt(token, purpose=crypto.CHANNELS)
 
 
 def reveal(stored: str) -> str | None:

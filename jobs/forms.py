@@ -17,7 +17,7 @@ from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from jobs import channels, cron, kinds, refusals, tasks, workflows
+from jobs import channels, cron, kinds, refusals, secrets, tasks, workflows
 from jobs.config import alert_seconds
 from jobs.formfields import (
     AfterField,
@@ -571,3 +571,28 @@ class TaskForm(StorableTextMixin, ErrorListMixin, forms.Form):
             if data.get("timeout_seconds") is None
             else data["timeout_seconds"],
         )
+
+
+class SecretForm(StorableTextMixin, ErrorListMixin, forms.Form):
+    """A secret to create or replace (jobs.secrets): the console's form, the
+    API's body."""
+
+    name = forms.CharField(max_length=100, label=gettext_lazy("Name"))
+    value = forms.CharField(
+        strip=False,
+        label=gettext_lazy("Value"),
+        # Never pre-filled: the value is not read back, not even into the form.
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+    )
+    description = forms.CharField(
+        max_length=secrets.MAX_DESCRIPTION_CHARS, required=False, label=gettext_lazy("Description")
+    )
+
+    def clean_name(self):
+        return secrets.check_name(self.cleaned_data["name"])
+
+    def clean_value(self):
+        return secrets.check_value(self.cleaned_data["value"])
+
+    def clean_description(self):
+        return secrets.check_description(self.cleaned_data["description"])

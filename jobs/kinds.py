@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.utils.module_loading import import_string
 from django.utils.translation import gettext_lazy
 
+from jobs import secrets
 from jobs.handlers import registry
 from jobs.models import Job
 
@@ -132,9 +133,15 @@ def get(kind: str | None) -> JobKind:
 def property_errors(kind: str, properties: dict, *, sql_write: bool = False) -> list:
     """[(field, ValidationError)] for a job kind's own rules on its (already
     coerced) properties: the one check for a job's properties and for a run's
-    overrides merged over them."""
+    overrides merged over them. A reference to a secret that does not exist
+    is refused first (jobs.secrets)."""
+    refused = secrets.unknown_errors(properties) or secrets.clear_credential_errors(properties)
+    if refused:
+        return refused
     row = KINDS.get(kind)
-    return row.property_errors(properties, write=sql_write) if row else []
+    # The kind's rules read a placeholder where a secret is referenced: its
+    # value is not known here, and only a run ever reads it.
+    return row.property_errors(secrets.with_placeholders(properties), write=sql_write) if row else []
 
 
 def offered_choices(current: str | None = None) -> list[tuple[str, str]]:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from django.db import models
 
-from jobs import channels
+from jobs import channels, secrets
 from jobs.handlers.registry import HandlerInfo
 from jobs.models import Job, Run, run_cursor
 from jobs.text import CODE, find_unstorable, storable
@@ -108,10 +108,12 @@ def iso(value: datetime | None) -> str | None:
     return f"{text}Z"
 
 
-def job_to_spec(job: Job, *, with_secrets: bool = False) -> dict:
+def job_to_spec(job: Job, *, with_secrets: bool = False, mask_credentials: bool = False) -> dict:
     """What `jobs export` writes and `jobs import` reads back. Channel URLs
     are masked unless `with_secrets` (a masked URL imported into the same
-    installation keeps the stored one)."""
+    installation keeps the stored one); credentials typed in clear in the
+    properties are masked with `mask_credentials` (for those who may not
+    edit the job: jobs.secrets.mask_credentials)."""
     spec = {name: getattr(job, name) for name in JOB_FIELDS}
     if spec["state"] == Job.State.CRASHED:
         spec["state"] = Job.State.ENABLED
@@ -120,13 +122,18 @@ def job_to_spec(job: Job, *, with_secrets: bool = False) -> dict:
     plain = channels.plain_list(job.alert_channels)
     spec["alert_channels"] = plain if with_secrets else [channels.mask(url) for url in plain]
     spec["properties"] = dict(spec["properties"] or {})
+    if mask_credentials:
+        spec["properties"] = secrets.mask_credentials(spec["properties"])
     return spec
 
 
-def job_to_dict(job: Job, *, properties: bool = True) -> dict:
+def job_to_dict(job: Job, *, properties: bool = True, mask_credentials: bool = False) -> dict:
     """The API's view of a job: the spec plus identity and live state;
-    without `properties` (left out, and not read: the list defers them)."""
+    without `properties` (left out, and not read: the list defers them);
+    with `mask_credentials`, as job_to_spec."""
     data = {name: getattr(job, name) for name in JOB_FIELDS if properties or name != "properties"}
+    if properties and mask_credentials:
+        data["properties"] = secrets.mask_credentials(data["properties"] or {})
     data.update(
         alert_channels=channels.masked_list(job.alert_channels),
         id=job.pk,
@@ -145,7 +152,8 @@ def job_to_dict(job: Job, *, properties: bool = True) -> dict:
     return data
 
 
-def run_to_dict(run: Run, *, with_log: bool = False) -> dict:
+def run_to_dict(run: Run, *, with_log: bool = False, mask_credentials: bool = False) -> dict:
+    """A run as the API answers it; `mask_credentials` as job_to_spec."""
     data = {
         "id": run.pk,
         "job_id": run.job_id,
@@ -162,7 +170,7 @@ def run_to_dict(run: Run, *, with_log: bool = False) -> dict:
         "result": run.result,
         "error": run.error,
         # A task's properties; a job's run: its overrides ({} if none).
-        "properties": dict(run.properties or {}),
+        "properties": (secrets.mask_credentials if mask_credentials else dict)(run.properties or {}),
         # trigger=upstream: the upstream run that started this one, and the
         # chain it belongs to (its first run, how many runs came before it).
         "caused_by": run.caused_by_id,

@@ -14,7 +14,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobs import audit, channels, config, workflows
+from jobs import audit, channels, config, secrets, workflows
 from jobs.core.dbclock import write_time
 from jobs.core.wakeup import wake_schedulers
 from jobs.models import (
@@ -23,6 +23,7 @@ from jobs.models import (
     JobDependency,
     Message,
     Run,
+    Secret,
 )
 from jobs.overview import live_manual_runs
 from jobs.properties import clean_run_properties
@@ -545,3 +546,15 @@ def _require_live(job: Job) -> None:
 
 def _live_manual_run(job: Job) -> Run | None:
     return live_manual_runs(job).first()
+
+
+def set_secret(*, name: str, value: str, description: str | None = None, user=None, via: str) -> Secret:
+    """Create or replace a secret (jobs.secrets.set_secret); refused in demo
+    mode, which changes nothing a run could reach."""
+    check_demo_mode("change secrets")
+    return secrets.set_secret(name=name, value=value, description=description, user=user, via=via)
+
+
+def delete_secret(*, name: str, user=None, via: str) -> bool:
+    check_demo_mode("change secrets")
+    return secrets.delete_secret(name=name, user=user, via=via)

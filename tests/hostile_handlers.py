@@ -2,6 +2,7 @@
 its own (not a test file) so a run's child process can import it by name."""
 
 import ctypes
+import json
 import os
 import signal
 import time
@@ -74,3 +75,22 @@ class Pid(JobHandler):
             f"deadline {ctx.deadline.isoformat()} remaining {ctx.remaining_seconds:.0f} s fire {ctx.fire_id}"
         )
         return str(os.getpid())
+
+
+@register("hostile.leak")
+class Leak(JobHandler):
+    """Writes its `token` property everywhere a run's text goes: its log, and
+    (by `mode`) its result, a HandlerError or another exception."""
+
+    def run(self, ctx: JobContext) -> str:
+        from jobs.handlers import HandlerError
+
+        token = ctx.properties.get("token", "")
+        ctx.log(f"the token is {token}")
+        ctx.log(f'as JSON: {{"token": {json.dumps(token)}}}')
+        mode = ctx.properties.get("mode", "return")
+        if mode == "handler-error":
+            raise HandlerError(f"refused with {token}")
+        if mode == "crash":
+            raise ValueError(f"crashed on {token}")
+        return f"result {token}"

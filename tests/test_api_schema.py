@@ -128,6 +128,12 @@ def test_real_answers_fit_the_schema(document, staff_api, make_job):
         staff_api.post("/api/cron/preview", {"expression": "0 0 * * * *", "timezone": "Europe/Berlin"}),
         "Preview",
     )
+    created = staff_api.put("/api/secrets/api.token", {"value": "v", "description": "d"})
+    assert created.status_code == 201
+    check(document, created, "Secret")
+    check(document, staff_api.put("/api/secrets/api.token", {"value": "w"}), "Secret")
+    check(document, staff_api.get("/api/secrets"), "SecretList")
+    assert "204" in documented_statuses(document, "/api/secrets/{name}", "delete")
 
 
 @pytest.mark.parametrize(
@@ -146,6 +152,9 @@ def test_real_answers_fit_the_schema(document, staff_api, make_job):
             "/api/cron/preview",
         ),
         ("post", "/api/tasks", {"handler": "demo.echo"}, "400", "/api/tasks"),
+        ("put", "/api/secrets/a%20b", {"value": "v"}, "400", "/api/secrets/{name}"),
+        ("put", "/api/secrets/ok", {"value": "x" * 65537}, "400", "/api/secrets/{name}"),
+        ("delete", "/api/secrets/none", None, "404", "/api/secrets/{name}"),
     ],
 )
 def test_error_answers_fit_the_schema(document, staff_api, make_job, method, url, body, status, path):
@@ -162,6 +171,8 @@ def test_error_answers_fit_the_schema(document, staff_api, make_job, method, url
 def test_unauthenticated_and_forbidden_answers_fit_the_schema(document, anon_api, viewer_api):
     check(document, anon_api.get("/api/jobs"), "Error")
     check(document, viewer_api.post("/api/tasks", {"handler": "demo.echo", "key": "k"}), "Error")
+    check(document, viewer_api.get("/api/secrets"), "Error")
+    assert "403" in documented_statuses(document, "/api/secrets", "get")
 
 
 def test_a_task_run_fits_the_schema(document, staff_api):

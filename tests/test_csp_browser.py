@@ -86,6 +86,7 @@ def test_every_console_page_runs_without_a_policy_violation(csp_page, make_job):
         f"/jobs/{job.pk}/edit/",
         f"/runs/{run.pk}/",
         "/settings/",
+        "/secrets/",
         "/messages/",
         "/alerts/",
         "/cluster/",

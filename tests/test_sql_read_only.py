@@ -547,6 +547,7 @@ DENIED_READS = [
     ("WITH x AS (SELECT token_hash FROM jobs_apitoken) SELECT * FROM x", "jobs_apitoken"),
     ("SELECT name FROM jobs_job UNION ALL SELECT password FROM auth_user", "auth_user"),
     ("SELECT value FROM jobs_setting", "jobs_setting"),
+    ("SELECT token FROM jobs_secret", "jobs_secret"),
     ("SELECT alert_channels FROM jobs_job", "jobs_job.alert_channels"),
     ("SELECT * FROM jobs_job", "jobs_job.alert_channels"),
     ("SELECT channel FROM jobs_alertdelivery", "jobs_alertdelivery.channel"),

@@ -44,13 +44,14 @@ def list_jobs(request, filters: Query[schemas.JobFilters]):
     if filters.kind:
         jobs = jobs.filter(kind=filters.kind)
     properties = filters.include == schemas.INCLUDE_PROPERTIES
+    masked = not access.can_edit(request.user)
     if not properties:
         jobs = jobs.defer("properties")
     page = job_page(
         jobs,
         limit=filters.limit,
         after=decode_cursor(filters.cursor) if filters.cursor else None,
-        render=lambda job: json.dumps(job_to_dict(job, properties=properties)),
+        render=lambda job: json.dumps(job_to_dict(job, properties=properties, mask_credentials=masked)),
     )
     return HttpResponse(page.envelope(), content_type="application/json")
 
@@ -77,7 +78,8 @@ def create_job(request, payload: schemas.JobCreate):
     response={200: schemas.Job, **OBJECT_ERRORS},
 )
 def get_job(request, job_id: int):
-    return JsonResponse(job_to_dict(access.get_job_for_user(request.user, job_id)))
+    job = access.get_job_for_user(request.user, job_id)
+    return JsonResponse(job_to_dict(job, mask_credentials=not access.can_edit(request.user)))
 
 
 def _save_job(request, job_id: int, payload: schemas.JobFields, *, replace: bool):
@@ -179,4 +181,4 @@ def run_job(request, job_id: int, payload: Body[schemas.RunNow] = None):
 def list_job_runs(request, job_id: int, filters: Query[RunFilters]):
     """Keyset-paginated on (scheduled_at, id)."""
     job = access.get_job_for_user(request.user, job_id)
-    return run_page(RunModel.objects.filter(job=job), filters)
+    return run_page(RunModel.objects.filter(job=job), filters, masked=not access.can_edit(request.user))

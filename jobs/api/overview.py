@@ -29,7 +29,7 @@ def list_runs(request, filters: Query[AllRunFilters]):
     runs = access.visible_runs(request.user)
     if filters.job is not None:
         runs = runs.filter(job_id=filters.job)
-    return run_page(runs, filters)
+    return run_page(runs, filters, masked=not access.can_edit(request.user))
 
 
 @router.get(
@@ -56,7 +56,10 @@ def dashboard(request):
                 }
                 for job in figures["attention"]
             ],
-            "running": [run_to_dict(run) for run in figures["running"]],
+            "running": [
+                run_to_dict(run, mask_credentials=not access.can_edit(request.user))
+                for run in figures["running"]
+            ],
             "running_count": figures["running_count"],
         }
     )

@@ -43,9 +43,10 @@ def decode_cursor(cursor: str) -> tuple[datetime, int]:
     return parsed
 
 
-def run_page(runs, filters: RunFilters) -> HttpResponse:
+def run_page(runs, filters: RunFilters, *, masked: bool = False) -> HttpResponse:
     """One page of `runs` narrowed by `filters`, newest scheduled first;
-    keyset-paginated on (scheduled_at, id)."""
+    keyset-paginated on (scheduled_at, id); `masked`: credentials typed in
+    clear in the runs' properties hidden (a reader who may not edit)."""
     statuses = [s for s in (filters.status or "").split(",") if s]
     if statuses:
         runs = runs.filter(status__in=statuses)
@@ -59,5 +60,7 @@ def run_page(runs, filters: RunFilters) -> HttpResponse:
         runs = runs.older_than(*decode_cursor(filters.cursor))
     # The log (256 K characters) is getRun's alone.
     runs = runs.defer("log").order_by("-scheduled_at", "-id")[: filters.limit + 1]
-    page = json_page(runs, limit=filters.limit, render=lambda run: json.dumps(run_to_dict(run)))
+    page = json_page(
+        runs, limit=filters.limit, render=lambda run: json.dumps(run_to_dict(run, mask_credentials=masked))
+    )
     return HttpResponse(page.envelope(), content_type="application/json")

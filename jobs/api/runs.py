@@ -22,7 +22,8 @@ RUN_ID = "{int:run_id}"
     response={200: RunDetail, **OBJECT_ERRORS},
 )
 def get_run(request, run_id: int):
-    return JsonResponse(run_to_dict(access.get_run_for_user(request.user, run_id), with_log=True))
+    run = access.get_run_for_user(request.user, run_id)
+    return JsonResponse(run_to_dict(run, with_log=True, mask_credentials=not access.can_edit(request.user)))
 
 
 @router.post(

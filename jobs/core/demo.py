@@ -35,6 +35,7 @@ ACTION_WORDS = {
     "importing jobs": gettext_noop("importing jobs"),
     "resuming a paused job": gettext_noop("resuming a paused job"),
     "a schedule faster than once a minute": gettext_noop("a schedule faster than once a minute"),
+    "change secrets": gettext_noop("changing secrets"),
 }
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from jobs import secrets
 from jobs.core.logbuffer import LogBuffer
 
 
@@ -17,8 +18,8 @@ class HandlerError(Exception):
 
 @dataclass
 class JobContext:
-    """What a running handler gets: its parameters, a log, a cancel flag and
-    a deadline. `fire_id` is the same for every attempt of one fire, so it is
+    """What a running handler gets: its parameters (secret references
+    already replaced by their values), a log, a cancel flag and a deadline. `fire_id` is the same for every attempt of one fire, so it is
     the idempotency key for side effects."""
 
     run_id: int
@@ -42,6 +43,9 @@ class JobContext:
     # The log is held as its capped head and tail only (jobs.core.logbuffer):
     # `log_keep` characters of each, JOBS_MAX_MESSAGE_CHARS unless given.
     log_keep: int | None = field(default=None, repr=False)
+    # The secrets' values the run's properties were given (jobs.secrets):
+    # hidden in every line logged, as in the result and error (run_handler).
+    redacted: list[str] = field(default_factory=list, repr=False)
     _log: LogBuffer = field(init=False, repr=False)
     _clock: Callable[[], datetime] = field(default=timezone.now, repr=False)
 
@@ -50,6 +54,8 @@ class JobContext:
 
     def log(self, message: str) -> None:
         stamp = self._clock().strftime("%H:%M:%S")
+        if self.redacted:
+            message = secrets.redact(str(message), self.redacted)
         self._log.add_line(f"{stamp} {message}")
 
     def log_text(self) -> str:

@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobs", "0018_workflow_chains"),
+        ("jobs", "0019_secrets"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

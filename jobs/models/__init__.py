@@ -27,6 +27,7 @@ from jobs.models.runs import (
     parse_run_cursor,
     run_cursor,
 )
+from jobs.models.secrets import Secret
 from jobs.models.system import APIToken, AuditEvent, LeadershipChange, Lease, Profile, Setting
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "Profile",
     "Run",
     "RunQuerySet",
+    "Secret",
     "Setting",
     "cap_message",
     "job_name",

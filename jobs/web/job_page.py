@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from jobs import access, overview, refusals, services
+from jobs import access, overview, refusals, secrets, services
 from jobs.access import login_required
 from jobs.models import LIVE_RUN, AuditEvent, Job, Run, parse_run_cursor, run_cursor
 from jobs.web.charts import duration_chart
@@ -93,10 +93,14 @@ def _chart(job: Job) -> dict | None:
     return duration_chart(recent[::-1])
 
 
-def _job_panels(job: Job) -> dict:
-    """What the job page shows around its history: summary, actions, chart."""
+def _job_panels(job: Job, user) -> dict:
+    """What the job page shows around its history: summary, actions, chart.
+    Credentials typed in clear in the properties are for those who may edit."""
     return {
         "job": job,
+        "shown_properties": job.properties
+        if access.can_edit(user)
+        else secrets.mask_credentials(job.properties),
         "schedule": describe_schedule(job),
         "chart": _chart(job),
         "live_manual_run": next(
@@ -112,10 +116,20 @@ def job_detail(request, job_id):
         # The history's filters and pages (their URL is this page's, pushed
         # into the address bar): the same answer as job_runs.
         return job_runs(request, job_id)
+    audit_events = list(AuditEvent.objects.filter(job=job).order_by("-created_at", "-id")[:AUDIT_EVENTS])
+    # Credentials typed in clear are for those who may edit the job.
+    masked = not access.can_edit(request.user)
+    if masked:
+        for event in audit_events:
+            change = event.changes.get("properties") if isinstance(event.changes, dict) else None
+            if isinstance(change, list) and len(change) == 2:
+                event.changes["properties"] = [
+                    secrets.mask_credentials(side) if isinstance(side, dict) else side for side in change
+                ]
     context = {
-        **_job_panels(job),
+        **_job_panels(job, request.user),
         "history": _history_context(job, request.GET),
-        "audit_events": AuditEvent.objects.filter(job=job).order_by("-created_at", "-id")[:AUDIT_EVENTS],
+        "audit_events": audit_events,
         # The workflow: which jobs this one runs after, and which run after it
         # (a deleted or paused one shows as such).
         "upstream_links": job.upstream_links.select_related("upstream").order_by("upstream__name"),
@@ -130,7 +144,7 @@ def job_runs(request, job_id):
     through job_detail), with the job's state, crash banner, actions, summary
     and chart swapped out of band: a run that finishes changes them too."""
     job = access.get_job_for_user(request.user, job_id)
-    context = {**_job_panels(job), "history": _history_context(job, request.GET), "oob": True}
+    context = {**_job_panels(job, request.user), "history": _history_context(job, request.GET), "oob": True}
     return render(request, "jobs/job_detail.html#run-history", context)
 
 

@@ -171,11 +171,14 @@ def job_export(request):
             return HttpResponseBadRequest(
                 _("This cursor is not one the export gave out."), content_type="text/plain"
             )
+    masked = not access.can_edit(request.user)
     page = job_page(
         jobs,
         limit=limit,
         after=after,
-        render=lambda job: json.dumps(job_to_spec(job), indent=2, ensure_ascii=False),
+        render=lambda job: json.dumps(
+            job_to_spec(job, mask_credentials=masked), indent=2, ensure_ascii=False
+        ),
     )
     response = HttpResponse(
         "[\n" + ",\n".join(page.items) + "\n]\n", content_type="application/json; charset=utf-8"

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from jobs import access, overview, refusals, services
+from jobs import access, overview, refusals, secrets, services
 from jobs.access import login_required
 from jobs.models import Run, parse_run_cursor, run_cursor
 from jobs.web.common import (
@@ -122,6 +122,10 @@ def run_detail(request, run_id):
     context = {
         "run": run,
         "job": run.job,
+        # Credentials typed in clear are for those who may edit the job.
+        "shown_properties": run.properties
+        if access.can_edit(request.user)
+        else secrets.mask_credentials(run.properties or {}),
         "retryable": Run.RETRYABLE,
         "caused_by": run.caused_by if run.caused_by_id else None,
         "caused_runs": list(run.caused_runs.select_related("job").order_by("id")[:50]),

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from jobs.web import account, alerts, audit, cluster, dashboard, job_form, job_page, jobs, runs
+from jobs.web import account, alerts, audit, cluster, dashboard, job_form, job_page, jobs, runs, secrets
 
 app_name = "jobs"
 
@@ -32,6 +32,8 @@ urlpatterns = [
     path("cron/preview/", job_form.cron_preview, name="cron_preview"),
     path("settings/", account.settings_page, name="settings"),
     path("audit/", audit.audit_list, name="audit"),
+    path("secrets/", secrets.secret_list, name="secret_list"),
+    path("secrets/<str:name>/delete/", secrets.secret_delete, name="secret_delete"),
     path("messages/", account.message_list, name="messages"),
     path("messages/unread/", account.unread_count, name="unread_count"),
     path("messages/read/", account.message_read, name="messages_read_all"),

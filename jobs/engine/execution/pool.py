@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from jobs import kinds
+from jobs import kinds, secrets
 from jobs.core.logbuffer import Chunk
 from jobs.handlers import registry
 from jobs.handlers.base import HandlerError, JobContext, JobHandler
@@ -167,7 +167,29 @@ def take_outcomes(outcomes: queue.SimpleQueue, flights: dict[int, Flight], timeo
 def run_handler(
     ctx: JobContext, make_handler: Callable[[], JobHandler], *, memory_error: str = MEMORY_ERROR
 ) -> Outcome:
-    """Run one handler and turn how it ended into an outcome (without its log)."""
+    """Run one handler and turn how it ended into an outcome (without its
+    log). The run's secret references are resolved here, in whichever
+    process or thread runs the handler, as late as can be; what the handler
+    returns or raises leaves with every secret's value hidden (its log
+    lines are hidden as they are written: JobContext.log)."""
+    try:
+        resolved = secrets.resolve(ctx.properties)
+    except secrets.SecretMissing as exc:
+        return Outcome(ctx.run_id, "failed", error=str(exc))
+    except Exception as exc:  # the database is away: no value could be read
+        return Outcome(
+            ctx.run_id, "failed", error=f"the run's secrets could not be read: {type(exc).__name__}: {exc}"
+        )
+    ctx.properties = resolved.properties
+    ctx.redacted = secrets.redaction_forms(resolved.values)
+    outcome = _outcome(ctx, make_handler, memory_error)
+    if ctx.redacted:
+        outcome.result = secrets.redact(outcome.result, ctx.redacted)
+        outcome.error = secrets.redact(outcome.error, ctx.redacted)
+    return outcome
+
+
+def _outcome(ctx: JobContext, make_handler: Callable[[], JobHandler], memory_error: str) -> Outcome:
     try:
         handler = make_handler()
         value = handler.run(ctx)

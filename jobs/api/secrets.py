@@ -1,0 +1,85 @@
+"""The API's secrets (staff only): the list, without values; setting one by
+name (created or replaced, its value never answered back); deleting one.
+Setting and deleting are refused in demo mode."""
+
+from django.http import HttpResponse, JsonResponse
+from ninja import Path, Router
+
+from jobs import access, services
+from jobs.api.framework import VIA, ApiError
+from jobs.api.schemas.base import CHANGE_ERRORS, EDIT_ERRORS, Error
+from jobs.api.schemas.secrets import Secret, SecretInput, SecretList
+from jobs.forms import SecretForm
+from jobs.models import Secret as SecretRow
+from jobs.models.secrets import NAME_PATTERN
+
+router = Router()
+# The name's rule, checked (code invalid, field "name") and stated in the
+# document from the model's pattern.
+NAME = Path(..., description="The secret's name: 1 to 100 of A-Z a-z 0-9 _ . -", pattern=f"^{NAME_PATTERN}$")
+
+
+def _secret_to_dict(secret: SecretRow) -> dict:
+    return {
+        "name": secret.name,
+        "description": secret.description,
+        "set_at": secret.set_at.isoformat().replace("+00:00", "Z"),
+        "set_by": secret.set_by,
+    }
+
+
+def _require_staff(request) -> None:
+    # Reading the list too: which secrets exist is for those who may use them.
+    if not access.can_edit(request.user):
+        raise ApiError(403, "forbidden", "Only staff can see and change secrets.")
+
+
+@router.get(
+    "/secrets",
+    operation_id="listSecrets",
+    url_name="secrets",
+    summary="Secrets, by name (staff): never their values.",
+    response={200: SecretList, 401: Error, 403: Error},
+)
+def list_secrets(request):
+    _require_staff(request)
+    return JsonResponse({"results": [_secret_to_dict(s) for s in SecretRow.objects.all()]})
+
+
+@router.put(
+    "/secrets/{name}",
+    operation_id="setSecret",
+    url_name="secret",
+    summary="Create or replace a secret (staff; refused in demo mode).",
+    description="The value is never answered back. 201 when created, 200 when replaced.",
+    response={200: Secret, 201: Secret, **EDIT_ERRORS},
+)
+def set_secret(request, payload: SecretInput, name: str = NAME):
+    _require_staff(request)
+    # The console's form checks the body, each problem under its own field.
+    form = SecretForm({"name": name, "value": payload.value, "description": payload.description or ""})
+    if not form.is_valid():
+        raise ApiError.invalid(form.error_list())
+    created = not SecretRow.objects.filter(name=name).exists()
+    secret = services.set_secret(
+        name=name,
+        value=form.cleaned_data["value"],
+        description=None if payload.description is None else form.cleaned_data["description"],
+        user=request.user,
+        via=VIA,
+    )
+    return JsonResponse(_secret_to_dict(secret), status=201 if created else 200)
+
+
+@router.delete(
+    "/secrets/{name}",
+    operation_id="deleteSecret",
+    url_name="secret",
+    summary="Delete a secret (staff; refused in demo mode). Jobs that name it fail until it exists again.",
+    response={204: None, **CHANGE_ERRORS},
+)
+def delete_secret(request, name: str = NAME):
+    _require_staff(request)
+    if not services.delete_secret(name=name, user=request.user, via=VIA):
+        raise ApiError(404, "not_found", "No such secret.")
+    return HttpResponse(status=204)
