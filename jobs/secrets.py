@@ -145,8 +145,9 @@ def resolve(properties: dict) -> Resolved:
 
     resolved = {}
     for key, text in (properties or {}).items():
-        text = str(text)
-        if _is_json(text):
+        if not isinstance(text, str):  # a number or a list stored by hand holds no reference
+            resolved[key] = text
+        elif _is_json(text):
             resolved[key] = REFERENCE_RE.sub(lambda m: json.dumps(value_of(m))[1:-1], text)
         else:
             resolved[key] = REFERENCE_RE.sub(value_of, text)

@@ -16,7 +16,7 @@ from django.utils import timezone
 import tests.hostile_handlers  # noqa: F401  (registers hostile.leak)
 from jobs import secrets, services
 from jobs.core import crypto
-from jobs.engine.execution.pool import RunContext, resolve_handler, run_handler
+from jobs.engine.execution.pool import HandlerRef, RunContext, run_handler
 from jobs.engine.loop import Scheduler
 from jobs.models import AuditEvent, Job, Run, Secret
 from jobs.models.secrets import MAX_VALUE_BYTES
@@ -201,7 +201,7 @@ def make_ctx(properties, run_id=1):
 def test_the_handler_gets_the_value_and_nothing_it_writes_keeps_it(mode):
     set_value("tok", 'tok"en-' + VALUE)
     ctx = make_ctx({"token": "{{ secret.tok }}", "mode": mode})
-    outcome = run_handler(ctx, lambda: resolve_handler("python", "hostile.leak"))
+    outcome = run_handler(ctx, HandlerRef("python", "hostile.leak"))
     text = ctx.log_text() + outcome.result + outcome.error
     assert "the token is ****" in ctx.log_text()
     assert '{"token": "****"}' in ctx.log_text()
@@ -214,7 +214,7 @@ def test_a_secret_deleted_since_the_save_fails_the_run_with_its_name():
     set_value("tok")
     ctx = make_ctx({"token": "{{ secret.tok }}"})
     secrets.delete_secret(name="tok", via="cli")
-    outcome = run_handler(ctx, lambda: resolve_handler("python", "hostile.leak"))
+    outcome = run_handler(ctx, HandlerRef("python", "hostile.leak"))
     assert outcome.status == "failed"
     assert "'tok' does not exist" in outcome.error
 

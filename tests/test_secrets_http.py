@@ -6,7 +6,7 @@ import json
 import pytest
 
 from jobs import secrets
-from jobs.engine.execution.pool import resolve_handler, run_handler
+from jobs.engine.execution.pool import HandlerRef, run_handler
 from tests.fixtures.http import TestServer, make_ctx
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +31,7 @@ def test_the_request_carries_the_value_and_the_result_hides_it(settings, server)
             "method": "POST",
         }
     )
-    outcome = run_handler(ctx, lambda: resolve_handler("http", ""))
+    outcome = run_handler(ctx, HandlerRef("http", ""))
     assert outcome.status == "succeeded", outcome.error
     echoed = outcome.result.split("\n", 1)[1]
     assert VALUE not in outcome.result + ctx.log_text()

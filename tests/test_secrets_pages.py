@@ -60,7 +60,7 @@ def test_demo_mode_refuses_changing_secrets_in_the_console(staff_client, setting
     secrets.set_secret(name="keep", value=VALUE, via="cli")
     settings.DEMO_MODE = True
     response = staff_client.post("/secrets/", {"name": "new", "value": "v"}, follow=True)
-    assert "changing secrets is turned off" in response.content.decode()
+    assert "Changing secrets is disabled in demo mode" in response.content.decode()
     staff_client.post("/secrets/keep/delete/")
     assert list(Secret.objects.values_list("name", flat=True)) == ["keep"]
 
@@ -100,7 +100,7 @@ def test_the_api_refuses_viewers_and_demo_mode(viewer_api, staff_api, settings):
     assert_error(viewer_api.put("/api/secrets/x", {"value": "v"}), 403, "forbidden")
     settings.DEMO_MODE = True
     body = assert_error(staff_api.put("/api/secrets/x", {"value": "v"}), 403, "demo_mode")
-    assert "changing secrets is turned off" in body["message"]
+    assert "Changing secrets is disabled in demo mode" in body["message"]
     assert not Secret.objects.exists()
 
 
