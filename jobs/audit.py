@@ -92,7 +92,12 @@ def record_sign_in(sender, request, user, **kwargs) -> None:
 def record_failed_sign_in(sender, credentials, request=None, **kwargs) -> None:
     """Django's user_login_failed: a row with the name typed. `credentials`
     come with the password already replaced by Django; only the user name
-    is read from them."""
+    is read from them. From the attempt that locks a client out
+    (LOGIN_FAILURE_LIMIT) on, django-axes' own log holds them (the admin's
+    Access attempts) and no row is written here, so a client guessing
+    passwords cannot grow the audit table however long it goes on."""
+    if request is not None and getattr(request, "axes_locked_out", False):
+        return
     typed = credentials.get("username") if isinstance(credentials, dict) else None
     record(
         action="sign-in-failed",

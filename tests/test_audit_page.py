@@ -163,6 +163,16 @@ def test_sign_ins_and_failed_sign_ins_are_audited_without_the_password(staff_use
     assert "wrong-password-42" not in json.dumps(list(AuditEvent.objects.values()), default=str)
 
 
+def test_failed_sign_ins_past_the_lockout_add_no_rows(staff_user, settings):
+    """A client guessing passwords is locked out by django-axes at its
+    LOGIN_FAILURE_LIMIT-th failure; from then on axes' own log holds the
+    attempts, so the audit table cannot grow without end."""
+    client = Client()
+    for attempt in range(settings.AXES_FAILURE_LIMIT + 10):
+        client.post("/login/", {"username": "staff", "password": f"guess-{attempt}"})
+    assert AuditEvent.objects.filter(action="sign-in-failed").count() == settings.AXES_FAILURE_LIMIT - 1
+
+
 def test_a_sign_in_through_another_backend_is_via_sso(staff_user, settings):
     backend = "django.contrib.auth.backends.RemoteUserBackend"
     settings.AUTHENTICATION_BACKENDS = [*settings.AUTHENTICATION_BACKENDS, backend]
