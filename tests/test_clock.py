@@ -23,13 +23,13 @@ from jobs.engine import leases, maintenance
 from jobs.engine.alertwatch import AlertWatch
 from jobs.engine.clock import Clock, Reading
 from jobs.engine.execution.child import context_from, payload_of
-from jobs.engine.execution.pool import Flight, RunContext
+from jobs.engine.execution.pool import Flight
 from jobs.engine.heartbeat_ping import HeartbeatPinger
 from jobs.engine.loop import NextQueued
 from jobs.engine.outbox import AlertSender
 from jobs.engine.outcomes import Recorder
 from jobs.engine.planning import CHECK_EVERY, Planner, ScheduleCheck
-from jobs.handlers.base import JobContext
+from jobs.handlers.base import JobContext, RunContext
 from jobs.models import Job, Run
 from tests.fixtures.core import T0, drain
 
@@ -342,7 +342,7 @@ def test_a_run_process_keeps_the_schedulers_clock():
         scheduled_at=now,
         deadline=now + timedelta(seconds=60),
         properties={},
-        _clock=Clock(offset=offset),
+        clock=Clock(offset=offset),
     )
     child = JobContext(**context_from(payload_of(ctx)))
     assert 55 < child.remaining_seconds <= 60

@@ -426,7 +426,7 @@ from datetime import UTC, datetime, timedelta
 T0 = datetime(2026, 3, 2, 12, tzinfo=UTC)
 program = "import os\\nblock = b'x' * 1048576\\nfor _ in range(300):\\n    os.write({fd}, block)\\nraise SystemExit(1)\\n"
 ctx = JobContext(run_id=1, fire_id="f", attempt=1, scheduled_at=T0, deadline=T0 + timedelta(hours=1),
-                 properties={{"command": json.dumps([sys.executable, "-c", program])}}, _clock=lambda: T0)
+                 properties={{"command": json.dumps([sys.executable, "-c", program])}}, clock=lambda: T0)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:
     result = CommandJobHandler().run(ctx)

@@ -16,8 +16,9 @@ from django.utils import timezone
 import tests.hostile_handlers  # noqa: F401  (registers hostile.leak)
 from jobs import secrets, services
 from jobs.core import crypto
-from jobs.engine.execution.pool import HandlerRef, RunContext, run_handler
+from jobs.engine.execution.pool import HandlerRef, run_handler
 from jobs.engine.loop import Scheduler
+from jobs.handlers.base import RunContext
 from jobs.models import AuditEvent, Job, Run, Secret
 from jobs.models.secrets import MAX_VALUE_BYTES
 

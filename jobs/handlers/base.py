@@ -1,14 +1,14 @@
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
 from jobs import secrets
-from jobs.core.logbuffer import LogBuffer
+from jobs.core.logbuffer import Chunk, LogBuffer
 
 
 class HandlerError(Exception):
@@ -46,14 +46,16 @@ class JobContext:
     # The secrets' values the run's properties were given (jobs.secrets):
     # hidden in every line logged, as in the result and error (run_handler).
     redacted: list[str] = field(default_factory=list, repr=False)
+    # The clock the deadline and the log's stamps go by: the scheduler's
+    # (the database's on PostgreSQL, jobs.engine.clock).
+    clock: Callable[[], datetime] = field(default=timezone.now, repr=False)
     _log: LogBuffer = field(init=False, repr=False)
-    _clock: Callable[[], datetime] = field(default=timezone.now, repr=False)
 
     def __post_init__(self):
         self._log = LogBuffer(settings.JOBS_MAX_MESSAGE_CHARS if self.log_keep is None else self.log_keep)
 
     def log(self, message: str) -> None:
-        stamp = self._clock().strftime("%H:%M:%S")
+        stamp = self.clock().strftime("%H:%M:%S")
         if self.redacted:
             message = secrets.redact(str(message), self.redacted)
         self._log.add_line(f"{stamp} {message}")
@@ -69,12 +71,32 @@ class JobContext:
 
     @property
     def remaining_seconds(self) -> float:
-        return max(0.0, (self.deadline - self._clock()).total_seconds())
+        return max(0.0, (self.deadline - self.clock()).total_seconds())
 
     def check_cancelled(self) -> None:
         """Raise if the run was cancelled or timed out; for loops that want to stop early."""
         if self.cancelled.is_set():
             raise HandlerError("cancelled")
+
+
+class RunContext(JobContext):
+    """The JobContext the engine hands a handler, with what the executors
+    do to it besides: merge log lines a child process sent, take the lines
+    written since the last take (to send them), and say how far the clock it
+    judges its deadline by is from this host's."""
+
+    def merge_log(self, chunk: Chunk) -> None:
+        self._log.merge(chunk)
+
+    def take_log(self) -> Chunk:
+        return self._log.take()
+
+    @property
+    def clock_offset(self) -> timedelta:
+        """The deadline is on the scheduler's clock (the database's on
+        PostgreSQL, jobs.engine.clock.Clock): a child process shifts its own
+        clock by this much to match."""
+        return getattr(self.clock, "offset", timedelta(0))
 
 
 class JobHandler:

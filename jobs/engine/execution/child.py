@@ -23,7 +23,8 @@ from collections.abc import Callable
 
 from jobs.core.logbuffer import Chunk, cap_text
 from jobs.engine.clock import Clock
-from jobs.engine.execution.pool import HandlerRef, RunContext, run_handler
+from jobs.engine.execution.pool import HandlerRef, run_handler
+from jobs.handlers.base import RunContext
 
 FLUSH_EVERY = 0.2  # seconds: how often a child sends the log written since
 PR_SET_PDEATHSIG = 1
@@ -221,7 +222,7 @@ def context_from(payload: dict) -> dict:
     if run is not None and job is not None and run.job_id == job.pk:
         type(run)._meta.get_field("job").set_cached_value(run, job)
     fields["job"], fields["run"] = job, run
-    fields["_clock"] = Clock(offset=fields.pop("clock_offset"))
+    fields["clock"] = Clock(offset=fields.pop("clock_offset"))
     return fields
 
 

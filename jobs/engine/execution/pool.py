@@ -12,13 +12,12 @@ import threading
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Protocol
 
 from jobs import kinds, secrets
-from jobs.core.logbuffer import Chunk
 from jobs.handlers import registry
-from jobs.handlers.base import HandlerError, JobContext, JobHandler
+from jobs.handlers.base import HandlerError, JobContext, JobHandler, RunContext
 
 TRACEBACK_CHARS = 8000
 
@@ -33,26 +32,6 @@ class Outcome:
 
 
 MEMORY_ERROR = "MemoryError: the handler ran out of memory"
-
-
-class RunContext(JobContext):
-    """The JobContext the engine hands a handler, with what the executors
-    do to it besides: merge log lines a child process sent, take the lines
-    written since the last take (to send them), and say how far the clock it
-    judges its deadline by is from this host's."""
-
-    def merge_log(self, chunk: Chunk) -> None:
-        self._log.merge(chunk)
-
-    def take_log(self) -> Chunk:
-        return self._log.take()
-
-    @property
-    def clock_offset(self) -> timedelta:
-        """The deadline is on the scheduler's clock (the database's on
-        PostgreSQL, jobs.engine.clock.Clock): a child process shifts its own
-        clock by this much to match."""
-        return getattr(self._clock, "offset", timedelta(0))
 
 
 @dataclass

@@ -25,9 +25,10 @@ from django.db import connection, transaction
 from django.db.models import Min
 
 from jobs.engine.bulk import database, fetch
-from jobs.engine.execution.pool import Flight, HandlerRef, Pool, RunContext
+from jobs.engine.execution.pool import Flight, HandlerRef, Pool
 from jobs.engine.outcomes import Recorded, Recorder
 from jobs.engine.prepared import Prepared
+from jobs.handlers.base import RunContext
 from jobs.models import QUEUED_RUN, Job, Run
 
 CLAIM_BATCH = 100
@@ -178,7 +179,7 @@ class Starter:
             job=job,
             run=run,
             log_keep=self.log_keep,
-            _clock=self.clock,
+            clock=self.clock,
         )
         flight = Flight(
             run_id=run.pk,
