@@ -273,3 +273,8 @@ def test_the_api_names_the_field_of_a_demo_refusal_only_the_service_saw(staff_ap
 
     monkeypatch.setattr(services, "save_job", refuse)
     assert_refused(staff_api.patch(f"/api/jobs/{job.pk}", {"description": "x"}), "state")
+
+
+def test_a_job_action_the_demo_table_does_not_word_is_still_refused_with_the_demo_sentence(demo):
+    with pytest.raises(refusals.DemoModeError, match="Changing HTTP jobs is disabled in demo mode."):
+        refusals.check_job_change(kinds=["http"], user=None, action="rename")
