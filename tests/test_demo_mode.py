@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from jobs import channels, refusals, services
+from jobs import channels, imports, refusals, services
 from jobs.config import get_setting, set_setting
 from jobs.models import AuditEvent, Job
 
@@ -122,6 +122,17 @@ def test_the_console_refuses_an_import(staff_client, demo):
     assert response.status_code == 200
     assert "Importing jobs is disabled in demo mode." in response.content.decode()
     assert not Job.objects.filter(name="imported").exists()
+
+
+def test_the_console_refuses_an_import_at_upload_without_previewing_it(staff_client, demo, monkeypatch):
+    def preview(*args, **kwargs):
+        raise AssertionError("an import demo mode refuses is not previewed")
+
+    monkeypatch.setattr(imports, "parse", preview)
+    monkeypatch.setattr(imports, "plan", preview)
+    response = staff_client.post(reverse("jobs:job_import"), {"text": json.dumps([SPEC])})
+    assert response.status_code == 200
+    assert "Importing jobs is disabled in demo mode." in response.content.decode()
 
 
 def test_the_command_line_import_seeds_a_demo(demo, tmp_path):
