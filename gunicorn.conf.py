@@ -4,7 +4,7 @@ only what differs per deployment (bind, workers).
 
 limit_request_line: gunicorn's default (4094 bytes) answers a longer
 request line itself, as an HTML error. 8190 is the most gunicorn allows;
-the API refuses URLs longer than jobs.api.MAX_URL_CHARS (4096) as JSON
+the API refuses URLs longer than jobs.api.framework.MAX_URL_CHARS (4096) as JSON
 (414, code uri_too_long), so every over-long URL a client can send under
 /api/ up to that size gets a JSON answer. Longer request lines still get
 gunicorn's own error (docs/api.md).

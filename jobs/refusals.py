@@ -151,6 +151,8 @@ _DEMO_JOB_ACTIONS = {
     "re-enable": gettext_noop("re-enabling {kinds} jobs"),
     "override the properties of": gettext_noop("overriding the properties of {kinds} jobs"),
 }
+# For an action the table does not word: still the one demo sentence, not a KeyError.
+_DEMO_JOB_OTHER_ACTION = gettext_noop("changing {kinds} jobs")
 
 
 def check_job_change(*, kinds: Iterable[str | None], user, action: str, runs: bool = True) -> None:
@@ -166,7 +168,9 @@ def check_job_change(*, kinds: Iterable[str | None], user, action: str, runs: bo
     guarded = [kind for kind in GUARDED_KINDS if kind in kinds]
     if runs and guarded and demo.is_on():
         label = _(" and ").join(kind.upper() for kind in guarded)
-        raise DemoModeError(demo.disabled(_(_DEMO_JOB_ACTIONS[action]).format(kinds=label)))
+        raise DemoModeError(
+            demo.disabled(_(_DEMO_JOB_ACTIONS.get(action, _DEMO_JOB_OTHER_ACTION)).format(kinds=label))
+        )
     restricted = [kind for kind in SUPERUSER_KINDS if kind in kinds]
     if restricted and user is not None and not getattr(user, "is_superuser", False):
         label = _(" and ").join("SQL" if kind == Job.Kind.SQL else kind for kind in restricted)

@@ -40,8 +40,8 @@ def delete_runs_before(
     (twice as long as it held the write lock, at least PAUSE): SQLite has one
     write lock and no queue for it, and a writer that finds it taken retries
     after sleeps that grow to 100 ms, so a cleanup that took the lock back at
-    once would starve the scheduler's writes (measured by `bench retention`:
-    fires 7 s late during a cleanup of 500-row batches without the pause)."""
+    once would starve the scheduler's writes (`bench retention`,
+    docs/benchmarks.md)."""
     deleted = 0
     with _checkpoints_between_batches() as checkpoint:
         while not should_stop():

@@ -98,6 +98,8 @@ def test_filters(staff_client, query, expected):
         ("since=yesterday", "“yesterday” is not a date"),
         ("until=2026-02-30", "“2026-02-30” is not a date"),
         ("since=0000-01-01", "is not a date"),
+        ("until=9999-12-31", "“9999-12-31” is not a date"),
+        ("until=99991231", "“99991231” is not a date"),
         ("via=telepathy", "There is no such choice for “via”: telepathy."),
     ],
 )

@@ -125,7 +125,7 @@ def test_bulk_pause_and_resume(staff_client, make_job):
     assert Job.objects.get(pk=a.pk).state == "enabled"
     assert Job.objects.get(pk=a.pk).next_fire_at is not None
     assert AuditEvent.objects.filter(job=a, action="pause").count() == 1
-    # Delete asks first (issue 15): a page naming the job; nothing is deleted yet.
+    # Delete asks first: a page naming the job; nothing is deleted yet.
     asked = staff_client.post(reverse("jobs:job_bulk"), {"action": "delete", "ids": [c.pk]})
     assert asked.status_code == 200 and "Delete 1 job?" in asked.content.decode()
     assert Job.objects.get(pk=c.pk).deleted_at is None

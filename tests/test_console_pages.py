@@ -478,6 +478,35 @@ def test_all_runs_page_filters_running_now_and_failed_today(staff_client, make_j
     assert "boom" in html and "beta" in html and 'data-poll-version="' in html
 
 
+@time_machine.travel(datetime(2026, 6, 1, 12, tzinfo=UTC), tick=False)
+def test_the_dashboards_failed_today_lists_every_run_its_count_counts(staff_client, staff_user, make_job):
+    from django.utils import timezone
+
+    from jobs.overview import dashboard_figures
+
+    job = make_job(name="alpha")
+    now = timezone.now()
+    made = {
+        status: Run.objects.create(
+            job=job, scheduled_at=now.replace(hour=hour), trigger="schedule", status=status
+        )
+        for hour, status in enumerate(
+            ("failed", "timed_out", "interrupted", "cancelled", "succeeded"), start=1
+        )
+    }
+    dashboard = staff_client.get(reverse("jobs:dashboard")).content.decode()
+    link = re.search(r'href="(/[^"]*)">Failed today<', dashboard).group(1).replace("&amp;", "&")
+    html = staff_client.get(link).content.decode()
+    listed = {int(pk) for pk in re.findall(r'<tr id="run-(\d+)">', html)}
+    assert listed == {made[s].pk for s in ("failed", "timed_out", "interrupted")}
+    by_status = dashboard_figures(staff_user, now=now)["runs_24h_by_status"]
+    assert len(listed) == sum(by_status[s] for s in Run.FAILED_OUTCOMES)
+    # The quick filter on the runs page is the same view, and status=failed still means failed only.
+    assert 'href="?status=failures&amp;since=today" aria-current="page"' in html
+    failed_only = staff_client.get(reverse("jobs:run_list"), {"status": "failed"}).content.decode()
+    assert re.findall(r'<tr id="run-(\d+)">', failed_only) == [str(made["failed"].pk)]
+
+
 def test_all_runs_page_pages_with_a_cursor(staff_client, make_job):
     from django.utils import timezone
 

@@ -1,4 +1,4 @@
-"""The views issue 15 added (runs across jobs, upcoming fires, dashboard
+"""The console's cross-job views (runs across jobs, upcoming fires, dashboard
 figures), through their API twins, against a real gunicorn on SQLite and on
 PostgreSQL: the same answers, and hostile parameters a coded 400, never a
 500. The console pages run the same queries (jobs.web, jobs.upcoming)."""

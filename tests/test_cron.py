@@ -755,7 +755,7 @@ def test_rare_but_possible_expressions_are_found():
 
 
 def test_nothing_is_returned_past_the_search_horizon():
-    # The horizon is the end of year 9999 (issue 14: Cronos's 2499 left a gap).
+    # The horizon is the end of year 9999 (Cronos's 2499 left a gap).
     schedule = parse("0 0 0 1 1 ?")
     assert schedule.next_after(datetime(9999, 6, 1, tzinfo=timezone.utc), "UTC") is None
     assert schedule.next_n(datetime(9997, 6, 1, tzinfo=timezone.utc), "UTC", 5) == [

@@ -1,5 +1,4 @@
-"""Cron details from the security review (issue 14, findings 1 and 10):
-bounded input, ISO 8601 years, the search horizon, ASCII names, zone names."""
+"""Cron details from the security review: bounded input, ISO 8601 years, the search horizon, ASCII names, zone names."""
 
 import io
 import json
@@ -23,7 +22,7 @@ def cron_next(*args, stdin=None):
     return 0, out.getvalue(), err.getvalue()
 
 
-# -- finding 1: one limit on expression and zone, caches keyed on bounded text -----------
+# -- one limit on expression and zone, caches keyed on bounded text -----------
 
 
 def test_an_over_long_expression_is_refused_before_it_is_parsed():
@@ -70,7 +69,7 @@ def test_the_console_preview_refuses_a_long_expression_rather_than_cutting_it(st
     assert "47001" in response.content.decode()
 
 
-# -- finding 10 --------------------------------------------------------------------------
+# -- ISO 8601 years, the search horizon, names -------------------------------------------
 
 
 def test_cron_next_prints_four_digit_years():

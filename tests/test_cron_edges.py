@@ -1,5 +1,5 @@
 """Edges of the cron engine (jobs/cron.py) that the worked-example table in
-test_cron.py does not pin down: found by mutation testing (issue 19), each
+test_cron.py does not pin down: found by mutation testing, each
 test names the behaviour a plausible slip would break. Expected values were
 worked out from calendars and the America/New_York tzdata transitions."""
 

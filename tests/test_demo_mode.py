@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from jobs import channels, refusals, services
+from jobs import channels, imports, refusals, services
 from jobs.config import get_setting, set_setting
 from jobs.models import AuditEvent, Job
 
@@ -124,6 +124,17 @@ def test_the_console_refuses_an_import(staff_client, demo):
     assert not Job.objects.filter(name="imported").exists()
 
 
+def test_the_console_refuses_an_import_at_upload_without_previewing_it(staff_client, demo, monkeypatch):
+    def preview(*args, **kwargs):
+        raise AssertionError("an import demo mode refuses is not previewed")
+
+    monkeypatch.setattr(imports, "parse", preview)
+    monkeypatch.setattr(imports, "plan", preview)
+    response = staff_client.post(reverse("jobs:job_import"), {"text": json.dumps([SPEC])})
+    assert response.status_code == 200
+    assert "Importing jobs is disabled in demo mode." in response.content.decode()
+
+
 def test_the_command_line_import_seeds_a_demo(demo, tmp_path):
     """`jobs import` is the operator's: it seeds the demo, and each job still
     meets demo mode's rules for jobs."""
@@ -226,3 +237,55 @@ def test_the_service_refuses_a_fast_schedule(make_job, demo):
     job.schedule_type, job.cron_expression, job.interval_seconds = "interval", "", 5
     with pytest.raises(refusals.DemoModeError):
         services.save_job(job=job)
+
+
+def _edit_form(job, **fields):
+    return {
+        "name": job.name,
+        "kind": "python",
+        "handler": "demo.echo",
+        "schedule_type": "cron",
+        "cron_expression": job.cron_expression,
+        "timezone": "UTC",
+        "misfire_policy": job.misfire_policy,
+        "state": "enabled",
+        "version": job.version,
+        **fields,
+    }
+
+
+@pytest.mark.parametrize(
+    ("refusal", "field"),
+    [
+        (refusals.DemoModeError("Resuming a paused job is disabled in demo mode.", field="state"), "state"),
+        (refusals.DemoModeError("Running jobs is disabled in demo mode."), None),
+        (refusals.ForbiddenError("You may not edit this job."), None),
+    ],
+)
+def test_a_refusal_only_the_service_saw_is_a_form_error(staff_client, make_job, monkeypatch, refusal, field):
+    """A refusal the service's second check raises (demo mode or rights
+    changed after the form's check) re-renders the form, not a 500."""
+    job = make_job(name="py")
+
+    def refuse(**kwargs):
+        raise refusal
+
+    monkeypatch.setattr(services, "save_job", refuse)
+    response = staff_client.post(reverse("jobs:job_edit", args=[job.pk]), _edit_form(job))
+    assert response.status_code == 200
+    assert response.context["form"].errors[field or "__all__"] == [str(refusal)]
+
+
+def test_the_api_names_the_field_of_a_demo_refusal_only_the_service_saw(staff_api, make_job, monkeypatch):
+    job = make_job(name="py")
+
+    def refuse(**kwargs):
+        raise refusals.DemoModeError("Resuming a paused job is disabled in demo mode.", field="state")
+
+    monkeypatch.setattr(services, "save_job", refuse)
+    assert_refused(staff_api.patch(f"/api/jobs/{job.pk}", {"description": "x"}), "state")
+
+
+def test_a_job_action_the_demo_table_does_not_word_is_still_refused_with_the_demo_sentence(demo):
+    with pytest.raises(refusals.DemoModeError, match="Changing HTTP jobs is disabled in demo mode."):
+        refusals.check_job_change(kinds=["http"], user=None, action="rename")

@@ -367,7 +367,7 @@ def test_credentials_are_not_sent_to_another_host_after_a_redirect(allowed_serve
         )
         assert allowed_server.requests[0]["headers"]["Authorization"] == "Bearer s3cret"
         assert "Authorization" not in other.requests[0]["headers"]
-        # Issue 14: no job-provided header crosses to another origin.
+        # No job-provided header crosses to another origin.
         assert "X-Keep" not in other.requests[0]["headers"]
     finally:
         other.stop()

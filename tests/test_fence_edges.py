@@ -1,5 +1,5 @@
-"""Edges of the fence's HTTP client (jobs/fence.py) found by mutation testing
-(issue 19): time limits at every stage of an HTTPS exchange, the body cap,
+"""Edges of the fence's HTTP client (jobs/fence.py) found by mutation testing:
+time limits at every stage of an HTTPS exchange, the body cap,
 bodies in pieces, every redirect status, which headers survive a redirect,
 default ports, IPv6, the system resolver and cancellation.
 

@@ -14,6 +14,8 @@ import pytest
 from django.core.management import call_command
 
 from jobs.checks import sqlite_folder_errors
+from jobs.management.commands.bootstrap import DEMO_JOBS
+from jobs.models import Job
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -111,6 +113,15 @@ def test_bootstrap_writes_no_file_when_the_key_is_in_the_environment(db, key_fil
     settings.SECRET_KEY_SOURCE = "environment"
     bootstrap()
     assert not key_file.parent.exists()
+
+
+def test_bootstrap_in_demo_mode_seeds_every_demo_job(db, key_file, settings):
+    settings.DEMO_MODE = True
+    out = StringIO()
+    call_command("bootstrap", stdout=out)
+    assert f"Seeded {len(DEMO_JOBS)} demo jobs." in out.getvalue()
+    seeded = set(Job.objects.filter(builtin=False).values_list("name", flat=True))
+    assert seeded == {spec["name"] for spec in DEMO_JOBS}
 
 
 def test_a_sqlite_database_in_a_missing_folder_is_reported(tmp_path):

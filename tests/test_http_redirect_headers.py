@@ -1,5 +1,5 @@
-"""An HTTP job's own headers never follow a redirect to another origin
-(issue 14, finding 6): real loopback servers on two ports, so the origins
+"""An HTTP job's own headers never follow a redirect to another origin:
+real loopback servers on two ports, so the origins
 differ by port only, as they would for two services on one host."""
 
 import json

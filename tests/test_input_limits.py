@@ -1,4 +1,4 @@
-"""Hostile and careless input (issue 14, findings 5 and 7): deep nesting,
+"""Hostile and careless input: deep nesting,
 duplicate keys, too many alert emails, huge descriptions, invisible
 characters in names, chunked bodies, over-long URLs and over-large bodies.
 Each is a clear, coded 400 (or 411/413/414) under /api/ and a form error in
@@ -23,7 +23,7 @@ DEEP = "[" * 100_000 + "]" * 100_000
 DEEP_OBJECT = '{"a":' * 10_000 + "1" + "}" * 10_000  # deeper than the stack, shorter than a property
 
 
-# -- finding 5: nesting deeper than the stack -------------------------------------------
+# -- nesting deeper than the stack -------------------------------------------
 
 
 def test_deeply_nested_properties_in_the_console_form_are_a_form_error(staff_client):
@@ -75,7 +75,7 @@ def test_the_jobs_import_of_a_deeply_nested_file_is_a_clear_error(tmp_path, db):
         call_command("jobs", "import", str(path), stdout=io.StringIO(), stderr=io.StringIO())
 
 
-# -- finding 7: duplicate keys -----------------------------------------------------------
+# -- duplicate keys -----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -118,7 +118,7 @@ def test_the_jobs_import_refuses_duplicate_keys(tmp_path, db):
     assert not Job.objects.filter(name__in=["a", "b"]).exists()
 
 
-# -- finding 7: sizes and characters ------------------------------------------------------
+# -- sizes and characters ------------------------------------------------------
 
 
 def test_a_huge_property_name_is_refused(staff_api):
@@ -194,7 +194,7 @@ def test_the_console_form_refuses_invisible_characters_in_names(staff_client):
     assert response.status_code == 200 and "invisible" in response.content.decode()
 
 
-# -- finding 7: how the body and the URL arrive -------------------------------------------
+# -- how the body and the URL arrive -------------------------------------------
 
 
 def test_a_chunked_body_the_server_has_framed_is_read(staff_api):

@@ -1,4 +1,4 @@
-"""Hostile input (issue 14, findings 5 and 7) sent to a real gunicorn, on
+"""Hostile input sent to a real gunicorn, on
 SQLite and on PostgreSQL: a chunked body is read, an over-long URL and an
 over-large body are answered as JSON, and every refusal is a coded 400 that
 leaves the database as it was."""

@@ -1,6 +1,6 @@
-"""Who may change which job (issue 14, findings 3 and 4), and what a save
-does to the schedule (finding 9). The rules live in jobs/services.py
-(check_job_change, save_job_if_changed) and Job.mark_saved; these tests go
+"""Who may change which job, and what a save does to the schedule. The
+rules live in jobs/refusals.py (check_job_change), jobs/services.py
+(save_job_if_changed) and Job.mark_saved; these tests go
 through every door: the API, the console and the service."""
 
 from datetime import UTC, datetime, timedelta
@@ -25,7 +25,7 @@ def assert_refused(response, status, code):
     assert set(body) >= {"code", "message", "field"}
 
 
-# -- finding 3: an SQL job is a superuser's -------------------------------------------
+# -- an SQL job is a superuser's -------------------------------------------
 
 
 @pytest.fixture
@@ -106,7 +106,7 @@ def test_the_console_bulk_resume_skips_an_sql_job_of_a_non_superuser(staff_clien
     assert (sql_job.state, other.state) == (Job.State.PAUSED, Job.State.ENABLED)
 
 
-# -- finding 4: demo mode refuses every door that would run an HTTP or SQL job ------------
+# -- demo mode refuses every door that would run an HTTP or SQL job ------------
 
 
 @pytest.fixture
@@ -165,7 +165,7 @@ def test_demo_mode_still_lets_python_jobs_be_paused_and_edited(staff_api, make_j
     assert staff_api.patch(f"/api/jobs/{job.pk}", {"description": "x"}).status_code == 200
 
 
-# -- finding 9: a save does not move an unchanged schedule --------------------------------
+# -- a save does not move an unchanged schedule --------------------------------
 
 NOW = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 

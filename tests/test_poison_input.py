@@ -1,4 +1,4 @@
-"""Issue 13, poison-proof input: text no database stores (NUL, a lone UTF-16
+"""Poison-proof input: text no database stores (NUL, a lone UTF-16
 surrogate) is refused wherever a person or program sends it, with a clear
 400 or form error, the same on SQLite and PostgreSQL, and nothing is saved.
 

@@ -1,4 +1,4 @@
-"""Issue 13, poison-proof outcomes: what a handler produces (NUL, lone
+"""Poison-proof outcomes: what a handler produces (NUL, lone
 surrogates, binary, an HTTP body that is not text) is made storable before
 it is written, on SQLite and PostgreSQL alike; a write that still fails for
 one run's data fails that run alone, and the scheduler goes on.

@@ -1,5 +1,5 @@
 """A real `runscheduler` process on SQLite with poisoned jobs beside an
-ordinary one keeps running and records them all (issue 13).
+ordinary one keeps running and records them all.
 
 The poison is written straight into the database, as data saved before the
 input rule existed would be: a lone surrogate and a NUL in properties that
@@ -83,7 +83,7 @@ def test_scheduler_process_keeps_running_and_recording_beside_poisoned_jobs(site
 def test_postgresql_scheduler_process_records_a_binary_http_answer_and_keeps_going(
     postgres_server, migrated_postgres, tmp_path
 ):
-    """Regression (issue 13, 1): a NUL byte in an HTTP job's response body made
+    """Regression: a NUL byte in an HTTP job's response body made
     the outcome write fail on PostgreSQL, and the scheduler retried that batch
     forever, starting nothing else."""
     import threading

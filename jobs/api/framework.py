@@ -211,7 +211,7 @@ def api_view(*methods: str, public: bool = False, read_body: bool = False, staff
             except refusals.GraphRefused as exc:
                 return ApiError.invalid(exc.error_list()).response()
             except refusals.DemoModeError as exc:
-                return ApiError(403, "demo_mode", str(exc)).response()
+                return ApiError(403, "demo_mode", str(exc), _api_field(exc.field)).response()
             except refusals.ForbiddenError as exc:
                 return ApiError(403, "forbidden", str(exc)).response()
             except refusals.ServiceError as exc:

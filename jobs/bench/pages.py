@@ -128,7 +128,7 @@ def pages(ids: dict) -> list[tuple[str, str]]:
             ("run log viewer (256 KB log)", reverse("jobs:run_detail", args=[ids["big_run"]])),
             ("all runs", reverse("jobs:run_list")),
             ("all runs, running now", reverse("jobs:run_list") + "?status=live"),
-            ("all runs, failed today", reverse("jobs:run_list") + "?status=failed&since=today"),
+            ("all runs, failed today", reverse("jobs:run_list") + "?status=failures&since=today"),
             ("all runs of one job", reverse("jobs:run_list") + f"?job={ids['light']}"),
             ("dashboard", reverse("jobs:dashboard")),
             ("upcoming, next 24 hours", reverse("jobs:upcoming")),

@@ -31,7 +31,10 @@ def _instant(text: str, *, end: bool) -> datetime | None:
     if moment is None and day is None:
         return None
     if moment is None:
-        moment = datetime.combine(day + timedelta(days=1) if end else day, time.min)
+        try:
+            moment = datetime.combine(day + timedelta(days=1) if end else day, time.min)
+        except OverflowError:  # the day after 9999-12-31
+            return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     if not date(1, 1, 2) <= moment.date() <= date(9999, 12, 30):

@@ -106,6 +106,11 @@ def _save_job_form(request, job: Job | None):
             form.add_error(None, ValidationError(str(exc), code="stale"))
         except refusals.GraphRefused as exc:
             form.add_error("after", exc.error)
+        except refusals.ServiceError as exc:
+            # A refusal the service's own check found after the form's (demo
+            # mode turned on, rights taken away in between).
+            field = getattr(exc, "field", None)
+            form.add_error(field if field in form.fields else None, str(exc))
         except IntegrityError:
             # Two people created the same name at the same moment.
             form.add_error("name", ValidationError(_("A job with this name already exists."), code="unique"))

@@ -226,6 +226,13 @@ def job_import(request):
     with nothing saved); "Apply" imports it, all or nothing (jobs.imports)."""
     context = {"text": "", "planned": None, "file_error": ""}
     if request.method == "POST":
+        try:
+            # Refused at upload: the preview would check every job (its form,
+            # the DNS fence) only for Apply to refuse.
+            refusals.check_demo_mode("importing jobs")
+        except refusals.DemoModeError as exc:
+            context["file_error"] = str(exc)
+            return render(request, "jobs/job_import.html", context)
         upload = request.FILES.get("file")
         if upload is not None:
             if refusal := _import_refusal(size=upload.size):

@@ -31,7 +31,9 @@ RUN_WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timed
 
 def _all_runs_context(request, *, now: datetime | None = None) -> dict:
     """One page of runs across every job the user may see, newest first,
-    keyset-paginated like a job's history. ?status=live is "running now"."""
+    keyset-paginated like a job's history. ?status=live is "running now",
+    ?status=failures every run that counts as failed (Run.FAILED_OUTCOMES, as
+    the dashboard counts them)."""
     now = now or timezone.now()
     params = request.GET
     runs = run_table(
@@ -46,6 +48,8 @@ def _all_runs_context(request, *, now: datetime | None = None) -> dict:
         # The few live runs come from their partial index (run_live_idx);
         # filtered inside the big ordered walk, SQLite would scan every run.
         runs = runs.filter(pk__in=overview.live_run_ids())
+    elif status == "failures":
+        runs = runs.filter(status__in=Run.FAILED_OUTCOMES)
     elif status in Run.Status.values:
         runs = runs.filter(status=status)
     else:

@@ -283,7 +283,7 @@
     if (match) match.focus({ preventScroll: true });
   });
 
-  // "in 23 s" / "5 min ago", worded as jobs.templatetags.console.relative.
+  // "in 23 s" / "5 min ago", worded as jobs.web.templatetags.console.relative.
   function relativeText(when, now) {
     const delta = (when - now) / 1000;
     const seconds = Math.abs(delta);

@@ -2,6 +2,6 @@
 scheduler loop never waits on one (docs/architecture.md maps the modules;
 `pool` is the interface every executor has).
 
-Nothing is imported here: `logbuffer` is used by jobs.models and by the
-children before Django is set up.
+Nothing is imported here: a run's child process imports `child` before
+Django is set up, and importing this package must not set Django up either.
 """
