@@ -18,7 +18,10 @@ def stored_value(name):
 def test_move_stores_the_value_and_answers_the_reference_only(staff_client):
     response = staff_client.post("/secrets/move/", {"name": "orders.Authorization", "value": VALUE})
     assert response.status_code == 200
-    assert response.json() == {"name": "orders.Authorization", "reference": "{{ secret.orders.Authorization }}"}
+    assert response.json() == {
+        "name": "orders.Authorization",
+        "reference": "{{ secret.orders.Authorization }}",
+    }
     assert VALUE not in response.content.decode()
     assert stored_value("orders.Authorization") == VALUE
 

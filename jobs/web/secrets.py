@@ -125,7 +125,7 @@ def form_credential_moves(data, job_name: str) -> list[dict]:
 def secret_candidates(request):
     """The job form's list of credentials typed in clear, redrawn as it is typed."""
     rows = form_credential_moves(request.POST, request.POST.get("name", "").strip())
-    return render(request, "jobs/_credential_moves.html", {"credential_moves": rows})
+    return render(request, "jobs/_credential_moves.html#credential-move-list", {"credential_moves": rows})
 
 
 @login_required
