@@ -95,3 +95,26 @@ def test_a_bad_name_shows_the_stores_message(page, staff):
     expect(move.locator("[data-move-error]")).to_contain_text("1 to 100 letters")
     expect(page.locator("#id_headers")).to_have_value(f"Authorization: {TOKEN}")
     assert not Secret.objects.exists()
+
+
+def test_move_a_property_typed_in_clear_in_the_property_bag(page, staff):
+    sign_in_by_cookie(page, "ada", "/jobs/new/")
+    page.fill("#id_name", "report")
+    page.select_option("#id_handler", "demo.echo")
+    page.click("text=Add property")
+    page.locator(".property-row [data-part=key]").last.fill("api_token")
+    page.locator(".property-row [data-part=value]").last.fill("typed-t0ken")
+    move = page.locator(".credential-move[data-property=api_token]")
+    expect(move.locator("[data-move-name]")).to_have_value("report.api_token")
+    move.locator("[data-move-secret]").click()
+    expect(page.locator(".property-row [data-part=value]").last).to_have_value(
+        "{{ secret.report.api_token }}"
+    )
+    expect(page.locator(".credential-move")).to_have_count(0)
+    page.click("#job-form button[type=submit]")
+    page.wait_for_url(re.compile(r"/jobs/\d+/$"))
+    assert Job.objects.get(name="report").properties["api_token"] == "{{ secret.report.api_token }}"
+    assert (
+        crypto.decrypt(Secret.objects.get(name="report.api_token").token, purpose=crypto.SECRETS)
+        == "typed-t0ken"
+    )

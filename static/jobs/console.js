@@ -153,11 +153,10 @@
   // "Move to a secret" (the job form): the server names the credentials
   // typed in clear (#credential-moves, by name only); the value goes from
   // the field to POST secrets/move/ and the field gets the reference back.
-  // A property's text is reached through the bag's row when the bag is
-  // edited as rows, through its own field otherwise.
+  // A property's text is reached through the bag's row when the bag has
+  // one (a python job's "headers" is a property like any other), through
+  // the kind's own field (an HTTP job's headers) otherwise.
   function propertyText(form, property) {
-    const own = form.querySelector("#id_" + CSS.escape(property) + ":not([data-property-bag])");
-    if (own) return { get: function () { return own.value; }, set: function (text) { own.value = text; own.dispatchEvent(new Event("input", { bubbles: true })); } };
     const bag = form.querySelector("textarea[data-property-bag]");
     const row = Array.from(form.querySelectorAll(".property-row")).find(function (r) {
       return r.querySelector("[data-part=key]").value.trim() === property;
@@ -166,7 +165,9 @@
       const input = row.querySelector("[data-part=value]");
       return { get: function () { return input.value; }, set: function (text) { input.value = text; input.dispatchEvent(new Event("input", { bubbles: true })); } };
     }
-    if (!bag) return null;
+    const own = form.querySelector("#id_" + CSS.escape(property) + ":not([data-property-bag])");
+    if (own) return { get: function () { return own.value; }, set: function (text) { own.value = text; own.dispatchEvent(new Event("input", { bubbles: true })); } };
+    if (!bag || !bag.value.trim() || !Object.prototype.hasOwnProperty.call(JSON.parse(bag.value), property)) return null;
     return {
       get: function () { return String(JSON.parse(bag.value)[property]); },
       set: function (text) { const data = JSON.parse(bag.value); data[property] = text; bag.value = JSON.stringify(data, null, 2); },
