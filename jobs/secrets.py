@@ -362,13 +362,12 @@ def _named_entries(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def clear_credential_errors(properties: dict) -> list[tuple[str, ValidationError]]:
-    """With JOBS_REQUIRE_SECRET_REFERENCES on, [(property, ValidationError)]
-    for each credential typed in clear (by the names `mask_credentials`
-    hides): such a value must be a reference."""
-    if not settings.JOBS_REQUIRE_SECRET_REFERENCES:
-        return []
-    errors = []
+def clear_credentials(properties: dict) -> list[tuple[str, str, str]]:
+    """(property, name, value) for each credential typed in clear in
+    `properties`, by the names `mask_credentials` hides: `name` is the
+    header's or variable's name inside a property of NAMED_VALUE_PROPERTIES,
+    the property's own name otherwise."""
+    found = []
     for key, value in (properties or {}).items():
         value = str(value)
         if is_credential_name(key):
@@ -377,12 +376,31 @@ def clear_credential_errors(properties: dict) -> list[tuple[str, ValidationError
             named = [pair for pair in _named_entries(value) if is_credential_name(pair[0])]
         else:
             continue
-        for name, item in named:
-            if _hide(item) == MASK:
-                message = _(
-                    "“{name}” holds a credential typed in clear: this server requires a secret reference "
-                    "such as {reference} (JOBS_REQUIRE_SECRET_REFERENCES)."
-                ).format(name=name, reference="{{ secret.NAME }}")
-                errors.append((key, ValidationError(message, code=REFERENCE_REQUIRED_CODE)))
-                break
+        found.extend((key, name, item) for name, item in named if _hide(item) == MASK)
+    return found
+
+
+def suggested_name(job_name: str, name: str) -> str:
+    """A name for the secret a credential typed in clear moves to: the job's
+    name and the credential's, in the letters a secret's name allows."""
+    text = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{job_name}.{name}" if job_name else name)
+    return text.strip("_.-")[:100].strip("_.-") or "secret"
+
+
+def clear_credential_errors(properties: dict) -> list[tuple[str, ValidationError]]:
+    """With JOBS_REQUIRE_SECRET_REFERENCES on, [(property, ValidationError)]
+    for the first credential typed in clear in each property
+    (`clear_credentials`): such a value must be a reference."""
+    if not settings.JOBS_REQUIRE_SECRET_REFERENCES:
+        return []
+    errors, seen = [], set()
+    for key, name, _value in clear_credentials(properties):
+        if key in seen:
+            continue
+        seen.add(key)
+        message = _(
+            "“{name}” holds a credential typed in clear: this server requires a secret reference "
+            "such as {reference} (JOBS_REQUIRE_SECRET_REFERENCES)."
+        ).format(name=name, reference="{{ secret.NAME }}")
+        errors.append((key, ValidationError(message, code=REFERENCE_REQUIRED_CODE)))
     return errors

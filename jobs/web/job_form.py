@@ -19,6 +19,7 @@ from jobs.handlers.http import METHODS as HTTP_METHODS
 from jobs.i18n import cron_error_message, localized_preview
 from jobs.models import Job
 from jobs.web.common import done, partial_or_page, staff_required
+from jobs.web.secrets import credential_moves, form_credential_moves
 
 
 def _job_form(data=None, *, job: Job | None, user, initial=None) -> JobForm:
@@ -83,6 +84,11 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
         "cron_names": cron.editor_names(),
         "sql_enabled": kinds.get(Job.Kind.SQL).enabled(),
         "other_fields": form.unplaced_fields(),
+        "credential_moves": (
+            form_credential_moves(form.data, form.data.get("name", ""))
+            if form.is_bound
+            else credential_moves(job.properties if job else {}, job.name if job else "")
+        ),
     }
 
 

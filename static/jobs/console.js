@@ -150,6 +150,104 @@
     });
   }
 
+  // "Move to a secret" (the job form): the server names the credentials
+  // typed in clear (#credential-moves, by name only); the value goes from
+  // the field to POST secrets/move/ and the field gets the reference back.
+  // A property's text is reached through the bag's row when the bag has
+  // one (a python job's "headers" is a property like any other), through
+  // the kind's own field (an HTTP job's headers) otherwise.
+  function propertyText(form, property) {
+    const bag = form.querySelector("textarea[data-property-bag]");
+    const row = Array.from(form.querySelectorAll(".property-row")).find(function (r) {
+      return r.querySelector("[data-part=key]").value.trim() === property;
+    });
+    if (row) {
+      const input = row.querySelector("[data-part=value]");
+      return { get: function () { return input.value; }, set: function (text) { input.value = text; input.dispatchEvent(new Event("input", { bubbles: true })); } };
+    }
+    const own = form.querySelector("#id_" + CSS.escape(property) + ":not([data-property-bag])");
+    if (own) return { get: function () { return own.value; }, set: function (text) { own.value = text; own.dispatchEvent(new Event("input", { bubbles: true })); } };
+    if (!bag || !bag.value.trim() || !Object.prototype.hasOwnProperty.call(JSON.parse(bag.value), property)) return null;
+    return {
+      get: function () { return String(JSON.parse(bag.value)[property]); },
+      set: function (text) { const data = JSON.parse(bag.value); data[property] = text; bag.value = JSON.stringify(data, null, 2); },
+    };
+  }
+
+  // One named value (a header, a variable) inside a property's text: a JSON
+  // object or "Name: value" lines.
+  function entryText(outer, entry) {
+    const text = outer.get();
+    if (text.trim().startsWith("{")) {
+      const data = JSON.parse(text);
+      const key = Object.keys(data).find(function (k) { return k.trim().toLowerCase() === entry.toLowerCase(); });
+      if (key === undefined) return null;
+      return { get: function () { return String(data[key]); }, set: function (value) { data[key] = value; outer.set(JSON.stringify(data)); } };
+    }
+    const lines = text.split("\n");
+    const index = lines.findIndex(function (line) {
+      const at = line.indexOf(":");
+      return at > 0 && line.slice(0, at).trim().toLowerCase() === entry.toLowerCase();
+    });
+    if (index < 0) return null;
+    const name = lines[index].slice(0, lines[index].indexOf(":")).trim();
+    return {
+      get: function () { return lines[index].slice(lines[index].indexOf(":") + 1).trim(); },
+      set: function (value) { lines[index] = name + ": " + value; outer.set(lines.join("\n")); },
+    };
+  }
+
+  function moveToSecret(item) {
+    const form = item.closest("form");
+    const box = item.closest("#credential-moves");
+    const error = item.querySelector("[data-move-error]");
+    let target = null;
+    try {
+      target = propertyText(form, item.dataset.property);
+      if (target && item.dataset.entry) target = entryText(target, item.dataset.entry);
+    } catch (e) {
+      target = null;
+    }
+    if (!target) {
+      error.textContent = gettext("The value was not found: it changed since this list was drawn.");
+      return;
+    }
+    const name = item.querySelector("[data-move-name]").value.trim();
+    const token = form.querySelector("input[name=csrfmiddlewaretoken]").value;
+    function send(replace) {
+      const body = new URLSearchParams({ name: name, value: target.get() });
+      if (replace) body.set("replace", "1");
+      fetch(box.dataset.moveUrl, { method: "POST", body: body, headers: { "X-CSRFToken": token }, credentials: "same-origin" })
+        .then(function (response) {
+          return response.json().catch(function () { return { message: interpolate(gettext("The server could not do that (HTTP %s). Reload the page and try again."), [response.status]) }; })
+            .then(function (answer) { return { status: response.status, answer: answer }; });
+        })
+        .then(function (result) {
+          if (result.status === 409 && !replace) {
+            if (window.confirm(result.answer.message)) send(true);
+            return;
+          }
+          if (result.answer.reference) {
+            error.textContent = "";
+            target.set(result.answer.reference);
+          } else {
+            error.textContent = result.answer.message;
+          }
+        })
+        .catch(function () {
+          error.textContent = gettext("Cannot reach the server. Check the connection and try again.");
+        });
+    }
+    send(false);
+  }
+
+  document.addEventListener("click", function (event) {
+    const link = event.target.closest && event.target.closest("[data-move-secret]");
+    if (!link) return;
+    event.preventDefault();
+    moveToSecret(link.closest(".credential-move"));
+  });
+
   // Ticked job ids, kept across every redraw of the table (a search, a
   // refresh) until a bulk action is sent with them.
   const ticked = new Set();
