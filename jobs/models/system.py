@@ -85,6 +85,7 @@ class AuditEvent(ChoiceLabels, models.Model):
         SETTINGS = "settings", _("Settings")
         CHANNELS = "channels", _("Alert channels")
         SIGN_IN = "sign-in", _("Sign-in")
+        ROLES = "roles", _("Roles")
 
     job = models.ForeignKey(
         Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"

@@ -24,10 +24,10 @@ from jobs.web.forms import SettingsForm, TokenForm
 
 @login_required
 def settings_page(request):
-    """The config centre: everyone reads, staff change."""
+    """The config centre: everyone reads, administrators change."""
     if request.method == "POST":
-        if not access.can_edit(request.user):
-            raise PermissionDenied(_("Only staff can change settings."))
+        if not access.can_administer(request.user):
+            raise PermissionDenied(_("Only an administrator may do this."))
         form = SettingsForm(request.POST)
         if form.is_valid():
             try:
@@ -39,7 +39,7 @@ def settings_page(request):
                 return done(request, reverse("jobs:settings"))
     else:
         form = SettingsForm()
-    if not access.can_edit(request.user):
+    if not access.can_administer(request.user):
         for field in form.fields.values():
             field.disabled = True
     context = {

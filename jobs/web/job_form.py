@@ -18,7 +18,7 @@ from jobs.handlers import registry
 from jobs.handlers.http import METHODS as HTTP_METHODS
 from jobs.i18n import cron_error_message, localized_preview
 from jobs.models import Job
-from jobs.web.common import done, partial_or_page, staff_required
+from jobs.web.common import done, partial_or_page, role_required
 
 
 def _job_form(data=None, *, job: Job | None, user, initial=None) -> JobForm:
@@ -117,7 +117,7 @@ def _save_job_form(request, job: Job | None):
 
 
 @login_required
-@staff_required
+@role_required(access.EDIT)
 def job_create(request):
     if request.method == "POST":
         return _save_job_form(request, None)
@@ -128,7 +128,7 @@ def job_create(request):
 
 
 @login_required
-@staff_required
+@role_required(access.EDIT)
 def job_clone(request, job_id):
     """The new-job form filled in from another job; saving creates a new job
     (POST goes to job_create). It starts paused so it does not fire twice
@@ -146,9 +146,10 @@ def job_clone(request, job_id):
 
 
 @login_required
-@staff_required
+@role_required(access.EDIT)
 def job_edit(request, job_id):
     job = access.get_job_for_user(request.user, job_id)
+    access.require(request.user, access.EDIT, job=job)
     if request.method == "POST":
         return _save_job_form(request, job)
     form = _job_form(job=job, user=request.user, initial={"properties": _handler_properties(job)})

@@ -9,12 +9,12 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from jobs import refusals, secrets, services
+from jobs import access, refusals, secrets, services
 from jobs.access import login_required
 from jobs.core import demo
 from jobs.forms import SecretForm
 from jobs.models import AuditEvent, Secret
-from jobs.web.common import done, staff_required
+from jobs.web.common import done, role_required
 
 
 def _rows() -> list[dict]:
@@ -25,7 +25,7 @@ def _rows() -> list[dict]:
 
 
 @login_required
-@staff_required
+@role_required(access.ADMIN)
 def secret_list(request):
     """GET: the list and an empty form (`?name=` fills in the name and the
     description of the secret whose value is to be replaced). POST: save."""
@@ -61,7 +61,7 @@ def secret_list(request):
 
 @login_required
 @require_POST
-@staff_required
+@role_required(access.ADMIN)
 def secret_delete(request, name):
     try:
         deleted = services.delete_secret(name=name, user=request.user, via=AuditEvent.Via.CONSOLE)
