@@ -70,7 +70,12 @@ class NotRetryable(ServiceError):
 
 
 class ForbiddenError(ServiceError):
-    """The user may not do this to this job (an SQL job, for a non-superuser)."""
+    """The user may not do this to this job (an SQL job, for a non-superuser;
+    a namespace their role does not reach: `field` "namespace")."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
 
 
 class GraphRefused(ServiceError):
@@ -196,7 +201,8 @@ def check_job_change(
                 raise ForbiddenError(
                     _("Your role may not {action} jobs in {where}.").format(
                         action=_(demo.ACTION_WORDS.get(action, action)), where=where
-                    )
+                    ),
+                    field="namespace",
                 )
     kinds = {kind for kind in kinds if kind}
     guarded = [kind for kind in GUARDED_KINDS if kind in kinds]
