@@ -166,3 +166,28 @@ def test_granting_a_role_is_audited(db):
         ("grant", [None, "editor"]),
         ("revoke", ["editor", None]),
     ]
+
+
+# -- the command line ----------------------------------------------------------
+
+
+def test_the_roles_command_grants_lists_and_revokes(db):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    make_user("eddie")
+    call_command("roles", "grant", "eddie", "editor", "--namespace", "team-a", stdout=StringIO())
+    call_command("roles", "grant", "eddie", "viewer", stdout=StringIO())
+    out = StringIO()
+    call_command("roles", "list", "eddie", stdout=out)
+    assert sorted(out.getvalue().splitlines()) == [
+        "eddie\teditor\tin namespace “team-a”",
+        "eddie\tviewer\teverywhere",
+    ]
+    call_command("roles", "revoke", "eddie", "--namespace", "team-a", stdout=StringIO())
+    assert list(RoleGrant.objects.values_list("role", "namespace")) == [("viewer", None)]
+    with pytest.raises(CommandError, match="No user"):
+        call_command("roles", "grant", "nobody", "admin", stdout=StringIO())
+    with pytest.raises(CommandError, match="not a namespace"):
+        call_command("roles", "grant", "eddie", "admin", "--namespace", "Bad NS", stdout=StringIO())
