@@ -104,3 +104,48 @@ def test_alerts_of_other_namespaces_are_not_listed(db, jobs, editor):
             message_id=f"<{job.pk}@c>",
         )
     assert [alert.job.name for alert in access.visible_alerts(editor)] == ["mine"]
+
+
+# -- narrowed API tokens ---------------------------------------------------------
+
+
+def test_a_token_narrowed_to_one_namespace_sees_and_acts_only_there(db, jobs):
+    mine, theirs = jobs
+    user = make_user("ada", "admin")
+    api = ApiClient(tokens.create_token(user=user, name="t", namespace="team-a")[1])
+    assert [job["name"] for job in api.get("/api/jobs").json()["results"]] == ["mine"]
+    assert_error(api.get(f"/api/jobs/{theirs.pk}"), 404, "not_found")
+    assert api.post(f"/api/jobs/{mine.pk}/toggle").status_code == 200
+    # What only an administrator everywhere may do is out of a narrowed token's reach.
+    assert_error(api.put("/api/secrets/db_pass", {"value": "x"}), 403, "forbidden")
+
+
+def test_a_read_only_token_reads_but_changes_nothing(db, jobs):
+    mine, _theirs = jobs
+    api = ApiClient(tokens.create_token(user=make_user("ada", "admin"), name="t", read_only=True)[1])
+    assert api.get(f"/api/jobs/{mine.pk}").status_code == 200
+    assert_error(api.post(f"/api/jobs/{mine.pk}/run"), 403, "forbidden")
+    assert not Run.objects.exists()
+
+
+def test_a_narrowed_token_never_exceeds_its_users_current_roles(db, jobs):
+    mine, _theirs = jobs
+    user = make_user("eddie", "editor", namespace="team-a")
+    api = ApiClient(tokens.create_token(user=user, name="t", namespace="team-b")[1])
+    assert api.get("/api/jobs").json()["results"] == []
+    from jobs.models import RoleGrant
+
+    RoleGrant.objects.filter(user=user).update(role="viewer")
+    api = ApiClient(tokens.create_token(user=user, name="t2", namespace="team-a")[1])
+    assert_error(api.post(f"/api/jobs/{mine.pk}/run"), 403, "forbidden")
+
+
+def test_the_profile_page_creates_a_narrowed_token(db):
+    from jobs.models import APIToken
+
+    client = console(make_user("eddie", "editor"))
+    client.post(reverse("jobs:profile"), {"name": "ci", "namespace": "team-a", "read_only": "on"})
+    token = APIToken.objects.get(name="ci")
+    assert (token.namespace, token.read_only) == ("team-a", True)
+    client.post(reverse("jobs:profile"), {"name": "bad", "namespace": "Not A Namespace"})
+    assert not APIToken.objects.filter(name="bad").exists()

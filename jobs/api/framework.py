@@ -101,6 +101,8 @@ def _authenticate(request) -> None:
         if token is None or not token.user.is_active:
             raise ApiError(401, "invalid_token", "This token is not valid: it may have been revoked.")
         request.user = token.user
+        if token.namespace is not None or token.read_only:
+            access.narrow(token.user, namespace=token.namespace, read_only=token.read_only)
         request.api_token = token
         return
     request.api_token = None

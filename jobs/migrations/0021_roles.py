@@ -1,5 +1,5 @@
 """Roles granted everywhere or per namespace (RoleGrant); existing users
-keep their access."""
+keep their access. API tokens may be narrowed to one namespace or to reading."""
 
 import django.db.models.deletion
 from django.conf import settings
@@ -27,6 +27,16 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AddField(
+            model_name="apitoken",
+            name="namespace",
+            field=models.CharField(blank=True, max_length=100, null=True),
+        ),
+        migrations.AddField(
+            model_name="apitoken",
+            name="read_only",
+            field=models.BooleanField(default=False),
+        ),
         migrations.AlterField(
             model_name="auditevent",
             name="subject",
