@@ -83,13 +83,14 @@ class GraphRefused(ServiceError):
     found under the graph lock: a save committed since the form checked it
     (two saves racing to close a loop). Nothing was written."""
 
-    def __init__(self, error: ValidationError):
+    def __init__(self, error: ValidationError, field: str = "after"):
         self.error = error
+        self.field = field
         super().__init__(error.messages[0])
 
     def error_list(self) -> list[dict]:
         """[{code, message, field}], the shape of JobForm.error_list."""
-        return [{"code": self.error.code, "message": self.error.messages[0], "field": "after"}]
+        return [{"code": self.error.code, "message": self.error.messages[0], "field": self.field}]
 
 
 def check_demo_mode(action: str) -> None:

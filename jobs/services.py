@@ -144,6 +144,13 @@ def _save_job_if_changed(*, job, user, via, expected_version, workflow, now) -> 
             )
             if refused is not None:
                 raise GraphRefused(refused)
+            had = {item["job"] for item in (stored.after if stored else None) or []}
+            added = {item["job"] for item in job.after or []} - had
+            if (refused := workflows.namespace_refusal(user=user, added=added)) is not None:
+                raise GraphRefused(refused)
+        renamed = stored is not None and stored.name != job.name
+        if renamed and (refused := workflows.rename_refusal(user=user, job=stored)) is not None:
+            raise GraphRefused(refused, field="name")
         if creating and job.owner_id is None and getattr(user, "pk", None):
             job.owner = user
         if job.pk is not None and expected_version is not None:

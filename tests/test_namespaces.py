@@ -149,3 +149,39 @@ def test_the_profile_page_creates_a_narrowed_token(db):
     assert (token.namespace, token.read_only) == ("team-a", True)
     client.post(reverse("jobs:profile"), {"name": "bad", "namespace": "Not A Namespace"})
     assert not APIToken.objects.filter(name="bad").exists()
+
+
+# -- workflows across namespaces ---------------------------------------------------
+
+
+def test_a_job_cannot_be_chained_after_a_job_in_a_namespace_the_user_cannot_edit(db, jobs, editor, make_job):
+    mine, theirs = jobs
+    api = ApiClient(tokens.create_token(user=editor, name="t")[1])
+    body = assert_error(api.patch(f"/api/jobs/{mine.pk}", {"after": ["theirs"]}), 400)
+    assert body["errors"][0]["code"] == "47011" and body["errors"][0]["field"] == "after"
+    mine.refresh_from_db()
+    assert not mine.after
+    other = make_job(name="also-mine", namespace="team-a")
+    assert api.patch(f"/api/jobs/{mine.pk}", {"after": [other.name]}).status_code == 200
+
+
+def test_a_rename_is_refused_while_a_job_the_user_cannot_edit_runs_after_it(db, jobs, editor):
+    from jobs import services
+    from jobs.models import AuditEvent
+
+    mine, theirs = jobs
+    theirs.after = [{"job": "mine", "on": "success"}]
+    services.save_job(job=theirs)  # a trusted caller: an admin's chain across namespaces
+    api = ApiClient(tokens.create_token(user=editor, name="t")[1])
+    body = assert_error(api.patch(f"/api/jobs/{mine.pk}", {"name": "renamed"}), 400)
+    assert body["errors"][0]["code"] == "47012" and body["errors"][0]["field"] == "name"
+    assert "“theirs”" in body["errors"][0]["message"]
+    mine.refresh_from_db()
+    assert mine.name == "mine"
+    # Once that job is in the editor's namespace, the rename rewrites its `after`, audited and versioned.
+    Job.objects.filter(pk=theirs.pk).update(namespace="team-a")
+    version = Job.objects.get(pk=theirs.pk).version
+    assert api.patch(f"/api/jobs/{mine.pk}", {"name": "renamed"}).status_code == 200
+    theirs.refresh_from_db()
+    assert theirs.after == [{"job": "renamed", "on": "success"}] and theirs.version == version + 1
+    assert AuditEvent.objects.filter(job=theirs, action="edit", user=editor).exists()

@@ -105,7 +105,7 @@ def _save_job_form(request, job: Job | None):
         except refusals.StaleJobError as exc:
             form.add_error(None, ValidationError(str(exc), code="stale"))
         except refusals.GraphRefused as exc:
-            form.add_error("after", exc.error)
+            form.add_error(exc.field, exc.error)
         except IntegrityError:
             # Two people created the same name at the same moment.
             form.add_error("name", ValidationError(_("A job with this name already exists."), code="unique"))
