@@ -185,3 +185,17 @@ def test_a_rename_is_refused_while_a_job_the_user_cannot_edit_runs_after_it(db, 
     theirs.refresh_from_db()
     assert theirs.after == [{"job": "renamed", "on": "success"}] and theirs.version == version + 1
     assert AuditEvent.objects.filter(job=theirs, action="edit", user=editor).exists()
+
+
+def test_the_audit_page_filters_by_namespace(db, jobs):
+    from jobs import services
+
+    mine, theirs = jobs
+    for job in jobs:
+        services.pause_job(job=job)
+    client = console(make_user("ada", "admin"))
+    page = client.get(reverse("jobs:audit"), {"namespace": "team-a"})
+    assert [event.job_id for event in page.context["events"]] == [mine.pk]
+    page = client.get(reverse("jobs:audit"), {"namespace": "Not One"})
+    assert page.status_code == 200 and page.context["errors"]
+    assert {mine.pk, theirs.pk} <= {event.job_id for event in page.context["events"]}
