@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.http import Http404
 from django.shortcuts import resolve_url
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from django_htmx.http import HttpResponseClientRedirect
 
 from jobs.models import ROLE_ORDER, Alert, Job, Role, RoleGrant, Run
@@ -29,10 +30,10 @@ _NONE = -1
 ANYWHERE = object()  # can(..., namespace=ANYWHERE): in at least one namespace
 
 _REFUSALS = {
-    VIEW: "You may not see this.",
-    OPERATE: "Your role may not run, pause or cancel jobs here.",
-    EDIT: "Your role may not change jobs here.",
-    ADMIN: "Only an administrator may do this.",
+    VIEW: gettext_noop("You may not see this."),
+    OPERATE: gettext_noop("Your role may not run, pause or cancel jobs here."),
+    EDIT: gettext_noop("Your role may not change jobs here."),
+    ADMIN: gettext_noop("Only an administrator may do this."),
 }
 
 
