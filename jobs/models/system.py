@@ -149,7 +149,7 @@ class APIToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     # NULL: every namespace its user's roles reach; "" the jobs outside any.
     namespace = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
-    read_only = models.BooleanField(default=False)
+    read_only = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]
