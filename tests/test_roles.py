@@ -191,3 +191,20 @@ def test_the_roles_command_grants_lists_and_revokes(db):
         call_command("roles", "grant", "nobody", "admin", stdout=StringIO())
     with pytest.raises(CommandError, match="not a namespace"):
         call_command("roles", "grant", "eddie", "admin", "--namespace", "Bad NS", stdout=StringIO())
+
+
+def test_a_grant_made_in_the_django_admin_is_audited(db, superuser, client):
+    user = make_user("eddie")
+    client.force_login(superuser)
+    response = client.post(
+        "/admin/jobs/rolegrant/add/", {"user": user.pk, "group": "", "role": "editor", "namespace": "team-a"}
+    )
+    assert response.status_code == 302, response.content
+    assert list(RoleGrant.objects.values_list("user__username", "role", "namespace")) == [
+        ("eddie", "editor", "team-a")
+    ]
+    grant = RoleGrant.objects.get()
+    client.post(f"/admin/jobs/rolegrant/{grant.pk}/delete/", {"post": "yes"})
+    assert not RoleGrant.objects.exists()
+    rows = AuditEvent.objects.filter(subject=AuditEvent.Subject.ROLES).order_by("pk")
+    assert [(row.action, row.user_id) for row in rows] == [("grant", superuser.pk), ("revoke", superuser.pk)]
