@@ -448,15 +448,17 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
             self.add_error(exc.field, ValidationError(str(exc), code="demo_mode"))
 
     def _job_change_refusal(self, kind) -> bool:
-        """Ask refusals.check_job_change (the one place for demo mode and
-        superuser-only SQL jobs) and add its answer to `kind`; True if refused."""
-        before = self.instance.kind if self.instance.pk else None
+        """Ask refusals.check_job_change; its answer goes on `kind` or the field it names."""
+        old = self.instance if self.instance.pk else None
+        namespaces = [self.cleaned_data.get("namespace"), old and old.namespace]
         try:
-            refusals.check_job_change(kinds=[kind, before], user=self.user, action="create or edit")
+            refusals.check_job_change(
+                kinds=[kind, old and old.kind], user=self.user, action="create or edit", namespaces=namespaces
+            )
         except refusals.DemoModeError as exc:
             self.add_error("kind", ValidationError(str(exc), code="demo_mode"))
         except refusals.ForbiddenError as exc:
-            self.add_error("kind", ValidationError(str(exc), code="forbidden"))
+            self.add_error(exc.field or "kind", ValidationError(str(exc), code="forbidden"))
         else:
             return False
         return True

@@ -51,7 +51,17 @@ def dashboard_figures(user, *, now: datetime) -> dict:
         access.visible_runs(user)
         .filter(pk__in=live_ids)
         .select_related("job")
-        .only("id", "status", "scheduled_at", "started_at", "trigger", "job__name", "handler", "task_key")
+        .only(
+            "id",
+            "status",
+            "scheduled_at",
+            "started_at",
+            "trigger",
+            "job__name",
+            "job__namespace",
+            "handler",
+            "task_key",
+        )
         .order_by("-scheduled_at", "-id")[:DASHBOARD_RUNNING]
     )
     return {

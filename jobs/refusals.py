@@ -11,7 +11,7 @@ from django.db import OperationalError
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, gettext_noop
 
-from jobs import channels, cron
+from jobs import access, channels, cron
 from jobs.core import demo
 from jobs.kinds import GUARDED_KINDS, SUPERUSER_KINDS
 from jobs.models import Job
@@ -70,7 +70,12 @@ class NotRetryable(ServiceError):
 
 
 class ForbiddenError(ServiceError):
-    """The user may not do this to this job (an SQL job, for a non-superuser)."""
+    """The user may not do this to this job (an SQL job, for a non-superuser;
+    a namespace their role does not reach: `field` "namespace")."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
 
 
 class GraphRefused(ServiceError):
@@ -78,13 +83,14 @@ class GraphRefused(ServiceError):
     found under the graph lock: a save committed since the form checked it
     (two saves racing to close a loop). Nothing was written."""
 
-    def __init__(self, error: ValidationError):
+    def __init__(self, error: ValidationError, field: str = "after"):
         self.error = error
+        self.field = field
         super().__init__(error.messages[0])
 
     def error_list(self) -> list[dict]:
         """[{code, message, field}], the shape of JobForm.error_list."""
-        return [{"code": self.error.code, "message": self.error.messages[0], "field": "after"}]
+        return [{"code": self.error.code, "message": self.error.messages[0], "field": self.field}]
 
 
 def check_demo_mode(action: str) -> None:
@@ -155,15 +161,52 @@ _DEMO_JOB_ACTIONS = {
 _DEMO_JOB_OTHER_ACTION = gettext_noop("changing {kinds} jobs")
 
 
-def check_job_change(*, kinds: Iterable[str | None], user, action: str, runs: bool = True) -> None:
+# The role each job action needs in the job's namespace (jobs.access).
+_ACTION_ROLES = {
+    "create or edit": access.EDIT,
+    "delete": access.EDIT,
+    "override the credentials of": access.EDIT,
+    "run now": access.OPERATE,
+    "override the properties of": access.OPERATE,
+    "pause": access.OPERATE,
+    "resume": access.OPERATE,
+    "re-enable": access.OPERATE,
+    "cancel": access.OPERATE,
+}
+
+
+def check_job_change(
+    *,
+    kinds: Iterable[str | None],
+    user,
+    action: str,
+    runs: bool = True,
+    namespaces: Iterable[str | None] = (),
+) -> None:
     """The one place that decides who may change which job. `kinds`: the
-    job's kind before and after the change; `action`: "create or edit",
-    "resume", "re-enable", "pause", "delete". Raises DemoModeError when
+    job's kind before and after the change; `namespaces`: its namespace
+    before and after; `action`: a key of _ACTION_ROLES. Raises
+    ForbiddenError when `user` lacks the action's role in one of the
+    namespaces (jobs.access), DemoModeError when
     DEMO_MODE is on and the change could make an HTTP or SQL job run
     (`runs`: create, edit, resume, re-enable), ForbiddenError when the job is
     or becomes an SQL job and `user` is not a superuser (user None: a trusted
     caller such as `manage.py jobs`). The job form asks the same question,
     so the console and the API show these as errors on `kind`."""
+    if user is not None:
+        for namespace in {ns for ns in namespaces if ns is not None}:
+            if not access.can(user, _ACTION_ROLES[action], namespace=namespace):
+                where = (
+                    _("namespace “{namespace}”").format(namespace=namespace)
+                    if namespace
+                    else _("no namespace")
+                )
+                raise ForbiddenError(
+                    _("Your role may not {action} jobs in {where}.").format(
+                        action=_(demo.ACTION_WORDS.get(action, action)), where=where
+                    ),
+                    field="namespace",
+                )
     kinds = {kind for kind in kinds if kind}
     guarded = [kind for kind in GUARDED_KINDS if kind in kinds]
     if runs and guarded and demo.is_on():

@@ -121,6 +121,7 @@ def _save_job_if_changed(*, job, user, via, expected_version, workflow, now) -> 
             kinds=[job.kind, stored.kind if stored else None],
             user=user,
             action="create or edit",
+            namespaces=[job.namespace, stored.namespace if stored else None],
         )
         check_demo_job_fields(before=demo_job_fields(stored) if stored else None, after=demo_job_fields(job))
         before = None if creating else audit.snapshot(stored)
@@ -143,6 +144,13 @@ def _save_job_if_changed(*, job, user, via, expected_version, workflow, now) -> 
             )
             if refused is not None:
                 raise GraphRefused(refused)
+            had = {item["job"] for item in (stored.after if stored else None) or []}
+            added = {item["job"] for item in job.after or []} - had
+            if (refused := workflows.namespace_refusal(user=user, added=added)) is not None:
+                raise GraphRefused(refused)
+        renamed = stored is not None and stored.name != job.name
+        if renamed and (refused := workflows.rename_refusal(user=user, job=stored)) is not None:
+            raise GraphRefused(refused, field="name")
         if creating and job.owner_id is None and getattr(user, "pk", None):
             job.owner = user
         if job.pk is not None and expected_version is not None:
@@ -251,7 +259,7 @@ def pause_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: da
     the CLI and JobScope all pause through here."""
     now = now or timezone.now()
     _require_live(job)
-    check_job_change(kinds=[job.kind], user=user, action="pause", runs=False)
+    check_job_change(kinds=[job.kind], user=user, action="pause", runs=False, namespaces=[job.namespace])
     with transaction.atomic():
         # Judged on the row as it is: the scheduler may have crashed the job
         # since it was loaded, and only a re-enable leaves `crashed`.
@@ -280,7 +288,10 @@ def resume_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: d
     if job.state == Job.State.PAUSED:
         check_demo_mode("resuming a paused job")
     check_job_change(
-        kinds=[job.kind], user=user, action="re-enable" if job.state == Job.State.CRASHED else "resume"
+        kinds=[job.kind],
+        user=user,
+        action="re-enable" if job.state == Job.State.CRASHED else "resume",
+        namespaces=[job.namespace],
     )
     previous = job.state
     job.state = Job.State.ENABLED
@@ -308,7 +319,7 @@ def delete_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: d
     now = now or timezone.now()
     if job.builtin:
         raise ServiceError(_("Built-in jobs cannot be deleted; pause them instead."))
-    check_job_change(kinds=[job.kind], user=user, action="delete", runs=False)
+    check_job_change(kinds=[job.kind], user=user, action="delete", runs=False, namespaces=[job.namespace])
     with transaction.atomic():
         Job.objects.filter(pk=job.pk, deleted_at__isnull=True).update(
             deleted_at=now, next_fire_at=None, updated_at=now, version=F("version") + 1
@@ -473,14 +484,22 @@ def run_now(
     properties.clean_run_properties (ValidationError) and, since they change what
     runs, allowed only to whoever may edit the job (check_job_change)."""
     check_demo_mode("run now")
+    check_job_change(kinds=[], user=user, action="run now", runs=False, namespaces=[job.namespace])
     now = write_time(now)
     _require_live(job)
     if properties is None and retry_of is not None:
         properties = retry_of.properties or None
     overrides = {}
     if properties not in (None, "", {}):
-        check_job_change(kinds=[job.kind], user=user, action="override the properties of")
+        check_job_change(
+            kinds=[job.kind], user=user, action="override the properties of", namespaces=[job.namespace]
+        )
         overrides = clean_run_properties(job, properties)
+        # Overriding a credential changes who the run authenticates as: an editor's change.
+        if any(secrets.is_credential_name(name.lower()) for name in overrides):
+            check_job_change(
+                kinds=[], user=user, action="override the credentials of", namespaces=[job.namespace]
+            )
     # Two requests at once: the database's partial unique index lets one
     # insert; the other returns that run. By the time it looks, that run may
     # have finished already (a short job): then nothing live stands in the
@@ -522,6 +541,14 @@ def cancel_run(
     """Cancel a queued run at once; ask the worker to stop a running one (it
     records the outcome). A cancelled one-off task is recorded `failed`."""
     now = now or timezone.now()
+    # A one-off task belongs to no namespace: cancelling it is for those granted a role everywhere.
+    check_job_change(
+        kinds=[],
+        user=user,
+        action="cancel",
+        runs=False,
+        namespaces=[run.job.namespace if run.job_id else None],
+    )
     if run.status == Run.Status.QUEUED:
         if run.is_task:
             fields = dict(status=Run.Status.FAILED, error="task cancelled")

@@ -24,14 +24,19 @@ def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def create_token(*, user, name: str, now: datetime | None = None) -> tuple[APIToken, str]:
-    """A new token for `user`; returns the row and the secret, which is not stored."""
+def create_token(
+    *, user, name: str, namespace: str | None = None, read_only: bool = False, now: datetime | None = None
+) -> tuple[APIToken, str]:
+    """A new token for `user`, narrowed to `namespace` and/or to reading
+    when asked; returns the row and the secret, which is not stored."""
     raw = TOKEN_PREFIX + secrets.token_urlsafe(30)
     token = APIToken.objects.create(
         user=user,
         name=(name or "").strip()[:100] or "API token",
         prefix=raw[: APIToken.PREFIX_CHARS],
         token_hash=hash_token(raw),
+        namespace=namespace,
+        read_only=read_only,
         created_at=now or timezone.now(),
     )
     return token, raw

@@ -22,7 +22,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.utils.translation import gettext as _
 
-from jobs import jsontext
+from jobs import access, jsontext
 from jobs.models import Job, JobDependency, job_name
 
 # The spec's codes for a refused `after` (docs/handlers.md lists them).
@@ -30,6 +30,8 @@ CODE_UNKNOWN_UPSTREAM = "47007"
 CODE_CYCLE = "47008"
 CODE_CHAIN_TOO_DEEP = "47009"
 CODE_TOO_MANY_DOWNSTREAM = "47010"
+CODE_UPSTREAM_NOT_EDITABLE = "47011"
+CODE_RENAME_REFERENCED = "47012"
 
 # The PostgreSQL advisory lock that serialises writers of the graph: a fixed
 # key, the same in every process (the bytes of "cb-graph" as a positive bigint).
@@ -348,3 +350,42 @@ def refusal(
             code=CODE_CHAIN_TOO_DEEP,
         )
     return None
+
+
+def namespace_refusal(*, user, added: set[str]) -> ValidationError | None:
+    """Why `user` may not make a job run after the jobs named `added` (its
+    new upstreams): a chain crosses only into namespaces the user may edit."""
+    if user is None or not added:
+        return None
+    allowed = access.namespaces_for(user, access.EDIT)
+    if allowed is None:
+        return None
+    outside = sorted(Job.objects.named(*added).exclude(namespace__in=allowed).values_list("name", flat=True))
+    if not outside:
+        return None
+    return ValidationError(
+        _("You may not make a job run after {join}: your role does not reach their namespace.").format(
+            join=", ".join(f"“{n[:100]}”" for n in outside[:5])
+        ),
+        code=CODE_UPSTREAM_NOT_EDITABLE,
+    )
+
+
+def rename_refusal(*, user, job: Job) -> ValidationError | None:
+    """Why `user` may not rename `job`: a job that runs after it, whose
+    `after` the rename rewrites, is in a namespace the user may not edit."""
+    if user is None:
+        return None
+    allowed = access.namespaces_for(user, access.EDIT)
+    if allowed is None:
+        return None
+    downstream = Job.objects.live().filter(upstream_links__upstream=job).exclude(namespace__in=allowed)
+    names = sorted(set(downstream.values_list("name", flat=True)))
+    if not names:
+        return None
+    return ValidationError(
+        _("Not renamed: {join} run after this job, and your role may not change them.").format(
+            join=", ".join(f"“{n[:100]}”" for n in names[:20])
+        ),
+        code=CODE_RENAME_REFERENCED,
+    )

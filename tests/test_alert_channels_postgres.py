@@ -22,6 +22,8 @@ SCRIPT = textwrap.dedent(
     from jobs.engine.outbox import AlertSender
 
     user = get_user_model().objects.create_user("staff", password="pw", is_staff=True)
+    from jobs.models import RoleGrant
+    RoleGrant.objects.create(user=user, role="admin")
     client = Client()
     client.force_login(user)
     job = {"name": "pg", "handler": "demo.echo", "cron_expression": "0 * * * * *"}

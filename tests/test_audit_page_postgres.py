@@ -18,7 +18,8 @@ SCRIPT = textwrap.dedent(
     from django.test import Client
     from jobs.models import AuditEvent
 
-    get_user_model().objects.create_user("staff", password="pw-staff-123", is_staff=True)
+    from jobs.models import RoleGrant
+    RoleGrant.objects.create(user=get_user_model().objects.create_user("staff", password="pw-staff-123", is_staff=True), role="admin")
     client = Client()
     client.post("/login/", {"username": "staff", "password": "wrong-password-42"})
     client.post("/login/", {"username": "staff", "password": "pw-staff-123"})

@@ -100,8 +100,8 @@ def test_list_with_10000_jobs_makes_a_fixed_number_of_queries(staff_client, djan
         {"sort": "-next", "page": "150"},
         {"q": "job-09", "state": "enabled", "kind": "python"},
     ):
-        # session, user, count, page, namespaces, unread messages
-        with django_assert_max_num_queries(7):
+        # session, user, roles, count, page, namespaces, unread messages
+        with django_assert_max_num_queries(8):
             response = staff_client.get(reverse("jobs:job_list"), params)
         assert response.status_code == 200
     assert "10001 jobs" in staff_client.get(reverse("jobs:job_list")).content.decode()

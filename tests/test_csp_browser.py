@@ -66,9 +66,10 @@ def test_the_profile_page_creates_a_token_in_the_browser(csp_page):
 
 
 def test_every_console_page_runs_without_a_policy_violation(csp_page, make_job):
-    from jobs.models import Run
+    from jobs.models import RoleGrant, Run
 
-    get_user_model().objects.create_user("cat", password="pw-cat-12345", is_staff=True)
+    cat = get_user_model().objects.create_user("cat", password="pw-cat-12345", is_staff=True)
+    RoleGrant.objects.create(user=cat, role="admin")
     job = make_job(name="toured")
     run = Run.objects.create(
         job=job, scheduled_at=job.created_at, trigger="schedule", status="succeeded", log="ok"

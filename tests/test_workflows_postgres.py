@@ -79,6 +79,8 @@ SCRIPT = textwrap.dedent(
         duplicate = "refused"
 
     user = get_user_model().objects.create_user("staff", password="pw", is_staff=True)
+    from jobs.models import RoleGrant
+    RoleGrant.objects.create(user=user, role="admin")
     client = Client()
     client.force_login(user)
     def patch(job, body):

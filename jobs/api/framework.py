@@ -101,6 +101,8 @@ def _authenticate(request) -> None:
         if token is None or not token.user.is_active:
             raise ApiError(401, "invalid_token", "This token is not valid: it may have been revoked.")
         request.user = token.user
+        if token.namespace is not None or token.read_only:
+            access.narrow(token.user, namespace=token.namespace, read_only=token.read_only)
         request.api_token = token
         return
     request.api_token = None
@@ -117,8 +119,10 @@ def _authenticate(request) -> None:
 
 
 def _require_edit(request) -> None:
-    if not access.can_edit(request.user):
-        raise ApiError(403, "forbidden", "Only staff can change jobs and start runs.")
+    """The least role any change needs, somewhere; each view then asks for
+    its own action in its object's namespace (jobs.access)."""
+    if not access.can_operate(request.user):
+        raise ApiError(403, "forbidden", "Your role may not change jobs or start runs.")
 
 
 def _check_query(request) -> None:

@@ -44,7 +44,7 @@ def list_jobs(request, filters: Query[schemas.JobFilters]):
     if filters.kind:
         jobs = jobs.filter(kind=filters.kind)
     properties = filters.include == schemas.INCLUDE_PROPERTIES
-    masked = not access.can_edit(request.user)
+    masked = not access.sees_credentials(request.user)
     if not properties:
         jobs = jobs.defer("properties")
     page = job_page(
@@ -63,6 +63,7 @@ def list_jobs(request, filters: Query[schemas.JobFilters]):
     response={201: schemas.Job, **EDIT_ERRORS},
 )
 def create_job(request, payload: schemas.JobCreate):
+    access.require(request.user, access.EDIT)
     form = JobForm(spec_to_form_data(_spec(payload)), user=request.user)
     if not form.is_valid():
         raise ApiError.invalid(form.error_list())
@@ -79,11 +80,12 @@ def create_job(request, payload: schemas.JobCreate):
 )
 def get_job(request, job_id: int):
     job = access.get_job_for_user(request.user, job_id)
-    return JsonResponse(job_to_dict(job, mask_credentials=not access.can_edit(request.user)))
+    return JsonResponse(job_to_dict(job, mask_credentials=not access.sees_credentials(request.user, job)))
 
 
 def _save_job(request, job_id: int, payload: schemas.JobFields, *, replace: bool):
     job = access.get_job_for_user(request.user, job_id)
+    access.require(request.user, access.EDIT, job=job)
     spec = _spec(payload)
     # PUT replaces (left-out fields take defaults); PATCH keeps them.
     form = JobForm(
@@ -124,7 +126,9 @@ def update_job(request, job_id: int, payload: schemas.JobInput):
     response={204: None, **CHANGE_ERRORS},
 )
 def delete_job(request, job_id: int):
-    services.delete_job(job=access.get_job_for_user(request.user, job_id), user=request.user, via=VIA)
+    job = access.get_job_for_user(request.user, job_id)
+    access.require(request.user, access.EDIT, job=job)
+    services.delete_job(job=job, user=request.user, via=VIA)
     return HttpResponse(status=204)
 
 
@@ -137,6 +141,7 @@ def delete_job(request, job_id: int):
 )
 def toggle_job(request, job_id: int):
     job = access.get_job_for_user(request.user, job_id)
+    access.require(request.user, access.OPERATE, job=job)
     if job.state == Job.State.ENABLED:
         job = services.pause_job(job=job, user=request.user, via=VIA)
     else:
@@ -156,6 +161,7 @@ def toggle_job(request, job_id: int):
 )
 def run_job(request, job_id: int, payload: Body[schemas.RunNow] = None):
     job = access.get_job_for_user(request.user, job_id)
+    access.require(request.user, access.OPERATE, job=job)
     overrides = payload.properties if payload is not None else None
     try:
         run, created = services.run_now(
@@ -181,4 +187,6 @@ def run_job(request, job_id: int, payload: Body[schemas.RunNow] = None):
 def list_job_runs(request, job_id: int, filters: Query[RunFilters]):
     """Keyset-paginated on (scheduled_at, id)."""
     job = access.get_job_for_user(request.user, job_id)
-    return run_page(RunModel.objects.filter(job=job), filters, masked=not access.can_edit(request.user))
+    return run_page(
+        RunModel.objects.filter(job=job), filters, masked=not access.sees_credentials(request.user, job)
+    )

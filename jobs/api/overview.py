@@ -29,7 +29,7 @@ def list_runs(request, filters: Query[AllRunFilters]):
     runs = access.visible_runs(request.user)
     if filters.job is not None:
         runs = runs.filter(job_id=filters.job)
-    return run_page(runs, filters, masked=not access.can_edit(request.user))
+    return run_page(runs, filters, masked=not access.sees_credentials(request.user))
 
 
 @router.get(
@@ -57,7 +57,7 @@ def dashboard(request):
                 for job in figures["attention"]
             ],
             "running": [
-                run_to_dict(run, mask_credentials=not access.can_edit(request.user))
+                run_to_dict(run, mask_credentials=not access.sees_credentials(request.user, run.job))
                 for run in figures["running"]
             ],
             "running_count": figures["running_count"],

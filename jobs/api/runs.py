@@ -23,7 +23,9 @@ RUN_ID = "{int:run_id}"
 )
 def get_run(request, run_id: int):
     run = access.get_run_for_user(request.user, run_id)
-    return JsonResponse(run_to_dict(run, with_log=True, mask_credentials=not access.can_edit(request.user)))
+    return JsonResponse(
+        run_to_dict(run, with_log=True, mask_credentials=not access.sees_credentials(request.user, run.job))
+    )
 
 
 @router.post(
@@ -35,6 +37,8 @@ def get_run(request, run_id: int):
 )
 def cancel_run(request, run_id: int):
     run = access.get_run_for_user(request.user, run_id)
+    if not access.can_act_on_run(request.user, run):
+        raise ApiError(403, "forbidden", "Your role may not run, pause or cancel jobs here.")
     if not run.is_live:
         raise ApiError(
             409, "not_live", f"This run is {run.status}; only a queued or running run can be cancelled."

@@ -28,10 +28,16 @@ def _secret_to_dict(secret: SecretRow) -> dict:
     }
 
 
-def _require_staff(request) -> None:
-    # Reading the list too: which secrets exist is for those who may use them.
+def _require_user(request) -> None:
+    # Reading the list too: which secrets exist is for those who may use
+    # them in a job (editors).
     if not access.can_edit(request.user):
-        raise ApiError(403, "forbidden", "Only staff can see and change secrets.")
+        raise ApiError(403, "forbidden", "Only editors and administrators may see secrets.")
+
+
+def _require_admin(request) -> None:
+    if not access.can_administer(request.user):
+        raise ApiError(403, "forbidden", "Only an administrator may change secrets.")
 
 
 @router.get(
@@ -42,7 +48,7 @@ def _require_staff(request) -> None:
     response={200: SecretList, 401: Error, 403: Error},
 )
 def list_secrets(request):
-    _require_staff(request)
+    _require_user(request)
     return JsonResponse({"results": [_secret_to_dict(s) for s in SecretRow.objects.all()]})
 
 
@@ -55,7 +61,7 @@ def list_secrets(request):
     response={200: Secret, 201: Secret, **EDIT_ERRORS},
 )
 def set_secret(request, payload: SecretInput, name: str = NAME):
-    _require_staff(request)
+    _require_admin(request)
     # The console's form checks the body, each problem under its own field.
     form = SecretForm({"name": name, "value": payload.value, "description": payload.description or ""})
     if not form.is_valid():
@@ -79,7 +85,7 @@ def set_secret(request, payload: SecretInput, name: str = NAME):
     response={204: None, **CHANGE_ERRORS},
 )
 def delete_secret(request, name: str = NAME):
-    _require_staff(request)
+    _require_admin(request)
     if not services.delete_secret(name=name, user=request.user, via=VIA):
         raise ApiError(404, "not_found", "No such secret.")
     return HttpResponse(status=204)

@@ -4,7 +4,7 @@ job) may run, and enqueueing a task, validated by the task form."""
 from django.http import JsonResponse
 from ninja import Router
 
-from jobs import refusals, tasks
+from jobs import access, refusals, tasks
 from jobs.api.framework import ApiError
 from jobs.api.schemas.base import EDIT_ERRORS, Error
 from jobs.api.schemas.overview import HandlerList
@@ -37,6 +37,8 @@ def handlers(request):
     response={201: Run, 200: Run, **EDIT_ERRORS},
 )
 def enqueue_task(request, payload: TaskInput):
+    # A task belongs to no namespace: an editor's everywhere.
+    access.require(request.user, access.EDIT, namespace=None)
     refusals.check_demo_mode("enqueuing tasks")
     data = payload.model_dump(exclude_none=True)
     form = TaskForm(data)

@@ -27,6 +27,8 @@ ACTION_WORDS = {
     "pause": gettext_noop("pause"),
     "delete": gettext_noop("delete"),
     "override the properties of": gettext_noop("override the properties of"),
+    "override the credentials of": gettext_noop("override the credentials of"),
+    "cancel": gettext_noop("cancel runs of"),
     "running command jobs": gettext_noop("running command jobs"),
     "changing settings": gettext_noop("changing settings"),
     "changing alert channels": gettext_noop("changing alert channels"),

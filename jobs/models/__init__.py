@@ -16,6 +16,7 @@ from jobs.models.base import (
 )
 from jobs.models.dependencies import JobDependency
 from jobs.models.jobs import NEEDS_ATTENTION, Job, JobQuerySet, job_name
+from jobs.models.roles import ROLE_ORDER, Role, RoleGrant
 from jobs.models.runs import (
     CURSOR_PATTERN,
     LIVE_RUN,
@@ -42,6 +43,7 @@ __all__ = [
     "MIN_INTERVAL_SECONDS",
     "NEEDS_ATTENTION",
     "QUEUED_RUN",
+    "ROLE_ORDER",
     "APIToken",
     "Alert",
     "AlertDelivery",
@@ -54,6 +56,8 @@ __all__ = [
     "Lease",
     "Message",
     "Profile",
+    "Role",
+    "RoleGrant",
     "Run",
     "RunQuerySet",
     "Secret",

@@ -85,6 +85,7 @@ class AuditEvent(ChoiceLabels, models.Model):
         SETTINGS = "settings", _("Settings")
         CHANNELS = "channels", _("Alert channels")
         SIGN_IN = "sign-in", _("Sign-in")
+        ROLES = "roles", _("Roles")
 
     job = models.ForeignKey(
         Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
@@ -133,7 +134,8 @@ class AuditEvent(ChoiceLabels, models.Model):
 class APIToken(models.Model):
     """A personal API token. Only the SHA-256 of the secret is stored; the
     token itself is shown once, when it is created (jobs.tokens). It acts
-    with its user's permissions."""
+    with its user's roles as they are at each request, narrowed to one
+    namespace and/or to reading when created so (jobs.access.narrow)."""
 
     PREFIX_CHARS = 12
 
@@ -145,6 +147,9 @@ class APIToken(models.Model):
     created_at = models.DateTimeField(default=_now)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # NULL: every namespace its user's roles reach; "" the jobs outside any.
+    namespace = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
+    read_only = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -24,10 +24,10 @@ from jobs.web.forms import SettingsForm, TokenForm
 
 @login_required
 def settings_page(request):
-    """The config centre: everyone reads, staff change."""
+    """The config centre: everyone reads, administrators change."""
     if request.method == "POST":
-        if not access.can_edit(request.user):
-            raise PermissionDenied(_("Only staff can change settings."))
+        if not access.can_administer(request.user):
+            raise PermissionDenied(_("Only an administrator may do this."))
         form = SettingsForm(request.POST)
         if form.is_valid():
             try:
@@ -39,7 +39,7 @@ def settings_page(request):
                 return done(request, reverse("jobs:settings"))
     else:
         form = SettingsForm()
-    if not access.can_edit(request.user):
+    if not access.can_administer(request.user):
         for field in form.fields.values():
             field.disabled = True
     context = {
@@ -103,10 +103,16 @@ def profile(request):
             return redirect("jobs:profile")
         form = TokenForm(request.POST)
         if not form.is_valid():
-            for errors in form.errors.values():
-                messages.error(request, _("Token name: {join}").format(join=" ".join(errors)))
+            for field, errors in form.errors.items():
+                label = _("Token name: {join}") if field == "name" else "{join}"
+                messages.error(request, label.format(join=" ".join(errors)))
             return redirect("jobs:profile")
-        token, secret = tokens.create_token(user=request.user, name=form.cleaned_data["name"])
+        token, secret = tokens.create_token(
+            user=request.user,
+            name=form.cleaned_data["name"],
+            namespace=form.cleaned_data["namespace"],
+            read_only=form.cleaned_data["read_only"],
+        )
         request.session[NEW_TOKEN_SESSION_KEY] = {"id": token.pk, "secret": secret}
         return redirect("jobs:profile")
     new_token = request.session.pop(NEW_TOKEN_SESSION_KEY, None)

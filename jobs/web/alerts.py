@@ -10,7 +10,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from jobs import alerts, channels, links, refusals
-from jobs.access import can_edit, can_view, get_job_for_user, login_required
+from jobs.access import can_administer, can_edit, can_view, get_job_for_user, login_required, visible_alerts
 from jobs.config import get_setting, parse_email_list
 from jobs.core.mailfailures import describe_failure
 from jobs.i18n import alert_translation
@@ -26,7 +26,12 @@ def alert_list(request):
     if not can_view(request.user):
         raise PermissionDenied
     status = request.GET.get("status", "")
-    shown = Alert.objects.select_related("job").prefetch_related("deliveries").order_by("-created_at", "-id")
+    shown = (
+        visible_alerts(request.user)
+        .select_related("job")
+        .prefetch_related("deliveries")
+        .order_by("-created_at", "-id")
+    )
     if status in Alert.Status.values:
         # The email's state or any channel's: "Refused" finds a refused webhook too.
         matching = AlertDelivery.objects.filter(status=status).values("alert_id")
@@ -70,7 +75,7 @@ def send_test_channel(request):
     `job`), or of the global setting, picked by its position (`index`): the
     URL never travels through the browser. Bounded by ALERT_CHANNEL_TIMEOUT;
     the fence is checked first."""
-    if not can_edit(request.user):
+    if not (can_edit(request.user) or can_administer(request.user)):
         raise PermissionDenied
     job = None
     try:
@@ -87,6 +92,9 @@ def send_test_channel(request):
             job = get_job_for_user(request.user, int(request.POST["job"]))
         except ValueError:
             raise PermissionDenied from None
+    # A job's own channels are its editors'; the global ones, the administrators'.
+    if not (can_edit(request.user, job) if job is not None else can_administer(request.user)):
+        raise PermissionDenied
     urls = channels.plain_list(
         job.alert_channels if job is not None and job.alert_channels else get_setting("sys.job.alertChannels")
     )
@@ -123,7 +131,7 @@ def send_test_channel(request):
 def send_test_email(request):
     """Staff only. To the address typed, else the alert emails setting, else
     the signed-in user's own address. The answer says what the server said."""
-    if not can_edit(request.user):
+    if not can_administer(request.user):
         raise PermissionDenied
     typed = request.POST.get("to", "")
     result = {"to_value": typed}

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET
 
 from jobs import access
 from jobs.access import login_required
+from jobs.forms import NAMESPACE_RE
 from jobs.models import AuditEvent, job_name, parse_run_cursor, run_cursor
 from jobs.web.common import partial_or_page
 
@@ -45,13 +46,21 @@ def _instant(text: str, *, end: bool) -> datetime | None:
 def _filters(params) -> tuple[Q, dict, list[str]]:
     """The rows' condition, the filters as read (to echo and carry to the
     next page) and a sentence for each value that could not be read (that
-    filter is left out). A new filter (a namespace) is one more entry here
-    and one more field in the form."""
+    filter is left out). A new filter is one more entry here and one more
+    field in the form."""
     condition, echoed, errors = Q(), {}, []
     user = params.get("user", "").strip()
     if user:
         condition &= Q(username=user)
         echoed["user"] = user
+    namespace = params.get("namespace", "").strip()
+    if namespace:
+        # The rows about jobs in that namespace as it is now.
+        if len(namespace) <= 100 and NAMESPACE_RE.fullmatch(namespace):
+            condition &= Q(job__namespace=namespace)
+            echoed["namespace"] = namespace
+        else:
+            errors.append(_("“{namespace}” is not a namespace.").format(namespace=namespace[:100]))
     job = params.get("job", "").strip()
     if job:
         condition &= Q(job_name=job_name(job))
@@ -120,5 +129,5 @@ def audit_context(params) -> dict:
 def audit_list(request):
     """Who changed what, across all jobs, the settings and sign-ins."""
     if not access.can_see_audit(request.user):
-        raise PermissionDenied(_("Only staff can see the audit trail."))
+        raise PermissionDenied(_("Only an administrator may do this."))
     return partial_or_page(request, "jobs/audit.html", "audit-list", audit_context(request.GET))

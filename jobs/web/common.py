@@ -1,4 +1,4 @@
-"""What several console pages share: the staff gate, the partial-or-page
+"""What several console pages share: the role gate, the partial-or-page
 answer for htmx, the redirect after a POST, the poll fingerprint and the
 cheap cell formatters the tables use."""
 
@@ -7,7 +7,6 @@ import unicodedata
 from datetime import UTC, datetime
 from functools import wraps
 
-from django.core.exceptions import PermissionDenied
 from django.db.models.functions import Substr
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -24,16 +23,19 @@ from jobs.web.templatetags.console import duration
 RUNS_PER_PAGE = 25
 
 
-def staff_required(view):
-    """Staff create, edit, run and pause; other signed-in users only view."""
+def role_required(action):
+    """The page's refusal (403) unless the user holds the role `action`
+    needs somewhere (jobs.access); the view checks the job's namespace."""
 
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        if not access.can_edit(request.user):
-            raise PermissionDenied(_("Only staff can change jobs."))
-        return view(request, *args, **kwargs)
+    def decorator(view):
+        @wraps(view)
+        def wrapper(request, *args, **kwargs):
+            access.require(request.user, action)
+            return view(request, *args, **kwargs)
 
-    return wrapper
+        return wrapper
+
+    return decorator
 
 
 def partial_or_page(request, template: str, partial: str, context: dict, *, status: int = 200):

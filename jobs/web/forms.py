@@ -3,16 +3,27 @@ the config centre's keys (the settings page). A job's form is the domain's
 (jobs.forms), shared by every door."""
 
 from django import forms
+from django.utils.translation import gettext as _
 
 from jobs import services
 from jobs.config import SPECS, get_setting
 from jobs.formfields import StorableTextMixin
+from jobs.forms import NAMESPACE_RE
 
 
 class TokenForm(StorableTextMixin, forms.Form):
-    """A new API token's name (the profile page)."""
+    """A new API token's name and how it is narrowed (the profile page):
+    one namespace (blank: all its user's), reading only."""
 
     name = forms.CharField(max_length=100, required=False)
+    namespace = forms.CharField(max_length=100, required=False)
+    read_only = forms.BooleanField(required=False)
+
+    def clean_namespace(self):
+        namespace = self.cleaned_data["namespace"].strip()
+        if namespace and not NAMESPACE_RE.fullmatch(namespace):
+            raise forms.ValidationError(_("“{namespace}” is not a namespace.").format(namespace=namespace))
+        return namespace or None
 
 
 class SettingField(forms.Field):

@@ -18,7 +18,7 @@ from jobs.handlers import registry
 from jobs.handlers.http import METHODS as HTTP_METHODS
 from jobs.i18n import cron_error_message, localized_preview
 from jobs.models import Job
-from jobs.web.common import done, partial_or_page, staff_required
+from jobs.web.common import done, partial_or_page, role_required
 from jobs.web.secrets import credential_moves, form_credential_moves
 
 
@@ -84,8 +84,11 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
         "cron_names": cron.editor_names(),
         "sql_enabled": kinds.get(Job.Kind.SQL).enabled(),
         "other_fields": form.unplaced_fields(),
+        # Moving a value to a secret stores a secret: an admin's right.
         "credential_moves": (
-            form_credential_moves(form.data, form.data.get("name", ""))
+            []
+            if not access.can_administer(form.user)
+            else form_credential_moves(form.data, form.data.get("name", ""))
             if form.is_bound
             else credential_moves(job.properties if job else {}, job.name if job else "")
         ),
@@ -111,7 +114,7 @@ def _save_job_form(request, job: Job | None):
         except refusals.StaleJobError as exc:
             form.add_error(None, ValidationError(str(exc), code="stale"))
         except refusals.GraphRefused as exc:
-            form.add_error("after", exc.error)
+            form.add_error(exc.field, exc.error)
         except refusals.ServiceError as exc:
             # A refusal the service's own check found after the form's (demo
             # mode turned on, rights taken away in between).
@@ -128,7 +131,7 @@ def _save_job_form(request, job: Job | None):
 
 
 @login_required
-@staff_required
+@role_required(access.EDIT)
 def job_create(request):
     if request.method == "POST":
         return _save_job_form(request, None)
@@ -139,7 +142,7 @@ def job_create(request):
 
 
 @login_required
-@staff_required
+@role_required(access.EDIT)
 def job_clone(request, job_id):
     """The new-job form filled in from another job; saving creates a new job
     (POST goes to job_create). It starts paused so it does not fire twice
@@ -157,9 +160,10 @@ def job_clone(request, job_id):
 
 
 @login_required
-@staff_required
+@role_required(access.EDIT)
 def job_edit(request, job_id):
     job = access.get_job_for_user(request.user, job_id)
+    access.require(request.user, access.EDIT, job=job)
     if request.method == "POST":
         return _save_job_form(request, job)
     form = _job_form(job=job, user=request.user, initial={"properties": _handler_properties(job)})

@@ -19,9 +19,9 @@ from jobs.web.common import (
     describe_schedule,
     done,
     fingerprint,
+    role_required,
     run_rows,
     run_table,
-    staff_required,
 )
 
 CHART_RUNS = 60
@@ -99,7 +99,7 @@ def _job_panels(job: Job, user) -> dict:
     return {
         "job": job,
         "shown_properties": job.properties
-        if access.can_edit(user)
+        if access.sees_credentials(user, job)
         else secrets.mask_credentials(job.properties),
         "schedule": describe_schedule(job),
         "chart": _chart(job),
@@ -118,7 +118,7 @@ def job_detail(request, job_id):
         return job_runs(request, job_id)
     audit_events = list(AuditEvent.objects.filter(job=job).order_by("-created_at", "-id")[:AUDIT_EVENTS])
     # Credentials typed in clear are for those who may edit the job.
-    masked = not access.can_edit(request.user)
+    masked = not access.sees_credentials(request.user, job)
     if masked:
         for event in audit_events:
             change = event.changes.get("properties") if isinstance(event.changes, dict) else None
@@ -150,6 +150,7 @@ def job_runs(request, job_id):
 
 def _job_action(request, job_id, action):
     job = access.get_job_for_user(request.user, job_id)
+    access.require(request.user, access.OPERATE, job=job)
     try:
         action(job)
     except refusals.ServiceError as exc:
@@ -159,7 +160,7 @@ def _job_action(request, job_id, action):
 
 @login_required
 @require_POST
-@staff_required
+@role_required(access.OPERATE)
 def job_pause(request, job_id):
     def pause(job):
         services.pause_job(job=job, user=request.user)
@@ -170,7 +171,7 @@ def job_pause(request, job_id):
 
 @login_required
 @require_POST
-@staff_required
+@role_required(access.OPERATE)
 def job_resume(request, job_id):
     """Resume a paused job, or re-enable a crashed one (its failure count starts over)."""
 
@@ -187,7 +188,7 @@ def job_resume(request, job_id):
 
 @login_required
 @require_POST
-@staff_required
+@role_required(access.OPERATE)
 def job_run_now(request, job_id):
     # Demo mode refuses in services.run_now; _job_action shows its message.
     def run(job):
@@ -225,10 +226,11 @@ def job_run_now(request, job_id):
 
 
 @login_required
-@staff_required
+@role_required(access.EDIT)
 def job_delete(request, job_id):
     """GET asks for confirmation; POST deletes (softly)."""
     job = access.get_job_for_user(request.user, job_id)
+    access.require(request.user, access.EDIT, job=job)
     if request.method != "POST":
         return render(request, "jobs/job_delete.html", {"job": job})
     try:

@@ -24,8 +24,8 @@ from jobs.web.common import (
     done,
     fingerprint,
     partial_or_page,
+    role_required,
     short,
-    staff_required,
     stamp,
     url_maker,
 )
@@ -171,7 +171,7 @@ def job_export(request):
             return HttpResponseBadRequest(
                 _("This cursor is not one the export gave out."), content_type="text/plain"
             )
-    masked = not access.can_edit(request.user)
+    masked = not access.sees_credentials(request.user)
     page = job_page(
         jobs,
         limit=limit,
@@ -218,7 +218,7 @@ def _import_refusal(*, size: int = 0, jobs: int = 0) -> str:
 
 
 @login_required
-@staff_required
+@role_required(access.EDIT)
 @require_http_methods(["GET", "POST"])
 def job_import(request):
     """Import a `manage.py jobs import` file in the console: the first POST
@@ -295,7 +295,7 @@ BULK_SERVICES = {
 
 @login_required
 @require_POST
-@staff_required
+@role_required(access.OPERATE)
 def job_bulk(request):
     """Pause, resume, run or delete the ticked jobs, then show the list as it
     was filtered. Nothing ticked is refused; a crashed job is never paused (a

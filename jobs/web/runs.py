@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -20,9 +20,9 @@ from jobs.web.common import (
     done,
     fingerprint,
     partial_or_page,
+    role_required,
     run_rows,
     run_table,
-    staff_required,
 )
 
 # ?since= on the all-runs page → how far back; "today" is since midnight UTC.
@@ -128,7 +128,7 @@ def run_detail(request, run_id):
         "job": run.job,
         # Credentials typed in clear are for those who may edit the job.
         "shown_properties": run.properties
-        if access.can_edit(request.user)
+        if access.sees_credentials(request.user, run.job)
         else secrets.mask_credentials(run.properties or {}),
         "retryable": Run.RETRYABLE,
         "caused_by": run.caused_by if run.caused_by_id else None,
@@ -139,11 +139,13 @@ def run_detail(request, run_id):
 
 @login_required
 @require_POST
-@staff_required
+@role_required(access.OPERATE)
 def run_retry(request, run_id):
     """Run a failed (or timed out, interrupted, cancelled) run's job again,
     now, as a manual run; the audit trail names the run it retries."""
     run = access.get_run_for_user(request.user, run_id)
+    if not access.can_act_on_run(request.user, run):
+        raise PermissionDenied(_("Your role may not run, pause or cancel jobs here."))
     try:
         new, created = services.retry_run(run=run, user=request.user)
     except refusals.NotRetryable as exc:
@@ -189,9 +191,11 @@ def run_log(request, run_id):
 
 @login_required
 @require_POST
-@staff_required
+@role_required(access.OPERATE)
 def run_cancel(request, run_id):
     run = access.get_run_for_user(request.user, run_id)
+    if not access.can_act_on_run(request.user, run):
+        raise PermissionDenied(_("Your role may not run, pause or cancel jobs here."))
     if services.cancel_run(run=run, user=request.user):
         messages.success(request, _("Cancelling run {pk}.").format(pk=run.pk))
     else:

@@ -12,12 +12,12 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from jobs import kinds, refusals, secrets, services
+from jobs import access, kinds, refusals, secrets, services
 from jobs.access import login_required
 from jobs.core import demo
 from jobs.forms import SecretForm
 from jobs.models import AuditEvent, Secret
-from jobs.web.common import done, staff_required
+from jobs.web.common import done, role_required
 
 
 def _rows() -> list[dict]:
@@ -28,7 +28,7 @@ def _rows() -> list[dict]:
 
 
 @login_required
-@staff_required
+@role_required(access.ADMIN)
 def secret_list(request):
     """GET: the list and an empty form (`?name=` fills in the name and the
     description of the secret whose value is to be replaced). POST: save."""
@@ -69,7 +69,7 @@ def secret_list(request):
 
 @login_required
 @require_POST
-@staff_required
+@role_required(access.ADMIN)
 def secret_delete(request, name):
     try:
         deleted = services.delete_secret(name=name, user=request.user, via=AuditEvent.Via.CONSOLE)
@@ -121,16 +121,19 @@ def form_credential_moves(data, job_name: str) -> list[dict]:
 
 @login_required
 @require_POST
-@staff_required
+@role_required(access.EDIT)
 def secret_candidates(request):
-    """The job form's list of credentials typed in clear, redrawn as it is typed."""
-    rows = form_credential_moves(request.POST, request.POST.get("name", "").strip())
+    """The job form's list of credentials typed in clear, redrawn as it is
+    typed; empty for a user who may not store secrets (an admin's right)."""
+    rows = []
+    if access.can_administer(request.user):
+        rows = form_credential_moves(request.POST, request.POST.get("name", "").strip())
     return render(request, "jobs/_credential_moves.html#credential-move-list", {"credential_moves": rows})
 
 
 @login_required
 @require_POST
-@staff_required
+@role_required(access.ADMIN)
 def secret_move(request):
     """Store a credential typed in the job form as the secret `name` and answer
     the reference that replaces it there: {"reference": …}. A name in use is

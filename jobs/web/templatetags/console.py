@@ -19,8 +19,20 @@ _TRUNCATION_MARKER = re.compile(r"\[… \d+ characters omitted; original length 
 
 
 @register.filter
-def can_edit(user) -> bool:
-    return access.can_edit(user)
+def can_edit(user, job=None) -> bool:
+    """`user|can_edit`: somewhere; `user|can_edit:job`: that job."""
+    return access.can_edit(user, job or None)
+
+
+@register.filter
+def can_operate(user, job=None) -> bool:
+    """`user|can_operate:job`: run, pause, resume, cancel, retry it."""
+    return access.can_operate(user, job or None)
+
+
+@register.filter
+def can_administer(user) -> bool:
+    return access.can_administer(user)
 
 
 @register.filter

@@ -1,0 +1,68 @@
+"""Granting and revoking roles (jobs.models.RoleGrant): the one place such
+rows are written, by the roles command, the admin and the tests alike.
+Each change is audited under the subject "roles"."""
+
+from django.contrib.auth.models import Group
+from django.db import transaction
+
+from jobs import audit
+from jobs.models import AuditEvent, Role, RoleGrant
+
+
+def _holder(user, group) -> dict:
+    if (user is None) == (group is None):
+        raise ValueError("Grant to a user or to a group.")
+    return {"user": user} if user is not None else {"group": group}
+
+
+def _label(user, group, namespace) -> dict:
+    return {
+        "holder": user.get_username() if user is not None else f"group {group.name}",
+        "namespace": namespace,
+    }
+
+
+def grant_role(
+    *, role: str, namespace: str | None = None, user=None, group: Group | None = None, by=None, via: str
+) -> RoleGrant:
+    """Give `user` (or `group`) `role` everywhere (namespace None) or in
+    `namespace`; a role held there already is replaced."""
+    role = Role(role)
+    holder = _holder(user, group)
+    with transaction.atomic():
+        existing = RoleGrant.objects.select_for_update().filter(namespace=namespace, **holder).first()
+        if existing is not None and existing.role == role:
+            return existing
+        before = existing.role if existing is not None else None
+        grant, _created = RoleGrant.objects.update_or_create(
+            namespace=namespace, **holder, defaults={"role": role}
+        )
+        audit.record(
+            action="grant",
+            subject=AuditEvent.Subject.ROLES,
+            user=by,
+            via=via,
+            changes={**_label(user, group, namespace), "role": [before, role.value]},
+        )
+    return grant
+
+
+def revoke_role(
+    *, namespace: str | None = None, user=None, group: Group | None = None, by=None, via: str
+) -> bool:
+    """Take away the role `user` (or `group`) holds everywhere (namespace
+    None) or in `namespace`. False if there was none."""
+    holder = _holder(user, group)
+    with transaction.atomic():
+        grant = RoleGrant.objects.select_for_update().filter(namespace=namespace, **holder).first()
+        if grant is None:
+            return False
+        grant.delete()
+        audit.record(
+            action="revoke",
+            subject=AuditEvent.Subject.ROLES,
+            user=by,
+            via=via,
+            changes={**_label(user, group, namespace), "role": [grant.role, None]},
+        )
+    return True
