@@ -34,6 +34,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from jobs import jsontext
 from jobs.core import crypto
 from jobs.models import AuditEvent, Secret
 from jobs.models.secrets import MAX_VALUE_BYTES, NAME_PATTERN
@@ -108,7 +109,7 @@ def _is_json(text: str) -> bool:
     if shape not in ("{", "["):
         return False
     try:
-        return isinstance(json.loads(REFERENCE_RE.sub(PLACEHOLDER, text)), (dict, list))
+        return isinstance(jsontext.loads(REFERENCE_RE.sub(PLACEHOLDER, text)), (dict, list))
     except ValueError:
         return False
 
@@ -313,7 +314,7 @@ def _hide(value: str) -> str:
 
 def _mask_named_values(text: str) -> str:
     try:
-        parsed = json.loads(text) if text.lstrip().startswith("{") else None
+        parsed = jsontext.loads(text) if text.lstrip().startswith("{") else None
     except ValueError:
         parsed = None
     if isinstance(parsed, dict):
@@ -349,7 +350,7 @@ def mask_credentials(properties: dict) -> dict:
 def _named_entries(text: str) -> list[tuple[str, str]]:
     """The (name, value) pairs of a JSON object or of `Name: value` lines."""
     try:
-        parsed = json.loads(text) if text.lstrip().startswith("{") else None
+        parsed = jsontext.loads(text) if text.lstrip().startswith("{") else None
     except ValueError:
         parsed = None
     if isinstance(parsed, dict):

@@ -98,3 +98,31 @@ def test_the_secrets_page_fills_in_a_suggested_new_name(staff_client):
     page = staff_client.get("/secrets/?name=orders.api_token").content.decode()
     assert 'value="orders.api_token"' in page
     assert 'value="bad name"' not in staff_client.get("/secrets/?name=bad%20name").content.decode()
+
+
+@pytest.mark.parametrize("field", ["properties", "headers"])
+def test_candidates_of_json_nested_past_any_limit_are_none_not_a_server_error(staff_client, field):
+    """The list reads what is being typed with the strict JSON reader
+    (jobs.jsontext): text nested deeper than Python's recursion limit is no
+    credential list, and never a 500."""
+    deep = "[" * 100_000 + "]" * 100_000
+    data = {"kind": "http", "name": "deep", "url": "http://127.0.0.1/"}
+    data[field] = '{"Authorization": ' + deep + "}" if field == "properties" else deep
+    response = staff_client.post("/secrets/move/candidates/", data)
+    assert response.status_code == 200
+    assert "Move to a secret" not in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_editors_who_may_not_store_secrets_are_not_offered_the_move():
+    """Moving a value stores a secret, an admin's right: an editor's form
+    lists nothing to move, and the move itself is refused."""
+    from django.test import Client
+
+    from tests.fixtures.core import make_user
+
+    editor = Client()
+    editor.force_login(make_user("eddie", "editor"))
+    data = {"kind": "http", "name": "feed", "headers": "Authorization: Bearer abc"}
+    assert "Move to a secret" not in editor.post("/secrets/move/candidates/", data).content.decode()
+    assert editor.post("/secrets/move/", {"name": "feed.Authorization", "value": "x"}).status_code == 403

@@ -2,8 +2,6 @@
 is written once and never shown back: the list shows “set on … by …”, the
 form's value field is a password input that is never pre-filled."""
 
-import json
-
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import Http404, JsonResponse
@@ -12,7 +10,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from jobs import access, kinds, refusals, secrets, services
+from jobs import access, jsontext, kinds, refusals, secrets, services
 from jobs.access import login_required
 from jobs.core import demo
 from jobs.forms import SecretForm
@@ -89,8 +87,8 @@ def _typed_properties(data) -> dict:
     """The properties as the job form's fields hold them while they are typed:
     the property bag (a JSON object) and the chosen kind's own fields."""
     try:
-        properties = json.loads(data.get("properties") or "{}")
-    except ValueError:
+        properties = jsontext.loads(data.get("properties") or "{}")
+    except ValueError:  # JsonTextError too: the form says what is wrong with it
         properties = {}
     if not isinstance(properties, dict):
         properties = {}
