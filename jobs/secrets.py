@@ -306,10 +306,24 @@ def is_credential_name(name: str) -> bool:
     return name in CREDENTIAL_HEADERS or any(word in name for word in CREDENTIAL_WORDS)
 
 
+# Words a credential's value may hold beside its references without holding
+# a credential itself: the HTTP authentication schemes.
+AUTH_SCHEMES = {"bearer", "basic", "token", "digest", "apikey"}
+
+
 def _hide(value: str) -> str:
-    """A credential typed in clear as MASK; a reference is no credential
-    and stays readable."""
-    return value if not value or REFERENCE_RE.search(value) else MASK
+    """A credential typed in clear as MASK. A value made of references (with
+    an authentication scheme's word, `Bearer {{ secret.t }}`, or punctuation
+    between them) holds no credential and stays readable; other text typed
+    beside a reference may be one, and is masked with it."""
+    if not value:
+        return value
+    rest = REFERENCE_RE.sub(" ", value).split()
+    if REFERENCE_RE.search(value) and all(
+        word.lower() in AUTH_SCHEMES or not any(c.isalnum() for c in word) for word in rest
+    ):
+        return value
+    return MASK
 
 
 def _mask_named_values(text: str) -> str:

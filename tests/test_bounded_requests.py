@@ -270,14 +270,16 @@ import json
 from django.contrib.auth import get_user_model
 from django.test import Client
 from jobs import imports, serializers
-from jobs.models import Job
+from jobs.models import Job, RoleGrant
 specs = [{"name": "pg-%03d" % i, "handler": "demo.echo", "cron_expression": "0 0 3 * * *",
           "properties": {"p": "x" * 2000}, "after": ["pg-%03d" % (i - 1)] if i else []} for i in range(150)]
 imports.apply(specs)
 looped = imports.plan([{**specs[0], "after": ["pg-149"]}])
 serializers.PAGE_MAX_CHARS = 50_000
 client = Client()
-client.force_login(get_user_model().objects.create_user("pg-viewer", password="pw-pg-viewer-1"))
+viewer = get_user_model().objects.create_user("pg-viewer", password="pw-pg-viewer-1")
+RoleGrant.objects.create(user=viewer, role="viewer")  # a user made after the upgrade sees what is granted
+client.force_login(viewer)
 def walk(url, **params):
     names, pages, cursor, keys = [], 0, "", set()
     while True:

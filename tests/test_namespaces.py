@@ -42,6 +42,23 @@ def test_lists_runs_and_the_api_show_only_the_namespaces_granted(both_databases,
     assert [run["job_id"] for run in api.get("/api/runs").json()["results"]] == [mine.pk]
 
 
+def test_the_dashboard_counts_only_the_live_runs_of_the_namespaces_granted(
+    db, jobs, editor, staff_user, make_job
+):
+    """The count of what is running is no window onto other teams' work."""
+    from jobs.overview import dashboard_figures
+
+    mine, theirs = jobs
+    for job in (mine, theirs, make_job(name="theirs-too", namespace="team-b")):
+        Run.objects.create(
+            job=job, scheduled_at=timezone.now(), trigger=Run.Trigger.MANUAL, status=Run.Status.RUNNING
+        )
+    assert dashboard_figures(editor, now=timezone.now())["running_count"] == 1
+    assert dashboard_figures(staff_user, now=timezone.now())["running_count"] == 3
+    api = ApiClient(tokens.create_token(user=editor, name="t")[1])
+    assert api.get("/api/dashboard").json()["running_count"] == 1
+
+
 def test_a_job_outside_the_namespaces_answers_404_not_403(db, jobs, editor):
     _mine, theirs = jobs
     client = console(editor)

@@ -59,7 +59,7 @@ def list_jobs(request, filters: Query[schemas.JobFilters]):
 @router.post(
     "/jobs",
     operation_id="createJob",
-    summary="Create a job (staff).",
+    summary="Create a job (editor in its namespace).",
     response={201: schemas.Job, **EDIT_ERRORS},
 )
 def create_job(request, payload: schemas.JobCreate):
@@ -102,7 +102,7 @@ def _save_job(request, job_id: int, payload: schemas.JobFields, *, replace: bool
 @router.put(
     f"/jobs/{JOB_ID}",
     operation_id="replaceJob",
-    summary="Replace a job (staff); fields left out take their defaults.",
+    summary="Replace a job (editor); fields left out take their defaults.",
     response={200: schemas.Job, **EDIT_ERRORS, 404: Error, 409: Error},
 )
 def replace_job(request, job_id: int, payload: schemas.JobCreate):
@@ -112,7 +112,7 @@ def replace_job(request, job_id: int, payload: schemas.JobCreate):
 @router.patch(
     f"/jobs/{JOB_ID}",
     operation_id="updateJob",
-    summary="Change some fields of a job (staff).",
+    summary="Change some fields of a job (editor).",
     response={200: schemas.Job, **EDIT_ERRORS, 404: Error, 409: Error},
 )
 def update_job(request, job_id: int, payload: schemas.JobInput):
@@ -122,7 +122,7 @@ def update_job(request, job_id: int, payload: schemas.JobInput):
 @router.delete(
     f"/jobs/{JOB_ID}",
     operation_id="deleteJob",
-    summary="Soft-delete a job (staff); built-in jobs cannot be deleted (409).",
+    summary="Soft-delete a job (editor); built-in jobs cannot be deleted (409).",
     response={204: None, **CHANGE_ERRORS},
 )
 def delete_job(request, job_id: int):
@@ -136,7 +136,7 @@ def delete_job(request, job_id: int):
     f"/jobs/{JOB_ID}/toggle",
     operation_id="toggleJob",
     url_name="job_toggle",
-    summary="Pause an enabled job; resume a paused one or re-enable a crashed one (staff).",
+    summary="Pause an enabled job; resume a paused one or re-enable a crashed one (operator).",
     response={200: schemas.Job, **CHANGE_ERRORS},
 )
 def toggle_job(request, job_id: int):
@@ -153,7 +153,7 @@ def toggle_job(request, job_id: int):
     f"/jobs/{JOB_ID}/run",
     operation_id="runJob",
     url_name="job_run",
-    summary="Queue a manual run (staff; refused in demo mode).",
+    summary="Queue a manual run (operator; refused in demo mode).",
     description="The body may be left out. `properties` overrides the job's properties for this run "
     "only (merged over them, validated like the job's own; 400 with field `properties` if not). "
     "While a manual run is queued or running, that run is the answer (200, not 201).",

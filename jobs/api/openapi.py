@@ -25,7 +25,7 @@ DESCRIPTIONS = {
     "201": "Created.",
     "204": "Done; no content.",
     "401": "No valid token or session.",
-    "403": "Signed in, but not allowed: not staff, a CSRF check failed, demo mode, or an SQL job by a non-superuser.",
+    "403": "Signed in, but not allowed: the role lacks the action, a CSRF check failed, demo mode, or an SQL job by a non-superuser.",
     "404": "No such object, or not visible to you.",
     "409": "Conflict: a stale `version`, or an action that does not apply to the object as it is.",
     **FRAME_ERRORS,

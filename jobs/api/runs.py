@@ -32,7 +32,7 @@ def get_run(request, run_id: int):
     f"/runs/{RUN_ID}/cancel",
     operation_id="cancelRun",
     url_name="run_cancel",
-    summary="Cancel a queued run, or ask a running one to stop (staff).",
+    summary="Cancel a queued run, or ask a running one to stop (operator).",
     response={200: Run, **CHANGE_ERRORS},
 )
 def cancel_run(request, run_id: int):

@@ -1,4 +1,4 @@
-"""The API's secrets (staff only): the list, without values; setting one by
+"""The API's secrets (editors list them, admins change them): the list, without values; setting one by
 name (created or replaced, its value never answered back); deleting one.
 Setting and deleting are refused in demo mode."""
 
@@ -44,7 +44,7 @@ def _require_admin(request) -> None:
     "/secrets",
     operation_id="listSecrets",
     url_name="secrets",
-    summary="Secrets, by name (staff): never their values.",
+    summary="Secrets, by name (editor): never their values.",
     response={200: SecretList, 401: Error, 403: Error},
 )
 def list_secrets(request):
@@ -56,7 +56,7 @@ def list_secrets(request):
     "/secrets/{name}",
     operation_id="setSecret",
     url_name="secret",
-    summary="Create or replace a secret (staff; refused in demo mode).",
+    summary="Create or replace a secret (admin; refused in demo mode).",
     description="The value is never answered back. 201 when created, 200 when replaced.",
     response={200: Secret, 201: Secret, **EDIT_ERRORS},
 )
@@ -81,7 +81,7 @@ def set_secret(request, payload: SecretInput, name: str = NAME):
     "/secrets/{name}",
     operation_id="deleteSecret",
     url_name="secret",
-    summary="Delete a secret (staff; refused in demo mode). Jobs that name it fail until it exists again.",
+    summary="Delete a secret (admin; refused in demo mode). Jobs that name it fail until it exists again.",
     response={204: None, **CHANGE_ERRORS},
 )
 def delete_secret(request, name: str = NAME):

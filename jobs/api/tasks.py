@@ -32,7 +32,7 @@ def handlers(request):
     "/tasks",
     operation_id="enqueueTask",
     url_name="tasks",
-    summary="Enqueue a one-off task (staff; refused in demo mode).",
+    summary="Enqueue a one-off task (editor everywhere; refused in demo mode).",
     description="A live task with the same handler and key is the answer instead (200, not 201).",
     response={201: Run, 200: Run, **EDIT_ERRORS},
 )

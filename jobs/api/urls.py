@@ -40,7 +40,8 @@ class _Api(NinjaAPI):
 ninja_api = _Api(
     title="Cronboard API",
     version="1",
-    description="Jobs, runs and one-off tasks. Any signed-in user reads; staff change. "
+    description="Jobs, runs and one-off tasks. Each user reads and changes what their roles allow in their "
+    "namespaces (viewer, operator, editor, admin; a token may be narrowed further). "
     "Errors are {code, message, field}.",
     urls_namespace="ninja",
     openapi_url=None,
