@@ -23,10 +23,12 @@ checked at save, since the web process need not share the scheduler's
 environment. A secret deleted since (or an unset variable) fails the run.
 """
 
+import base64
 import json
 import os
 import re
 from dataclasses import dataclass, field
+from urllib.parse import quote, quote_plus
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -156,13 +158,19 @@ def resolve(properties: dict) -> Resolved:
 
 
 def redaction_forms(values: list[str]) -> list[str]:
-    """What to look for in a run's output: each value as it is and as JSON
-    writes it, longest first (a value inside another is hidden with it)."""
+    """What to look for in a run's output: each value as it is, as JSON
+    writes it, percent-encoded as a URL carries it (both ways) and in
+    base64 (an HTTP client's Basic credentials, a token passed on encoded),
+    longest first (a value inside another is hidden with it)."""
     found = set()
     for value in values:
         if value:
             found.add(value)
             found.add(json.dumps(value)[1:-1])
+            found.add(quote(value, safe=""))
+            found.add(quote_plus(value, safe=""))
+            encoded = base64.b64encode(value.encode()).decode()
+            found.update({encoded, encoded.rstrip("=")})
     return sorted(found, key=len, reverse=True)
 
 

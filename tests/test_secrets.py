@@ -339,3 +339,22 @@ def test_without_a_shared_secret_key_the_command_refuses_in_a_sentence(settings)
     with pytest.raises(CommandError, match="No SECRET_KEY"):
         run_command("rotate")
     assert not Secret.objects.exists()
+
+
+def test_a_value_is_redacted_as_a_url_or_base64_carries_it_too():
+    """A handler that puts a secret into a URL (percent-encoded) or into
+    Basic credentials (base64) and logs or raises it leaks nothing either."""
+    import base64
+    from urllib.parse import quote, quote_plus
+
+    value = "p@ss w/rd+1&x=y"
+    hidden = secrets.redaction_forms([value])
+    for carried in (
+        value,
+        quote(value, safe=""),
+        quote_plus(value, safe=""),
+        base64.b64encode(value.encode()).decode(),
+        base64.b64encode(value.encode()).decode().rstrip("="),
+    ):
+        text = f"GET https://127.0.0.1/?token={carried} failed"
+        assert secrets.redact(text, hidden) == "GET https://127.0.0.1/?token=**** failed", carried
