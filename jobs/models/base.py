@@ -1,6 +1,9 @@
 """What every model module shares: the defaults a job or task gets, the
-limits on them, and how a choice field reads its label."""
+limits on them, how a choice field reads its label, and keyset pages."""
 
+from datetime import datetime
+
+from django.db.models import Q
 from django.utils.encoding import force_str
 
 from jobs import cron
@@ -30,3 +33,16 @@ class ChoiceLabels:
             if choice == value:
                 return force_str(label, strings_only=True)
         return force_str(value, strings_only=True)
+
+
+def keyset_before(field: str, at: datetime, pk: int) -> Q:
+    """The rows after (at, pk) in newest-first (field, id) order: one keyset
+    page further back. The plain bound on `field` lets its index seek; the
+    OR only sorts out rows at the same instant."""
+    return Q(**{f"{field}__lte": at}) & (Q(**{f"{field}__lt": at}) | Q(id__lt=pk))
+
+
+def keyset_after(field: str, at: datetime, pk: int) -> Q:
+    """The rows before (at, pk) in newest-first (field, id) order: one keyset
+    page nearer the present (see keyset_before)."""
+    return Q(**{f"{field}__gte": at}) & (Q(**{f"{field}__gt": at}) | Q(id__gt=pk))

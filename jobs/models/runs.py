@@ -18,6 +18,8 @@ from jobs.models.base import (
     DEFAULT_RETRY_INTERVAL_SECONDS,
     DEFAULT_TIMEOUT_SECONDS,
     ChoiceLabels,
+    keyset_after,
+    keyset_before,
 )
 from jobs.models.jobs import Job
 from jobs.text import storable
@@ -72,14 +74,10 @@ class RunQuerySet(models.QuerySet):
     seek; the OR only sorts out runs scheduled at the same instant."""
 
     def older_than(self, scheduled_at: datetime, run_id: int):
-        return self.filter(scheduled_at__lte=scheduled_at).filter(
-            Q(scheduled_at__lt=scheduled_at) | Q(id__lt=run_id)
-        )
+        return self.filter(keyset_before("scheduled_at", scheduled_at, run_id))
 
     def newer_than(self, scheduled_at: datetime, run_id: int):
-        return self.filter(scheduled_at__gte=scheduled_at).filter(
-            Q(scheduled_at__gt=scheduled_at) | Q(id__gt=run_id)
-        )
+        return self.filter(keyset_after("scheduled_at", scheduled_at, run_id))
 
 
 class Run(ChoiceLabels, models.Model):

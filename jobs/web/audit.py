@@ -16,6 +16,7 @@ from jobs import access
 from jobs.access import login_required
 from jobs.forms import NAMESPACE_RE
 from jobs.models import AuditEvent, job_name, parse_run_cursor, run_cursor
+from jobs.models.base import keyset_before
 from jobs.web.common import partial_or_page
 
 EVENTS_PER_PAGE = 50
@@ -93,19 +94,12 @@ def _filters(params) -> tuple[Q, dict, list[str]]:
     return condition, echoed, errors
 
 
-def _older_than(created_at: datetime, event_id: int) -> Q:
-    """Rows after (created_at, id) in newest-first order. The plain bound on
-    created_at lets audit_created_idx seek; the OR only sorts out rows made
-    at the same instant."""
-    return Q(created_at__lte=created_at) & (Q(created_at__lt=created_at) | Q(id__lt=event_id))
-
-
 def audit_context(params) -> dict:
     condition, filters, errors = _filters(params)
     events = AuditEvent.objects.filter(condition)
     before = parse_run_cursor(params.get("before"))
     if before:
-        events = events.filter(_older_than(*before))
+        events = events.filter(keyset_before("created_at", *before))  # audit_created_idx
     page = list(events.order_by("-created_at", "-id")[: EVENTS_PER_PAGE + 1])
     older = len(page) > EVENTS_PER_PAGE
     page = page[:EVENTS_PER_PAGE]
