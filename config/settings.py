@@ -118,6 +118,11 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "axes",
+    # Two-factor sign-in for local accounts (jobs.twofactor): authenticator
+    # apps (TOTP) and single-use recovery codes.
+    "django_otp",
+    "django_otp.plugins.otp_totp",
+    "django_otp.plugins.otp_static",
     "jobs",
 ]
 
@@ -141,11 +146,16 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # request.user.is_verified(): whether this session passed the second step.
+    "django_otp.middleware.OTPMiddleware",
     "jobs.web.i18n.UserLanguageMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Sessions that still owe their second step (or must set one up) reach
+    # only the pages that let them do so (jobs.twofactor).
+    "jobs.web.middleware.TwoFactorMiddleware",
     "jobs.web.middleware.StorableQueryMiddleware",
     # Last, as django-axes asks: it turns a lockout signalled by the
     # authentication backend into the 429 response.
@@ -288,6 +298,18 @@ AXES_CLIENT_IP_CALLABLE = "jobs.web.security.client_ip"
 AXES_VERBOSE = False
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_ALLOWED_CORS_ORIGINS = CRONBOARD_BASE_URL
+
+# Two-factor sign-in (jobs.twofactor): who must use an authenticator app with
+# a password sign-in. off: each user chooses, on their profile; admins: users
+# who may administer (superusers, the admin role); everyone: every local
+# account. Single sign-on users rely on their provider's second factor.
+CRONBOARD_REQUIRE_2FA = env.str("CRONBOARD_REQUIRE_2FA", default="off").strip().lower()
+if CRONBOARD_REQUIRE_2FA not in ("off", "admins", "everyone"):
+    raise ImproperlyConfigured(
+        f"CRONBOARD_REQUIRE_2FA must be off, admins or everyone, got {CRONBOARD_REQUIRE_2FA!r}"
+    )
+# The name authenticator apps show beside the account.
+OTP_TOTP_ISSUER = env.str("CRONBOARD_2FA_ISSUER", default="Cronboard")
 
 # The console's languages: English (the default, the source text) and
 # Simplified Chinese (locale/zh_Hans, compiled by `manage.py compilecatalogs`).

@@ -11,11 +11,13 @@ class JobsConfig(AppConfig):
         from jobs import (
             audit,
             checks,  # noqa: F401  (registers them)
+            twofactor,
         )
         from jobs.handlers import registry
 
         registry.autodiscover()
         signals.user_logged_in.connect(audit.record_sign_in, dispatch_uid="jobs.audit.sign_in")
+        signals.user_logged_in.connect(twofactor.on_sign_in, dispatch_uid="jobs.twofactor.sign_in")
         signals.user_login_failed.connect(
             audit.record_failed_sign_in, dispatch_uid="jobs.audit.sign_in_failed"
         )

@@ -122,6 +122,12 @@ class AuditEvent(ChoiceLabels, models.Model):
         "change": _("change"),
         "sign-in": _("sign in"),
         "sign-in-failed": _("failed sign-in"),
+        "two-factor-on": _("two-factor on"),
+        "two-factor-off": _("two-factor off"),
+        "two-factor-reset": _("two-factor reset"),
+        "two-factor-failed": _("wrong two-factor code"),
+        "recovery-codes": _("new recovery codes"),
+        "recovery-code-used": _("recovery code used"),
     }
 
     def __str__(self):

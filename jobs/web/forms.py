@@ -1,11 +1,11 @@
-"""The console's own forms: a new API token's name (the profile page) and
-the config centre's keys (the settings page). A job's form is the domain's
+"""The console's own forms: a new API token's name (the profile page), the
+config centre's keys (the settings page) and a two-factor code. A job's form is the domain's
 (jobs.forms), shared by every door."""
 
 from django import forms
 from django.utils.translation import gettext as _
 
-from jobs import services
+from jobs import services, twofactor
 from jobs.config import SPECS, get_setting
 from jobs.formfields import StorableTextMixin
 from jobs.forms import NAMESPACE_RE
@@ -57,3 +57,17 @@ class SettingsForm(StorableTextMixin, forms.Form):
     def save(self, *, user=None) -> None:
         """services.save_settings: DemoModeError in demo mode, nothing saved."""
         services.save_settings(values=self.cleaned_data, user=user)
+
+
+class TwoFactorCodeForm(StorableTextMixin, forms.Form):
+    """A code from an authenticator app, or a recovery code (the second step
+    of a sign-in, confirming a new app, turning two-factor off)."""
+
+    code = forms.CharField(
+        label=_("Code"),
+        max_length=twofactor.MAX_CODE_LENGTH,
+        strip=True,
+        widget=forms.TextInput(
+            attrs={"autocomplete": "one-time-code", "autofocus": True, "spellcheck": "false"}
+        ),
+    )

@@ -1,6 +1,18 @@
 from django.urls import path
 
-from jobs.web import account, alerts, audit, cluster, dashboard, job_form, job_page, jobs, runs, secrets
+from jobs.web import (
+    account,
+    alerts,
+    audit,
+    cluster,
+    dashboard,
+    job_form,
+    job_page,
+    jobs,
+    runs,
+    secrets,
+    twofactor,
+)
 
 app_name = "jobs"
 
@@ -10,6 +22,9 @@ urlpatterns = [
     path("jobs/", jobs.job_list, name="job_list"),
     path("favicon.ico", account.favicon, name="favicon"),
     path("profile/", account.profile, name="profile"),
+    path("profile/two-factor/", twofactor.manage, name="two_factor"),
+    path("profile/two-factor/confirm/", twofactor.confirm, name="two_factor_confirm"),
+    path("sign-in/verify/", twofactor.verify, name="two_factor_verify"),
     path("cluster/", cluster.cluster, name="cluster"),
     path("jobs/bulk/", jobs.job_bulk, name="job_bulk"),
     path("jobs/export.json", jobs.job_export, name="job_export"),
