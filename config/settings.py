@@ -277,6 +277,12 @@ CONTENT_SECURITY_POLICY = {
     },
 }
 
+# Directory and identity-provider groups mapped to roles at each sign-in
+# through them (jobs.rolemapping): `GROUP → ROLE:NAMESPACE` per line or
+# separated by `;`, NAMESPACE * for everywhere. A rule that cannot be read
+# stops the start with a system check naming it (jobs.checks).
+CRONBOARD_GROUP_ROLES = env.str("CRONBOARD_GROUP_ROLES", default="")
+
 # Login throttling (django-axes): after LOGIN_FAILURE_LIMIT failures from one
 # address, or against one username from anywhere, further attempts are
 # refused (HTTP 429) for LOGIN_COOLOFF_MINUTES. A success clears the count.

@@ -123,6 +123,12 @@ def can_view(user) -> bool:
     return _signed_in(user)
 
 
+def has_role(user) -> bool:
+    """Holds a role somewhere (or is a superuser): without one, a user signed
+    in through a directory gets no session and their API tokens are refused."""
+    return rank_in(user, ANYWHERE) >= _RANK[VIEW]
+
+
 def can_edit(user, job: Job | None = None) -> bool:
     """May change `job` (or some job, without one): editor there."""
     return can(user, EDIT, job=job)

@@ -122,6 +122,7 @@ class AuditEvent(ChoiceLabels, models.Model):
         "change": _("change"),
         "sign-in": _("sign in"),
         "sign-in-failed": _("failed sign-in"),
+        "sign-in-refused": _("sign-in refused: no role"),
     }
 
     def __str__(self):

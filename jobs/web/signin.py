@@ -1,0 +1,35 @@
+"""The sign-in page: Django's LoginView, refusing an account that a
+directory let in but whose groups map to no role (jobs.rolemapping) with a
+page that says so, instead of a session."""
+
+from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.views import LoginView
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.shortcuts import render
+from django.utils.translation import gettext as _
+
+NO_ROLE = "no_role"
+
+
+def no_role_response(request, *, source: str = ""):
+    """The page (403) for a sign-in that left its user with no role; any
+    sign-in door (the password form, an identity provider's callback) ends
+    here instead of opening a session."""
+    return render(request, "registration/no_role.html", {"source": source}, status=403)
+
+
+class SignInForm(AuthenticationForm):
+    def confirm_login_allowed(self, user):
+        super().confirm_login_allowed(user)
+        mapping = getattr(user, "cronboard_mapping", None)
+        if mapping is not None and not mapping.has_role:
+            raise ValidationError(_("Your account has no role in Cronboard."), code=NO_ROLE)
+
+
+class SignInView(LoginView):
+    form_class = SignInForm
+
+    def form_invalid(self, form):
+        if form.has_error(NON_FIELD_ERRORS, NO_ROLE):
+            return no_role_response(self.request)
+        return super().form_invalid(form)
