@@ -1,7 +1,9 @@
 """The sign-in page: Django's LoginView, refusing an account that a
 directory let in but whose groups map to no role (jobs.rolemapping) with a
-page that says so, instead of a session."""
+page that says so instead of a session, and telling a directory that could
+not be asked from a wrong password."""
 
+from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
@@ -9,6 +11,7 @@ from django.shortcuts import render
 from django.utils.translation import gettext as _
 
 NO_ROLE = "no_role"
+DIRECTORY_UNAVAILABLE = "directory_unavailable"
 
 
 def no_role_response(request, *, source: str = ""):
@@ -18,12 +21,31 @@ def no_role_response(request, *, source: str = ""):
     return render(request, "registration/no_role.html", {"source": source}, status=403)
 
 
+def _directory_failed(request) -> bool:
+    if not getattr(settings, "LDAP_SERVER_URI", ""):
+        return False
+    from jobs import ldapauth  # python-ldap only where a directory is configured
+
+    return ldapauth.directory_failed(request)
+
+
 class SignInForm(AuthenticationForm):
     def confirm_login_allowed(self, user):
         super().confirm_login_allowed(user)
         mapping = getattr(user, "cronboard_mapping", None)
         if mapping is not None and not mapping.has_role:
             raise ValidationError(_("Your account has no role in Cronboard."), code=NO_ROLE)
+
+    def get_invalid_login_error(self):
+        if _directory_failed(self.request):
+            return ValidationError(
+                _(
+                    "The directory (LDAP) could not be reached or did not answer in time, so your password "
+                    "could not be checked. Try again later; accounts kept in Cronboard can still sign in."
+                ),
+                code=DIRECTORY_UNAVAILABLE,
+            )
+        return super().get_invalid_login_error()
 
 
 class SignInView(LoginView):
@@ -33,3 +55,11 @@ class SignInView(LoginView):
         if form.has_error(NON_FIELD_ERRORS, NO_ROLE):
             return no_role_response(self.request)
         return super().form_invalid(form)
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        form = context.get("form")
+        context["directory_unavailable"] = form is not None and form.has_error(
+            NON_FIELD_ERRORS, DIRECTORY_UNAVAILABLE
+        )
+        return context
