@@ -292,3 +292,44 @@ def test_a_bad_ldap_setting_is_named(overrides, names):
     values.update(overrides)
     with pytest.raises(ImproperlyConfigured, match=names):
         auth_ldap_settings(**values)
+
+
+# -- the worked example of docs/operations.md, from the environment ------------
+
+
+def example_environment(directory) -> dict:
+    """docs/operations.md's OpenLDAP example, pointed at the test's slapd."""
+    return {
+        "LDAP_SERVER_URI": directory.uri,
+        "LDAP_START_TLS": "true",
+        "LDAP_CA_FILE": directory.ca_file,
+        "LDAP_BIND_DN": SERVICE_DN,
+        "LDAP_BIND_PASSWORD": "service-secret",
+        "LDAP_USER_SEARCH_BASE": PEOPLE,
+        "LDAP_USER_FILTER": "(uid=%(user)s)",
+        "LDAP_GROUP_SEARCH_BASE": GROUPS,
+        "LDAP_GROUP_TYPE": "groupOfNames",
+        "CRONBOARD_GROUP_ROLES": "cn=sre,ou=groups,dc=corp → operator:*; payments-dev → editor:billing",
+    }
+
+
+@pytest.mark.slow
+def test_the_operations_example_configures_sign_in_from_the_environment(directory, migrated_sqlite, tmp_path):
+    from tests.fixtures.processes import SqliteSite
+
+    directory.add_user("alice", "pw-alice-ldap", groups=["sre", "payments-dev"])
+    site = SqliteSite(tmp_path, migrated_sqlite, **example_environment(directory))
+    site.manage("check")
+    done = site.manage("sso", "check", "alice")
+    assert f"LDAP: alice is uid=alice,{PEOPLE}" in done.stdout
+    assert "  cn=sre,ou=groups,dc=corp → operator:*\n" in done.stdout
+    assert "  operator:*\n  editor:billing\n" in done.stdout
+
+    for name, value, says in [
+        ("LDAP_GROUP_TYPE", "groups", "LDAP_GROUP_TYPE must be one of"),
+        ("LDAP_TIMEOUT", "soon", "LDAP_TIMEOUT must be a number of seconds"),
+        ("CRONBOARD_GROUP_ROLES", "sre → boss:*", "CRONBOARD_GROUP_ROLES: rule 1"),
+    ]:
+        done = site.manage("check", check=False, **{name: value})
+        assert done.returncode != 0
+        assert says in done.stderr, done.stderr[-2000:]
