@@ -187,6 +187,10 @@ def apply_group_mapping(
     wanted = roles_for_groups(groups, rules)
     result = MappingResult(superuser=bool(user.is_superuser))
     with transaction.atomic():
+        # Two sign-ins of one user at once (two tabs, two web nodes) take
+        # turns here: each would otherwise add the same missing grant, and the
+        # second would break the one-grant-per-scope constraint.
+        type(user).objects.select_for_update().only("pk").get(pk=user.pk)
         held = {grant.namespace: grant for grant in RoleGrant.objects.select_for_update().filter(user=user)}
         for namespace, grant in held.items():
             if grant.source == source and namespace not in wanted:

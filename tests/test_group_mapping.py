@@ -235,3 +235,57 @@ def test_the_audit_page_shows_a_sign_ins_source_and_roles_as_written(db, mapped,
     page = client.get(reverse("jobs:audit")).content.decode()
     assert "<code>ldap</code>" in page
     assert "<code>editor:billing</code>" in page
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("both_databases", ["postgres"], indirect=True)
+def test_two_sign_ins_of_one_user_at_once_take_turns(both_databases, postgres_server):
+    """The first sign-in holds its transaction open while the second starts:
+    the second waits for it and then finds the grant made, instead of adding
+    it again against the one-grant-per-scope constraint."""
+    import threading
+
+    from django.db import connection, transaction
+
+    from tests.fixtures.processes import wait_for
+
+    user = make_user("sam")
+    rules = parse_mapping("payments-dev → editor:billing")
+    first_done, release = threading.Event(), threading.Event()
+    errors = []
+
+    def first():
+        try:
+            with transaction.atomic():
+                apply_group_mapping(user, ["payments-dev"], source="ldap", rules=rules)
+                first_done.set()
+                release.wait(60)
+        finally:
+            connection.close()
+
+    def second():
+        try:
+            first_done.wait(60)
+            again = type(user).objects.get(pk=user.pk)
+            apply_group_mapping(again, ["payments-dev"], source="ldap", rules=rules)
+        except Exception as exc:  # what the assertion below reports
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    with postgres_server.connect(connection.settings_dict["NAME"]) as admin:
+        wait_for(
+            lambda: admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            ).fetchone()[0],
+            30,
+            "the second sign-in waiting for the first",
+        )
+    release.set()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert grants(user) == {"billing": ("editor", "ldap")}

@@ -78,6 +78,16 @@ def test_a_directory_user_signs_in_through_the_form_and_gets_the_mapped_roles(ld
     assert set(row.changes["granted"].split(", ")) == {"operator:*", "editor:billing"}
 
 
+def test_the_name_typed_in_another_case_is_the_same_user(ldap_on):
+    from django.contrib.auth import get_user_model
+
+    ldap_on.add_user("ivan", "pw-ivan-ldap", groups=["sre"])
+    for typed in ("ivan", "IVAN", " Ivan "):
+        client, _response = sign_in(typed, "pw-ivan-ldap")
+        assert signed_in(client)
+    assert list(get_user_model().objects.values_list("username", flat=True)) == ["ivan"]
+
+
 def test_group_changes_are_followed_at_the_next_sign_in_and_a_removed_users_token_is_refused(ldap_on):
     ldap_on.add_user("bob", "pw-bob-ldap", groups=["sre"])
     client, _response = sign_in("bob", "pw-bob-ldap")
