@@ -289,3 +289,21 @@ def test_two_sign_ins_of_one_user_at_once_take_turns(both_databases, postgres_se
         thread.join(60)
     assert errors == []
     assert grants(user) == {"billing": ("editor", "ldap")}
+
+
+def test_an_administrators_grant_over_a_sign_ins_grant_makes_it_theirs(db, mapped):
+    from io import StringIO
+
+    user = make_user("sam")
+    apply_group_mapping(user, ["payments-dev"], source="ldap")
+    out = StringIO()
+    call_command("roles", "list", "sam", stdout=out)
+    assert out.getvalue() == "sam\teditor\tin namespace “billing”\tldap\n"
+
+    call_command("roles", "grant", "sam", "editor", "--namespace", "billing", stdout=StringIO())
+    assert grants(user) == {"billing": ("editor", "")}
+    row = AuditEvent.objects.filter(subject=AuditEvent.Subject.ROLES).get()
+    assert row.changes["source"] == ["ldap", ""]
+    # The directory no longer decides it: out of the group, the grant stays.
+    apply_group_mapping(user, [], source="ldap")
+    assert grants(user) == {"billing": ("editor", "")}
