@@ -51,10 +51,11 @@ class Rule:
 
 @dataclass
 class MappingResult:
-    """What a sign-in's mapping did: `granted` and `removed` as
+    """What a sign-in's mapping did: its `source`, `granted` and `removed` as
     "role:namespace" labels, and `roles`, the user's roles after it,
     {namespace or None (everywhere): role}, their own and their groups'."""
 
+    source: str = ""
     granted: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     roles: dict = field(default_factory=dict)
@@ -185,7 +186,7 @@ def apply_group_mapping(
     if source == GrantSource.MANUAL:
         raise ValueError("A sign-in's grants need a source other than by hand.")
     wanted = roles_for_groups(groups, rules)
-    result = MappingResult(superuser=bool(user.is_superuser))
+    result = MappingResult(source=source.value, superuser=bool(user.is_superuser))
     with transaction.atomic():
         # Two sign-ins of one user at once (two tabs, two web nodes) take
         # turns here: each would otherwise add the same missing grant, and the

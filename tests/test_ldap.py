@@ -110,6 +110,7 @@ def test_group_changes_are_followed_at_the_next_sign_in_and_a_removed_users_toke
     client, response = sign_in("bob", "pw-bob-ldap")
     assert response.status_code == 403
     assert b"Your account has no role in Cronboard; ask an administrator" in response.content
+    assert b"LDAP recognised you" in response.content
     assert not signed_in(client)
     assert roles_of("bob") == {}
     row = sign_in_rows()[-1]

@@ -10,6 +10,8 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.shortcuts import render
 from django.utils.translation import gettext as _
 
+from jobs.models import GrantSource
+
 NO_ROLE = "no_role"
 DIRECTORY_UNAVAILABLE = "directory_unavailable"
 
@@ -18,7 +20,8 @@ def no_role_response(request, *, source: str = ""):
     """The page (403) for a sign-in that left its user with no role; any
     sign-in door (the password form, an identity provider's callback) ends
     here instead of opening a session."""
-    return render(request, "registration/no_role.html", {"source": source}, status=403)
+    label = GrantSource(source).label if source else ""
+    return render(request, "registration/no_role.html", {"source": label}, status=403)
 
 
 def _directory_failed(request) -> bool:
@@ -34,6 +37,7 @@ class SignInForm(AuthenticationForm):
         super().confirm_login_allowed(user)
         mapping = getattr(user, "cronboard_mapping", None)
         if mapping is not None and not mapping.has_role:
+            self.refused_source = mapping.source
             raise ValidationError(_("Your account has no role in Cronboard."), code=NO_ROLE)
 
     def get_invalid_login_error(self):
@@ -53,7 +57,7 @@ class SignInView(LoginView):
 
     def form_invalid(self, form):
         if form.has_error(NON_FIELD_ERRORS, NO_ROLE):
-            return no_role_response(self.request)
+            return no_role_response(self.request, source=form.refused_source)
         return super().form_invalid(form)
 
     def get_context_data(self, **kwargs):
