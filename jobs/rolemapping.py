@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 
-from jobs import audit
+from jobs import access, audit
 from jobs.models import ROLE_ORDER, AuditEvent, GrantSource, Job, Role, RoleGrant
 
 ARROWS = ("→", "->")
@@ -53,18 +52,18 @@ class Rule:
 class MappingResult:
     """What a sign-in's mapping did: its `source`, `granted` and `removed` as
     "role:namespace" labels, and `roles`, the user's roles after it,
-    {namespace or None (everywhere): role}, their own and their groups'."""
+    {namespace or None (everywhere): role}, their own and their groups'
+    (jobs.access.roles_held)."""
 
     source: str = ""
     granted: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     roles: dict = field(default_factory=dict)
-    superuser: bool = False
 
     @property
     def has_role(self) -> bool:
         """May the user see anything at all? Without a role, no session."""
-        return self.superuser or bool(self.roles)
+        return bool(self.roles)
 
 
 def scope_label(role, namespace: str | None) -> str:
@@ -159,17 +158,6 @@ def roles_for_groups(groups, rules: list[Rule] | None = None) -> dict:
     return wanted
 
 
-def _current_roles(user) -> dict:
-    roles: dict = {}
-    for namespace, role in RoleGrant.objects.filter(Q(user=user) | Q(group__user=user)).values_list(
-        "namespace", "role"
-    ):
-        held = roles.get(namespace)
-        if held is None or _RANK[Role(role)] > _RANK[Role(held)]:
-            roles[namespace] = Role(role)
-    return roles
-
-
 def apply_group_mapping(
     user, groups, *, source: str, request=None, rules: list[Rule] | None = None
 ) -> MappingResult:
@@ -186,7 +174,7 @@ def apply_group_mapping(
     if source == GrantSource.MANUAL:
         raise ValueError("A sign-in's grants need a source other than by hand.")
     wanted = roles_for_groups(groups, rules)
-    result = MappingResult(source=source.value, superuser=bool(user.is_superuser))
+    result = MappingResult(source=source.value)
     with transaction.atomic():
         # Two sign-ins of one user at once (two tabs, two web nodes) take
         # turns here: each would otherwise add the same missing grant, and the
@@ -207,7 +195,8 @@ def apply_group_mapping(
                 grant.role = role
                 grant.save(update_fields=["role"])
                 result.granted.append(scope_label(role, namespace))
-        result.roles = _current_roles(user)
+        access.forget_roles(user)
+        result.roles = access.roles_held(user)
         audit.record(
             action="sign-in" if result.has_role else "sign-in-refused",
             subject=AuditEvent.Subject.SIGN_IN,
@@ -219,8 +208,6 @@ def apply_group_mapping(
                 "removed": ", ".join(result.removed),
             },
         )
-    # What jobs.access cached for this user object is stale now.
-    user.__dict__.pop("_cronboard_ranks", None)
     user.cronboard_mapping = result
     if request is not None:
         request.cronboard_mapping = result
