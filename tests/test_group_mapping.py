@@ -159,7 +159,7 @@ def test_a_role_through_a_django_group_counts_as_a_role(db, mapped):
     assert result.has_role and result.roles == {None: Role.VIEWER}
 
 
-def test_a_grant_by_hand_needs_no_source(db):
+def test_a_sign_ins_grants_need_a_source_other_than_by_hand(db):
     with pytest.raises(ValueError, match="source"):
         apply_group_mapping(make_user("sam"), [], source="")
 
