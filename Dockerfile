@@ -11,7 +11,15 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 COPY requirements.txt .
-RUN pip install -r requirements.txt
+# python-ldap (LDAP sign-in) is built against OpenLDAP's and SASL's headers;
+# the compiler and headers go again, the libraries it links stay.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev libldap2-dev libsasl2-dev \
+        libldap-2.5-0 libsasl2-2 \
+    && apt-mark manual libldap-2.5-0 libsasl2-2 \
+    && pip install -r requirements.txt \
+    && apt-get purge -y --auto-remove gcc libc6-dev libldap2-dev libsasl2-dev \
+    && rm -rf /var/lib/apt/lists/*
 
 COPY . .
 # Static files are collected and the translation catalogs compiled (polib:

@@ -168,6 +168,30 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 
+# LDAP / Active Directory sign-in (django-auth-ldap, jobs.ldapauth): on when
+# LDAP_SERVER_URI is set; local accounts keep signing in beside it
+# (docs/operations.md, "LDAP and Active Directory").
+LDAP_SERVER_URI = env.str("LDAP_SERVER_URI", default="").strip()
+if LDAP_SERVER_URI:
+    from config.ldapsettings import auth_ldap_settings
+
+    vars().update(
+        auth_ldap_settings(
+            server_uri=LDAP_SERVER_URI,
+            bind_dn=env.str("LDAP_BIND_DN", default=""),
+            bind_password=env.str("LDAP_BIND_PASSWORD", default=""),
+            user_search_base=env.str("LDAP_USER_SEARCH_BASE", default=""),
+            user_filter=env.str("LDAP_USER_FILTER", default="(uid=%(user)s)"),
+            group_search_base=env.str("LDAP_GROUP_SEARCH_BASE", default=""),
+            group_type=env.str("LDAP_GROUP_TYPE", default="groupOfNames").strip(),
+            group_filter=env.str("LDAP_GROUP_FILTER", default="").strip(),
+            start_tls=_bool("LDAP_START_TLS", False),
+            ca_file=env.str("LDAP_CA_FILE", default="").strip(),
+            timeout=_seconds("LDAP_TIMEOUT", 5, minimum=0.5),
+        )
+    )
+    AUTHENTICATION_BACKENDS.append("jobs.ldapauth.DirectoryBackend")
+
 ROOT_URLCONF = "config.urls"
 
 TEMPLATES = [
@@ -286,6 +310,12 @@ CONTENT_SECURITY_POLICY = {
         "object-src": ["'none'"],
     },
 }
+
+# Directory and identity-provider groups mapped to roles at each sign-in
+# through them (jobs.rolemapping): `GROUP → ROLE:NAMESPACE` per line or
+# separated by `;`, NAMESPACE * for everywhere. A rule that cannot be read
+# stops the start with a system check naming it (jobs.checks).
+CRONBOARD_GROUP_ROLES = env.str("CRONBOARD_GROUP_ROLES", default="")
 
 # Login throttling (django-axes): after LOGIN_FAILURE_LIMIT failures from one
 # address, or against one username from anywhere, further attempts are

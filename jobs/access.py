@@ -123,6 +123,25 @@ def can_view(user) -> bool:
     return _signed_in(user)
 
 
+def forget_roles(user) -> None:
+    """Read `user`'s grants again at the next question: they changed."""
+    user.__dict__.pop("_cronboard_ranks", None)
+
+
+def roles_held(user) -> dict:
+    """{namespace or None (everywhere): the highest role `user` holds there},
+    their own grants and their groups' (a superuser: admin everywhere)."""
+    if not _signed_in(user):
+        return {}
+    return {namespace: ROLE_ORDER[rank] for namespace, rank in _ranks(user).items()}
+
+
+def has_role(user) -> bool:
+    """Holds a role somewhere (or is a superuser): without one, a user signed
+    in through a directory gets no session and their API tokens are refused."""
+    return rank_in(user, ANYWHERE) >= _RANK[VIEW]
+
+
 def can_edit(user, job: Job | None = None) -> bool:
     """May change `job` (or some job, without one): editor there."""
     return can(user, EDIT, job=job)

@@ -9,8 +9,10 @@ from jobs.models import AuditEvent, RoleGrant
 
 @admin.register(RoleGrant)
 class RoleGrantAdmin(admin.ModelAdmin):
-    list_display = ["user", "group", "role", "namespace"]
-    list_filter = ["role", "namespace"]
+    list_display = ["user", "group", "role", "namespace", "source"]
+    list_filter = ["role", "namespace", "source"]
+    # Saved here, a grant is given by hand (jobs.roles.grant_role).
+    readonly_fields = ["source"]
     search_fields = ["user__username", "group__name", "namespace"]
 
     def save_model(self, request, obj, form, change):

@@ -83,7 +83,10 @@ def record_settings(*, changes: dict, user=None, via: str = AuditEvent.Via.CONSO
 
 def record_sign_in(sender, request, user, **kwargs) -> None:
     """Django's user_logged_in: a row per sign-in, via SSO when a backend
-    other than Cronboard's own passwords let the user in."""
+    other than Cronboard's own passwords let the user in. A sign-in whose
+    groups were mapped to roles has its row already (jobs.rolemapping)."""
+    if getattr(user, "cronboard_mapping", None) is not None:
+        return
     backend = getattr(user, "backend", None) or ""
     via = AuditEvent.Via.CONSOLE if not backend or backend in LOCAL_BACKENDS else AuditEvent.Via.SSO
     record(action="sign-in", subject=AuditEvent.Subject.SIGN_IN, user=user, via=via)

@@ -67,6 +67,25 @@ def sqlite_folder_errors(database: dict) -> list[Error]:
     ]
 
 
+@register(TAG)
+def group_roles_readable(app_configs=None, **kwargs):
+    """CRONBOARD_GROUP_ROLES: every rule names a group, a role and a scope."""
+    from jobs import rolemapping
+
+    try:
+        rolemapping.parse_mapping(settings.CRONBOARD_GROUP_ROLES)
+    except rolemapping.MappingError as exc:
+        return [
+            Error(
+                f"CRONBOARD_GROUP_ROLES: {exc}",
+                hint="Write one rule per line or separated by ;, as GROUP → ROLE:NAMESPACE, "
+                "for example  payments-dev → editor:billing  or  cn=sre,ou=groups,dc=corp → operator:*",
+                id="cronboard.E002",
+            )
+        ]
+    return []
+
+
 # How many names a sentence of stored_refusals() shows before "…".
 SHOWN_NAMES = 5
 

@@ -8,7 +8,6 @@ Errors carry the spec's codes where it has one (47003 both day fields,
 47004 interval below 5 s, …) as the ValidationError code.
 """
 
-import re
 import unicodedata
 from datetime import UTC, datetime
 
@@ -40,7 +39,7 @@ from jobs.models import (
     job_name,
 )
 
-NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
+NAMESPACE_RE = Job.NAMESPACE_RE
 MAX_ALERT_THRESHOLD = 1000
 MAX_RETRIES = 100
 MAX_DESCRIPTION_CHARS = 2000

@@ -6,7 +6,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 
 from jobs import audit
-from jobs.models import AuditEvent, Role, RoleGrant
+from jobs.models import AuditEvent, GrantSource, Role, RoleGrant
 
 
 def _holder(user, group) -> dict:
@@ -26,24 +26,23 @@ def grant_role(
     *, role: str, namespace: str | None = None, user=None, group: Group | None = None, by=None, via: str
 ) -> RoleGrant:
     """Give `user` (or `group`) `role` everywhere (namespace None) or in
-    `namespace`; a role held there already is replaced."""
+    `namespace`; a role held there already is replaced. A grant given here
+    is given by hand: one a directory's sign-in kept becomes the
+    administrator's, which sign-ins no longer change (jobs.rolemapping)."""
     role = Role(role)
     holder = _holder(user, group)
     with transaction.atomic():
         existing = RoleGrant.objects.select_for_update().filter(namespace=namespace, **holder).first()
-        if existing is not None and existing.role == role:
+        if existing is not None and existing.role == role and existing.source == GrantSource.MANUAL:
             return existing
         before = existing.role if existing is not None else None
         grant, _created = RoleGrant.objects.update_or_create(
-            namespace=namespace, **holder, defaults={"role": role}
+            namespace=namespace, **holder, defaults={"role": role, "source": GrantSource.MANUAL}
         )
-        audit.record(
-            action="grant",
-            subject=AuditEvent.Subject.ROLES,
-            user=by,
-            via=via,
-            changes={**_label(user, group, namespace), "role": [before, role.value]},
-        )
+        changes = {**_label(user, group, namespace), "role": [before, role.value]}
+        if existing is not None and existing.source != GrantSource.MANUAL:
+            changes["source"] = [existing.source, GrantSource.MANUAL.value]
+        audit.record(action="grant", subject=AuditEvent.Subject.ROLES, user=by, via=via, changes=changes)
     return grant
 
 

@@ -100,6 +100,13 @@ def _authenticate(request) -> None:
         token = tokens.authenticate(raw.strip())
         if token is None or not token.user.is_active:
             raise ApiError(401, "invalid_token", "This token is not valid: it may have been revoked.")
+        if not access.has_role(token.user):
+            # Tokens follow their user's grants: a user whose last role was
+            # removed (by hand, or at a sign-in whose groups map to none)
+            # may do nothing with them.
+            raise ApiError(
+                403, "no_role", "This token's user has no role in Cronboard; ask an administrator for one."
+            )
         request.user = token.user
         if token.namespace is not None or token.read_only:
             access.narrow(token.user, namespace=token.namespace, read_only=token.read_only)

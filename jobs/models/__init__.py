@@ -16,7 +16,7 @@ from jobs.models.base import (
 )
 from jobs.models.dependencies import JobDependency
 from jobs.models.jobs import NEEDS_ATTENTION, Job, JobQuerySet, job_name
-from jobs.models.roles import ROLE_ORDER, Role, RoleGrant
+from jobs.models.roles import ROLE_ORDER, GrantSource, Role, RoleGrant
 from jobs.models.runs import (
     CURSOR_PATTERN,
     LIVE_RUN,
@@ -49,6 +49,7 @@ __all__ = [
     "AlertDelivery",
     "AuditEvent",
     "ChoiceLabels",
+    "GrantSource",
     "Job",
     "JobDependency",
     "JobQuerySet",

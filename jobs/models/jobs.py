@@ -1,5 +1,6 @@
 """Jobs: what runs, when, and what happens when it fails."""
 
+import re
 import unicodedata
 from datetime import datetime, timedelta
 
@@ -87,6 +88,9 @@ class Job(ChoiceLabels, models.Model):
     MIN_INTERVAL_SECONDS = MIN_INTERVAL_SECONDS
     MAX_INTERVAL_SECONDS = 366 * 86_400
     MAX_TIMEOUT_SECONDS = MAX_TIMEOUT_SECONDS
+    # A namespace's name (of at most 100 characters, the column's length);
+    # "" is the jobs outside any namespace.
+    NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
     # What a person or program sets on a job (form, API, jobs-as-code file,
     # audit trail); everything else is the scheduler's bookkeeping.
     EDITABLE_FIELDS = [

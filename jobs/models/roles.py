@@ -20,6 +20,17 @@ class Role(models.TextChoices):
 ROLE_ORDER = [Role.VIEWER, Role.OPERATOR, Role.EDITOR, Role.ADMIN]
 
 
+class GrantSource(models.TextChoices):
+    """Who keeps a grant: an administrator by hand (the roles command, the
+    admin), or a sign-in through a directory or an identity provider, which
+    makes the user's grants of its source match the group mapping each time
+    (jobs.rolemapping) and never touches the others."""
+
+    MANUAL = "", _("by hand")
+    LDAP = "ldap", _("LDAP")
+    OIDC = "oidc", _("OpenID Connect")
+
+
 class RoleGrant(models.Model):
     """One role for one user or one Django group (what an SSO group mapping
     fills), everywhere (namespace NULL) or in one namespace ("" is the jobs
@@ -35,6 +46,15 @@ class RoleGrant(models.Model):
     role = models.CharField(max_length=10, choices=Role.choices)
     # NULL is everywhere; "" is the jobs outside any namespace, as on Job.
     namespace = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
+    # A row written without it (raw SQL, an older process during an upgrade)
+    # is a grant by hand, which no sign-in removes.
+    source = models.CharField(
+        max_length=10,
+        choices=GrantSource.choices,
+        default=GrantSource.MANUAL,
+        db_default=GrantSource.MANUAL,
+        blank=True,
+    )
 
     class Meta:
         constraints = [

@@ -128,6 +128,7 @@ class AuditEvent(ChoiceLabels, models.Model):
         "two-factor-failed": _("wrong two-factor code"),
         "recovery-codes": _("new recovery codes"),
         "recovery-code-used": _("recovery code used"),
+        "sign-in-refused": _("sign-in refused: no role"),
     }
 
     def __str__(self):

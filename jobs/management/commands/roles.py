@@ -70,7 +70,9 @@ class Command(BaseCommand):
                 if grant.user_id
                 else _("group {name}").format(name=grant.group.name)
             )
-            self.stdout.write(f"{holder}\t{grant.role}\t{_where(grant.namespace)}")
+            # A grant a sign-in keeps says which (ldap, oidc): it changes with the groups.
+            source = f"\t{grant.source}" if grant.source else ""
+            self.stdout.write(f"{holder}\t{grant.role}\t{_where(grant.namespace)}{source}")
 
 
 def _where(namespace: str | None) -> str:

@@ -115,6 +115,15 @@ def short_value(value, limit: int = 80) -> str:
 
 
 @register.filter
+def change_pair(change):
+    """An audit change's (before, after), or None for a value recorded as
+    it is (a sign-in's source, the roles it granted, a grant's holder)."""
+    if isinstance(change, list | tuple) and len(change) == 2:
+        return change
+    return None
+
+
+@register.filter
 def status_label(status: str) -> str:
     """A run status as people read it ("timed_out" → "Timed out")."""
     from jobs.models import Run
