@@ -4,6 +4,7 @@ hour of history per step; and what the dashboard and a job page read from
 it. `scenario()` runs in this process on SQLite and in a process of its own
 on PostgreSQL (test_trends_postgres.py), with the same answers."""
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -168,3 +169,81 @@ def test_rollup_rows_outlive_the_runs_and_have_their_own_retention():
     assert JobRollup.objects.filter(job=job).count() == 1
     assert trends.delete_before(NOW - timedelta(days=40)) == 2  # the job's row and its namespace's
     assert not JobRollup.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_scheduler_rolls_up_what_it_ran(scheduler, clock):
+    from tests.fixtures.core import drain
+
+    job = make_job(
+        name="yearly", cron_expression="0 0 0 1 1 ?", next_fire_at=clock.now - timedelta(seconds=1)
+    )
+    scheduler.run_pass(clock.now)
+    drain(scheduler, clock.now)
+    scheduler.run_pass(clock.now)  # writes the outcome
+    assert Run.objects.get(job=job).status == "succeeded"
+    assert not JobRollup.objects.exists(), "inside the lag: not yet"
+    scheduler.run_pass(clock.advance(seconds=trends.ROLLUP_LAG.seconds + 20))
+    row = JobRollup.objects.get(job=job)
+    assert (row.succeeded, row.duration_count, row.lateness_count) == (1, 1, 1)
+
+
+@pytest.fixture
+def rolled_up(db):
+    """Two jobs with a day of runs rolled up: `steady` takes 100 ms, once 900 ms."""
+    from django.utils import timezone
+
+    now = timezone.now()
+    steady = make_job(name="steady", namespace="ops")
+    flaky = make_job(name="flaky", namespace="ops")
+    for minutes in range(1, 9):
+        _run(steady, "succeeded", finished=now - timedelta(minutes=minutes * 10), duration_ms=100, late_ms=2)
+    slow = _run(steady, "succeeded", finished=now - timedelta(minutes=95), duration_ms=900, late_ms=2)
+    _run(flaky, "failed", finished=now - timedelta(minutes=30), duration_ms=20, late_ms=2)
+    while not trends.roll_up(now):
+        pass
+    return {"steady": steady, "flaky": flaky, "slow": slow}
+
+
+def test_the_dashboard_shows_the_trends_of_a_window(rolled_up, client):
+    from tests.fixtures.core import make_user
+
+    client.force_login(make_user("ops-viewer", "viewer"))
+    page = client.get("/").content.decode()
+    assert 'id="trends"' in page and 'id="trend-runs">10<' in page
+    assert 'id="trend-success">90.0 %<' in page
+    slowest = page[page.index('id="trend-slowest"') : page.index('id="trend-failing"')]
+    assert slowest.index("steady") < slowest.index("flaky")
+    failing = page[page.index('id="trend-failing"') :]
+    assert "flaky" in failing and "steady" not in failing.split("</ol>")[0]
+    week = client.get("/trends/?window=7d", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="trends")
+    assert week.status_code == 200 and 'aria-current="true">7 days<' in week.content.decode()
+    assert client.get("/trends/?window=nonsense").status_code == 200
+
+
+def test_a_job_page_shows_its_30_days_and_marks_a_slow_run(rolled_up, client):
+    from tests.fixtures.core import make_user
+
+    client.force_login(make_user("ops-viewer", "viewer"))
+    steady = rolled_up["steady"]
+    page = client.get(f"/jobs/{steady.pk}/").content.decode()
+    assert 'id="job-success">100.0 %<' in page
+    # Read to the bucket: the median of 8 × 100 ms and 900 ms lies in (50, 100].
+    p50 = int(re.search(r'id="job-p50">(\d+) ms<', page).group(1))
+    assert 50 < p50 <= 100
+    row = page[page.index(f'id="run-{rolled_up["slow"].pk}"') :].split("</tr>")[0]
+    assert ">slow<" in row
+    assert page.count(">slow<") == 1
+
+
+def test_the_trend_pages_cost_a_fixed_number_of_queries(rolled_up, client, django_assert_max_num_queries):
+    from tests.fixtures.core import make_user
+
+    client.force_login(make_user("ops-viewer", "viewer"))
+    client.get("/")  # the lists of jobs are cached from here on
+    with django_assert_max_num_queries(12) as first:
+        client.get("/trends/?window=30d")
+    for _ in range(3):
+        make_job(name=f"more-{_}", namespace="ops")
+    with django_assert_max_num_queries(len(first.captured_queries)):
+        client.get("/trends/?window=30d")

@@ -36,10 +36,23 @@ BOUNDS_MS = (
 COUNTED = ("succeeded", "failed", "timed_out", "interrupted", "cancelled", "skipped")
 
 
+def _bucket_fields(prefix: str, what: str) -> dict:
+    return {
+        f"{prefix}{i}": models.PositiveIntegerField(default=0, help_text=f"{what} ≤ {bound} ms")
+        for i, bound in enumerate(BOUNDS_MS)
+    }
+
+
+DURATION_BUCKETS = tuple(f"d{i}" for i in range(len(BOUNDS_MS)))
+LATENESS_BUCKETS = tuple(f"l{i}" for i in range(len(BOUNDS_MS)))
+
+
 class RollupFigures(models.Model):
     """What one hour's finished runs add up to. Buckets are cumulative, as
-    Prometheus' are: bucket i counts the values ≤ BOUNDS_MS[i]; the count
-    is the total."""
+    Prometheus' are: d<i> counts the durations ≤ BOUNDS_MS[i], l<i> the
+    lateness; the counts are the totals. A column each (not a list), so the
+    scheduler adds a slice's figures in one INSERT … ON CONFLICT DO UPDATE
+    (jobs.trends.roll_up) without reading the rows back."""
 
     hour = models.DateTimeField()
     succeeded = models.PositiveIntegerField(default=0)
@@ -52,14 +65,24 @@ class RollupFigures(models.Model):
     # before starting): their durations.
     duration_count = models.PositiveIntegerField(default=0)
     duration_ms_sum = models.BigIntegerField(default=0)
-    duration_buckets = models.JSONField(default=list)
     # Scheduled fires' first attempts: started_at - scheduled_at.
     lateness_count = models.PositiveIntegerField(default=0)
     lateness_ms_sum = models.BigIntegerField(default=0)
-    lateness_buckets = models.JSONField(default=list)
 
     class Meta:
         abstract = True
+
+    @property
+    def duration_buckets(self) -> list[int]:
+        return [getattr(self, name) for name in DURATION_BUCKETS]
+
+    @property
+    def lateness_buckets(self) -> list[int]:
+        return [getattr(self, name) for name in LATENESS_BUCKETS]
+
+
+for _name, _field in {**_bucket_fields("d", "durations"), **_bucket_fields("l", "lateness")}.items():
+    RollupFigures.add_to_class(_name, _field)
 
 
 class JobRollup(RollupFigures):
