@@ -208,6 +208,15 @@ def visible_runs(user):
     return Run.objects.filter(job__deleted_at__isnull=True, job__namespace__in=allowed)
 
 
+def visible_by_namespace(user, rows):
+    """`rows` (a query over a model with a `namespace` column: the trends'
+    rollups) limited to the namespaces `user` may see."""
+    if not can_view(user):
+        return rows.none()
+    allowed = namespaces_for(user, VIEW)
+    return rows if allowed is None else rows.filter(namespace__in=allowed)
+
+
 def visible_alerts(user):
     """Alerts about the jobs `user` may see."""
     if not can_view(user):

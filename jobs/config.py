@@ -174,6 +174,15 @@ SPECS: dict[str, SettingSpec] = {
             help_text=gettext_lazy("The built-in retention job deletes runs scheduled longer ago than this."),
         ),
         SettingSpec(
+            key="sys.job.rollupRetentionDays",
+            label=gettext_lazy("Trends retention (days)"),
+            default=400,
+            clean=_positive_days,
+            help_text=gettext_lazy(
+                "The built-in retention job deletes the hourly trend figures (the dashboard's and job pages' trends) older than this; they outlive the runs they sum up."
+            ),
+        ),
+        SettingSpec(
             key="sys.job.alertEmails",
             label=gettext_lazy("Alert emails"),
             default=[],

@@ -3,6 +3,10 @@ and `--runs` runs (a tenth of them on one job, so its history has a page
 500), then times each page server-side through the test client: p50/p95 in
 ms and the number of SQL queries the page made.
 
+The trends' rollup of the seeded runs is built as the scheduler builds it
+after an upgrade (its time is a seed figure), and the trends' lists of
+jobs are also timed uncached.
+
 Written against the console's URL names (jobs:job_list, job_detail,
 job_runs, run_detail, run_list, cron_preview).
 """
@@ -12,12 +16,14 @@ import time
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
+from jobs import trends
 from jobs.bench.report import fmt, summary, table
 from jobs.bench.seed import insert_select, timestamp_sql, uuid_sql
 from jobs.models import Job, Run, run_cursor
@@ -86,6 +92,12 @@ def seed(jobs: int, runs: int) -> dict:
         ],
     )
     light = Job.objects.filter(name__startswith="job-").order_by("-id").values_list("id", flat=True)[0]
+    # The trends' rollup of those runs, as the scheduler builds it after an
+    # upgrade (an hour of history per step): its cost is a seed figure.
+    started = time.perf_counter()
+    while not trends.roll_up(now):
+        pass
+    seconds["rollup"] = time.perf_counter() - started
     if connection.vendor == "sqlite":
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
@@ -131,6 +143,8 @@ def pages(ids: dict) -> list[tuple[str, str]]:
             ("all runs, failed today", reverse("jobs:run_list") + "?status=failures&since=today"),
             ("all runs of one job", reverse("jobs:run_list") + f"?job={ids['light']}"),
             ("dashboard", reverse("jobs:dashboard")),
+            ("dashboard trends, 7 days", reverse("jobs:dashboard_trends") + "?window=7d"),
+            ("dashboard trends, 30 days", reverse("jobs:dashboard_trends") + "?window=30d"),
             ("upcoming, next 24 hours", reverse("jobs:upcoming")),
             ("upcoming, next 7 days", reverse("jobs:upcoming") + "?window=7d"),
             (
@@ -184,11 +198,21 @@ def run(options: dict) -> dict:
                 "kb": size / 1024,
             }
         )
+    # The trends' lists of jobs are kept TOP_LISTS_FOR seconds, so the pages
+    # above time them cached: their cost when they are not, once per period.
+    uncached = []
+    for _ in range(max(3, options["repeat"] // 6)):
+        cache.clear()
+        started = time.perf_counter()
+        client.get(reverse("jobs:dashboard_trends") + "?window=30d")
+        uncached.append((time.perf_counter() - started) * 1000)
+    lists = summary(uncached)
     return {
         "jobs": options["jobs"],
         "runs": options["runs"],
         "seed_seconds": ids["seconds"],
         "pages": results,
+        "trend_lists_uncached": {"p50_ms": lists["p50"], "p95_ms": lists["p95"]},
     }
 
 
@@ -200,5 +224,9 @@ def render(figures: dict) -> str:
     seeded = ", ".join(f"{k} {v:.1f} s" for k, v in figures["seed_seconds"].items())
     return (
         f"bench pages: {figures['jobs']:,} jobs, {figures['runs']:,} runs ({connection.vendor}; seeded in {seeded}); "
-        "server time through the test client\n" + table(rows, ["page", "p50 ms", "p95 ms", "queries", "KB"])
+        "server time through the test client\n"
+        + table(rows, ["page", "p50 ms", "p95 ms", "queries", "KB"])
+        + "\ntrends' lists of jobs (slowest, most failing; 30 days), not cached, as once every "
+        + f"{trends.TOP_LISTS_FOR // 60} minutes: p50 {fmt(figures['trend_lists_uncached']['p50_ms'])} ms, "
+        + f"p95 {fmt(figures['trend_lists_uncached']['p95_ms'])} ms"
     )

@@ -56,6 +56,7 @@ from jobs.engine.leadership import Leadership
 from jobs.engine.listener import WakeListener
 from jobs.engine.outbox import AlertSender
 from jobs.engine.outcomes import Recorded, Recorder
+from jobs.engine.rollup import Rollup
 from jobs.models import Run
 
 log = logging.getLogger("cronboard.scheduler")
@@ -156,6 +157,7 @@ class Scheduler:
         )
         self.run_heartbeat = maintenance.RunHeartbeat(recorder=self.recorder)
         self.sweeper = maintenance.Sweep(worker_id=self.worker_id, recorder=self.recorder)
+        self.rollup = Rollup()
         self.alert_watch = AlertWatch()  # late and long-running alerts
         self.alert_sender = AlertSender(wake=self.pool.wake, read_every=POLL)
         self.heartbeat_pinger = HeartbeatPinger()  # CRONBOARD_HEARTBEAT_URL, if set
@@ -292,6 +294,14 @@ class Scheduler:
             return None
         return self.schedule_check.step(now)
 
+    def roll_up(self, now: datetime) -> bool:
+        """On the node that plans: finished runs into the trends' rollup
+        (jobs.engine.rollup); skipped, like the schedule check, while
+        planning has a backlog."""
+        if not self.leadership.is_leader():
+            return False
+        return self.rollup.step(now)
+
     def claim_queued(self, now: datetime) -> bool:
         return self._claim(now).did
 
@@ -356,6 +366,7 @@ class Scheduler:
         planned = self._plan(now)
         if not planned.full:
             self.check_schedules(now)
+            self.roll_up(now)
         if claims_uncertain:
             did |= bool(
                 maintenance.requeue_unstarted_claims(

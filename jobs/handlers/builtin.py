@@ -10,7 +10,10 @@ from jobs.handlers.registry import register
 @register("cronboard.retention")
 class Retention(JobHandler):
     label = "Retention (built-in)"
-    description = "Deletes runs older than the sys.job.logRetentionDays setting."
+    description = (
+        "Deletes runs older than the sys.job.logRetentionDays setting, and trend figures older "
+        "than sys.job.rollupRetentionDays."
+    )
 
     def run(self, ctx: JobContext) -> str:
         from django.utils import timezone
@@ -37,4 +40,10 @@ class Retention(JobHandler):
             )
         if ctx.cancelled.is_set():
             ctx.log("stopped early: cancelled")
-        return f"deleted {deleted} runs"
+            return f"deleted {deleted} runs"
+        from jobs.trends import delete_before
+
+        rollup_days = get_setting("sys.job.rollupRetentionDays")
+        rollups = delete_before(timezone.now() - timedelta(days=rollup_days))
+        ctx.log(f"deleted {rollups} hourly trend rows older than {rollup_days} days")
+        return f"deleted {deleted} runs and {rollups} trend rows"

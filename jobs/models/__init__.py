@@ -1,6 +1,7 @@
 """Cronboard's data model, by subject: jobs (`jobs`), the workflow graph's
 edges (`dependencies`), runs (`runs`), the alert outbox and messages
-(`alerts`), and the system's own rows (`system`). The database is the only source of truth:
+(`alerts`), the system's own rows (`system`) and the runs' rollup
+(`trends`). The database is the only source of truth:
 every intent is written to a row before anything runs, every outcome is
 written back to that row. Import from here: `from jobs.models import Job`."""
 
@@ -30,8 +31,11 @@ from jobs.models.runs import (
 )
 from jobs.models.secrets import Secret
 from jobs.models.system import APIToken, AuditEvent, LeadershipChange, Lease, Profile, Setting
+from jobs.models.trends import BOUNDS_MS, COUNTED, JobRollup, NamespaceRollup, RollupMark
 
 __all__ = [
+    "BOUNDS_MS",
+    "COUNTED",
     "CURSOR_PATTERN",
     "DEFAULT_ALERT_THRESHOLD",
     "DEFAULT_MAX_RETRIES",
@@ -53,12 +57,15 @@ __all__ = [
     "Job",
     "JobDependency",
     "JobQuerySet",
+    "JobRollup",
     "LeadershipChange",
     "Lease",
     "Message",
+    "NamespaceRollup",
     "Profile",
     "Role",
     "RoleGrant",
+    "RollupMark",
     "Run",
     "RunQuerySet",
     "Secret",

@@ -268,6 +268,12 @@ class Run(ChoiceLabels, models.Model):
             models.Index(
                 fields=["caused_by"], condition=Q(caused_by__isnull=False), name="run_caused_by_idx"
             ),
+            # The trends' rollup reads the runs that finished since it last
+            # looked (jobs.trends.roll_up). Partial: a queued or running
+            # run has no entry until it ends.
+            models.Index(
+                fields=["finished_at"], condition=Q(finished_at__isnull=False), name="run_finished_idx"
+            ),
             models.Index(
                 fields=["created_by"], condition=Q(created_by__isnull=False), name="run_created_by_idx"
             ),

@@ -1,17 +1,19 @@
-"""The dashboard (the home page) and the upcoming fires."""
+"""The dashboard (the home page) with its trends, and the upcoming fires."""
 
 from urllib.parse import urlencode
 
+from django.shortcuts import render
 from django.template.defaultfilters import pluralize
 from django.utils import timezone
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 
-from jobs import access, overview
+from jobs import access, overview, trends
 from jobs import upcoming as fires
 from jobs.access import login_required
 from jobs.models import Job, Run
+from jobs.web.charts import trend_chart
 from jobs.web.common import fingerprint, partial_or_page, short, url_maker
 from jobs.web.templatetags.console import relative_time
 
@@ -66,8 +68,10 @@ def _html_message(message: str, **times) -> str:
 
 @login_required
 def dashboard(request):
-    figures = overview.dashboard_figures(request.user, now=timezone.now())
+    now = timezone.now()
+    figures = overview.dashboard_figures(request.user, now=now)
     context = {
+        **_trends_context(request, now),
         **figures,
         "attention_rows": _attention_rows(figures["attention"]),
         "state_tiles": [(v, label, figures["jobs_by_state"][v]) for v, label in Job.State.choices],
@@ -80,6 +84,22 @@ def dashboard(request):
         ),
     }
     return partial_or_page(request, "jobs/dashboard.html", "dashboard-body", context)
+
+
+def _trends_context(request, now) -> dict:
+    window = request.GET.get("window", trends.DEFAULT_WINDOW)
+    figures = trends.window_trends(request.user, window, now=now)
+    return {
+        "trends": figures,
+        "trend_chart": trend_chart(figures["points"], hourly=figures["hourly"]),
+        "trend_windows": [("24h", _("24 hours")), ("7d", _("7 days")), ("30d", _("30 days"))],
+    }
+
+
+@login_required
+def dashboard_trends(request):
+    """The dashboard's trends section alone, for another window (htmx)."""
+    return render(request, "jobs/dashboard.html#trends", _trends_context(request, timezone.now()))
 
 
 @login_required

@@ -1,19 +1,22 @@
-"""A job's page: its summary, chart, run history and audit trail, and the
+"""A job's page: its summary, charts (the last runs, the last 30 days),
+run history and audit trail, and the
 actions on one job (pause, resume, run now, delete)."""
 
 from urllib.parse import urlencode
 
 from django.contrib import messages
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from jobs import access, overview, refusals, secrets, services
+from jobs import access, overview, refusals, secrets, services, trends
 from jobs.access import login_required
 from jobs.models import LIVE_RUN, AuditEvent, Job, Run, parse_run_cursor, run_cursor
-from jobs.web.charts import duration_chart
+from jobs.web.charts import duration_chart, job_days_chart
 from jobs.web.common import (
     RUNS_PER_PAGE,
     describe_schedule,
@@ -30,6 +33,17 @@ AUDIT_EVENTS = 30
 
 def _live_runs(job: Job):
     return Run.objects.filter(LIVE_RUN, job=job)
+
+
+def _job_trends(job: Job) -> dict:
+    """The job's last 30 days from the rollup (jobs.trends.job_trends),
+    kept a few minutes: the history's polls read it to mark slow runs."""
+    key = f"cronboard:trends:job:{job.pk}"
+    found = cache.get(key)
+    if found is None:
+        found = trends.job_trends(job, now=timezone.now())
+        cache.set(key, found, trends.TOP_LISTS_FOR)
+    return found
 
 
 def _history_context(job: Job, params) -> dict:
@@ -60,6 +74,11 @@ def _history_context(job: Job, params) -> dict:
 
     filters = {k: v for k, v in (("status", status), ("trigger", trigger)) if v}
     live = _live_runs(job).exists()
+    rows = run_rows(page, job.zone)
+    slow_ms = _job_trends(job)["slow_ms"]
+    for row in rows:
+        taken = row["run"].duration_ms
+        row["slow"] = slow_ms is not None and taken is not None and taken > slow_ms
     return {
         "poll_version": fingerprint(
             live,
@@ -67,7 +86,8 @@ def _history_context(job: Job, params) -> dict:
             (job.version, job.state, job.next_fire_at, job.last_fire_at, job.consecutive_failures),
         ),
         "runs": page,
-        "rows": run_rows(page, job.zone),
+        "rows": rows,
+        "slow_ms": slow_ms,
         "status": status,
         "trigger": trigger,
         "statuses": Run.Status.choices,
@@ -103,6 +123,8 @@ def _job_panels(job: Job, user) -> dict:
         else secrets.mask_credentials(job.properties),
         "schedule": describe_schedule(job),
         "chart": _chart(job),
+        "job_trends": (recent := _job_trends(job)),
+        "days_chart": job_days_chart(recent["days"]),
         "live_manual_run": next(
             iter(overview.live_manual_runs(job).only("id", "status").order_by()[:1]), None
         ),

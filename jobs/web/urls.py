@@ -40,6 +40,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/delete/", job_page.job_delete, name="job_delete"),
     path("runs/", runs.run_list, name="run_list"),
     path("upcoming/", dashboard.upcoming, name="upcoming"),
+    path("trends/", dashboard.dashboard_trends, name="dashboard_trends"),
     path("runs/<int:run_id>/", runs.run_detail, name="run_detail"),
     path("runs/<int:run_id>/cancel/", runs.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/log.txt", runs.run_log, name="run_log"),

@@ -1,0 +1,398 @@
+"""Trends over days: the rollup of finished runs (jobs.models.trends) and
+what the pages read from it.
+
+`roll_up` adds the runs that finished in the next slice of time to the
+rollup: one GROUP BY in the database per slice (counts by status, sums and
+cumulative buckets of durations and lateness, by job and hour), merged into
+the hour rows, and the mark moved past the slice, in one transaction, so a
+run is counted once whatever stops the process. The scheduler calls it
+(jobs.engine.rollup) ROLLUP_LAG behind the clock: a run's finished_at is
+the time of the pass that wrote it, committed within that pass.
+
+The readers: `window_trends` (the dashboard: runs by status per hour or day,
+success rate, lateness p95, the slowest and the most-failing jobs) and
+`job_trends` (a job's page: duration p50/p95 and success rate per day, and
+the duration above which a run is marked slow)."""
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from django.core.cache import cache
+from django.db import connection, transaction
+from django.db.models import BigIntegerField, Case, F, Func, Q, Sum, When
+from django.db.models.functions import TruncHour
+
+from jobs import access
+from jobs.models import BOUNDS_MS, COUNTED, Job, JobRollup, NamespaceRollup, RollupMark, Run
+from jobs.models.trends import DURATION_BUCKETS, LATENESS_BUCKETS
+
+ROLLUP_LAG = timedelta(seconds=30)
+# One slice at most: a first roll-up after an upgrade reads the history an
+# hour at a time (each step one GROUP BY of that hour's runs).
+SLICE = timedelta(hours=1)
+MARK = "runs"
+
+WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
+DEFAULT_WINDOW = "24h"
+JOB_DAYS = 30
+TOP_JOBS = 5
+# The dashboard's lists of jobs read every job's rows in the window; they are
+# kept this long per viewer's namespaces (the series are read every time).
+TOP_LISTS_FOR = 300
+SLOW_FACTOR = 2  # a run slower than twice its job's usual (p50) time is marked slow
+SLOW_MIN_RUNS = 5  # ... once the job has this many timed runs in JOB_DAYS
+
+
+def hour_of(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+class LatenessMs(Func):
+    """started_at - scheduled_at in whole milliseconds, in the database's own
+    arithmetic. (Django's datetime difference on SQLite is a Python function
+    called per row and per use: with 17 buckets it was most of a slice.)"""
+
+    arity = 2
+    output_field = BigIntegerField()
+
+    def _operands(self, compiler):
+        started, started_params = compiler.compile(self.source_expressions[0])
+        scheduled, scheduled_params = compiler.compile(self.source_expressions[1])
+        return started, scheduled, (*started_params, *scheduled_params)
+
+    def as_sqlite(self, compiler, connection, **extra):
+        started, scheduled, params = self._operands(compiler)
+        return f"CAST(ROUND((julianday({started}) - julianday({scheduled})) * 86400000.0) AS INTEGER)", params
+
+    def as_postgresql(self, compiler, connection, **extra):
+        started, scheduled, params = self._operands(compiler)
+        return f"CAST(ROUND(EXTRACT(EPOCH FROM ({started} - {scheduled})) * 1000) AS BIGINT)", params
+
+
+class HourOf(TruncHour):
+    """The UTC hour of a time; on SQLite with its own strftime rather than
+    Django's per-row Python function."""
+
+    def as_sqlite(self, compiler, connection, **extra):
+        moment, params = compiler.compile(self.source_expressions[0])
+        return f"strftime(%s, {moment})", ("%Y-%m-%d %H:00:00", *params)
+
+
+def _slice_runs(start: datetime, end: datetime, keys: dict):
+    """The runs that finished in [start, end), a row each: the keys, `dur`
+    (the duration of a run that started and ended, else NULL) and `lat`
+    (the lateness of a scheduled fire's first attempt, else NULL), each
+    computed once per run."""
+    timed = Q(duration_ms__isnull=False, started_at__isnull=False)
+    late = Q(started_at__isnull=False, attempt=1, trigger__in=[Run.Trigger.SCHEDULE, Run.Trigger.CATCH_UP])
+    return (
+        Run.objects.filter(finished_at__gte=start, finished_at__lt=end, job__isnull=False)
+        .annotate(
+            dur=Case(When(timed, then=F("duration_ms")), default=None, output_field=BigIntegerField()),
+            lat=Case(
+                When(late, then=LatenessMs("started_at", "scheduled_at")),
+                default=None,
+                output_field=BigIntegerField(),
+            ),
+            **{f"key_{column}": expression for column, expression in keys.items()},
+        )
+        .values(*(f"key_{column}" for column in keys), "status", "dur", "lat")
+        .order_by()
+    )
+
+
+def _figures_sql(quote) -> dict[str, str]:
+    """The rollup's columns as aggregates over _slice_runs' rows."""
+    return {
+        **{name: f"SUM(CASE WHEN r.{quote('status')} = '{name}' THEN 1 ELSE 0 END)" for name in COUNTED},
+        "duration_count": "COUNT(r.dur)",
+        "duration_ms_sum": "COALESCE(SUM(r.dur), 0)",
+        "lateness_count": "COUNT(r.lat)",
+        "lateness_ms_sum": "COALESCE(SUM(r.lat), 0)",
+        **{
+            name: f"SUM(CASE WHEN r.dur <= {int(bound)} THEN 1 ELSE 0 END)"
+            for name, bound in zip(DURATION_BUCKETS, BOUNDS_MS, strict=True)
+        },
+        **{
+            name: f"SUM(CASE WHEN r.lat <= {int(bound)} THEN 1 ELSE 0 END)"
+            for name, bound in zip(LATENESS_BUCKETS, BOUNDS_MS, strict=True)
+        },
+    }
+
+
+def _add_slice(model, keys: dict, conflict: tuple[str, ...], start: datetime, end: datetime) -> None:
+    """One statement: the runs that finished in [start, end), grouped by
+    `keys` (column → expression) and added to `model`'s rows (inserted, or
+    summed into the row already there for the same keys)."""
+    select, params = _slice_runs(start, end, keys).query.sql_with_params()
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    figures = _figures_sql(quote)
+    key_columns = [f"r.{quote('key_' + column)}" for column in keys]
+    aggregated = (
+        f"SELECT {', '.join(key_columns)}, "
+        + ", ".join(f"{sql} AS {quote(name)}" for name, sql in figures.items())
+        + f" FROM ({select}) r GROUP BY {', '.join(key_columns)}"
+    )
+    columns = [*keys, *figures]
+    added = ", ".join(f"{quote(c)} = {table}.{quote(c)} + excluded.{quote(c)}" for c in figures)
+    sql = (
+        f"INSERT INTO {table} ({', '.join(quote(c) for c in columns)}) "
+        f"SELECT * FROM ({aggregated}) g WHERE true "
+        f"ON CONFLICT ({', '.join(quote(c) for c in conflict)}) DO UPDATE SET {added}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+@dataclass
+class Figures:
+    """One rollup row's figures, added up in Python."""
+
+    counts: dict = field(default_factory=lambda: dict.fromkeys(COUNTED, 0))
+    duration_count: int = 0
+    duration_ms_sum: int = 0
+    duration_buckets: list = field(default_factory=lambda: [0] * len(BOUNDS_MS))
+    lateness_count: int = 0
+    lateness_ms_sum: int = 0
+    lateness_buckets: list = field(default_factory=lambda: [0] * len(BOUNDS_MS))
+
+    @classmethod
+    def of(cls, row) -> "Figures":
+        return cls(
+            counts={name: getattr(row, name) for name in COUNTED},
+            duration_count=row.duration_count,
+            duration_ms_sum=row.duration_ms_sum,
+            duration_buckets=list(row.duration_buckets) or [0] * len(BOUNDS_MS),
+            lateness_count=row.lateness_count,
+            lateness_ms_sum=row.lateness_ms_sum,
+            lateness_buckets=list(row.lateness_buckets) or [0] * len(BOUNDS_MS),
+        )
+
+    def add(self, other: "Figures") -> None:
+        for name in COUNTED:
+            self.counts[name] += other.counts[name]
+        self.duration_count += other.duration_count
+        self.duration_ms_sum += other.duration_ms_sum
+        self.duration_buckets = [
+            a + b for a, b in zip(self.duration_buckets, other.duration_buckets, strict=True)
+        ]
+        self.lateness_count += other.lateness_count
+        self.lateness_ms_sum += other.lateness_ms_sum
+        self.lateness_buckets = [
+            a + b for a, b in zip(self.lateness_buckets, other.lateness_buckets, strict=True)
+        ]
+
+    @property
+    def finished(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def failures(self) -> int:
+        return sum(self.counts[s] for s in Run.FAILED_OUTCOMES)
+
+    @property
+    def success_rate(self) -> float | None:
+        ended = self.counts[Run.Status.SUCCEEDED] + self.failures
+        return round(100 * self.counts[Run.Status.SUCCEEDED] / ended, 1) if ended else None
+
+    def duration(self, q: float) -> float | None:
+        return percentile(self.duration_buckets, self.duration_count, q)
+
+    def lateness(self, q: float) -> float | None:
+        return percentile(self.lateness_buckets, self.lateness_count, q)
+
+
+def percentile(buckets: list, count: int, q: float) -> float | None:
+    """The q-quantile of the values counted in cumulative `buckets`, to the
+    bucket: the upper bound of the first bucket that holds it, interpolated
+    linearly inside it (as Prometheus' histogram_quantile). Above the last
+    bound: that bound. None when nothing was counted."""
+    if not count:
+        return None
+    rank = q * count
+    below, low = 0, 0
+    for bound, cumulative in zip(BOUNDS_MS, buckets, strict=True):
+        if cumulative >= rank:
+            inside = cumulative - below
+            return low + (bound - low) * ((rank - below) / inside if inside else 1)
+        below, low = cumulative, bound
+    return float(BOUNDS_MS[-1])
+
+
+def roll_up(now: datetime, *, lag: timedelta = ROLLUP_LAG) -> bool:
+    """Add the next slice of finished runs (at most SLICE, ending at most
+    `lag` before `now`) to the rollup. Whether it read up to that end (False:
+    more history is waiting, call again)."""
+    end = now - lag
+    with transaction.atomic():
+        mark, _created = RollupMark.objects.select_for_update().get_or_create(name=MARK)
+        start = mark.finished_before
+        if start is None:
+            first = (
+                Run.objects.filter(finished_at__isnull=False)
+                .order_by("finished_at")
+                .values("finished_at")[:1]
+            )
+            start = hour_of(first[0]["finished_at"]) if first else end
+        if start >= end:
+            return True
+        slice_end = min(end, start + SLICE)
+        hour = HourOf("finished_at", tzinfo=UTC)
+        by_job = {"job_id": F("job_id"), "namespace": F("job__namespace"), "hour": hour}
+        _add_slice(JobRollup, by_job, ("job_id", "hour"), start, slice_end)
+        by_namespace = {"namespace": F("job__namespace"), "hour": hour}
+        _add_slice(NamespaceRollup, by_namespace, ("namespace", "hour"), start, slice_end)
+        mark.finished_before = slice_end
+        mark.save(update_fields=["finished_before"])
+    return slice_end >= end
+
+
+def delete_before(cutoff: datetime) -> int:
+    """Rollup rows of hours before `cutoff` (sys.job.rollupRetentionDays)."""
+    deleted = JobRollup.objects.filter(hour__lt=cutoff).delete()[0]
+    return deleted + NamespaceRollup.objects.filter(hour__lt=cutoff).delete()[0]
+
+
+@dataclass
+class Point:
+    """One hour or day of the dashboard's series."""
+
+    at: datetime
+    figures: Figures
+
+
+def _day_of(moment: datetime) -> datetime:
+    return moment.replace(hour=0)
+
+
+def window_trends(user, window: str, *, now: datetime) -> dict:
+    """The dashboard's trends over `window` (WINDOWS): runs by status per
+    hour (24h) or day (7d, 30d, UTC days), the success rate and lateness
+    p95 over the window, the slowest and the most-failing jobs. Reads the
+    namespace rollup (a row per namespace and hour) and, for the lists of
+    jobs, the job rollup (cached TOP_LISTS_FOR seconds)."""
+    window = window if window in WINDOWS else DEFAULT_WINDOW
+    hourly = window == "24h"
+    # 24 hours to this one; or 7 or 30 days (UTC) to today.
+    step = timedelta(hours=1) if hourly else timedelta(days=1)
+    slots = round(WINDOWS[window] / step)
+    start = (hour_of(now) if hourly else _day_of(hour_of(now))) - step * (slots - 1)
+    points = {start + step * i: Figures() for i in range(slots)}
+    total = Figures()
+    rows = access.visible_by_namespace(user, NamespaceRollup.objects.filter(hour__gte=start))
+    for row in rows:
+        figures = Figures.of(row)
+        slot = points.get(row.hour if hourly else _day_of(row.hour))
+        if slot is not None:
+            slot.add(figures)
+            total.add(figures)
+    return {
+        "window": window,
+        "windows": list(WINDOWS),
+        "hourly": hourly,
+        "points": [Point(at, figures) for at, figures in points.items()],
+        "total": total,
+        "success_rate": total.success_rate,
+        "lateness_p95_ms": total.lateness(0.95),
+        **_top_jobs(user, window, start),
+    }
+
+
+def _top_jobs(user, window: str, start: datetime) -> dict:
+    allowed = access.namespaces_for(user)
+    key = (
+        f"cronboard:trends:top:{window}:{start.isoformat()}:{sorted(allowed) if allowed is not None else '*'}"
+    )
+    found = cache.get(key)
+    if found is None:
+        rows = access.visible_by_namespace(user, JobRollup.objects.filter(hour__gte=start)).filter(
+            job__deleted_at__isnull=True
+        )
+        sums = (
+            rows.values("job_id")
+            .order_by()
+            .annotate(
+                timed=Sum("duration_count"),
+                duration=Sum("duration_ms_sum"),
+                failed=Sum("failed") + Sum("timed_out") + Sum("interrupted"),
+                succeeded=Sum("succeeded"),
+            )
+        )
+        slowest = sorted(
+            (row for row in sums if row["timed"]),
+            key=lambda row: row["duration"] / row["timed"],
+            reverse=True,
+        )[:TOP_JOBS]
+        failing = sorted(
+            (row for row in sums if row["failed"]),
+            key=lambda row: (row["failed"], row["failed"] / (row["failed"] + row["succeeded"])),
+            reverse=True,
+        )[:TOP_JOBS]
+        names = dict(
+            Job.objects.filter(pk__in={row["job_id"] for row in [*slowest, *failing]}).values_list(
+                "id", "name"
+            )
+        )
+        found = {
+            "slowest": [
+                {
+                    "job_id": row["job_id"],
+                    "name": names.get(row["job_id"], ""),
+                    "mean_ms": row["duration"] / row["timed"],
+                    "runs": row["timed"],
+                }
+                for row in slowest
+            ],
+            "failing": [
+                {
+                    "job_id": row["job_id"],
+                    "name": names.get(row["job_id"], ""),
+                    "failed": row["failed"],
+                    "runs": row["failed"] + row["succeeded"],
+                }
+                for row in failing
+            ],
+        }
+        cache.set(key, found, TOP_LISTS_FOR)
+    return found
+
+
+@dataclass
+class JobDay:
+    day: datetime
+    figures: Figures
+
+    @property
+    def p50(self):
+        return self.figures.duration(0.5)
+
+    @property
+    def p95(self):
+        return self.figures.duration(0.95)
+
+
+def job_trends(job: Job, *, now: datetime) -> dict:
+    """A job's last JOB_DAYS days (UTC): duration p50 and p95 and success
+    rate per day, from at most 24 × JOB_DAYS rollup rows; and `slow_ms`, the
+    duration above which one of its runs is marked slow (SLOW_FACTOR × its
+    p50 over those days, once it has SLOW_MIN_RUNS timed runs)."""
+    first = _day_of(hour_of(now)) - timedelta(days=JOB_DAYS - 1)
+    days = {first + timedelta(days=i): Figures() for i in range(JOB_DAYS)}
+    total = Figures()
+    for row in JobRollup.objects.filter(job=job, hour__gte=first):
+        figures = Figures.of(row)
+        if (day := days.get(_day_of(row.hour))) is not None:
+            day.add(figures)
+        total.add(figures)
+    usual = total.duration(0.5)
+    return {
+        "days": [JobDay(day, figures) for day, figures in days.items()],
+        "total": total,
+        "p50_ms": usual,
+        "p95_ms": total.duration(0.95),
+        "success_rate": total.success_rate,
+        "slow_ms": SLOW_FACTOR * usual
+        if usual is not None and total.duration_count >= SLOW_MIN_RUNS
+        else None,
+    }

@@ -1,0 +1,20 @@
+"""The trends' rollup on PostgreSQL (a real server): the same scenario as
+tests/test_trends.py, in a process of its own, with the same answers
+(GROUP BY with the hour truncated and lateness as an interval there)."""
+
+import json
+
+import pytest
+
+from tests.test_trends import check
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+SCRIPT = "import json; from tests.test_trends import scenario; print(json.dumps(scenario(), default=str))"
+
+
+def test_the_rollup_on_postgresql(postgres_site):
+    site = postgres_site("trends_pg", ALLOWED_HOSTS="testserver")
+    result = json.loads(site.django(SCRIPT, timeout=180).strip().splitlines()[-1])
+    result["failing"] = [tuple(pair) for pair in result["failing"]]
+    check(result)
