@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from jobs import access, overview, refusals, secrets, services
+from jobs import access, overview, refusals, secrets, services, workflows
 from jobs.access import login_required
 from jobs.models import LIVE_RUN, AuditEvent, Job, Run, parse_run_cursor, run_cursor
 from jobs.web.charts import duration_chart
@@ -130,11 +130,10 @@ def job_detail(request, job_id):
         **_job_panels(job, request.user),
         "history": _history_context(job, request.GET),
         "audit_events": audit_events,
-        # The workflow: which jobs this one runs after, and which run after it
-        # (a deleted or paused one shows as such).
-        "upstream_links": job.upstream_links.select_related("upstream").order_by("upstream__name"),
-        "downstream_links": job.downstream_links.select_related("downstream").order_by("downstream__name"),
     }
+    # The workflow around the job, as far as the viewer may see it.
+    context["upstreams"], context["downstreams"] = workflows.chain_around(job, user=request.user)
+    context["chain_levels"] = workflows.CHAIN_LEVELS
     return render(request, "jobs/job_detail.html", context)
 
 
