@@ -3,10 +3,10 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.i18n import JavaScriptCatalog
 
-from jobs.web.i18n import set_language
+from jobs.web.i18n import SignInView, set_language
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", SignInView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/setlang/", set_language, name="set_language"),
     # The console's scripts read their strings from here (djangojs catalog): a

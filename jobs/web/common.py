@@ -10,6 +10,7 @@ from functools import wraps
 from django.db.models.functions import Substr
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.text import Truncator
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
@@ -133,11 +134,12 @@ def run_table(runs, *extra: str):
     return runs.only(*RUN_ROW_FIELDS, *extra).annotate(error_head=Substr("error", 1, 200))
 
 
-def run_rows(runs, zone=UTC) -> list[dict]:
+def run_rows(runs) -> list[dict]:
     """A table of runs' cells, worked out once per run: the same text the
-    template filters give (truncatechars, date, duration), the times in
-    `zone` (a job's own on its page) and in UTC."""
+    template filters give (truncatechars, date, duration, when), the times
+    in the viewer's zone (the page's current one) and in UTC."""
     run_url = url_maker("jobs:run_detail")
+    zone = timezone.get_current_timezone()
     return [
         {
             "run": run,

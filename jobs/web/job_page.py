@@ -67,7 +67,7 @@ def _history_context(job: Job, params) -> dict:
             (job.version, job.state, job.next_fire_at, job.last_fire_at, job.consecutive_failures),
         ),
         "runs": page,
-        "rows": run_rows(page, job.zone),
+        "rows": run_rows(page),
         "status": status,
         "trigger": trigger,
         "statuses": Run.Status.choices,

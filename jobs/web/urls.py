@@ -1,6 +1,6 @@
 from django.urls import path
 
-from jobs.web import account, alerts, audit, cluster, dashboard, job_form, job_page, jobs, runs, secrets
+from jobs.web import account, alerts, audit, cluster, dashboard, i18n, job_form, job_page, jobs, runs, secrets
 
 app_name = "jobs"
 
@@ -10,6 +10,7 @@ urlpatterns = [
     path("jobs/", jobs.job_list, name="job_list"),
     path("favicon.ico", account.favicon, name="favicon"),
     path("profile/", account.profile, name="profile"),
+    path("profile/time-zone/", i18n.set_time_zone, name="set_time_zone"),
     path("cluster/", cluster.cluster, name="cluster"),
     path("jobs/bulk/", jobs.job_bulk, name="job_bulk"),
     path("jobs/export.json", jobs.job_export, name="job_export"),

@@ -564,7 +564,20 @@
     }
   });
 
+  // -- the browser's time zone ---------------------------------------------------
+  // The sign-in form sends it; a user without a zone of their own reads
+  // times in it from then on (jobs.web.i18n.SignInView).
+  function fillBrowserZone(root) {
+    if (!root.querySelectorAll) return;
+    let zone = "";
+    try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (error) { zone = ""; }
+    root.querySelectorAll("input[data-browser-zone]").forEach(function (input) {
+      if (!input.value) input.value = zone;
+    });
+  }
+
   function init(root) {
+    fillBrowserZone(root);
     initToggles(root);
     initPropertyBag(root);
     initCheckAll(root);
