@@ -4,7 +4,7 @@ cheap cell formatters the tables use."""
 
 import hashlib
 import unicodedata
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import wraps
 
 from django.db.models.functions import Substr
@@ -87,6 +87,16 @@ def stamp(when: datetime, zone=UTC, *, day: bool = True, zone_name: bool = False
     if zone_name:
         text = f"{text} {at.tzname()}"
     return text
+
+
+def interval_text(every: timedelta) -> str:
+    """A short gap between fires: "20 s", "2 min", "1 min 30 s" (the
+    msgids of the `relative` filter's parts)."""
+    minutes, seconds = divmod(round(every.total_seconds()), 60)
+    parts = ([_("%s min") % minutes] if minutes else []) + (
+        [_("%s s") % seconds] if seconds or not minutes else []
+    )
+    return " ".join(parts)
 
 
 def describe_schedule(job: Job) -> str:

@@ -537,14 +537,6 @@
     });
   }
 
-  document.addEventListener("click", function (event) {
-    const closer = event.target.closest("[data-close]");
-    if (closer) {
-      const target = document.querySelector(closer.dataset.close);
-      if (target) target.replaceChildren();
-    }
-  });
-
   // htmx does not swap error responses: say what happened instead of doing nothing.
   document.addEventListener("htmx:responseError", function (event) {
     const banner = document.getElementById("ajax-error");
