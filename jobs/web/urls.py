@@ -1,6 +1,19 @@
 from django.urls import path
 
-from jobs.web import account, alerts, audit, cluster, dashboard, i18n, job_form, job_page, jobs, runs, secrets
+from jobs.web import (
+    account,
+    alerts,
+    audit,
+    cluster,
+    dashboard,
+    i18n,
+    job_form,
+    job_page,
+    jobs,
+    runs,
+    secrets,
+    workflow_picker,
+)
 
 app_name = "jobs"
 
@@ -31,6 +44,7 @@ urlpatterns = [
     path("runs/<int:run_id>/log.txt", runs.run_log, name="run_log"),
     path("runs/<int:run_id>/retry/", runs.run_retry, name="run_retry"),
     path("cron/preview/", job_form.cron_preview, name="cron_preview"),
+    path("jobs/after-picker/", workflow_picker.after_picker, name="after_picker"),
     path("settings/", account.settings_page, name="settings"),
     path("audit/", audit.audit_list, name="audit"),
     path("secrets/", secrets.secret_list, name="secret_list"),

@@ -568,8 +568,25 @@
     });
   }
 
+  // -- the "Runs after" picker ----------------------------------------------------
+  // It needs this script (htmx), so it shows only with it; a change it made
+  // to the upstreams is written into the form's `after` field, which the
+  // form posts (jobs.web.workflow_picker).
+  function initAfterPicker(root) {
+    if (!root.querySelectorAll) return;
+    const pickers = root.matches && root.matches("#after-picker") ? [root] : root.querySelectorAll("#after-picker");
+    pickers.forEach(function (picker) {
+      picker.hidden = false;
+      const field = document.getElementById("id_after");
+      if (field && picker.hasAttribute("data-after-text")) {
+        field.value = picker.getAttribute("data-after-text");
+      }
+    });
+  }
+
   function init(root) {
     fillBrowserZone(root);
+    initAfterPicker(root);
     initToggles(root);
     initPropertyBag(root);
     initCheckAll(root);
