@@ -166,3 +166,29 @@ def test_the_chain_the_timeline_and_the_profile_pass_axe_and_fit(open_page, staf
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), path
         assert serious_violations(page) == [], path
     assert console_problems(page) == []
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_chain_is_built_with_the_picker_from_the_keyboard(open_page, staff, viewport):
+    up = make_job(name="backup-db", cron_expression="0 0 3 * * *")
+    job = make_job(name="verify", schedule_type="none", cron_expression="")
+    page = sign_in_by_cookie(open_page(viewport), "ada", f"/jobs/{job.pk}/edit/")
+    picker = page.locator("#after-picker")
+    expect(picker).to_be_visible()
+    page.locator("#after-q").press_sequentially("backup")
+    add = page.locator("#after-results button")
+    expect(add).to_have_text("Add “backup-db”")
+    add.focus()
+    page.keyboard.press("Enter")
+    expect(picker.locator(".after-row")).to_contain_text("backup-db")
+    expect(page.locator("#id_after")).to_have_value(re.compile(r'"job": "backup-db"'))
+    picker.locator("select").select_option("failure")
+    expect(page.locator("#id_after")).to_have_value(re.compile(r'"on": "failure"'))
+    assert serious_violations(page) == []
+    page.locator("#job-form button[type=submit]").first.click()
+    expect(page.locator("#job-upstream")).to_contain_text("backup-db")
+    job.refresh_from_db()
+    assert job.after == [{"job": "backup-db", "on": "failure"}]
+    page.goto(f"/jobs/{up.pk}/")
+    expect(page.locator("#job-downstream")).to_contain_text("verify")
+    assert console_problems(page) == []
