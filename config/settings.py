@@ -148,7 +148,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # request.user.is_verified(): whether this session passed the second step.
     "django_otp.middleware.OTPMiddleware",
-    "jobs.web.i18n.UserLanguageMiddleware",
+    "jobs.web.i18n.UserPreferencesMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",

@@ -1,11 +1,14 @@
-"""Upcoming fires across jobs: every fire of the next 24 hours (or 7 days),
-in time order, for the console's Upcoming page and GET /api/upcoming.
+"""Upcoming fires across jobs: every fire of the next hour, 24 hours or 7
+days, in time order, for GET /api/upcoming, and the same fires as the
+console's Upcoming timeline shows them, where a job that fires more often
+than every FREQUENT is one row (`Series`: "every 20 s, 180 fires").
 
 A merge of each job's own sequence: jobs come from the database in
 next_fire_at order (job_state_due_idx serves it), a batch at a time, and each job
 taken off the heap pushes its following fire (Job.next_fire_after, the
 scheduler's own rule). A page of N fires costs about N steps, whatever the
-number of jobs."""
+number of jobs; a series is counted by arithmetic for an interval job, by
+walking its fires (at most MAX_COUNTED) for a cron job."""
 
 import heapq
 from dataclasses import dataclass
@@ -13,7 +16,11 @@ from datetime import datetime, timedelta
 
 from jobs.models import Job, parse_run_cursor, run_cursor
 
-WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7)}
+WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7)}
+# A job whose fires come closer together than this is one row of the
+# timeline, not one row per fire.
+FREQUENT = timedelta(minutes=5)
+MAX_COUNTED = 1000
 PAGE = 100
 BATCH = 200
 
@@ -51,17 +58,16 @@ def parse_cursor(value: str | None) -> tuple[datetime, int] | None:
     return parse_run_cursor(value)
 
 
-def upcoming_fires(
-    jobs, *, start: datetime, end: datetime, limit: int = PAGE, after: tuple[datetime, int] | None = None
-) -> tuple[list[Fire], bool]:
-    """The fires of `jobs` (a queryset) from `start` to before `end`, in time
-    order (ties by job id), at most `limit`, those up to `after` left out.
-    Returns (fires, whether more follow)."""
+def _merged(jobs, *, start: datetime, end: datetime, done: set[int]):
+    """(time, job, its following fire or None) for every fire of `jobs`
+    from `start` to before `end`, in time order (ties by job id); a job
+    whose id the caller puts in `done` gives no further fires."""
     scheduled = (
         jobs.filter(state=Job.State.ENABLED, next_fire_at__isnull=False, next_fire_at__lt=end)
         .only(
             "id",
             "name",
+            "namespace",
             "timezone",
             "schedule_type",
             "cron_expression",
@@ -84,20 +90,88 @@ def upcoming_fires(
         fetched_until = rows[-1].next_fire_at if rows else end
 
     fetch()
-    out: list[Fire] = []
     while True:
         # A job not fetched yet cannot fire before the last one fetched.
         if not exhausted and (not heap or heap[0][0] >= fetched_until):
             fetch()
             continue
         if not heap or heap[0][0] >= end:
-            return out, False
+            return
         at, job_id, job = heapq.heappop(heap)
-        if after is None or (at, job_id) > after:
+        following = None if job.run_once else job.next_fire_after(at, last_fire=at)
+        if following is not None and following >= end:
+            following = None
+        yield at, job, following
+        if following is not None and job_id not in done:
+            heapq.heappush(heap, (following, job_id, job))
+
+
+def upcoming_fires(
+    jobs, *, start: datetime, end: datetime, limit: int = PAGE, after: tuple[datetime, int] | None = None
+) -> tuple[list[Fire], bool]:
+    """The fires of `jobs` (a queryset) from `start` to before `end`, in time
+    order (ties by job id), at most `limit`, those up to `after` left out.
+    Returns (fires, whether more follow)."""
+    out: list[Fire] = []
+    for at, job, _following in _merged(jobs, start=start, end=end, done=set()):
+        if after is None or (at, job.pk) > after:
             if len(out) == limit:
                 return out, True
             out.append(Fire(at=at, job=job))
-        if not job.run_once:
-            following = job.next_fire_after(at, last_fire=at)
-            if following is not None and following < end:
-                heapq.heappush(heap, (following, job_id, job))
+    return out, False
+
+
+@dataclass(frozen=True)
+class Series:
+    """A job that fires more often than every FREQUENT, as one row: its
+    first fire in the window (`at`), its last, how many (`count`, at most
+    MAX_COUNTED: `counted_all` says whether that is all of them) and the
+    gap between its first two fires (`every`)."""
+
+    at: datetime
+    job: Job
+    last: datetime
+    count: int
+    every: timedelta
+    counted_all: bool = True
+
+
+def _series(job: Job, first: datetime, following: datetime, end: datetime) -> Series:
+    every = following - first
+    if job.schedule_type == Job.ScheduleType.INTERVAL:
+        count = (end - first - timedelta(microseconds=1)) // every + 1
+        return Series(at=first, job=job, last=first + every * (count - 1), count=count, every=every)
+    count, last = 1, first
+    while following is not None and following < end and count < MAX_COUNTED:
+        count, last = count + 1, following
+        following = job.next_fire_after(following, last_fire=following)
+    return Series(
+        at=first,
+        job=job,
+        last=last,
+        count=count,
+        every=every,
+        counted_all=following is None or following >= end,
+    )
+
+
+def timeline(
+    jobs, *, start: datetime, end: datetime, limit: int = PAGE, after: tuple[datetime, int] | None = None
+) -> tuple[list[Fire | Series], bool]:
+    """The Upcoming page's rows: the fires of `jobs` as upcoming_fires lists
+    them, except that a job firing more often than every FREQUENT is one
+    `Series` at its first fire in the window (it never shows again, on any
+    page). Returns (rows, whether more follow); the cursor is cursor_of the
+    last row, as for fires."""
+    done: set[int] = set()
+    out: list[Fire | Series] = []
+    for at, job, following in _merged(jobs, start=start, end=end, done=done):
+        frequent = following is not None and following - at < FREQUENT
+        if frequent:
+            done.add(job.pk)
+        if after is not None and (at, job.pk) <= after:
+            continue
+        if len(out) == limit:
+            return out, True
+        out.append(_series(job, at, following, end) if frequent else Fire(at=at, job=job))
+    return out, False

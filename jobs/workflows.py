@@ -16,6 +16,7 @@ JOBS_MAX_CHAIN_DEPTH, is recorded skipped instead (jobs.engine.outcomes).
 """
 
 import collections
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -389,3 +390,69 @@ def rename_refusal(*, user, job: Job) -> ValidationError | None:
         ),
         code=CODE_RENAME_REFERENCED,
     )
+
+
+# How far the job page's chain reaches each way: the jobs it runs after and
+# theirs, the jobs that run after it and theirs.
+CHAIN_LEVELS = 2
+
+
+@dataclass(frozen=True)
+class ChainLink:
+    """A job next to another in the graph: `job` runs after it (a
+    downstream) or it runs after `job` (an upstream), on `on`; `further`
+    holds the links one level out from `job` the same way."""
+
+    job: Job
+    on: str
+    further: tuple["ChainLink", ...] = ()
+
+    @property
+    def on_label(self) -> str:
+        return JobDependency.On(self.on).label
+
+
+def chain_around(job: Job, *, user, levels: int = CHAIN_LEVELS) -> tuple[list[ChainLink], list[ChainLink]]:
+    """(upstreams, downstreams) of `job`, `levels` deep, each side read with
+    one query per level. Only jobs `user` may see are in it (a hidden job
+    ends its branch). An upstream that was deleted stays in, marked by its
+    `deleted_at` (its downstreams wait for it in vain); a deleted downstream
+    is gone from the chain."""
+    allowed = access.namespaces_for(user, access.VIEW)
+    return (
+        _chain(job, "upstream", "downstream", allowed, levels, live_only=False),
+        _chain(job, "downstream", "upstream", allowed, levels, live_only=True),
+    )
+
+
+def _chain(job: Job, far: str, near: str, allowed, levels: int, *, live_only: bool) -> list[ChainLink]:
+    seen, frontier = {job.pk}, [job.pk]
+    by_level: list[dict[int, list[tuple[Job, str]]]] = []
+    for _level in range(levels):
+        if not frontier:
+            break
+        edges = JobDependency.objects.filter(**{f"{near}_id__in": frontier}).select_related(far)
+        if allowed is not None:
+            edges = edges.filter(**{f"{far}__namespace__in": allowed})
+        if live_only:
+            edges = edges.filter(**{f"{far}__deleted_at__isnull": True})
+        found: dict[int, list[tuple[Job, str]]] = {}
+        following = []
+        for edge in edges.order_by(f"{far}__name", "id"):
+            other = getattr(edge, far)
+            found.setdefault(getattr(edge, f"{near}_id"), []).append((other, edge.on))
+            if other.pk not in seen and other.deleted_at is None:
+                seen.add(other.pk)
+                following.append(other.pk)
+        by_level.append(found)
+        frontier = following
+
+    def links(pk: int, depth: int) -> tuple[ChainLink, ...]:
+        if depth >= len(by_level):
+            return ()
+        return tuple(
+            ChainLink(job=other, on=on, further=links(other.pk, depth + 1) if other.pk != job.pk else ())
+            for other, on in by_level[depth].get(pk, ())
+        )
+
+    return list(links(job.pk, 0))

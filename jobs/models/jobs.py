@@ -248,6 +248,23 @@ class Job(ChoiceLabels, models.Model):
             return True
         return False
 
+    @property
+    def upstream_names(self) -> list[str]:
+        """The names in `after`, in its order (the list names them; the
+        graph's rows, JobDependency, are what the scheduler follows)."""
+        return [item["job"] for item in self.after or () if isinstance(item, dict) and "job" in item]
+
+    @property
+    def never_starts(self) -> bool:
+        """Enabled, yet nothing ever starts it on its own: no schedule and no
+        upstream job, so it runs only when a person or a program asks (Run
+        now, the API, a scope). The job page and the list warn about it."""
+        return (
+            self.state == self.State.ENABLED
+            and self.schedule_type == self.ScheduleType.NONE
+            and not self.upstream_names
+        )
+
     def next_fire_after(self, after: datetime, *, last_fire: datetime | None = None) -> datetime | None:
         """The first fire time strictly after `after`.
 

@@ -170,13 +170,19 @@ class APIToken(models.Model):
 
 
 class Profile(ChoiceLabels, models.Model):
-    """What a user chose for themselves in the console: for now, the language
-    (blank: follow the browser's Accept-Language). jobs.i18n reads it."""
+    """What a user chose for themselves in the console: the language (blank:
+    follow the browser's Accept-Language) and the time zone pages show times
+    in (blank until the first sign-in sends the browser's; then UTC), or UTC
+    whatever the zone while `times_in_utc` (the top bar's one-click switch).
+    jobs.web.i18n reads them, once per request."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, primary_key=True, on_delete=models.CASCADE, related_name="profile"
     )
     language = models.CharField(max_length=10, blank=True, choices=settings.LANGUAGES)
+    # An IANA name as jobs.cron.zone_name spells it (its length limit too).
+    time_zone = models.CharField(max_length=64, blank=True, default="", db_default="")
+    times_in_utc = models.BooleanField(default=False, db_default=False)
 
     def __str__(self):
         return f"{self.user_id}: {self.language or 'browser'}"

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from jobs import access, links, refusals, services, tokens
+from jobs import access, cron, links, refusals, services, tokens
 from jobs.access import login_required
 from jobs.checks import stored_refusals
 from jobs.handlers.sql import role_warnings
@@ -123,6 +123,7 @@ def profile(request):
             "api_tokens": request.user.api_tokens.all(),
             "new_secret": new_token["secret"] if new_token else None,
             "new_token_id": new_token["id"] if new_token else None,
+            "time_zones": cron.known_zones(),
         },
     )
 

@@ -4,12 +4,13 @@ cheap cell formatters the tables use."""
 
 import hashlib
 import unicodedata
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import wraps
 
 from django.db.models.functions import Substr
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.text import Truncator
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
@@ -88,6 +89,16 @@ def stamp(when: datetime, zone=UTC, *, day: bool = True, zone_name: bool = False
     return text
 
 
+def interval_text(every: timedelta) -> str:
+    """A short gap between fires: "20 s", "2 min", "1 min 30 s" (the
+    msgids of the `relative` filter's parts)."""
+    minutes, seconds = divmod(round(every.total_seconds()), 60)
+    parts = ([_("%s min") % minutes] if minutes else []) + (
+        [_("%s s") % seconds] if seconds or not minutes else []
+    )
+    return " ".join(parts)
+
+
 def describe_schedule(job: Job) -> str:
     if job.schedule_type == Job.ScheduleType.NONE:
         return _("No schedule: by hand or after upstream jobs")
@@ -133,11 +144,12 @@ def run_table(runs, *extra: str):
     return runs.only(*RUN_ROW_FIELDS, *extra).annotate(error_head=Substr("error", 1, 200))
 
 
-def run_rows(runs, zone=UTC) -> list[dict]:
+def run_rows(runs) -> list[dict]:
     """A table of runs' cells, worked out once per run: the same text the
-    template filters give (truncatechars, date, duration), the times in
-    `zone` (a job's own on its page) and in UTC."""
+    template filters give (truncatechars, date, duration, when), the times
+    in the viewer's zone (the page's current one) and in UTC."""
     run_url = url_maker("jobs:run_detail")
+    zone = timezone.get_current_timezone()
     return [
         {
             "run": run,

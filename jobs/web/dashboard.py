@@ -1,10 +1,11 @@
 """The dashboard (the home page) with its trends, and the upcoming fires."""
 
+from datetime import timedelta
 from urllib.parse import urlencode
 
 from django.shortcuts import render
 from django.template.defaultfilters import pluralize
-from django.utils import timezone
+from django.utils import dateformat, timezone
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
@@ -12,9 +13,9 @@ from django.utils.translation import gettext as _
 from jobs import access, overview, trends
 from jobs import upcoming as fires
 from jobs.access import login_required
-from jobs.models import Job, Run
+from jobs.models import Job, Run, job_name
 from jobs.web.charts import trend_chart
-from jobs.web.common import fingerprint, partial_or_page, short, url_maker
+from jobs.web.common import fingerprint, interval_text, partial_or_page, short, url_maker
 from jobs.web.templatetags.console import relative_time
 
 
@@ -100,25 +101,70 @@ def _trends_context(request, now) -> dict:
 def dashboard_trends(request):
     """The dashboard's trends section alone, for another window (htmx)."""
     return render(request, "jobs/dashboard.html#trends", _trends_context(request, timezone.now()))
+# How the timeline groups its rows, by window: ten minutes, an hour, a day
+# (in the viewer's zone), and the heading each group gets.
+_GROUPS = {"1h": (600, "H:i"), "24h": (3600, "D H:00"), "7d": (86400, "l, Y-m-d")}
+
+
+def _group(at, window: str) -> tuple[str, str]:
+    """(key, heading) of the group `at` falls in, in the page's zone."""
+    size, heading = _GROUPS[window]
+    local = timezone.localtime(at)
+    seconds = local.hour * 3600 + local.minute * 60 + local.second
+    start = local.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(
+        seconds=seconds - seconds % size
+    )
+    return start.isoformat(), dateformat.format(start, heading)
 
 
 @login_required
 def upcoming(request):
-    """Every fire of the next 24 hours (or 7 days) across jobs, in time order."""
+    """The fires of the next hour, day or week across the jobs the viewer
+    sees, as a timeline grouped by time, a job that fires every few seconds
+    or minutes on one row (jobs.upcoming.timeline); filtered by job name
+    and namespace."""
     now = timezone.now()
-    window = request.GET.get("window", "24h")
+    params = request.GET
+    window = params.get("window", "24h")
     if window not in fires.WINDOWS:
         window = "24h"
-    after = fires.parse_cursor(request.GET.get("after"))
-    page, more = fires.upcoming_fires(
-        access.visible_jobs(request.user), start=now, end=now + fires.WINDOWS[window], after=after
-    )
+    jobs = access.visible_jobs(request.user)
+    query = job_name(params.get("q", ""))[:200]
+    if query:
+        jobs = jobs.filter(name__icontains=query)
+    namespace = params.get("namespace", "")
+    if namespace:
+        jobs = jobs.filter(namespace=namespace)
+    after = fires.parse_cursor(params.get("after"))
+    page, more = fires.timeline(jobs, start=now, end=now + fires.WINDOWS[window], after=after)
+    job_url = url_maker("jobs:job_detail")
+    rows = []
+    for item in page:
+        key, heading = _group(item.at, window)
+        row = {"item": item, "url": job_url(item.job.pk), "group": key, "heading": heading}
+        if isinstance(item, fires.Series):
+            row["series"] = _("every {every}, {count} fires").format(
+                every=interval_text(item.every),
+                count=item.count if item.counted_all else f"{item.count}+",
+            )
+        rows.append(row)
+    filters = {k: v for k, v in (("window", window), ("q", query), ("namespace", namespace)) if v}
     context = {
-        "fires": page,
+        "rows": rows,
         "window": window,
-        "windows": [("24h", _("Next 24 hours")), ("7d", _("Next 7 days"))],
-        "later_query": urlencode({"window": window, "after": fires.cursor_of(page[-1])}) if more else "",
+        "query": query,
+        "namespace": namespace,
+        "namespaces": list(
+            access.visible_jobs(request.user)
+            .exclude(namespace="")
+            .order_by("namespace")
+            .values_list("namespace", flat=True)
+            .distinct()
+        ),
+        "windows": [("1h", _("Next hour")), ("24h", _("Next 24 hours")), ("7d", _("Next 7 days"))],
+        "filter_query": urlencode(filters),
+        "later_query": urlencode({**filters, "after": fires.cursor_of(page[-1])}) if more else "",
         "deeper": after is not None,
-        "poll_version": fingerprint([(fire.at, fire.job.pk) for fire in page]),
+        "poll_version": fingerprint([(item.at, item.job.pk, getattr(item, "count", 1)) for item in page]),
     }
     return partial_or_page(request, "jobs/upcoming.html", "upcoming-list", context)

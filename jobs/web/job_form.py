@@ -1,6 +1,7 @@
 """The job form: create, edit and clone a job, and the cron editor's live
 preview."""
 
+import json
 from datetime import datetime
 
 from django.contrib import messages
@@ -20,6 +21,7 @@ from jobs.i18n import cron_error_message, localized_preview
 from jobs.models import Job
 from jobs.web.common import done, partial_or_page, role_required
 from jobs.web.secrets import credential_moves, form_credential_moves
+from jobs.web.workflow_picker import picker_context
 
 
 def _job_form(data=None, *, job: Job | None, user, initial=None) -> JobForm:
@@ -73,9 +75,18 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
         "Apprise URLs, one per line. Empty: the global alert channels (Settings). "
         "Secrets are masked once saved; leave a masked line as it is to keep it."
     )
+    after = form["after"].value()
     return {
         "form": form,
         "job": job,
+        "after_picker": picker_context(
+            form.user,
+            {
+                "after": after if isinstance(after, str) else json.dumps(after or []),
+                "name": form["name"].value() or "",
+                "after_job": str(job.pk) if job and job.pk else "",
+            },
+        ),
         "error_summary": _error_summary(form) if form.is_bound else [],
         "error": _cron_error(form) if form.is_bound else None,
         "handlers": registry.available(),

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from jobs import access, overview, refusals, secrets, services, trends
+from jobs import access, overview, refusals, secrets, services, trends, workflows
 from jobs.access import login_required
 from jobs.models import LIVE_RUN, AuditEvent, Job, Run, parse_run_cursor, run_cursor
 from jobs.web.charts import duration_chart, job_days_chart
@@ -74,7 +74,7 @@ def _history_context(job: Job, params) -> dict:
 
     filters = {k: v for k, v in (("status", status), ("trigger", trigger)) if v}
     live = _live_runs(job).exists()
-    rows = run_rows(page, job.zone)
+    rows = run_rows(page)
     slow_ms = _job_trends(job)["slow_ms"]
     for row in rows:
         taken = row["run"].duration_ms
@@ -152,11 +152,10 @@ def job_detail(request, job_id):
         **_job_panels(job, request.user),
         "history": _history_context(job, request.GET),
         "audit_events": audit_events,
-        # The workflow: which jobs this one runs after, and which run after it
-        # (a deleted or paused one shows as such).
-        "upstream_links": job.upstream_links.select_related("upstream").order_by("upstream__name"),
-        "downstream_links": job.downstream_links.select_related("downstream").order_by("downstream__name"),
     }
+    # The workflow around the job, as far as the viewer may see it.
+    context["upstreams"], context["downstreams"] = workflows.chain_around(job, user=request.user)
+    context["chain_levels"] = workflows.CHAIN_LEVELS
     return render(request, "jobs/job_detail.html", context)
 
 

@@ -1,4 +1,5 @@
-"""The sign-in page: Django's LoginView, refusing an account that a
+"""The sign-in page: Django's LoginView, keeping the browser's time zone,
+refusing an account that a
 directory let in but whose groups map to no role (jobs.rolemapping) with a
 page that says so instead of a session, and telling a directory that could
 not be asked from a wrong password."""
@@ -10,7 +11,8 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.shortcuts import render
 from django.utils.translation import gettext as _
 
-from jobs.models import GrantSource
+from jobs.models import GrantSource, Profile
+from jobs.web.i18n import browser_zone
 
 NO_ROLE = "no_role"
 DIRECTORY_UNAVAILABLE = "directory_unavailable"
@@ -53,7 +55,20 @@ class SignInForm(AuthenticationForm):
 
 
 class SignInView(LoginView):
+    """Django's sign-in, which also keeps the browser's time zone (a hidden
+    field console.js fills) for a user who has none yet."""
+
     form_class = SignInForm
+
+    def form_valid(self, form):
+        response = super().form_valid(form)
+        zone = browser_zone(self.request.POST.get("time_zone"))
+        if zone:
+            profile, _created = Profile.objects.get_or_create(user=form.get_user())
+            if not profile.time_zone:
+                profile.time_zone = zone
+                profile.save(update_fields=["time_zone"])
+        return response
 
     def form_invalid(self, form):
         if form.has_error(NON_FIELD_ERRORS, NO_ROLE):

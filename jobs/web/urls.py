@@ -6,12 +6,14 @@ from jobs.web import (
     audit,
     cluster,
     dashboard,
+    i18n,
     job_form,
     job_page,
     jobs,
     runs,
     secrets,
     twofactor,
+    workflow_picker,
 )
 
 app_name = "jobs"
@@ -25,6 +27,7 @@ urlpatterns = [
     path("profile/two-factor/", twofactor.manage, name="two_factor"),
     path("profile/two-factor/confirm/", twofactor.confirm, name="two_factor_confirm"),
     path("sign-in/verify/", twofactor.verify, name="two_factor_verify"),
+    path("profile/time-zone/", i18n.set_time_zone, name="set_time_zone"),
     path("cluster/", cluster.cluster, name="cluster"),
     path("jobs/bulk/", jobs.job_bulk, name="job_bulk"),
     path("jobs/export.json", jobs.job_export, name="job_export"),
@@ -46,6 +49,7 @@ urlpatterns = [
     path("runs/<int:run_id>/log.txt", runs.run_log, name="run_log"),
     path("runs/<int:run_id>/retry/", runs.run_retry, name="run_retry"),
     path("cron/preview/", job_form.cron_preview, name="cron_preview"),
+    path("jobs/after-picker/", workflow_picker.after_picker, name="after_picker"),
     path("settings/", account.settings_page, name="settings"),
     path("audit/", audit.audit_list, name="audit"),
     path("secrets/", secrets.secret_list, name="secret_list"),

@@ -537,14 +537,6 @@
     });
   }
 
-  document.addEventListener("click", function (event) {
-    const closer = event.target.closest("[data-close]");
-    if (closer) {
-      const target = document.querySelector(closer.dataset.close);
-      if (target) target.replaceChildren();
-    }
-  });
-
   // htmx does not swap error responses: say what happened instead of doing nothing.
   document.addEventListener("htmx:responseError", function (event) {
     const banner = document.getElementById("ajax-error");
@@ -564,7 +556,37 @@
     }
   });
 
+  // -- the browser's time zone ---------------------------------------------------
+  // The sign-in form sends it; a user without a zone of their own reads
+  // times in it from then on (jobs.web.i18n.SignInView).
+  function fillBrowserZone(root) {
+    if (!root.querySelectorAll) return;
+    let zone = "";
+    try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (error) { zone = ""; }
+    root.querySelectorAll("input[data-browser-zone]").forEach(function (input) {
+      if (!input.value) input.value = zone;
+    });
+  }
+
+  // -- the "Runs after" picker ----------------------------------------------------
+  // It needs this script (htmx), so it shows only with it; a change it made
+  // to the upstreams is written into the form's `after` field, which the
+  // form posts (jobs.web.workflow_picker).
+  function initAfterPicker(root) {
+    if (!root.querySelectorAll) return;
+    const pickers = root.matches && root.matches("#after-picker") ? [root] : root.querySelectorAll("#after-picker");
+    pickers.forEach(function (picker) {
+      picker.hidden = false;
+      const field = document.getElementById("id_after");
+      if (field && picker.hasAttribute("data-after-text")) {
+        field.value = picker.getAttribute("data-after-text");
+      }
+    });
+  }
+
   function init(root) {
+    fillBrowserZone(root);
+    initAfterPicker(root);
     initToggles(root);
     initPropertyBag(root);
     initCheckAll(root);

@@ -4,7 +4,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from django import template
-from django.utils import timezone
+from django.utils import dateformat, timezone
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
@@ -166,4 +166,20 @@ def relative_time(when: datetime | None) -> str:
         return ""
     return format_html(
         '<time datetime="{}" data-relative>{}</time>', when.astimezone(UTC).isoformat(), relative(when)
+    )
+
+
+@register.filter
+def when(value: datetime | None, fmt: str = "Y-m-d H:i:s") -> str:
+    """Every time the console shows, one way: in the viewer's zone (the
+    page's current one, jobs.web.i18n), with the instant in UTC on hover
+    and in the `datetime` attribute; "—" when there is none."""
+    if value is None or value == "":
+        return "—"
+    utc = value.astimezone(UTC)
+    return format_html(
+        '<time datetime="{}" title="{} UTC">{}</time>',
+        utc.isoformat(),
+        f"{utc:%Y-%m-%d %H:%M:%S}",
+        dateformat.format(timezone.localtime(value), fmt),
     )

@@ -1,0 +1,73 @@
+"""The Upcoming timeline: the next hour, day or week grouped by time, a job
+that fires every few seconds on one row ("every 20 s, 180 fires"), filters
+by job name and namespace, and only jobs the viewer may see."""
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import time_machine
+
+from jobs.models import Job
+from jobs.upcoming import Series, timeline
+from tests.fixtures.core import make_user
+
+pytestmark = pytest.mark.django_db
+NOW = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)
+
+
+def every(make_job, name, seconds, first, **fields):
+    return make_job(
+        name=name,
+        schedule_type="interval",
+        cron_expression="",
+        interval_seconds=seconds,
+        next_fire_at=first,
+        **fields,
+    )
+
+
+def test_a_job_firing_every_20_seconds_is_one_row_counting_its_fires(make_job):
+    demo = every(make_job, "demo-20s", 20, NOW)
+    cron_fast = make_job(
+        name="cron-30s", cron_expression="*/30 * * * * *", next_fire_at=NOW + timedelta(seconds=30)
+    )
+    hourly = every(make_job, "hourly", 3600, NOW + timedelta(minutes=30))
+    rows, more = timeline(Job.objects.live(), start=NOW, end=NOW + timedelta(hours=1))
+    assert not more
+    by_name = {row.job.name: row for row in rows}
+    assert len(rows) == 3 and [row.at for row in rows] == sorted(row.at for row in rows)
+    series = by_name[demo.name]
+    assert isinstance(series, Series) and series.count == 180 and series.every == timedelta(seconds=20)
+    assert series.last == NOW + timedelta(minutes=59, seconds=40) and series.counted_all
+    assert isinstance(by_name[cron_fast.name], Series) and by_name[cron_fast.name].count == 119
+    assert not isinstance(by_name[hourly.name], Series)
+
+
+def test_a_collapsed_job_never_comes_back_on_a_later_page(make_job):
+    every(make_job, "fast", 20, NOW + timedelta(seconds=1))
+    for i in range(5):
+        every(make_job, f"slow-{i}", 86_400, NOW + timedelta(minutes=10 + i))
+    first, more = timeline(Job.objects.live(), start=NOW, end=NOW + timedelta(hours=1), limit=3)
+    assert more and first[0].job.name == "fast"
+    rest, more = timeline(
+        Job.objects.live(), start=NOW, end=NOW + timedelta(hours=1), after=(first[-1].at, first[-1].job.pk)
+    )
+    assert not more and [row.job.name for row in rest] == ["slow-2", "slow-3", "slow-4"]
+
+
+@time_machine.travel(NOW, tick=False)
+def test_the_page_groups_by_time_filters_and_shows_only_visible_jobs(make_job, client):
+    every(make_job, "demo-20s", 20, NOW, namespace="ops")
+    every(make_job, "backup", 86_400, NOW + timedelta(minutes=15), namespace="ops")
+    every(make_job, "report", 86_400, NOW + timedelta(minutes=45), namespace="ops")
+    every(make_job, "payroll", 86_400, NOW + timedelta(minutes=5), namespace="finance")
+    client.force_login(make_user("opsviewer", "viewer", "ops"))
+    html = client.get("/upcoming/?window=1h").content.decode()
+    assert "payroll" not in html
+    assert "every 20 s, 180 fires" in html
+    headings = re.findall(r'<th scope="rowgroup" colspan="4">([^<]+)</th>', html)
+    assert headings == ["12:00", "12:10", "12:40"]
+    filtered = client.get("/upcoming/?window=1h&q=back").content.decode()
+    assert "backup" in filtered and "report" not in filtered and "demo-20s" not in filtered
+    assert "report" not in client.get("/upcoming/?window=1h&namespace=finance").content.decode()
