@@ -101,6 +101,8 @@ def _trends_context(request, now) -> dict:
 def dashboard_trends(request):
     """The dashboard's trends section alone, for another window (htmx)."""
     return render(request, "jobs/dashboard.html#trends", _trends_context(request, timezone.now()))
+
+
 # How the timeline groups its rows, by window: ten minutes, an hour, a day
 # (in the viewer's zone), and the heading each group gets.
 _GROUPS = {"1h": (600, "H:i"), "24h": (3600, "D H:00"), "7d": (86400, "l, Y-m-d")}
