@@ -188,6 +188,17 @@ def test_the_scheduler_rolls_up_what_it_ran(scheduler, clock):
     assert (row.succeeded, row.duration_count, row.lateness_count) == (1, 1, 1)
 
 
+@pytest.fixture(autouse=True)
+def _no_cached_lists():
+    """The dashboard's lists of jobs are cached per window and namespaces:
+    each test starts without another's."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
 @pytest.fixture
 def rolled_up(db):
     """Two jobs with a day of runs rolled up: `steady` takes 100 ms, once 900 ms."""

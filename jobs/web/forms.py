@@ -47,12 +47,17 @@ class SettingField(forms.Field):
 
 
 class SettingsForm(StorableTextMixin, forms.Form):
-    """Every key of the config centre; saves only when all of them are valid."""
+    """Every key of the config centre; saves only when all of them are valid.
+    A key the posted form does not carry at all keeps its value (a page
+    from before a release added a key, a script posting some keys); a key
+    sent empty is validated as typed."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         for key, spec in SPECS.items():
             self.fields[key] = SettingField(spec, required=False, initial=get_setting(key))
+            if self.is_bound and key not in self.data:
+                self.fields[key].disabled = True  # Django then cleans the initial value
 
     def save(self, *, user=None) -> None:
         """services.save_settings: DemoModeError in demo mode, nothing saved."""
