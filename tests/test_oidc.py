@@ -122,6 +122,7 @@ def test_a_user_in_no_mapped_group_gets_a_page_and_no_session(oidc, client):
         ("expired", "expired", "token has expired"),
         ("wrong-nonce", "nonce", "does not belong to this sign-in"),
         ("invalid-token", "invalid-token", "sent a token that is not valid"),
+        ("other-audience", "invalid-token", "sent a token that is not valid"),
     ],
 )
 def test_a_bad_id_token_is_refused_with_a_page_an_audit_row_and_no_session(oidc, client, mode, reason, says):
@@ -226,12 +227,15 @@ def test_sign_out_ends_the_session_here_and_at_the_provider(oidc, client):
     response = client.post("/logout/")
 
     assert signed_in_as(client) is None
-    end = urlsplit(response["Location"])
+    assert response.status_code == 200
+    provider_url = response.context["provider_url"]
+    assert f'content="0;url={provider_url}"'.replace("&", "&amp;") in response.content.decode()
+    end = urlsplit(provider_url)
     assert f"{end.scheme}://{end.netloc}{end.path}" == oidc.discovery["end_session_endpoint"]
     query = parse_qs(end.query)
     assert query["post_logout_redirect_uri"] == ["http://testserver/login/"]
     assert query["id_token_hint"][0].count(".") == 2
-    at_provider = provider.get(response["Location"], allow_redirects=False)
+    at_provider = provider.get(provider_url, allow_redirects=False)
     assert at_provider.headers["Location"] == "http://testserver/login/"
     # Signed out there too: the provider asks for the password again.
     again = provider.get(client.get("/oidc/authenticate/")["Location"], allow_redirects=False)

@@ -132,6 +132,15 @@ def oidc_callback(request):
 class LogoutView(OIDCLogoutView):
     """Sign-out (POST only): ends the Cronboard session, then sends the
     browser to the provider's end_session_endpoint after a single sign-on
-    (oidc.sign_out_url), else to the sign-in page."""
+    (oidc.sign_out_url), else to the sign-in page. The provider is reached
+    from a page of ours, not by the form's own redirect: browsers hold a
+    form's redirects to the CSP's form-action, which is 'self'."""
 
     get_settings = staticmethod(oidc.setting)
+
+    def post(self, request):
+        response = super().post(request)
+        target = response.get("Location", "")
+        if response.status_code == 302 and not target.startswith("/"):
+            return render(request, "registration/signed_out.html", {"provider_url": target})
+        return response

@@ -6,6 +6,7 @@ the ways it can be told to misbehave, all still on the real code path:
             "unknown-key"    the id_token signed with a key the JWKS lacks
             "expired"        an id_token whose exp has already passed
             "wrong-nonce"    an id_token carrying a nonce nobody asked for
+            "other-audience" an id_token made out to another client
             "invalid-token"  an id_token whose claims were changed after signing
     "delay": {"/o/token/": 8} answer a path that many seconds late
 """
@@ -20,6 +21,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.utils import timezone
 from jwcrypto import jwk, jwt
+from oauth2_provider.models import Application
 from oauth2_provider.oauth2_validators import OAuth2Validator
 
 
@@ -38,14 +40,23 @@ class StateBackend(ModelBackend):
         return user
 
 
-class DelayMiddleware:
+class StateMiddleware:
+    """Answers late where the state asks; before a sign-out, gives the client
+    the addresses to come back to that the state lists now."""
+
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        seconds = state().get("delay", {}).get(request.path)
+        current = state()
+        seconds = current.get("delay", {}).get(request.path)
         if seconds:
             time.sleep(seconds)
+        if request.path == "/o/logout/":
+            client = current["client"]
+            Application.objects.filter(client_id=client["id"]).update(
+                post_logout_redirect_uris=" ".join(client["post_logout_redirect_uris"])
+            )
         return self.get_response(request)
 
 
@@ -84,6 +95,8 @@ class Validator(OAuth2Validator):
         if mode == "expired":
             now = int(timezone.now().timestamp())
             id_token.update(iat=now - 7200, exp=now - 3600)
+        elif mode == "other-audience":
+            id_token["aud"] = "another-client"
         elif mode == "wrong-nonce":
             id_token["nonce"] = f"not-{uuid.uuid4().hex}"
         elif mode == "unknown-key":

@@ -23,7 +23,7 @@ INSTALLED_APPS = [
     "oauth2_provider",
 ]
 MIDDLEWARE = [
-    "tests.oidc_provider.misbehave.DelayMiddleware",
+    "tests.oidc_provider.misbehave.StateMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
