@@ -154,7 +154,8 @@ MIDDLEWARE = [
 
 # --- Sign-in --------------------------------------------------------------------
 # Passwords Cronboard stores (the sign-in form, the admin's) are checked only
-# while CRONBOARD_LOCAL_LOGIN is on. Single sign-on through an OpenID Connect
+# while CRONBOARD_LOCAL_LOGIN is on; the form stays for a directory's
+# (LDAP_SERVER_URI, below). Single sign-on through an OpenID Connect
 # provider is on when OIDC_ISSUER is set (jobs.oidc; docs/operations.md).
 CRONBOARD_LOCAL_LOGIN = _bool("CRONBOARD_LOCAL_LOGIN", True)
 OIDC_ISSUER = env.str("OIDC_ISSUER", default="").strip().rstrip("/")
@@ -176,8 +177,6 @@ if OIDC_ISSUER:
             raise ImproperlyConfigured(f"{_name} must be set when OIDC_ISSUER is")
     if "openid" not in OIDC_SCOPES.split():
         raise ImproperlyConfigured(f"OIDC_SCOPES must include openid, got {OIDC_SCOPES!r}")
-elif not CRONBOARD_LOCAL_LOGIN:
-    raise ImproperlyConfigured("CRONBOARD_LOCAL_LOGIN=false needs another way to sign in: set OIDC_ISSUER")
 
 AUTHENTICATION_BACKENDS = [
     # First, so a throttled login is refused before a password is checked.
@@ -187,6 +186,35 @@ AUTHENTICATION_BACKENDS = [
     # sessions it made stay readable if OIDC_ISSUER is unset later.
     "jobs.oidc.OIDCBackend",
 ]
+
+# LDAP / Active Directory sign-in (django-auth-ldap, jobs.ldapauth): on when
+# LDAP_SERVER_URI is set; local accounts keep signing in beside it
+# (docs/operations.md, "LDAP and Active Directory").
+LDAP_SERVER_URI = env.str("LDAP_SERVER_URI", default="").strip()
+if LDAP_SERVER_URI:
+    from config.ldapsettings import auth_ldap_settings
+
+    vars().update(
+        auth_ldap_settings(
+            server_uri=LDAP_SERVER_URI,
+            bind_dn=env.str("LDAP_BIND_DN", default=""),
+            bind_password=env.str("LDAP_BIND_PASSWORD", default=""),
+            user_search_base=env.str("LDAP_USER_SEARCH_BASE", default=""),
+            user_filter=env.str("LDAP_USER_FILTER", default="(uid=%(user)s)"),
+            group_search_base=env.str("LDAP_GROUP_SEARCH_BASE", default=""),
+            group_type=env.str("LDAP_GROUP_TYPE", default="groupOfNames").strip(),
+            group_filter=env.str("LDAP_GROUP_FILTER", default="").strip(),
+            start_tls=_bool("LDAP_START_TLS", False),
+            ca_file=env.str("LDAP_CA_FILE", default="").strip(),
+            timeout=_seconds("LDAP_TIMEOUT", 5, minimum=0.5),
+        )
+    )
+    AUTHENTICATION_BACKENDS.append("jobs.ldapauth.DirectoryBackend")
+
+if not (CRONBOARD_LOCAL_LOGIN or OIDC_ISSUER or LDAP_SERVER_URI):
+    raise ImproperlyConfigured(
+        "CRONBOARD_LOCAL_LOGIN=false needs another way to sign in: set OIDC_ISSUER or LDAP_SERVER_URI"
+    )
 
 ROOT_URLCONF = "config.urls"
 

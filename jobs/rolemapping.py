@@ -140,17 +140,21 @@ def configured_rules() -> list[Rule]:
     return parse_mapping(settings.CRONBOARD_GROUP_ROLES)
 
 
+def matching_rules(groups, rules: list[Rule] | None = None) -> list[Rule]:
+    """The rules that apply to a member of `groups`, in the setting's order."""
+    rules = configured_rules() if rules is None else rules
+    member_of = {normalise_group(group) for group in groups if isinstance(group, str)}
+    return [rule for rule in rules if rule.group in member_of]
+
+
 def roles_for_groups(groups, rules: list[Rule] | None = None) -> dict:
     """{namespace or None: role} the mapping gives to members of `groups`;
     where several rules give a role in one scope, the highest."""
-    rules = configured_rules() if rules is None else rules
-    member_of = {normalise_group(group) for group in groups if isinstance(group, str)}
     wanted: dict = {}
-    for rule in rules:
-        if rule.group in member_of:
-            held = wanted.get(rule.namespace)
-            if held is None or _RANK[rule.role] > _RANK[held]:
-                wanted[rule.namespace] = rule.role
+    for rule in matching_rules(groups, rules):
+        held = wanted.get(rule.namespace)
+        if held is None or _RANK[rule.role] > _RANK[held]:
+            wanted[rule.namespace] = rule.role
     return wanted
 
 

@@ -13,6 +13,11 @@ command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 # xgettext: tests/test_i18n.py checks the catalogs against the sources.
 command -v xgettext >/dev/null 2>&1 || missing+=(gettext)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+# python-ldap (django-auth-ldap) builds against OpenLDAP's and SASL's headers;
+# tests/fixtures/ldap.py starts a real slapd.
+[ -e /usr/include/ldap.h ] || missing+=(libldap2-dev)
+[ -e /usr/include/sasl/sasl.h ] || missing+=(libsasl2-dev)
+[ -x /usr/sbin/slapd ] || missing+=(slapd)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

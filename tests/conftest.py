@@ -10,6 +10,7 @@ pytest_plugins = [
     "tests.fixtures.core",
     "tests.fixtures.processes",  # before the fixtures that import it
     "tests.fixtures.postgres",
+    "tests.fixtures.ldap",
     "tests.fixtures.cluster",
     "tests.fixtures.browser",
     "tests.fixtures.smtp",

@@ -1,9 +1,10 @@
 """Signing in and out: the password form (Django's LoginView) while
-CRONBOARD_LOCAL_LOGIN is on, single sign-on through an OpenID Connect
-provider (jobs.oidc), and the sign-out that also ends the provider's session
-when it offers that. A sign-in that leaves its user with no role
-(jobs.rolemapping) ends on a page that says so instead of a session,
-whichever door it came through."""
+CRONBOARD_LOCAL_LOGIN is on, telling a directory that could not be asked
+from a wrong password; single sign-on through an OpenID Connect provider
+(jobs.oidc); and the sign-out that also ends the provider's session when it
+offers that. A sign-in that leaves its user with no role (jobs.rolemapping)
+ends on a page that says so instead of a session, whichever door it came
+through."""
 
 from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
@@ -23,6 +24,7 @@ from jobs.models import AuditEvent
 from jobs.text import storable
 
 NO_ROLE = "no_role"
+DIRECTORY_UNAVAILABLE = "directory_unavailable"
 
 
 def no_role_response(request, *, source: str = ""):
@@ -32,6 +34,14 @@ def no_role_response(request, *, source: str = ""):
     return render(request, "registration/no_role.html", {"source": source}, status=403)
 
 
+def _directory_failed(request) -> bool:
+    if not getattr(settings, "LDAP_SERVER_URI", ""):
+        return False
+    from jobs import ldapauth  # python-ldap only where a directory is configured
+
+    return ldapauth.directory_failed(request)
+
+
 class SignInForm(AuthenticationForm):
     def confirm_login_allowed(self, user):
         super().confirm_login_allowed(user)
@@ -39,23 +49,43 @@ class SignInForm(AuthenticationForm):
         if mapping is not None and not mapping.has_role:
             raise ValidationError(_("Your account has no role in Cronboard."), code=NO_ROLE)
 
+    def get_invalid_login_error(self):
+        if _directory_failed(self.request):
+            return ValidationError(
+                _(
+                    "The directory (LDAP) could not be reached or did not answer in time, so your password "
+                    "could not be checked. Try again later; accounts kept in Cronboard can still sign in."
+                ),
+                code=DIRECTORY_UNAVAILABLE,
+            )
+        return super().get_invalid_login_error()
+
+
+def password_form_enabled() -> bool:
+    """The password form is there for the passwords Cronboard stores
+    (CRONBOARD_LOCAL_LOGIN) and for a directory's (LDAP_SERVER_URI)."""
+    return settings.CRONBOARD_LOCAL_LOGIN or bool(settings.LDAP_SERVER_URI)
+
 
 class SignInView(LoginView):
-    """The sign-in page: the password form while CRONBOARD_LOCAL_LOGIN is
-    on, and "Sign in with …" when a provider is configured."""
+    """The sign-in page: the password form (password_form_enabled), and
+    "Sign in with …" when a provider is configured."""
 
     form_class = SignInForm
 
     def get_context_data(self, **kwargs):
-        return {
-            **super().get_context_data(**kwargs),
-            "local_login": settings.CRONBOARD_LOCAL_LOGIN,
-            "oidc_enabled": oidc.enabled(),
-            "oidc_provider_name": settings.OIDC_PROVIDER_NAME,
-        }
+        context = super().get_context_data(**kwargs)
+        form = context.get("form")
+        context["directory_unavailable"] = form is not None and form.has_error(
+            NON_FIELD_ERRORS, DIRECTORY_UNAVAILABLE
+        )
+        context["password_form"] = password_form_enabled()
+        context["oidc_enabled"] = oidc.enabled()
+        context["oidc_provider_name"] = settings.OIDC_PROVIDER_NAME
+        return context
 
     def post(self, request, *args, **kwargs):
-        if not settings.CRONBOARD_LOCAL_LOGIN:
+        if not password_form_enabled():
             return render(
                 request,
                 "registration/sign_in_refused.html",
