@@ -27,6 +27,7 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 
 from jobs import rolemapping
+from jobs.models import AuditEvent
 
 SOURCE = "oidc"
 BACKEND = "jobs.oidc.OIDCBackend"
@@ -308,3 +309,29 @@ def sign_out_url(request) -> str:
         }
     )
     return f"{endpoint}{'&' if '?' in endpoint else '?'}{query}"
+
+
+@dataclass(frozen=True)
+class LastSignIn:
+    at: object  # datetime
+    groups: list[str]
+
+
+def last_sign_in(username: str) -> LastSignIn | None:
+    """When `username` last came through the provider and the groups it
+    sent then (the provider tells them only at a sign-in), from that
+    sign-in's audit row; None if they never did."""
+    row = (
+        AuditEvent.objects.filter(
+            subject=AuditEvent.Subject.SIGN_IN,
+            user__username=username,
+            action__in=["sign-in", "sign-in-refused"],
+            changes__source=SOURCE,
+        )
+        .order_by("-id")
+        .first()
+    )
+    if row is None:
+        return None
+    text = row.changes.get("groups") or ""
+    return LastSignIn(at=row.created_at, groups=text.split(rolemapping.GROUPS_SEPARATOR) if text else [])

@@ -320,3 +320,23 @@ def test_a_bad_sign_in_setting_names_the_variable(env, named, tmp_path):
     assert result.returncode == 2
     assert named in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_sso_check_shows_the_groups_of_the_last_sign_in_and_their_roles(oidc, client):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    oidc.add_user("ann", groups=["sre", "payments-dev", "cn=odd, ou=x"])
+    oidc.sign_in(client, "ann")
+    out = StringIO()
+
+    call_command("sso", "check", "ann", "--source", "oidc", stdout=out)
+
+    text = out.getvalue()
+    assert "ann is known from their last sign-in" in text
+    assert "  sre\n  payments-dev\n  cn=odd, ou=x\n" in text
+    assert "operator:*" in text and "editor:billing" in text
+    out = StringIO()
+    call_command("sso", "check", "bob", "--source", "oidc", stdout=out)
+    assert "no user “bob”" in out.getvalue()
