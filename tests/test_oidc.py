@@ -340,3 +340,12 @@ def test_sso_check_shows_the_groups_of_the_last_sign_in_and_their_roles(oidc, cl
     out = StringIO()
     call_command("sso", "check", "bob", "--source", "oidc", stdout=out)
     assert "no user “bob”" in out.getvalue()
+
+
+def test_with_local_login_off_a_directory_keeps_the_password_form(local_login_off, client, settings):
+    settings.LDAP_SERVER_URI = "ldap://127.0.0.1:1"
+
+    page = client.get("/login/").content.decode()
+
+    assert 'name="password"' in page
+    assert "Sign in with Test provider" in page
