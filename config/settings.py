@@ -162,10 +162,39 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
+# --- Sign-in --------------------------------------------------------------------
+# Passwords Cronboard stores (the sign-in form, the admin's) are checked only
+# while CRONBOARD_LOCAL_LOGIN is on; the form stays for a directory's
+# (LDAP_SERVER_URI, below). Single sign-on through an OpenID Connect
+# provider is on when OIDC_ISSUER is set (jobs.oidc; docs/operations.md).
+CRONBOARD_LOCAL_LOGIN = _bool("CRONBOARD_LOCAL_LOGIN", True)
+OIDC_ISSUER = env.str("OIDC_ISSUER", default="").strip().rstrip("/")
+if OIDC_ISSUER and not re.fullmatch(r"https?://[^/?#\s]+(/[^?#\s]*)?", OIDC_ISSUER, flags=re.IGNORECASE):
+    raise ImproperlyConfigured(
+        f"OIDC_ISSUER must be the provider's http:// or https:// address, got {OIDC_ISSUER!r}"
+    )
+OIDC_CLIENT_ID = env.str("OIDC_CLIENT_ID", default="").strip()
+OIDC_CLIENT_SECRET = env.str("OIDC_CLIENT_SECRET", default="")
+OIDC_SCOPES = " ".join(env.str("OIDC_SCOPES", default="openid profile email").split())
+OIDC_GROUPS_CLAIM = env.str("OIDC_GROUPS_CLAIM", default="groups").strip()
+OIDC_USERNAME_CLAIM = env.str("OIDC_USERNAME_CLAIM", default="preferred_username").strip()
+OIDC_PROVIDER_NAME = env.str("OIDC_PROVIDER_NAME", default="single sign-on").strip()
+# How long a request to the provider (discovery, token, keys, userinfo) may take.
+OIDC_TIMEOUT = _seconds("OIDC_TIMEOUT", 5, minimum=0.1)
+if OIDC_ISSUER:
+    for _name in ("OIDC_CLIENT_ID", "OIDC_CLIENT_SECRET", "OIDC_GROUPS_CLAIM", "OIDC_USERNAME_CLAIM"):
+        if not globals()[_name]:
+            raise ImproperlyConfigured(f"{_name} must be set when OIDC_ISSUER is")
+    if "openid" not in OIDC_SCOPES.split():
+        raise ImproperlyConfigured(f"OIDC_SCOPES must include openid, got {OIDC_SCOPES!r}")
+
 AUTHENTICATION_BACKENDS = [
     # First, so a throttled login is refused before a password is checked.
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    *(["django.contrib.auth.backends.ModelBackend"] if CRONBOARD_LOCAL_LOGIN else []),
+    # Always listed: it signs in only from the provider's callback, and the
+    # sessions it made stay readable if OIDC_ISSUER is unset later.
+    "jobs.oidc.OIDCBackend",
 ]
 
 # LDAP / Active Directory sign-in (django-auth-ldap, jobs.ldapauth): on when
@@ -191,6 +220,11 @@ if LDAP_SERVER_URI:
         )
     )
     AUTHENTICATION_BACKENDS.append("jobs.ldapauth.DirectoryBackend")
+
+if not (CRONBOARD_LOCAL_LOGIN or OIDC_ISSUER or LDAP_SERVER_URI):
+    raise ImproperlyConfigured(
+        "CRONBOARD_LOCAL_LOGIN=false needs another way to sign in: set OIDC_ISSUER or LDAP_SERVER_URI"
+    )
 
 ROOT_URLCONF = "config.urls"
 

@@ -22,6 +22,8 @@ from jobs import access, audit
 from jobs.models import ROLE_ORDER, AuditEvent, GrantSource, Job, Role, RoleGrant
 
 ARROWS = ("→", "->")
+# Between the groups a sign-in's audit row lists (a distinguished name has commas).
+GROUPS_SEPARATOR = "; "
 EVERYWHERE = "*"
 # A group's name or distinguished name as a directory may write it; longer
 # is a mistake in the setting, not a group.
@@ -206,6 +208,9 @@ def apply_group_mapping(
                 "source": source.value,
                 "granted": ", ".join(result.granted),
                 "removed": ", ".join(result.removed),
+                # As the source sent them: `manage.py sso check` shows them
+                # for a source it cannot ask without the user (OIDC).
+                "groups": GROUPS_SEPARATOR.join(group for group in groups if isinstance(group, str)),
             },
         )
     user.cronboard_mapping = result

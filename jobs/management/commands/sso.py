@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobs import checks, rolemapping
+from jobs import checks, oidc, rolemapping
 from jobs.i18n import activate_for_people_without_a_session
 from jobs.models import GrantSource
 
@@ -56,9 +57,21 @@ def _ldap_message(exc) -> str:
     return " ".join(str(detail.get(key, "")) for key in ("desc", "info")).strip() or str(exc)
 
 
+def _oidc(username: str) -> Lookup | None:
+    if not oidc.enabled():
+        return None
+    seen = oidc.last_sign_in(username)
+    if seen is None:
+        return Lookup(found=False)
+    when = timezone.localtime(seen.at).strftime("%Y-%m-%d %H:%M %Z")
+    return Lookup(
+        found=True, where=_("known from their last sign-in, {when}").format(when=when), groups=seen.groups
+    )
+
+
 # source → how to find a user's groups there; None when the source is not
 # configured. A source added here is offered by --source.
-GROUP_LOOKUPS: dict[str, Callable[[str], Lookup | None]] = {GrantSource.LDAP: _ldap}
+GROUP_LOOKUPS: dict[str, Callable[[str], Lookup | None]] = {GrantSource.LDAP: _ldap, GrantSource.OIDC: _oidc}
 
 
 class Command(BaseCommand):
@@ -93,7 +106,8 @@ class Command(BaseCommand):
         if not answered:
             raise CommandError(
                 _(
-                    "No directory or identity provider is configured (LDAP_SERVER_URI, see docs/operations.md)."
+                    "No directory or identity provider is configured (LDAP_SERVER_URI, OIDC_ISSUER; "
+                    "see docs/operations.md)."
                 )
             )
 
