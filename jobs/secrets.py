@@ -182,6 +182,76 @@ def redact(text: str, hidden: list[str]) -> str:
     return text
 
 
+class HeldRedaction:
+    """Redaction of a text that arrives in pieces (a run's log lines, a
+    program's output read in chunks), so that a value split between two
+    pieces is hidden too. Each piece is a separator, written as it is (a
+    line's newline and time stamp), and content, searched as if the pieces'
+    contents were one text. The last len(longest form) - 1 characters of
+    content stay held back until the next piece shows whether they begin a
+    value, or until `release_all`."""
+
+    def __init__(self, hidden: list[str]):
+        self.hidden = hidden
+        self.hold = max((len(form) for form in hidden), default=1) - 1
+        # [separator, content] not yet written; a separator already written is "".
+        self._pending: list[list[str]] = []
+
+    def add(self, separator: str, content: str) -> str:
+        """Take one piece; the text that may be written now."""
+        self._pending.append([separator, content])
+        return self._release(final=False)
+
+    def release_all(self) -> str:
+        """Everything held (the text has ended)."""
+        return self._release(final=True)
+
+    def _release(self, *, final: bool) -> str:
+        joined = "".join(content for _separator, content in self._pending)
+        ranges = self._ranges(joined)
+        boundary = len(joined) if final else len(joined) - self.hold
+        for start, end in ranges:
+            if start < boundary < end:
+                boundary = end
+        out, offset, kept = [], 0, []
+        for separator, content in self._pending:
+            start, end = offset, offset + len(content)
+            offset = end
+            if start >= boundary and not (final and start == boundary):
+                kept.append([separator, content])
+                continue
+            out.append(separator)
+            position = start
+            for a, b in ranges:
+                if a >= min(end, boundary) or b <= position:
+                    continue
+                out.append(joined[position:a] if a > position else "")
+                if a >= start:
+                    out.append(MASK)
+                position = max(position, b)
+            if position < min(end, boundary):
+                out.append(joined[position : min(end, boundary)])
+            if end > boundary:
+                kept.append(["", joined[max(position, boundary) : end]])
+        self._pending = kept
+        return "".join(out)
+
+    def _ranges(self, text: str) -> list[tuple[int, int]]:
+        """The spans of `text` that hold a form, longest forms first and
+        never overlapping (as `redact` replaces them), in order."""
+        ranges: list[tuple[int, int]] = []
+        for form in self.hidden:
+            at = text.find(form)
+            while at >= 0:
+                end = at + len(form)
+                if all(end <= a or at >= b for a, b in ranges):
+                    ranges.append((at, end))
+                    at = text.find(form, end)
+                else:
+                    at = text.find(form, at + 1)
+        return sorted(ranges)
+
+
 # -- the store ------------------------------------------------------------------
 
 
