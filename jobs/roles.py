@@ -2,6 +2,7 @@
 rows are written, by the roles command, the admin and the tests alike.
 Each change is audited under the subject "roles"."""
 
+from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import transaction
 
@@ -66,3 +67,13 @@ def revoke_role(
             changes={**_label(user, group, namespace), "role": [grant.role, None]},
         )
     return True
+
+
+def grant_default_role(sender, instance, created: bool, raw: bool = False, **kwargs) -> None:
+    """post_save of the user model: a user created from now on holds
+    CRONBOARD_DEFAULT_ROLE everywhere (none when it is empty; superusers
+    may do everything without). Rows loaded as they are (loaddata) keep
+    the grants they came with."""
+    if not created or raw or instance.is_superuser or not settings.CRONBOARD_DEFAULT_ROLE:
+        return
+    grant_role(role=settings.CRONBOARD_DEFAULT_ROLE, user=instance, via=AuditEvent.Via.SYSTEM)

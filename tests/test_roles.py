@@ -208,3 +208,36 @@ def test_a_grant_made_in_the_django_admin_is_audited(db, superuser, client):
     assert not RoleGrant.objects.exists()
     rows = AuditEvent.objects.filter(subject=AuditEvent.Subject.ROLES).order_by("pk")
     assert [(row.action, row.user_id) for row in rows] == [("grant", superuser.pk), ("revoke", superuser.pk)]
+
+
+# -- users created later -----------------------------------------------------------
+
+
+def test_a_user_created_later_holds_no_role_unless_a_default_is_set(db, job):
+    from django.contrib.auth import get_user_model
+
+    nobody = get_user_model().objects.create_user("nora", password="pw-nora-123")
+    assert not RoleGrant.objects.filter(user=nobody).exists()
+    assert console(nobody).get(reverse("jobs:job_detail", args=[job.pk])).status_code == 404
+
+
+def test_the_default_role_is_granted_everywhere_when_a_user_is_created(db, job, settings):
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    settings.CRONBOARD_DEFAULT_ROLE = "operator"
+    User = get_user_model()
+    olga = User.objects.create_user("olga", password="pw-olga-123")
+    grant = RoleGrant.objects.get(user=olga)
+    assert (grant.role, grant.namespace) == ("operator", None)
+    client = console(olga)
+    assert client.post(reverse("jobs:job_pause", args=[job.pk])).status_code in (200, 302)
+    assert Job.objects.get(pk=job.pk).state == Job.State.PAUSED
+    event = AuditEvent.objects.get(subject=AuditEvent.Subject.ROLES)
+    assert (event.action, event.via, event.changes["holder"]) == ("grant", "system", "olga")
+    # Saving the user again grants nothing more; a superuser needs no grant.
+    olga.first_name = "Olga"
+    olga.save()
+    User.objects.create_superuser("root2", password="pw-root2-123")
+    Group.objects.create(name="team")
+    assert RoleGrant.objects.count() == 1
