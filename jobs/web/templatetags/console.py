@@ -10,7 +10,6 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 
 from jobs import access
-from jobs.models import Message
 
 register = template.Library()
 
@@ -46,7 +45,7 @@ def unread_message_count(context) -> int:
     user = getattr(request, "user", None)
     if not access.can_view(user):
         return 0
-    return Message.objects.filter(user=user, read_at__isnull=True).count()
+    return access.visible_messages(user).filter(read_at__isnull=True).count()
 
 
 @register.filter
