@@ -200,6 +200,14 @@ def visible_alerts(user):
     return Alert.objects.filter(job__namespace__in=allowed)
 
 
+def get_alert_for_user(user, alert_id) -> Alert:
+    """The alert with this id, if `user` may see its job; else 404."""
+    try:
+        return visible_alerts(user).select_related("job").get(pk=int(alert_id))
+    except (Alert.DoesNotExist, ValueError, TypeError, OverflowError):
+        raise Http404("No such alert.") from None
+
+
 def visible_messages(user):
     """`user`'s in-site messages about jobs they may still see (and those
     whose job is gone): one about a namespace no longer granted is hidden,

@@ -41,6 +41,7 @@ urlpatterns = [
     path("messages/read/", account.message_read, name="messages_read_all"),
     path("messages/<int:message_id>/read/", account.message_read, name="message_read"),
     path("alerts/", alerts.alert_list, name="alert_list"),
+    path("alerts/<int:alert_id>/acknowledge/", alerts.alert_acknowledge, name="alert_acknowledge"),
     path("jobs/<int:job_id>/alerts/", alerts.job_alerts, name="job_alerts"),
     path("settings/test-email/", alerts.send_test_email, name="send_test_email"),
     path("alerts/test-channel/", alerts.send_test_channel, name="send_test_channel"),
