@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0021_roles'),
+        ("jobs", "0021_roles"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='alert',
-            name='acknowledged_at',
+            model_name="alert",
+            name="acknowledged_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='alert',
-            name='acknowledged_by',
+            model_name="alert",
+            name="acknowledged_by",
             field=models.CharField(blank=True, max_length=150),
         ),
     ]
