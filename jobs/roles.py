@@ -16,11 +16,12 @@ def _holder(user, group) -> dict:
     return {"user": user} if user is not None else {"group": group}
 
 
+def _holder_name(user, group) -> str:
+    return user.get_username() if user is not None else f"group {group.name}"
+
+
 def _label(user, group, namespace) -> dict:
-    return {
-        "holder": user.get_username() if user is not None else f"group {group.name}",
-        "namespace": namespace,
-    }
+    return {"holder": _holder_name(user, group), "namespace": namespace}
 
 
 def grant_role(
@@ -41,6 +42,7 @@ def grant_role(
         audit.record(
             action="grant",
             subject=AuditEvent.Subject.ROLES,
+            subject_name=_holder_name(user, group),
             user=by,
             via=via,
             changes={**_label(user, group, namespace), "role": [before, role.value]},
@@ -62,6 +64,7 @@ def revoke_role(
         audit.record(
             action="revoke",
             subject=AuditEvent.Subject.ROLES,
+            subject_name=_holder_name(user, group),
             user=by,
             via=via,
             changes={**_label(user, group, namespace), "role": [grant.role, None]},

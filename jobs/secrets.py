@@ -288,15 +288,17 @@ def check_description(description: str) -> str:
 
 
 def _audit(*, name: str, action: str, user, via: str, changes: dict) -> None:
+    """A row under the subject "secrets" (written here: jobs.audit is above
+    this module); a value is only ever CHANGED."""
     real_user = user if getattr(user, "pk", None) else None
     AuditEvent.objects.create(
-        job=None,
-        job_name=f"secret {name}",
+        subject=AuditEvent.Subject.SECRETS,
+        subject_name=name,
         user=real_user,
         username=real_user.get_username() if real_user else "",
         action=action,
         via=via,
-        changes={"secret": name, **changes},
+        changes=changes,
     )
 
 

@@ -114,6 +114,13 @@ def short_value(value, limit: int = 80) -> str:
 
 
 @register.filter
+def is_change(value) -> bool:
+    """An audit row's [before, after]; anything else (a secret's "changed",
+    the holder of a role) is shown as it is."""
+    return isinstance(value, list) and len(value) == 2
+
+
+@register.filter
 def status_label(status: str) -> str:
     """A run status as people read it ("timed_out" → "Timed out")."""
     from jobs.models import Run
