@@ -575,11 +575,12 @@ def _live_manual_run(job: Job) -> Run | None:
     return live_manual_runs(job).first()
 
 
-def set_secret(*, name: str, value: str, description: str | None = None, user=None, via: str) -> Secret:
-    """Create or replace a secret (jobs.secrets.set_secret); refused in demo
-    mode, which changes nothing a run could reach."""
+def set_secret(*, name: str, value: str, user=None, via: str, **fields) -> Secret:
+    """Create or replace a secret (jobs.secrets.set_secret: `fields` are its
+    description and namespaces); refused in demo mode, which changes
+    nothing a run could reach."""
     check_demo_mode("change secrets")
-    return secrets.set_secret(name=name, value=value, description=description, user=user, via=via)
+    return secrets.set_secret(name=name, value=value, user=user, via=via, **fields)
 
 
 def delete_secret(*, name: str, user=None, via: str) -> bool:

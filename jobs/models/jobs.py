@@ -1,5 +1,6 @@
 """Jobs: what runs, when, and what happens when it fails."""
 
+import re
 import unicodedata
 from datetime import datetime, timedelta
 
@@ -24,6 +25,10 @@ from jobs.models.base import (
 # a row, whatever its state now). The dashboard lists these first; the
 # partial index job_attention_idx holds exactly them.
 NEEDS_ATTENTION = Q(state="crashed") | Q(consecutive_failures__gt=0)
+
+# What a namespace may be (a job's, a role's, the namespaces a secret may be
+# used in); "" is the jobs outside any namespace.
+NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 
 
 def job_name(text: str) -> str:

@@ -153,7 +153,9 @@ def run_handler(
     lines are hidden as they are written, JobContext.log, and what it held
     back in case a value went on in the next line is written here)."""
     try:
-        resolved = secrets.resolve(ctx.properties)
+        # A job's run may use only the secrets its namespace may; a task's, any.
+        namespace = ctx.job.namespace if ctx.job is not None else None
+        resolved = secrets.resolve(ctx.properties, namespace=namespace)
     except secrets.SecretMissing as exc:
         return Outcome(ctx.run_id, "failed", error=str(exc))
     except Exception as exc:  # the database is away: no value could be read
