@@ -487,16 +487,21 @@ def run_now(
     check_job_change(kinds=[], user=user, action="run now", runs=False, namespaces=[job.namespace])
     now = write_time(now)
     _require_live(job)
-    if properties is None and retry_of is not None:
+    # A retry queues again the overrides whoever queued the run chose (an
+    # editor, for a credential): the operator changes none and never sees a
+    # value (only the run's id travels), so only run now is asked of them.
+    reused = properties is None and retry_of is not None
+    if reused:
         properties = retry_of.properties or None
     overrides = {}
     if properties not in (None, "", {}):
-        check_job_change(
-            kinds=[job.kind], user=user, action="override the properties of", namespaces=[job.namespace]
-        )
+        if not reused:
+            check_job_change(
+                kinds=[job.kind], user=user, action="override the properties of", namespaces=[job.namespace]
+            )
         overrides = clean_run_properties(job, properties)
         # Overriding a credential changes who the run authenticates as: an editor's change.
-        if any(secrets.is_credential_name(name.lower()) for name in overrides):
+        if not reused and any(secrets.is_credential_name(name.lower()) for name in overrides):
             check_job_change(
                 kinds=[], user=user, action="override the credentials of", namespaces=[job.namespace]
             )

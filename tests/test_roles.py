@@ -67,6 +67,31 @@ def test_an_operator_may_not_override_a_credential_for_one_run(db, job):
     assert Run.objects.get(job=job).properties == {"greeting": "x"}
 
 
+def test_an_operator_retries_a_run_whose_overrides_hold_a_credential_without_seeing_it(both_databases, job):
+    """The overrides an editor chose are queued again as they are stored (a
+    reference stays one, a value typed in clear is never sent to the
+    operator), and the operator changes none of them."""
+    from jobs import secrets, services
+
+    secrets.set_secret(name="feed.token", value="v4lue-Of-the-secret", via="cli")
+    editor = make_user("edna", "editor")
+    overrides = {"api_token": "{{ secret.feed.token }}", "password": "typed-in-clear-99"}
+    first, _created = services.run_now(job=job, user=editor, properties=overrides)
+    Run.objects.filter(pk=first.pk).update(status=Run.Status.FAILED, finished_at=timezone.now())
+    client = console(make_user("otto", "operator"))
+    page = client.get(reverse("jobs:run_detail", args=[first.pk])).content.decode()
+    assert "typed-in-clear-99" not in page and reverse("jobs:run_retry", args=[first.pk]) in page
+    client.post(reverse("jobs:run_retry", args=[first.pk]))
+    retry = Run.objects.exclude(pk=first.pk).get(job=job)
+    assert retry.properties == overrides
+    event = AuditEvent.objects.filter(action="run-now").latest("pk")
+    assert event.username == "otto" and event.changes["retry_of"] == [None, first.pk]
+    # Typing a credential for a run of one's own is still an editor's.
+    Run.objects.filter(pk=retry.pk).update(status=Run.Status.FAILED, finished_at=timezone.now())
+    client.post(reverse("jobs:job_run_now", args=[job.pk]), {"properties": '{"api_token": "x"}'})
+    assert Run.objects.filter(job=job).count() == 2
+
+
 def test_an_operator_cancels_and_a_viewer_may_not(db, job):
     run = Run.objects.create(job=job, scheduled_at=timezone.now(), trigger=Run.Trigger.MANUAL)
     assert (
