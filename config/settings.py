@@ -474,6 +474,15 @@ JOBS_SQL_ENABLED = _bool("JOBS_SQL_ENABLED", False)
 # Credentials in a job's properties (jobs.secrets.is_credential_name) must be
 # secret references, never typed in clear.
 JOBS_REQUIRE_SECRET_REFERENCES = _bool("JOBS_REQUIRE_SECRET_REFERENCES", False)
+# The role a user created from now on holds everywhere (by the admin,
+# createsuperuser, an SSO backend's first sign-in); empty: none until
+# granted. Never admin: every new SSO user would administer the server.
+# The names are jobs.models.Role's, which settings cannot import.
+CRONBOARD_DEFAULT_ROLE = env.str("CRONBOARD_DEFAULT_ROLE", default="").strip().lower()
+if CRONBOARD_DEFAULT_ROLE not in ("", "viewer", "operator", "editor"):
+    raise ImproperlyConfigured(
+        f"CRONBOARD_DEFAULT_ROLE must be viewer, operator, editor or empty, got {CRONBOARD_DEFAULT_ROLE!r}"
+    )
 # Command jobs (kind command) run programs on this host as the scheduler's OS
 # user: off unless turned on; optionally limited to these programs.
 JOBS_COMMAND_ENABLED = _bool("JOBS_COMMAND_ENABLED", False)

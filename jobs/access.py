@@ -7,6 +7,7 @@ from functools import wraps
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
@@ -16,7 +17,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 from django_htmx.http import HttpResponseClientRedirect
 
-from jobs.models import ROLE_ORDER, Alert, Job, Role, RoleGrant, Run
+from jobs.models import ROLE_ORDER, Alert, Job, Message, Role, RoleGrant, Run
 
 # What each role adds to the one before it (docs/operations.md, "Roles and
 # namespaces"). An action is the least role that may do it.
@@ -225,6 +226,44 @@ def visible_alerts(user):
     if allowed is None:
         return Alert.objects.all()
     return Alert.objects.filter(job__namespace__in=allowed)
+
+
+def get_alert_for_user(user, alert_id) -> Alert:
+    """The alert with this id, if `user` may see its job; else 404."""
+    try:
+        return visible_alerts(user).select_related("job").get(pk=int(alert_id))
+    except (Alert.DoesNotExist, ValueError, TypeError, OverflowError):
+        raise Http404("No such alert.") from None
+
+
+def visible_messages(user):
+    """`user`'s in-site messages about jobs they may still see (and those
+    whose job is gone): one about a namespace no longer granted is hidden,
+    and not counted unread."""
+    if not can_view(user):
+        return Message.objects.none()
+    mine = Message.objects.filter(user=user)
+    allowed = namespaces_for(user, VIEW)
+    if allowed is None:
+        return mine
+    return mine.filter(Q(job__isnull=True) | Q(job__namespace__in=allowed))
+
+
+def users_who_may(action: Role, *, namespace: str):
+    """The active users who may do `action` in `namespace`, as can() decides
+    it for each: superusers, and holders of that role or a higher one there
+    or everywhere, by their own grants or their groups'. Who an alert's
+    in-site messages may reach."""
+    User = get_user_model()
+    roles = [role for role in ROLE_ORDER if _RANK[role] >= _RANK[action]]
+    grants = RoleGrant.objects.filter(Q(namespace__isnull=True) | Q(namespace=namespace), role__in=roles)
+    members = User.groups.through.objects.filter(group__in=grants.filter(group__isnull=False).values("group"))
+    return User.objects.filter(
+        Q(is_superuser=True)
+        | Q(pk__in=grants.filter(user__isnull=False).values("user"))
+        | Q(pk__in=members.values("user")),
+        is_active=True,
+    )
 
 
 def can_act_on_run(user, run: Run, action: Role = OPERATE) -> bool:

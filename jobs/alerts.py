@@ -25,7 +25,6 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.mail import EmailMultiAlternatives, get_connection
 from django.core.validators import validate_email
@@ -35,7 +34,7 @@ from django.template.loader import render_to_string
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from jobs import channels, links
+from jobs import access, channels, links
 from jobs.config import MIN_ALERT_SECONDS, get_setting, get_setting_cached, get_stored
 from jobs.i18n import alert_translation
 from jobs.models import LIVE_RUN, Alert, AlertDelivery, Job, Message, Run
@@ -202,11 +201,14 @@ def alert_channels(job: Job) -> dict[str, str]:
 
 
 def message_recipients(job: Job) -> list:
-    """The job's owner and every superuser, active ones only — never all users."""
+    """The job's owner and every superuser, active ones only — never all
+    users — and of those only who may see the job's namespace (an owner
+    whose role there was taken away hears of it no more)."""
     wanted = Q(is_superuser=True)
     if job.owner_id is not None:
         wanted |= Q(pk=job.owner_id)
-    return list(get_user_model().objects.filter(wanted, is_active=True).order_by("pk"))
+    viewers = access.users_who_may(access.VIEW, namespace=job.namespace)
+    return list(viewers.filter(wanted).order_by("pk"))
 
 
 def new_message_id(job: Job) -> str:

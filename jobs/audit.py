@@ -1,6 +1,6 @@
 """The audit trail: one row per change a person or program makes to a job,
-to the settings or to the global alert channels, and one per sign-in (or
-failed attempt). Never holds a secret: channel URLs are masked, and a
+to the settings, the global alert channels, roles or secrets, and one per
+sign-in (or failed attempt). Never holds a secret: channel URLs are masked, and a
 sign-in row holds the name typed, never the password."""
 
 from jobs import channels
@@ -44,17 +44,20 @@ def record(
     via: str = AuditEvent.Via.CONSOLE,
     changes: dict | None = None,
     subject: str = AuditEvent.Subject.JOB,
+    subject_name: str = "",
     username: str = "",
 ) -> AuditEvent:
     """One row. `job` for a change to a job; else `subject` says what
-    changed. `username`: the name typed when there is no such user (a
-    failed sign-in)."""
+    changed, and `subject_name` which one (a secret, a role's holder).
+    `username`: the name typed when there is no such user (a failed
+    sign-in)."""
     real_user = user if getattr(user, "pk", None) else None
     name_field = AuditEvent._meta.get_field("username").max_length
     return AuditEvent.objects.create(
         job=job,
         job_name=job.name if job is not None else "",
         subject=AuditEvent.Subject.JOB if job is not None else subject,
+        subject_name="" if job is not None else subject_name[:200],
         user=real_user,
         username=(real_user.get_username() if real_user else username)[:name_field],
         action=action,

@@ -35,8 +35,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 
-from jobs import fence
+from jobs import fence, secrets
 from jobs.core import crypto
+from jobs.core.mailfailures import REPLY_CHARS
 
 log = logging.getLogger("cronboard.alerts")
 
@@ -209,6 +210,40 @@ def mask(url: str) -> str:
     if query:
         text += "?" + urlencode(query, safe="*")
     return text
+
+
+def secret_parts(url: str) -> list[str]:
+    """The parts of `url` that `mask` hides, whole: the user name and the
+    password (and both as Basic credentials carry them), path segments,
+    query values, a host that is a token. Parts of three characters or
+    fewer `mask` shows, and so are not looked for."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        username, password = parts.username, parts.password
+    except ValueError:
+        return [url]
+    found = [unquote(segment) for segment in parts.path.split("/")]
+    found += [value for name, value in parse_qsl(parts.query) if name.lower() not in PLAIN_OPTIONS]
+    if parts.scheme.lower() not in WEBHOOK_SCHEMAS and not _looks_like_host(host):
+        found.append(host)
+    if username is not None:
+        found.append(unquote(username))
+    if password:
+        found += [unquote(password), f"{unquote(username or '')}:{unquote(password)}"]
+    return [part for part in found if len(part) > 3 or (password and part == unquote(password))]
+
+
+def mask_reply(url: str, text: str) -> str:
+    """A reply or an error about `url` as it may be shown or stored: the URL
+    itself masked, and each of its secret parts replaced by MASK in every
+    form jobs.secrets redacts (percent-encoded, in base64, JSON-escaped), so
+    a service that echoes the request, or an exception that names the URL,
+    shows none of them."""
+    if not text:
+        return text
+    text = text.replace(url, mask(url))
+    return secrets.redact(text, secrets.redaction_forms(secret_parts(url)))
 
 
 def masked_list(tokens) -> list[str]:
@@ -467,7 +502,14 @@ def send(url: str, *, title: str, body: str) -> SendResult:
     """Send one message now through Apprise, after the fence check. Blocks up
     to about twice ALERT_CHANNEL_TIMEOUT. A 4xx answer (but 408/429), a URL
     Apprise refuses or a fenced-off target is permanent; the rest is worth
-    another try."""
+    another try. The reply holds none of the URL's secrets (mask_reply)."""
+    result = _send(url, title=title, body=body)
+    # Masked whole, then cut: a secret cut in two would not be found.
+    result.reply = mask_reply(url, result.reply)[:REPLY_CHARS]
+    return result
+
+
+def _send(url: str, *, title: str, body: str) -> SendResult:
     if schema_of(url) in REFUSED_SCHEMAS:
         return SendResult(False, True, "email goes through the alert emails, not a mailto:// channel")
     try:
@@ -487,12 +529,12 @@ def send(url: str, *, title: str, body: str) -> SendResult:
     try:
         ok = bool(plugin.notify(body=body, title=title))
     except Exception as exc:  # a plugin bug must not kill the sender thread
-        return SendResult(False, False, f"{type(exc).__name__}: {exc}"[:2000])
+        return SendResult(False, False, f"{type(exc).__name__}: {exc}")
     finally:
         apprise_log.removeHandler(handler)
     if ok:
         return SendResult(True)
-    reply = " ".join(handler.lines)[:2000] or "the service did not accept the message"
+    reply = " ".join(handler.lines) or "the service did not accept the message"
     codes = [int(c) for c in _HTTP_CODE_RE.findall(reply)]
     permanent = bool(codes) and all(400 <= c < 500 and c not in (408, 425, 429) for c in codes)
     return SendResult(False, permanent, reply)

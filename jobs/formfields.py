@@ -1,6 +1,6 @@
 """The form fields and mixins the forms share: a job's properties, alert
 recipients, channels and kinds, its upstreams (`after`), text every database
-stores, and the API's error shape."""
+stores, and the API's error shape; and the secret's form, which uses them."""
 
 import json
 
@@ -8,7 +8,7 @@ from django import forms
 from django.core.validators import ProhibitNullCharactersValidator
 from django.utils.translation import gettext_lazy
 
-from jobs import channels
+from jobs import channels, secrets
 from jobs.config import ALERT_KINDS, parse_alert_kinds, parse_email_list
 from jobs.properties import coerce_properties
 from jobs.text import validate_storable
@@ -119,3 +119,39 @@ class AfterField(forms.Field):
         if isinstance(value, list):
             return json.dumps(value, indent=2)
         return value
+
+
+class SecretForm(StorableTextMixin, ErrorListMixin, forms.Form):
+    """A secret to create or replace (jobs.secrets): the console's form, the
+    API's body."""
+
+    name = forms.CharField(max_length=100, label=gettext_lazy("Name"))
+    value = forms.CharField(
+        strip=False,
+        label=gettext_lazy("Value"),
+        # Never pre-filled: the value is not read back, not even into the form.
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+    )
+    description = forms.CharField(
+        max_length=secrets.MAX_DESCRIPTION_CHARS, required=False, label=gettext_lazy("Description")
+    )
+    namespaces = forms.CharField(
+        required=False,
+        max_length=secrets.MAX_NAMESPACES * 101,
+        label=gettext_lazy("Namespaces that may use it"),
+        help_text=gettext_lazy(
+            "Separated by commas; the jobs of other namespaces may not reference it. Empty: every namespace."
+        ),
+    )
+
+    def clean_name(self):
+        return secrets.check_name(self.cleaned_data["name"])
+
+    def clean_value(self):
+        return secrets.check_value(self.cleaned_data["value"])
+
+    def clean_description(self):
+        return secrets.check_description(self.cleaned_data["description"])
+
+    def clean_namespaces(self):
+        return secrets.check_namespaces(self.cleaned_data["namespaces"])

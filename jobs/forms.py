@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from jobs import channels, cron, kinds, refusals, secrets, tasks, workflows
+from jobs import channels, cron, kinds, refusals, tasks, workflows
 from jobs.config import alert_seconds
 from jobs.formfields import (
     AfterField,
@@ -35,11 +35,11 @@ from jobs.models import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_RETRY_INTERVAL_SECONDS,
     DEFAULT_TIMEOUT_SECONDS,
+    NAMESPACE_RE,
     Job,
     job_name,
 )
 
-NAMESPACE_RE = Job.NAMESPACE_RE
 MAX_ALERT_THRESHOLD = 1000
 MAX_RETRIES = 100
 MAX_DESCRIPTION_CHARS = 2000
@@ -520,7 +520,8 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
                 properties[name] = data[name]
         for name, value in row.defaults if row is not None else ():
             properties.setdefault(name, value)
-        for field, error in kinds.property_errors(kind, properties, sql_write=bool(data.get("sql_write"))):
+        namespace, sql_write = data.get("namespace", ""), bool(data.get("sql_write"))
+        for field, error in kinds.property_errors(kind, properties, sql_write=sql_write, namespace=namespace):
             self.add_error(field if field in self.fields else "properties", error)
         data["properties"] = properties
 
@@ -572,28 +573,3 @@ class TaskForm(StorableTextMixin, ErrorListMixin, forms.Form):
             if data.get("timeout_seconds") is None
             else data["timeout_seconds"],
         )
-
-
-class SecretForm(StorableTextMixin, ErrorListMixin, forms.Form):
-    """A secret to create or replace (jobs.secrets): the console's form, the
-    API's body."""
-
-    name = forms.CharField(max_length=100, label=gettext_lazy("Name"))
-    value = forms.CharField(
-        strip=False,
-        label=gettext_lazy("Value"),
-        # Never pre-filled: the value is not read back, not even into the form.
-        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-    )
-    description = forms.CharField(
-        max_length=secrets.MAX_DESCRIPTION_CHARS, required=False, label=gettext_lazy("Description")
-    )
-
-    def clean_name(self):
-        return secrets.check_name(self.cleaned_data["name"])
-
-    def clean_value(self):
-        return secrets.check_value(self.cleaned_data["value"])
-
-    def clean_description(self):
-        return secrets.check_description(self.cleaned_data["description"])

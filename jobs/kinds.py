@@ -130,12 +130,17 @@ def get(kind: str | None) -> JobKind:
     return KINDS[kind or Job.Kind.PYTHON]
 
 
-def property_errors(kind: str, properties: dict, *, sql_write: bool = False) -> list:
+def property_errors(
+    kind: str, properties: dict, *, sql_write: bool = False, namespace: str | None = None
+) -> list:
     """[(field, ValidationError)] for a job kind's own rules on its (already
     coerced) properties: the one check for a job's properties and for a run's
-    overrides merged over them. A reference to a secret that does not exist
-    is refused first (jobs.secrets)."""
-    refused = secrets.unknown_errors(properties) or secrets.clear_credential_errors(properties)
+    overrides merged over them. A reference to a secret that does not exist,
+    or that jobs in the job's `namespace` may not use, is refused first
+    (jobs.secrets)."""
+    refused = secrets.unknown_errors(properties, namespace=namespace) or secrets.clear_credential_errors(
+        properties
+    )
     if refused:
         return refused
     row = KINDS.get(kind)

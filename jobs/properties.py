@@ -86,7 +86,9 @@ def clean_run_properties(job: Job, value) -> dict[str, str]:
             _("A job can have at most {max_properties} properties.").format(max_properties=MAX_PROPERTIES),
             code="invalid",
         )
-    for field, error in kinds.property_errors(job.kind, merged, sql_write=job.sql_write):
+    for field, error in kinds.property_errors(
+        job.kind, merged, sql_write=job.sql_write, namespace=job.namespace
+    ):
         message = error.messages[0]
         raise ValidationError(
             message if field == "properties" else f"{field}: {message}", code=error.code or "invalid"

@@ -2,6 +2,7 @@
 rows are written, by the roles command, the admin and the tests alike.
 Each change is audited under the subject "roles"."""
 
+from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import transaction
 
@@ -15,11 +16,12 @@ def _holder(user, group) -> dict:
     return {"user": user} if user is not None else {"group": group}
 
 
+def _holder_name(user, group) -> str:
+    return user.get_username() if user is not None else f"group {group.name}"
+
+
 def _label(user, group, namespace) -> dict:
-    return {
-        "holder": user.get_username() if user is not None else f"group {group.name}",
-        "namespace": namespace,
-    }
+    return {"holder": _holder_name(user, group), "namespace": namespace}
 
 
 def grant_role(
@@ -42,7 +44,14 @@ def grant_role(
         changes = {**_label(user, group, namespace), "role": [before, role.value]}
         if existing is not None and existing.source != GrantSource.MANUAL:
             changes["source"] = [existing.source, GrantSource.MANUAL.value]
-        audit.record(action="grant", subject=AuditEvent.Subject.ROLES, user=by, via=via, changes=changes)
+        audit.record(
+            action="grant",
+            subject=AuditEvent.Subject.ROLES,
+            subject_name=_holder_name(user, group),
+            user=by,
+            via=via,
+            changes=changes,
+        )
     return grant
 
 
@@ -60,8 +69,19 @@ def revoke_role(
         audit.record(
             action="revoke",
             subject=AuditEvent.Subject.ROLES,
+            subject_name=_holder_name(user, group),
             user=by,
             via=via,
             changes={**_label(user, group, namespace), "role": [grant.role, None]},
         )
     return True
+
+
+def grant_default_role(sender, instance, created: bool, raw: bool = False, **kwargs) -> None:
+    """post_save of the user model: a user created from now on holds
+    CRONBOARD_DEFAULT_ROLE everywhere (none when it is empty; superusers
+    may do everything without). Rows loaded as they are (loaddata) keep
+    the grants they came with."""
+    if not created or raw or instance.is_superuser or not settings.CRONBOARD_DEFAULT_ROLE:
+        return
+    grant_role(role=settings.CRONBOARD_DEFAULT_ROLE, user=instance, via=AuditEvent.Via.SYSTEM)

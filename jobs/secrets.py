@@ -18,9 +18,11 @@ like `headers` or `env`), a value goes in JSON-escaped, so a quote in it
 cannot change the document's shape.
 
 Saving a job that names a stored secret that does not exist is refused
-(`unknown_errors`, code UNKNOWN_CODE); an environment reference is not
+(`unknown_errors`, code UNKNOWN_CODE), and so is one whose namespace is not
+among those the secret names (NOT_ALLOWED_CODE; none named: every one); an environment reference is not
 checked at save, since the web process need not share the scheduler's
-environment. A secret deleted since (or an unset variable) fails the run.
+environment. A secret deleted since, or no longer allowed in the job's
+namespace (or an unset variable), fails the run.
 """
 
 import base64
@@ -38,13 +40,15 @@ from django.utils.translation import gettext as _
 
 from jobs import jsontext
 from jobs.core import crypto
-from jobs.models import AuditEvent, Secret
+from jobs.models import NAMESPACE_RE, AuditEvent, Secret
 from jobs.models.secrets import MAX_VALUE_BYTES, NAME_PATTERN
 from jobs.text import validate_storable
 
 ENV_PREFIX = "CRONBOARD_SECRET_"
 MASK = "****"
 UNKNOWN_CODE = "unknown_secret"
+NOT_ALLOWED_CODE = "secret_not_allowed"
+MAX_NAMESPACES = 100
 REFERENCE_REQUIRED_CODE = "secret_reference_required"
 MAX_DESCRIPTION_CHARS = Secret._meta.get_field("description").max_length
 # Written where a value changed (the audit trail never holds a value).
@@ -74,19 +78,38 @@ def stored_names(properties: dict) -> set[str]:
     }
 
 
-def unknown_errors(properties: dict) -> list[tuple[str, ValidationError]]:
+def allows(namespaces: list, namespace: str | None) -> bool:
+    """Whether a secret that may be used in `namespaces` (empty: every one)
+    may be used by a job in `namespace` (None: no job, a one-off task,
+    which only roles held everywhere enqueue)."""
+    return not namespaces or namespace is None or namespace in namespaces
+
+
+def _where(namespace: str) -> str:
+    return _("namespace “{namespace}”").format(namespace=namespace) if namespace else _("no namespace")
+
+
+def unknown_errors(properties: dict, *, namespace: str | None = None) -> list[tuple[str, ValidationError]]:
     """[(property, ValidationError)] for each property that names a stored
-    secret that does not exist (one error per property, naming the first)."""
+    secret that does not exist, or one that jobs in `namespace` may not use
+    (one error per property, naming the first)."""
     names = stored_names(properties)
     if not names:
         return []
-    missing = names - set(Secret.objects.filter(name__in=names).values_list("name", flat=True))
+    scopes = dict(Secret.objects.filter(name__in=names).values_list("name", "namespaces"))
     errors = []
     for key, value in properties.items():
         for match in REFERENCE_RE.finditer(str(value)):
-            if match.group(1) in missing:
-                message = _("No secret named “{name}” exists.").format(name=match.group(1))
+            name = match.group(1)
+            if name and name not in scopes:
+                message = _("No secret named “{name}” exists.").format(name=name)
                 errors.append((key, ValidationError(message, code=UNKNOWN_CODE)))
+                break
+            if name and not allows(scopes[name], namespace):
+                message = _("The secret “{name}” may not be used by jobs in {where}.").format(
+                    name=name, where=_where(namespace or "")
+                )
+                errors.append((key, ValidationError(message, code=NOT_ALLOWED_CODE)))
                 break
     return errors
 
@@ -116,11 +139,14 @@ def _is_json(text: str) -> bool:
         return False
 
 
-def resolve(properties: dict) -> Resolved:
-    """The properties with every reference replaced by its value. Raises
-    SecretMissing naming the first reference that cannot be resolved."""
+def resolve(properties: dict, *, namespace: str | None = None) -> Resolved:
+    """The properties with every reference replaced by its value, for a run
+    of a job in `namespace` (None: a one-off task). Raises SecretMissing
+    naming the first reference that cannot be resolved, or that names a
+    secret that jobs in `namespace` may no longer use."""
     names = stored_names(properties)
-    tokens = dict(Secret.objects.filter(name__in=names).values_list("name", "token")) if names else {}
+    rows = Secret.objects.filter(name__in=names).values_list("name", "token", "namespaces") if names else []
+    tokens = {name: (token, scope) for name, token, scope in rows}
     values: dict[tuple[str, str], str] = {}
 
     def value_of(match: re.Match) -> str:
@@ -132,7 +158,14 @@ def resolve(properties: dict) -> Resolved:
                     raise SecretMissing(
                         f"the secret {stored!r} does not exist (deleted since the job was saved?)"
                     )
-                value = crypto.decrypt(tokens[stored], purpose=crypto.SECRETS)
+                token, scope = tokens[stored]
+                if not allows(scope, namespace):
+                    raise SecretMissing(
+                        f"the secret {stored!r} may not be used by jobs in "
+                        f"{f'namespace {namespace!r}' if namespace else 'no namespace'} "
+                        "(its namespaces changed since the job was saved?)"
+                    )
+                value = crypto.decrypt(token, purpose=crypto.SECRETS)
                 if value is None:
                     raise SecretMissing(
                         f"the secret {stored!r} cannot be decrypted (was SECRET_KEY changed?)"
@@ -182,6 +215,76 @@ def redact(text: str, hidden: list[str]) -> str:
     return text
 
 
+class HeldRedaction:
+    """Redaction of a text that arrives in pieces (a run's log lines, a
+    program's output read in chunks), so that a value split between two
+    pieces is hidden too. Each piece is a separator, written as it is (a
+    line's newline and time stamp), and content, searched as if the pieces'
+    contents were one text. The last len(longest form) - 1 characters of
+    content stay held back until the next piece shows whether they begin a
+    value, or until `release_all`."""
+
+    def __init__(self, hidden: list[str]):
+        self.hidden = hidden
+        self.hold = max((len(form) for form in hidden), default=1) - 1
+        # [separator, content] not yet written; a separator already written is "".
+        self._pending: list[list[str]] = []
+
+    def add(self, separator: str, content: str) -> str:
+        """Take one piece; the text that may be written now."""
+        self._pending.append([separator, content])
+        return self._release(final=False)
+
+    def release_all(self) -> str:
+        """Everything held (the text has ended)."""
+        return self._release(final=True)
+
+    def _release(self, *, final: bool) -> str:
+        joined = "".join(content for _separator, content in self._pending)
+        ranges = self._ranges(joined)
+        boundary = len(joined) if final else len(joined) - self.hold
+        for start, end in ranges:
+            if start < boundary < end:
+                boundary = end
+        out, offset, kept = [], 0, []
+        for separator, content in self._pending:
+            start, end = offset, offset + len(content)
+            offset = end
+            if start >= boundary and not (final and start == boundary):
+                kept.append([separator, content])
+                continue
+            out.append(separator)
+            position = start
+            for a, b in ranges:
+                if a >= min(end, boundary) or b <= position:
+                    continue
+                out.append(joined[position:a] if a > position else "")
+                if a >= start:
+                    out.append(MASK)
+                position = max(position, b)
+            if position < min(end, boundary):
+                out.append(joined[position : min(end, boundary)])
+            if end > boundary:
+                kept.append(["", joined[max(position, boundary) : end]])
+        self._pending = kept
+        return "".join(out)
+
+    def _ranges(self, text: str) -> list[tuple[int, int]]:
+        """The spans of `text` that hold a form, longest forms first and
+        never overlapping (as `redact` replaces them), in order."""
+        ranges: list[tuple[int, int]] = []
+        for form in self.hidden:
+            at = text.find(form)
+            while at >= 0:
+                end = at + len(form)
+                if all(end <= a or at >= b for a, b in ranges):
+                    ranges.append((at, end))
+                    at = text.find(form, end)
+                else:
+                    at = text.find(form, at + 1)
+        return sorted(ranges)
+
+
 # -- the store ------------------------------------------------------------------
 
 
@@ -206,6 +309,29 @@ def check_value(value: str) -> str:
     return value
 
 
+def check_namespaces(value) -> list[str]:
+    """The namespaces a secret may be used in, from a list or from text
+    separated by commas or spaces: sorted, each once; empty is every
+    namespace. "" in a list is the jobs outside any namespace."""
+    items = value.replace(",", " ").split() if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(item, str) for item in items):
+        raise ValidationError(_("Namespaces are a list of names."), code="invalid")
+    found = sorted({item.strip() for item in items})
+    for namespace in found:
+        if namespace and (len(namespace) > 100 or not NAMESPACE_RE.fullmatch(namespace)):
+            raise ValidationError(
+                _("“{namespace}” is not a namespace: lowercase letters, digits, “_” and “-”.").format(
+                    namespace=namespace[:100]
+                ),
+                code="invalid",
+            )
+    if len(found) > MAX_NAMESPACES:
+        raise ValidationError(
+            _("A secret may name at most {count} namespaces.").format(count=MAX_NAMESPACES), code="invalid"
+        )
+    return found
+
+
 def check_description(description: str) -> str:
     description = str(description or "")
     if len(description) > MAX_DESCRIPTION_CHARS:
@@ -218,35 +344,51 @@ def check_description(description: str) -> str:
 
 
 def _audit(*, name: str, action: str, user, via: str, changes: dict) -> None:
+    """A row under the subject "secrets" (written here: jobs.audit is above
+    this module); a value is only ever CHANGED."""
     real_user = user if getattr(user, "pk", None) else None
     AuditEvent.objects.create(
-        job=None,
-        job_name=f"secret {name}",
+        subject=AuditEvent.Subject.SECRETS,
+        subject_name=name,
         user=real_user,
         username=real_user.get_username() if real_user else "",
         action=action,
         via=via,
-        changes={"secret": name, **changes},
+        changes=changes,
     )
 
 
-def set_secret(*, name: str, value: str, description: str | None = None, user=None, via: str) -> Secret:
-    """Create the secret `name` or replace its value (and its description,
-    unless None). Raises ValidationError for a bad name or value."""
+def set_secret(
+    *,
+    name: str,
+    value: str,
+    description: str | None = None,
+    namespaces: list[str] | str | None = None,
+    user=None,
+    via: str,
+) -> Secret:
+    """Create the secret `name` or replace its value (and its description
+    and the namespaces that may use it, unless None). Raises
+    ValidationError for a bad name, value or namespace."""
     name, value = check_name(name), check_value(value)
     if description is not None:
         description = check_description(description)
+    if namespaces is not None:
+        namespaces = check_namespaces(namespaces)
     token = crypto.encrypt(value, purpose=crypto.SECRETS, what="secrets")
-    by = user.get_username() if getattr(user, "pk", None) else ""
+    fields = dict(name=name, token=token, description=description, namespaces=namespaces, user=user, via=via)
+    fields["by"] = user.get_username() if getattr(user, "pk", None) else ""
     try:
-        return _write(name=name, token=token, description=description, by=by, user=user, via=via)
+        return _write(**fields)
     except IntegrityError:
         # Another writer created the name between our look and our insert:
         # this write replaces what it wrote.
-        return _write(name=name, token=token, description=description, by=by, user=user, via=via)
+        return _write(**fields)
 
 
-def _write(*, name: str, token: str, description: str | None, by: str, user, via: str) -> Secret:
+def _write(
+    *, name: str, token: str, description: str | None, namespaces: list[str] | None, by: str, user, via: str
+) -> Secret:
     with transaction.atomic():
         secret = Secret.objects.select_for_update().filter(name=name).first()
         created = secret is None
@@ -256,6 +398,9 @@ def _write(*, name: str, token: str, description: str | None, by: str, user, via
         if description is not None and description != secret.description:
             changes["description"] = [None if created else secret.description, description]
             secret.description = description
+        if namespaces is not None and namespaces != (secret.namespaces or []):
+            changes["namespaces"] = [None if created else secret.namespaces, namespaces]
+            secret.namespaces = namespaces
         secret.token, secret.set_at, secret.set_by = token, timezone.now(), by
         secret.save()
         action = "secret-create" if created else "secret-set"

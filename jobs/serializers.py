@@ -184,6 +184,20 @@ def run_to_dict(run: Run, *, with_log: bool = False, mask_credentials: bool = Fa
     return data
 
 
+def alert_to_dict(alert) -> dict:
+    """An alert as the API answers it (jobs.api.schemas.alerts.Alert)."""
+    return {
+        "id": alert.pk,
+        "job_id": alert.job_id,
+        "kind": alert.kind,
+        "status": alert.status,
+        "subject": alert.subject,
+        "created_at": iso(alert.created_at),
+        "acknowledged_at": iso(alert.acknowledged_at),
+        "acknowledged_by": alert.acknowledged_by,
+    }
+
+
 def spec_to_form_data(spec: dict, *, instance: Job | None = None) -> dict:
     """Map a job spec (import file, API body) onto JobForm's data. Fields the
     spec leaves out keep the instance's values on update, defaults on create."""

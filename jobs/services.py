@@ -487,16 +487,21 @@ def run_now(
     check_job_change(kinds=[], user=user, action="run now", runs=False, namespaces=[job.namespace])
     now = write_time(now)
     _require_live(job)
-    if properties is None and retry_of is not None:
+    # A retry queues again the overrides whoever queued the run chose (an
+    # editor, for a credential): the operator changes none and never sees a
+    # value (only the run's id travels), so only run now is asked of them.
+    reused = properties is None and retry_of is not None
+    if reused:
         properties = retry_of.properties or None
     overrides = {}
     if properties not in (None, "", {}):
-        check_job_change(
-            kinds=[job.kind], user=user, action="override the properties of", namespaces=[job.namespace]
-        )
+        if not reused:
+            check_job_change(
+                kinds=[job.kind], user=user, action="override the properties of", namespaces=[job.namespace]
+            )
         overrides = clean_run_properties(job, properties)
         # Overriding a credential changes who the run authenticates as: an editor's change.
-        if any(secrets.is_credential_name(name.lower()) for name in overrides):
+        if not reused and any(secrets.is_credential_name(name.lower()) for name in overrides):
             check_job_change(
                 kinds=[], user=user, action="override the credentials of", namespaces=[job.namespace]
             )
@@ -575,11 +580,12 @@ def _live_manual_run(job: Job) -> Run | None:
     return live_manual_runs(job).first()
 
 
-def set_secret(*, name: str, value: str, description: str | None = None, user=None, via: str) -> Secret:
-    """Create or replace a secret (jobs.secrets.set_secret); refused in demo
-    mode, which changes nothing a run could reach."""
+def set_secret(*, name: str, value: str, user=None, via: str, **fields) -> Secret:
+    """Create or replace a secret (jobs.secrets.set_secret: `fields` are its
+    description and namespaces); refused in demo mode, which changes
+    nothing a run could reach."""
     check_demo_mode("change secrets")
-    return secrets.set_secret(name=name, value=value, description=description, user=user, via=via)
+    return secrets.set_secret(name=name, value=value, user=user, via=via, **fields)
 
 
 def delete_secret(*, name: str, user=None, via: str) -> bool:

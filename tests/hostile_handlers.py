@@ -94,3 +94,18 @@ class Leak(JobHandler):
         if mode == "crash":
             raise ValueError(f"crashed on {token}")
         return f"result {token}"
+
+
+@register("hostile.leak-pieces")
+class LeakPieces(JobHandler):
+    """Logs its `token` property in two lines, cut after `cut` characters,
+    as a program that prints a value in two writes would have it logged."""
+
+    def run(self, ctx: JobContext) -> str:
+        token = ctx.properties.get("token", "")
+        cut = int(ctx.properties.get("cut", len(token) // 2))
+        ctx.log(f"first {token[:cut]}")
+        if hasattr(ctx, "streamer"):
+            ctx.streamer.flush()  # a run process sends what was logged so far
+        ctx.log(token[cut:])
+        return "done"

@@ -471,6 +471,31 @@ def test_send_test_reaches_the_channel_and_reports(db, webhook_server, loopback_
     assert "No such channel" in response.content.decode()
 
 
+def test_a_reply_that_echoes_the_url_is_shown_and_stored_masked(
+    db, webhook_server, loopback_fence_open, staff_client, scheduler, clock
+):
+    webhook_server.echo = True
+    webhook_server.stop()
+    webhook_server.start()
+    password, topic = "pa55-" + SECRET, "topic-" + SECRET[:8]
+    url = f"ntfy://bob:{password}@127.0.0.1:{webhook_server.port}/{topic}?token=q-{SECRET}"
+    job = save_job([url])
+    webhook_server.script.append(400)
+    response = staff_client.post("/alerts/test-channel/", {"job": job.pk, "index": 0})
+    shown = response.content.decode()
+    assert "Not sent" in shown and "refused" in shown and "400" in shown
+    assert SECRET not in shown and SECRET[:8] not in shown and "bob:" not in shown
+    # The same reply from an alert's delivery, as the alerts page shows it.
+    webhook_server.script.append(400)
+    crash(job, scheduler, clock)
+    send_pass(scheduler, clock())
+    (delivery,) = AlertDelivery.objects.all()
+    assert "refused" in delivery.last_error
+    assert SECRET not in delivery.last_error and SECRET[:8] not in delivery.last_error
+    page = staff_client.get("/alerts/").content.decode()
+    assert "refused" in page and SECRET not in page and SECRET[:8] not in page
+
+
 def test_send_test_is_for_staff_only(db, webhook_server, loopback_fence_open, viewer_client):
     job = save_job([webhook_server.url()])
     response = viewer_client.post("/alerts/test-channel/", {"job": job.pk, "index": 0})

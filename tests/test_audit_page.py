@@ -192,3 +192,54 @@ def test_an_import_from_the_command_line_is_via_import(tmp_path):
     )
     call_command("jobs", "import", str(path))
     assert AuditEvent.objects.get(job=Job.objects.get(name="imported")).via == "import"
+
+
+def test_secrets_and_roles_have_subjects_of_their_own_shown_and_filtered(staff_client, staff_user):
+    from jobs import roles, secrets
+    from tests.fixtures.core import make_user
+
+    secrets.set_secret(name="deploy-key", value="v4lue-one", description="ci", user=staff_user, via="console")
+    secrets.set_secret(name="deploy-key", value="v4lue-two", user=staff_user, via="cli")
+    roles.grant_role(
+        role="editor", namespace="billing", user=make_user("alice"), by=staff_user, via="console"
+    )
+    secret_rows = AuditEvent.objects.filter(subject=AuditEvent.Subject.SECRETS)
+    assert [(e.subject_name, e.job_name, e.job_id) for e in secret_rows] == [("deploy-key", "", None)] * 2
+    assert AuditEvent.objects.get(subject=AuditEvent.Subject.ROLES).subject_name == "alice"
+
+    html = staff_client.get(AUDIT, {"subject": "secrets", "action": "secret-set"}).content.decode()
+    assert "no such choice" not in html.lower()
+    assert len(rows(staff_client.get(AUDIT, {"subject": "secrets", "action": "secret-set"}))) == 1
+    assert "Secrets: <strong>deploy-key</strong>" in html and "replace secret" in html
+    assert '<strong>value</strong>: <span class="muted">changed</span>' in html
+    assert "v4lue" not in html and "<code>c</code>" not in html
+    roles_page = staff_client.get(AUDIT, {"subject": "roles", "action": "grant"}).content.decode()
+    assert "Roles: <strong>alice</strong>" in roles_page
+    assert "<strong>holder</strong>: <code>alice</code>" in roles_page
+    assert "<strong>role</strong>: <code>—</code> → <code>editor</code>" in roles_page
+
+
+def test_secret_rows_written_before_get_their_subject_on_upgrading():
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("jobs.migrations.0026_audit_secret_subject")
+    old = AuditEvent.objects.create(
+        job_name="secret tok", action="secret-set", via="cli", changes={"secret": "tok", "value": "changed"}
+    )
+    grant = AuditEvent.objects.create(
+        subject="roles",
+        action="grant",
+        changes={"holder": "bob", "namespace": None, "role": [None, "viewer"]},
+    )
+    migration.name_the_subjects(apps, None)
+    old.refresh_from_db()
+    grant.refresh_from_db()
+    assert (old.subject, old.subject_name, old.job_name, old.changes) == (
+        "secrets",
+        "tok",
+        "",
+        {"value": "changed"},
+    )
+    assert grant.subject_name == "bob"

@@ -216,3 +216,43 @@ def test_the_audit_page_filters_by_namespace(db, jobs):
     page = client.get(reverse("jobs:audit"), {"namespace": "Not One"})
     assert page.status_code == 200 and page.context["errors"]
     assert {mine.pk, theirs.pk} <= {event.job_id for event in page.context["events"]}
+
+
+# -- in-site messages ------------------------------------------------------------
+
+
+def test_an_alerts_messages_reach_only_users_who_may_see_its_namespace(both_databases, make_job, superuser):
+    from django.contrib.auth.models import Group
+
+    from jobs import alerts
+    from jobs.models import Message, RoleGrant
+
+    owner = make_user("olive", "editor", namespace="team-a")
+    moved = make_job(name="moved", namespace="team-b", owner=owner)
+    kept = make_job(name="kept", namespace="team-a", owner=owner)
+    alerts.on_crash(job=moved, run=None, now=timezone.now())
+    assert list(Message.objects.filter(job=moved).values_list("user__username", flat=True)) == ["root"]
+    # A role held through a group, or everywhere, counts as the user's own.
+    RoleGrant.objects.filter(user=owner).delete()
+    team = Group.objects.create(name="team-b")
+    owner.groups.add(team)
+    RoleGrant.objects.create(group=team, role="viewer", namespace="team-b")
+    alerts.on_crash(job=moved, run=None, now=timezone.now() + timezone.timedelta(seconds=1))
+    alerts.on_crash(job=kept, run=None, now=timezone.now())
+    assert Message.objects.filter(user=owner, job=moved).count() == 1
+    assert not Message.objects.filter(user=owner, job=kept).exists()
+
+
+def test_messages_about_a_namespace_no_longer_granted_are_hidden_and_not_counted(db, jobs, editor):
+    from jobs.models import Message
+
+    mine, theirs = jobs
+    kept = Message.objects.create(user=editor, job=mine, subject="mine crashed")
+    hidden = Message.objects.create(user=editor, job=theirs, subject="theirs crashed")
+    client = console(editor)
+    page = client.get(reverse("jobs:messages")).content.decode()
+    assert "mine crashed" in page and "theirs crashed" not in page
+    badge = client.get(reverse("jobs:unread_count")).content.decode()
+    assert 'data-poll-version="1"' in badge
+    assert client.post(reverse("jobs:message_read", args=[hidden.pk])).status_code == 404
+    assert client.post(reverse("jobs:message_read", args=[kept.pk])).status_code in (200, 302)

@@ -67,6 +67,31 @@ def test_an_operator_may_not_override_a_credential_for_one_run(db, job):
     assert Run.objects.get(job=job).properties == {"greeting": "x"}
 
 
+def test_an_operator_retries_a_run_whose_overrides_hold_a_credential_without_seeing_it(both_databases, job):
+    """The overrides an editor chose are queued again as they are stored (a
+    reference stays one, a value typed in clear is never sent to the
+    operator), and the operator changes none of them."""
+    from jobs import secrets, services
+
+    secrets.set_secret(name="feed.token", value="v4lue-Of-the-secret", via="cli")
+    editor = make_user("edna", "editor")
+    overrides = {"api_token": "{{ secret.feed.token }}", "password": "typed-in-clear-99"}
+    first, _created = services.run_now(job=job, user=editor, properties=overrides)
+    Run.objects.filter(pk=first.pk).update(status=Run.Status.FAILED, finished_at=timezone.now())
+    client = console(make_user("otto", "operator"))
+    page = client.get(reverse("jobs:run_detail", args=[first.pk])).content.decode()
+    assert "typed-in-clear-99" not in page and reverse("jobs:run_retry", args=[first.pk]) in page
+    client.post(reverse("jobs:run_retry", args=[first.pk]))
+    retry = Run.objects.exclude(pk=first.pk).get(job=job)
+    assert retry.properties == overrides
+    event = AuditEvent.objects.filter(action="run-now").latest("pk")
+    assert event.username == "otto" and event.changes["retry_of"] == [None, first.pk]
+    # Typing a credential for a run of one's own is still an editor's.
+    Run.objects.filter(pk=retry.pk).update(status=Run.Status.FAILED, finished_at=timezone.now())
+    client.post(reverse("jobs:job_run_now", args=[job.pk]), {"properties": '{"api_token": "x"}'})
+    assert Run.objects.filter(job=job).count() == 2
+
+
 def test_an_operator_cancels_and_a_viewer_may_not(db, job):
     run = Run.objects.create(job=job, scheduled_at=timezone.now(), trigger=Run.Trigger.MANUAL)
     assert (
@@ -208,3 +233,36 @@ def test_a_grant_made_in_the_django_admin_is_audited(db, superuser, client):
     assert not RoleGrant.objects.exists()
     rows = AuditEvent.objects.filter(subject=AuditEvent.Subject.ROLES).order_by("pk")
     assert [(row.action, row.user_id) for row in rows] == [("grant", superuser.pk), ("revoke", superuser.pk)]
+
+
+# -- users created later -----------------------------------------------------------
+
+
+def test_a_user_created_later_holds_no_role_unless_a_default_is_set(db, job):
+    from django.contrib.auth import get_user_model
+
+    nobody = get_user_model().objects.create_user("nora", password="pw-nora-123")
+    assert not RoleGrant.objects.filter(user=nobody).exists()
+    assert console(nobody).get(reverse("jobs:job_detail", args=[job.pk])).status_code == 404
+
+
+def test_the_default_role_is_granted_everywhere_when_a_user_is_created(db, job, settings):
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    settings.CRONBOARD_DEFAULT_ROLE = "operator"
+    User = get_user_model()
+    olga = User.objects.create_user("olga", password="pw-olga-123")
+    grant = RoleGrant.objects.get(user=olga)
+    assert (grant.role, grant.namespace) == ("operator", None)
+    client = console(olga)
+    assert client.post(reverse("jobs:job_pause", args=[job.pk])).status_code in (200, 302)
+    assert Job.objects.get(pk=job.pk).state == Job.State.PAUSED
+    event = AuditEvent.objects.get(subject=AuditEvent.Subject.ROLES)
+    assert (event.action, event.via, event.changes["holder"]) == ("grant", "system", "olga")
+    # Saving the user again grants nothing more; a superuser needs no grant.
+    olga.first_name = "Olga"
+    olga.save()
+    User.objects.create_superuser("root2", password="pw-root2-123")
+    Group.objects.create(name="team")
+    assert RoleGrant.objects.count() == 1

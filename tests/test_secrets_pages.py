@@ -71,7 +71,7 @@ def test_demo_mode_refuses_changing_secrets_in_the_console(staff_client, setting
 def test_the_api_sets_lists_and_deletes_without_answering_the_value(staff_api):
     response = staff_api.put("/api/secrets/api.token", {"value": VALUE, "description": "d"})
     assert response.status_code == 201, response.content
-    assert set(response.json()) == {"name", "description", "set_at", "set_by"}
+    assert set(response.json()) == {"name", "description", "set_at", "set_by", "namespaces"}
     assert staff_api.put("/api/secrets/api.token", {"value": "second"}).status_code == 200
     assert stored_value("api.token") == "second"
     assert Secret.objects.get().description == "d", "a description left out is kept"

@@ -29,6 +29,8 @@ pytestmark = pytest.mark.slow
         ("JOBS_MAX_CLOCK_SKEW", "2s"),
         ("JOBS_MAX_CLOCK_SKEW", "0"),
         ("JOBS_MAX_CLOCK_SKEW", "nan"),
+        ("CRONBOARD_DEFAULT_ROLE", "admin"),
+        ("CRONBOARD_DEFAULT_ROLE", "reader"),
     ],
 )
 def test_bad_environment_value_names_the_variable_without_a_traceback(name, value, tmp_path):

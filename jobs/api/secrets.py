@@ -2,14 +2,15 @@
 name (created or replaced, its value never answered back); deleting one.
 Setting and deleting are refused in demo mode."""
 
+from django.core.exceptions import ValidationError
 from django.http import HttpResponse, JsonResponse
 from ninja import Path, Router
 
-from jobs import access, services
+from jobs import access, secrets, services
 from jobs.api.framework import VIA, ApiError
 from jobs.api.schemas.base import CHANGE_ERRORS, EDIT_ERRORS, Error
 from jobs.api.schemas.secrets import Secret, SecretInput, SecretList
-from jobs.forms import SecretForm
+from jobs.formfields import SecretForm
 from jobs.models import Secret as SecretRow
 from jobs.models.secrets import NAME_PATTERN
 
@@ -25,6 +26,7 @@ def _secret_to_dict(secret: SecretRow) -> dict:
         "description": secret.description,
         "set_at": secret.set_at.isoformat().replace("+00:00", "Z"),
         "set_by": secret.set_by,
+        "namespaces": secret.namespaces or [],
     }
 
 
@@ -66,11 +68,18 @@ def set_secret(request, payload: SecretInput, name: str = NAME):
     form = SecretForm({"name": name, "value": payload.value, "description": payload.description or ""})
     if not form.is_valid():
         raise ApiError.invalid(form.error_list())
+    namespaces = None
+    if payload.namespaces is not None:
+        try:
+            namespaces = secrets.check_namespaces(payload.namespaces)
+        except ValidationError as exc:
+            raise ApiError(400, exc.code or "invalid", exc.messages[0], "namespaces") from None
     created = not SecretRow.objects.filter(name=name).exists()
     secret = services.set_secret(
         name=name,
         value=form.cleaned_data["value"],
         description=None if payload.description is None else form.cleaned_data["description"],
+        namespaces=namespaces,
         user=request.user,
         via=VIA,
     )

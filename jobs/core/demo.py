@@ -29,6 +29,7 @@ ACTION_WORDS = {
     "override the properties of": gettext_noop("override the properties of"),
     "override the credentials of": gettext_noop("override the credentials of"),
     "cancel": gettext_noop("cancel runs of"),
+    "acknowledge": gettext_noop("acknowledge the alerts of"),
     "running command jobs": gettext_noop("running command jobs"),
     "changing settings": gettext_noop("changing settings"),
     "changing alert channels": gettext_noop("changing alert channels"),

@@ -58,6 +58,11 @@ class LogBuffer:
         """Characters held in memory now."""
         return self._head_len + self._tail_len
 
+    @property
+    def lines(self) -> int:
+        """Lines added with add_line (take() keeps the count)."""
+        return self._lines
+
     def add_line(self, line: str) -> None:
         """A log line: lines are joined by newlines."""
         with self._lock:

@@ -423,7 +423,10 @@ class AlertSender:
         result = delivery.result
         if result is None:  # the send raised (a plugin's bug)
             exc = delivery.error
-            result = channels.SendResult(False, False, f"{type(exc).__name__}: {exc}"[:REPLY_CHARS])
+            reply = f"{type(exc).__name__}: {exc}"
+            if delivery.url:
+                reply = channels.mask_reply(delivery.url, reply)
+            result = channels.SendResult(False, False, reply[:REPLY_CHARS])
         if result.ok:
             AlertDelivery.objects.filter(pk__in=delivery.ids, status=Alert.Status.PENDING).update(
                 status=Alert.Status.SENT,

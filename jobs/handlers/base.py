@@ -50,15 +50,30 @@ class JobContext:
     # (the database's on PostgreSQL, jobs.engine.clock).
     clock: Callable[[], datetime] = field(default=timezone.now, repr=False)
     _log: LogBuffer = field(init=False, repr=False)
+    _held: "secrets.HeldRedaction | None" = field(default=None, init=False, repr=False)
+    _lines_held: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self):
         self._log = LogBuffer(settings.JOBS_MAX_MESSAGE_CHARS if self.log_keep is None else self.log_keep)
 
     def log(self, message: str) -> None:
         stamp = self.clock().strftime("%H:%M:%S")
-        if self.redacted:
-            message = secrets.redact(str(message), self.redacted)
-        self._log.add_line(f"{stamp} {message}")
+        if not self.redacted:
+            self._log.add_line(f"{stamp} {message}")
+            return
+        # A value logged in two lines (or read from a program in two pieces)
+        # is hidden too: the log's last characters wait for the next line.
+        if self._held is None:
+            self._held = secrets.HeldRedaction(self.redacted)
+        newline = "\n" if self._log.lines or self._lines_held else ""
+        separator = f"{newline}{stamp} "
+        self._lines_held += 1
+        self._log.write(self._held.add(separator, str(message)))
+
+    def release_log(self) -> None:
+        """Write what redaction held back: the handler has ended."""
+        if self._held is not None:
+            self._log.write(self._held.release_all())
 
     def log_text(self) -> str:
         """The log so far, capped (head and tail kept, a marker between)."""

@@ -16,7 +16,7 @@ from jobs.models.base import (
     ChoiceLabels,
 )
 from jobs.models.dependencies import JobDependency
-from jobs.models.jobs import NEEDS_ATTENTION, Job, JobQuerySet, job_name
+from jobs.models.jobs import NAMESPACE_RE, NEEDS_ATTENTION, Job, JobQuerySet, job_name
 from jobs.models.roles import ROLE_ORDER, GrantSource, Role, RoleGrant
 from jobs.models.runs import (
     CURSOR_PATTERN,
@@ -45,6 +45,7 @@ __all__ = [
     "MANUAL_RUN",
     "MAX_TIMEOUT_SECONDS",
     "MIN_INTERVAL_SECONDS",
+    "NAMESPACE_RE",
     "NEEDS_ATTENTION",
     "QUEUED_RUN",
     "ROLE_ORDER",

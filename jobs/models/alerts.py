@@ -79,6 +79,10 @@ class Alert(ChoiceLabels, models.Model):
     last_error = models.TextField(blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=_now)
+    # An operator took it on (jobs.acknowledge): when and who, by user name
+    # (kept if the user goes). Not a message's read/unread, which is per reader.
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.CharField(max_length=150, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -26,6 +26,10 @@ from jobs.models.base import (
 # partial index job_attention_idx holds exactly them.
 NEEDS_ATTENTION = Q(state="crashed") | Q(consecutive_failures__gt=0)
 
+# What a namespace may be (a job's, a role's, the namespaces a secret may be
+# used in); "" is the jobs outside any namespace.
+NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
+
 
 def job_name(text: str) -> str:
     """A job's name as it is stored and looked up: without surrounding
@@ -88,9 +92,7 @@ class Job(ChoiceLabels, models.Model):
     MIN_INTERVAL_SECONDS = MIN_INTERVAL_SECONDS
     MAX_INTERVAL_SECONDS = 366 * 86_400
     MAX_TIMEOUT_SECONDS = MAX_TIMEOUT_SECONDS
-    # A namespace's name (of at most 100 characters, the column's length);
-    # "" is the jobs outside any namespace.
-    NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
+    NAMESPACE_RE = NAMESPACE_RE  # the module's, for callers that hold the model
     # What a person or program sets on a job (form, API, jobs-as-code file,
     # audit trail); everything else is the scheduler's bookkeeping.
     EDITABLE_FIELDS = [

@@ -18,6 +18,9 @@ class Secret(models.Model):
     description = models.CharField(max_length=500, blank=True)
     set_at = models.DateTimeField(default=_now)
     set_by = models.CharField(max_length=150, blank=True)
+    # Who may use it: the namespaces whose jobs may reference it ("" is the
+    # jobs outside any namespace); empty, every namespace's.
+    namespaces = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["name"]

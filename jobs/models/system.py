@@ -69,8 +69,8 @@ class LeadershipChange(models.Model):
 class AuditEvent(ChoiceLabels, models.Model):
     """Who did what, when, and through which door: to a job (`job`), or to
     what belongs to no job (`subject`: the settings, the global alert
-    channels, a sign-in). Kept when the user or the job is deleted (the
-    names are copied)."""
+    channels, a sign-in, roles, a secret; `subject_name`). Kept when the
+    user or the job is deleted (the names are copied)."""
 
     class Via(models.TextChoices):
         CONSOLE = "console", _("Console")
@@ -86,12 +86,16 @@ class AuditEvent(ChoiceLabels, models.Model):
         CHANNELS = "channels", _("Alert channels")
         SIGN_IN = "sign-in", _("Sign-in")
         ROLES = "roles", _("Roles")
+        SECRETS = "secrets", _("Secrets")
 
     job = models.ForeignKey(
         Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
     )
     job_name = models.CharField(max_length=200, blank=True)
     subject = models.CharField(max_length=10, choices=Subject.choices, default=Subject.JOB)
+    # What a row that is not about a job is about, by name: a secret's name,
+    # the user or group a role was granted to.
+    subject_name = models.CharField(max_length=200, blank=True)
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -129,10 +133,18 @@ class AuditEvent(ChoiceLabels, models.Model):
         "recovery-codes": _("new recovery codes"),
         "recovery-code-used": _("recovery code used"),
         "sign-in-refused": _("sign-in refused: no role"),
+        "acknowledge": _("acknowledge alert"),
+        "grant": _("grant role"),
+        "revoke": _("revoke role"),
+        "secret-create": _("create secret"),
+        "secret-set": _("replace secret"),
+        "secret-delete": _("delete secret"),
     }
 
     def __str__(self):
-        return f"{self.username or 'system'} {self.action} {self.job_name or self.subject}"
+        return (
+            f"{self.username or 'system'} {self.action} {self.job_name or self.subject_name or self.subject}"
+        )
 
     def get_action_display(self) -> str:
         return str(self.ACTION_LABELS.get(self.action, self.action))

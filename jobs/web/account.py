@@ -16,7 +16,6 @@ from jobs import access, cron, links, refusals, services, tokens
 from jobs.access import login_required
 from jobs.checks import stored_refusals
 from jobs.handlers.sql import role_warnings
-from jobs.models import Message
 from jobs.web.alerts import channel_rows
 from jobs.web.common import done, partial_or_page
 from jobs.web.forms import SettingsForm, TokenForm
@@ -54,7 +53,7 @@ def settings_page(request):
 
 
 def _message_context(request) -> dict:
-    mine = Message.objects.filter(user=request.user).select_related("job")
+    mine = access.visible_messages(request.user).select_related("job")
     page = Paginator(mine, 50).get_page(request.GET.get("page"))
     return {"page": page, "unread": mine.filter(read_at__isnull=True).count()}
 
@@ -67,7 +66,7 @@ def message_list(request):
 @login_required
 def unread_count(request):
     """The top bar's Messages link with its unread badge; every page polls it."""
-    unread = Message.objects.filter(user=request.user, read_at__isnull=True).count()
+    unread = access.visible_messages(request.user).filter(read_at__isnull=True).count()
     return render(request, "jobs/_unread_count.html", {"unread": unread})
 
 
@@ -76,7 +75,7 @@ def unread_count(request):
 def message_read(request, message_id=None):
     """Mark one of your own messages read, or all of them."""
     if message_id is not None:
-        get_object_or_404(Message, pk=message_id, user=request.user)
+        get_object_or_404(access.visible_messages(request.user), pk=message_id)
     services.mark_messages_read(user=request.user, message_id=message_id)
     if request.htmx:
         return render(

@@ -3,18 +3,29 @@ job's alerts (a fragment the job page loads), and the settings page's
 "send test email" action. Self-contained so the console can slot them in."""
 
 from django.conf import settings
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Q
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from jobs import alerts, channels, links, refusals
-from jobs.access import can_administer, can_edit, can_view, get_job_for_user, login_required, visible_alerts
+from jobs import acknowledge, alerts, channels, links, refusals
+from jobs.access import (
+    can_administer,
+    can_edit,
+    can_view,
+    get_alert_for_user,
+    get_job_for_user,
+    login_required,
+    visible_alerts,
+)
 from jobs.config import get_setting, parse_email_list
 from jobs.core.mailfailures import describe_failure
 from jobs.i18n import alert_translation
 from jobs.models import Alert, AlertDelivery
+from jobs.web.common import done
 
 RECENT_ALERTS = 100
 JOB_ALERTS = 20
@@ -41,6 +52,27 @@ def alert_list(request):
         "jobs/alert_list.html",
         {"alerts": shown[:RECENT_ALERTS], "status": status, "statuses": Alert.Status.choices},
     )
+
+
+@login_required
+@require_POST
+def alert_acknowledge(request, alert_id):
+    """An operator of the alert's job says someone is on it; back to the
+    page the button was on (POST `back`: "job" for the job's page)."""
+    alert = get_alert_for_user(request.user, alert_id)
+    try:
+        taken = acknowledge.acknowledge_alert(alert=alert, user=request.user)
+    except refusals.ForbiddenError as exc:
+        raise PermissionDenied(str(exc)) from None
+    if taken:
+        messages.success(request, _("Alert acknowledged."))
+    else:
+        messages.info(
+            request, _("{user} acknowledged this alert already.").format(user=alert.acknowledged_by or "—")
+        )
+    if request.POST.get("back") == "job":
+        return done(request, reverse("jobs:job_detail", args=[alert.job_id]))
+    return done(request, reverse("jobs:alert_list"))
 
 
 @login_required

@@ -1,14 +1,19 @@
 """The console's own forms: a new API token's name (the profile page), the
-config centre's keys (the settings page) and a two-factor code. A job's form is the domain's
-(jobs.forms), shared by every door."""
+config centre's keys (the settings page), a two-factor code, and a role to
+grant (the roles page). A job's form is the domain's (jobs.forms), shared
+by every door."""
 
 from django import forms
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from jobs import services, twofactor
 from jobs.config import SPECS, get_setting
 from jobs.formfields import StorableTextMixin
 from jobs.forms import NAMESPACE_RE
+from jobs.models import Role
 
 
 class TokenForm(StorableTextMixin, forms.Form):
@@ -76,3 +81,45 @@ class TwoFactorCodeForm(StorableTextMixin, forms.Form):
             attrs={"autocomplete": "one-time-code", "autofocus": True, "spellcheck": "false"}
         ),
     )
+
+
+class RoleGrantForm(StorableTextMixin, forms.Form):
+    """A role to grant a user or a group, everywhere or in one namespace (the
+    roles page); jobs.roles writes it. `holder` is cleaned to the user or
+    the group named."""
+
+    holder_type = forms.ChoiceField(
+        choices=[("user", gettext_lazy("User")), ("group", gettext_lazy("Group"))],
+        label=gettext_lazy("Grant to"),
+    )
+    holder = forms.CharField(max_length=150, label=gettext_lazy("User or group name"))
+    role = forms.ChoiceField(choices=Role.choices, label=gettext_lazy("Role"))
+    namespace = forms.CharField(
+        max_length=100,
+        required=False,
+        label=gettext_lazy("Namespace"),
+        help_text=gettext_lazy("Empty: everywhere."),
+    )
+
+    def clean_namespace(self):
+        namespace = self.cleaned_data["namespace"].strip()
+        if namespace and not NAMESPACE_RE.fullmatch(namespace):
+            raise forms.ValidationError(_("“{namespace}” is not a namespace.").format(namespace=namespace))
+        return namespace or None
+
+    def clean(self):
+        data = super().clean()
+        name, kind = data.get("holder", "").strip(), data.get("holder_type")
+        if not name or not kind:
+            return data
+        if kind == "user":
+            found = get_user_model().objects.filter(**{get_user_model().USERNAME_FIELD: name}).first()
+            message = _("No user “{name}”.")
+        else:
+            found = Group.objects.filter(name=name).first()
+            message = _("No group “{name}”.")
+        if found is None:
+            self.add_error("holder", forms.ValidationError(message.format(name=name), code="invalid"))
+        else:
+            data["holder"] = found
+        return data

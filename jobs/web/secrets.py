@@ -13,15 +13,15 @@ from django.views.decorators.http import require_POST
 from jobs import access, jsontext, kinds, refusals, secrets, services
 from jobs.access import login_required
 from jobs.core import demo
-from jobs.forms import SecretForm
+from jobs.formfields import SecretForm
 from jobs.models import AuditEvent, Secret
 from jobs.web.common import done, role_required
 
 
 def _rows() -> list[dict]:
     return [
-        {"name": s.name, "description": s.description, "set": secrets.describe(s)}
-        for s in Secret.objects.only("name", "description", "set_at", "set_by")
+        {"name": s.name, "description": s.description, "set": secrets.describe(s), "namespaces": s.namespaces}
+        for s in Secret.objects.only("name", "description", "set_at", "set_by", "namespaces")
     ]
 
 
@@ -39,6 +39,7 @@ def secret_list(request):
                     name=data["name"],
                     value=data["value"],
                     description=data["description"],
+                    namespaces=data["namespaces"],
                     user=request.user,
                     via=AuditEvent.Via.CONSOLE,
                 )
@@ -51,7 +52,11 @@ def secret_list(request):
         name = request.GET.get("name", "")
         existing = Secret.objects.filter(name=name).first()
         if existing:
-            initial = {"name": existing.name, "description": existing.description}
+            initial = {
+                "name": existing.name,
+                "description": existing.description,
+                "namespaces": ", ".join(existing.namespaces or []),
+            }
         else:
             # A new name, as the job form's "Move to a secret" suggests it.
             initial = {"name": name} if secrets.NAME_RE.match(name) else {}

@@ -150,9 +150,12 @@ def run_handler(
     log). The run's secret references are resolved here, in whichever
     process or thread runs the handler, as late as can be; what the handler
     returns or raises leaves with every secret's value hidden (its log
-    lines are hidden as they are written: JobContext.log)."""
+    lines are hidden as they are written, JobContext.log, and what it held
+    back in case a value went on in the next line is written here)."""
     try:
-        resolved = secrets.resolve(ctx.properties)
+        # A job's run may use only the secrets its namespace may; a task's, any.
+        namespace = ctx.job.namespace if ctx.job is not None else None
+        resolved = secrets.resolve(ctx.properties, namespace=namespace)
     except secrets.SecretMissing as exc:
         return Outcome(ctx.run_id, "failed", error=str(exc))
     except Exception as exc:  # the database is away: no value could be read
@@ -162,6 +165,7 @@ def run_handler(
     ctx.properties = resolved.properties
     ctx.redacted = secrets.redaction_forms(resolved.values)
     outcome = _outcome(ctx, make_handler, memory_error)
+    ctx.release_log()
     if ctx.redacted:
         outcome.result = secrets.redact(outcome.result, ctx.redacted)
         outcome.error = secrets.redact(outcome.error, ctx.redacted)

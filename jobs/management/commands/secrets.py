@@ -1,9 +1,11 @@
 """Secrets from the command line. A value is read from stdin, never from
 the command line (which `ps` and shell histories show).
 
-manage.py secrets set NAME [--description TEXT]   value from stdin (one
-                                                  trailing newline dropped)
-manage.py secrets list                            names, descriptions, “set on … by …”
+manage.py secrets set NAME [--description TEXT] [--namespaces A,B]
+                                                  value from stdin (one trailing
+                                                  newline dropped); --namespaces ""
+                                                  lets every namespace use it
+manage.py secrets list                            names, “set on … by …”, namespaces, descriptions
 manage.py secrets delete NAME
 manage.py secrets rotate                          re-encrypt every value with SECRET_KEY's key
 """
@@ -31,6 +33,12 @@ class Command(BaseCommand):
         p = sub.add_parser("set", help="Create or replace a secret; its value is read from stdin.")
         p.add_argument("name")
         p.add_argument("--description", default=None, help="What the secret is for (kept when not given).")
+        p.add_argument(
+            "--namespaces",
+            default=None,
+            help='The namespaces whose jobs may use it, separated by commas ("": every namespace; '
+            "kept when not given).",
+        )
         sub.add_parser("list", help="One line per secret (never its value).")
         sub.add_parser("delete", help="Delete a secret.").add_argument("name")
         sub.add_parser("rotate", help="Re-encrypt every value with SECRET_KEY's key (after a key rotation).")
@@ -40,7 +48,8 @@ class Command(BaseCommand):
         checks.require_migrated()
         # Bytes on the command line that are not UTF-8 arrive as lone
         # surrogates: refused here, before a query or a message trips on them.
-        if problem := find_unstorable([options.get("name") or "", options.get("description") or ""]):
+        typed = [options.get(key) or "" for key in ("name", "description", "namespaces")]
+        if problem := find_unstorable(typed):
             raise CommandError(
                 _("The name or description contains {problem}, which cannot be stored.").format(
                     problem=problem
@@ -51,7 +60,7 @@ class Command(BaseCommand):
         except ImproperlyConfigured as exc:  # no SECRET_KEY that every process shares
             raise CommandError(str(exc)) from None
 
-    def do_set(self, *, name, description, **_options):
+    def do_set(self, *, name, description, namespaces, **_options):
         if sys.stdin.isatty():
             self.stderr.write(_("Type the value, then Ctrl-D:"))
         # One byte past the limit is enough to refuse it (and a newline).
@@ -62,7 +71,9 @@ class Command(BaseCommand):
         # check refuses as text that cannot be stored.
         value = raw.decode(errors="surrogateescape")
         try:
-            services.set_secret(name=name, value=value, description=description, via=CLI)
+            services.set_secret(
+                name=name, value=value, description=description, namespaces=namespaces, via=CLI
+            )
         except ValidationError as exc:
             raise CommandError(exc.messages[0]) from None
         except refusals.DemoModeError as exc:
@@ -72,6 +83,11 @@ class Command(BaseCommand):
     def do_list(self, **_options):
         for secret in Secret.objects.all():
             line = f"{secret.name}\t{secrets.describe(secret)}"
+            line += "\t" + (
+                _("namespaces: {names}").format(names=", ".join(secret.namespaces))
+                if secret.namespaces
+                else _("every namespace")
+            )
             if secret.description:
                 line += f"\t{secret.description}"
             self.stdout.write(line)

@@ -10,7 +10,6 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 
 from jobs import access
-from jobs.models import Message
 
 register = template.Library()
 
@@ -46,7 +45,7 @@ def unread_message_count(context) -> int:
     user = getattr(request, "user", None)
     if not access.can_view(user):
         return 0
-    return Message.objects.filter(user=user, read_at__isnull=True).count()
+    return access.visible_messages(user).filter(read_at__isnull=True).count()
 
 
 @register.filter
@@ -115,12 +114,10 @@ def short_value(value, limit: int = 80) -> str:
 
 
 @register.filter
-def change_pair(change):
-    """An audit change's (before, after), or None for a value recorded as
-    it is (a sign-in's source, the roles it granted, a grant's holder)."""
-    if isinstance(change, list | tuple) and len(change) == 2:
-        return change
-    return None
+def is_change(value) -> bool:
+    """An audit row's [before, after]; anything else (a secret's "changed",
+    the holder of a role) is shown as it is."""
+    return isinstance(value, list) and len(value) == 2
 
 
 @register.filter
