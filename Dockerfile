@@ -10,14 +10,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     CRONBOARD_REQUIRE_SECRET_KEY=true
 
 WORKDIR /app
-COPY requirements.txt .
+COPY requirements.txt requirements-ldap.txt ./
 # python-ldap (LDAP sign-in) is built against OpenLDAP's and SASL's headers;
 # the compiler and headers go again, the libraries it links stay.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev libldap2-dev libsasl2-dev \
         libldap-2.5-0 libsasl2-2 \
     && apt-mark manual libldap-2.5-0 libsasl2-2 \
-    && pip install -r requirements.txt \
+    && pip install -r requirements.txt -r requirements-ldap.txt \
     && apt-get purge -y --auto-remove gcc libc6-dev libldap2-dev libsasl2-dev \
     && rm -rf /var/lib/apt/lists/*
 

@@ -202,7 +202,13 @@ AUTHENTICATION_BACKENDS = [
 # (docs/operations.md, "LDAP and Active Directory").
 LDAP_SERVER_URI = env.str("LDAP_SERVER_URI", default="").strip()
 if LDAP_SERVER_URI:
-    from config.ldapsettings import auth_ldap_settings
+    try:
+        from config.ldapsettings import auth_ldap_settings
+    except ImportError as exc:
+        raise ImproperlyConfigured(
+            f"LDAP_SERVER_URI is set but LDAP sign-in is not installed ({exc}): "
+            "pip install -r requirements-ldap.txt (it builds python-ldap: apt-get install gcc libldap2-dev libsasl2-dev)"
+        ) from None
 
     vars().update(
         auth_ldap_settings(
