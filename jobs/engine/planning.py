@@ -79,6 +79,7 @@ class Planned:
     # when the pass could tell; None when it could not (nothing due, a claim
     # refused, a full batch, a replan): then `next_fire()` asks.
     next_fire: "NextFire | None" = None
+    written: list[Run] = field(default_factory=list)  # every run it wrote, skipped ones too (the metrics')
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,7 @@ class Planner:
                 take(planned.starting, start_time(now, self.clock), worker_id=self.worker_id)
                 # One INSERT for the batch's runs, inside the claims' transaction.
                 created = insert_rows(runs)
+            planned.written = runs
             planned.queued = {run.pk: run for run in created if run.status == Run.Status.QUEUED and run.pk}
             if len(claimed) == len(plans) and not planned.full:
                 moved = [plan.new_next for plan in plans if plan.new_next is not None]
@@ -136,7 +138,8 @@ class Planner:
             for plan in plans:
                 try:
                     with transaction.atomic():
-                        self.claim_fire(plan, now, epoch=epoch)
+                        if self.claim_fire(plan, now, epoch=epoch):
+                            planned.written.extend(plan.runs)
                 except IntegrityError:
                     # The fire's row is there already: it was run or recorded.
                     # The job still moves on to its next fire, or it would

@@ -12,6 +12,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from jobs import checks
+from jobs.core import logcontext
+from jobs.engine import metrics as engine_metrics
 from jobs.engine.leadership import WorkerIdInUse
 from jobs.engine.loop import Scheduler
 from jobs.handlers.command import log_cgroup_warnings
@@ -79,12 +81,22 @@ class Command(BaseCommand):
                 )
             )
         scheduler = Scheduler()
+        logcontext.bind_process(worker_id=scheduler.worker_id)  # on every line this process logs
         if scheduler.clustered:
             try:
                 scheduler.leadership.check_identity(timezone.now())
             except WorkerIdInUse as exc:
                 raise CommandError(str(exc)) from None
         scheduler.install_signal_handlers()
+        if settings.JOBS_METRICS_BIND:
+            try:
+                engine_metrics.serve(scheduler.metrics, settings.JOBS_METRICS_BIND)
+            except OSError as exc:
+                raise CommandError(
+                    _("JOBS_METRICS_BIND ({bind}): cannot serve metrics there: {error}").format(
+                        bind=settings.JOBS_METRICS_BIND, error=exc.strerror or exc
+                    )
+                ) from None
         log.info(
             "scheduler %s started (pid %s, %s, %d worker slots, %s executor)",
             scheduler.worker_id,
