@@ -133,6 +133,10 @@ NINJA_DIR = Path(importlib.util.find_spec("ninja").origin).parent
 
 MIDDLEWARE = [
     "config.health.HealthCheckMiddleware",  # first: no host check, no HTTPS redirect
+    # Then /metrics, likewise (Prometheus scrapes by address); it counts the
+    # other requests by view, each under the id the next one gives it.
+    "jobs.web.metrics.MetricsMiddleware",
+    "jobs.web.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -4,6 +4,7 @@ failed attempt). Never holds a secret: channel URLs are masked, and a
 sign-in row holds the name typed, never the password."""
 
 from jobs import channels
+from jobs.core import logcontext
 from jobs.models import AuditEvent, Job
 from jobs.text import storable
 
@@ -60,6 +61,7 @@ def record(
         action=action,
         via=via,
         changes=changes or {},
+        request_id=logcontext.request_id(),
     )
 
 

@@ -13,6 +13,8 @@ command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 # xgettext: tests/test_i18n.py checks the catalogs against the sources.
 command -v xgettext >/dev/null 2>&1 || missing+=(gettext)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+# prometheus and promtool: tests/test_metrics_process.py scrapes with a real server.
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
