@@ -17,7 +17,6 @@ Nothing here uses the control interface (gunicornc)."""
 import os
 import shutil
 import tempfile
-from pathlib import Path
 
 from config.logs import gunicorn_config, log_format
 
@@ -28,17 +27,11 @@ control_socket_disable = True
 # Request metrics from every worker, added up at /metrics (jobs.web.metrics):
 # prometheus-client's multiprocess mode keeps each worker's counts in files
 # of PROMETHEUS_MULTIPROC_DIR. Set here, in the master, before any worker
-# imports the client. Without it, a directory of this server's own, removed
-# when it exits; with it, emptied at start (counts from a server before
-# would be added to this one's).
-_made_metrics_dir = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-if _made_metrics_dir:
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="cronboard-metrics-")
-else:
-    _dir = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
-    _dir.mkdir(parents=True, exist_ok=True)
-    for _file in _dir.glob("*.db"):
-        _file.unlink()
+# imports the client, to a new directory of this server's own (under TMPDIR),
+# removed when it exits: one shared with another server, or with a
+# scheduler started with the same environment, would add their counts to
+# this one's, and files left from a server before would too.
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="cronboard-metrics-")
 
 
 def child_exit(server, worker):
@@ -48,8 +41,7 @@ def child_exit(server, worker):
 
 
 def on_exit(server):
-    if _made_metrics_dir:
-        shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
+    shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
 
 
 # CRONBOARD_LOG_FORMAT=json: gunicorn's own lines (its error log, and the

@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.fixtures.databases",
     "tests.fixtures.sql_databases",
     "tests.fixtures.webhook",
+    "tests.fixtures.prometheus",
 ]
 
 

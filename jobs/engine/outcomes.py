@@ -29,6 +29,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 
 from jobs import alerts
+from jobs.core.logcontext import about
 from jobs.engine.bulk import update_from_values, update_from_values_returning
 from jobs.engine.execution.pool import Flight, Outcome, Pool
 from jobs.models import LIVE_RUN, Job, JobDependency, Run, cap_message
@@ -215,7 +216,12 @@ class Recorder:
             if is_connection_error(exc):
                 raise
             problem = f"{type(exc).__name__}: {exc}"
-        log.error("the outcome of run %s could not be written (%s); recording it failed", run.pk, problem)
+        log.error(
+            "the outcome of run %s could not be written (%s); recording it failed",
+            run.pk,
+            problem,
+            extra=about(run=run),
+        )
         explanation = (
             f"The run ended ({status}), but its outcome could not be written to the database: "
             f"{problem}. It is recorded as failed instead, without its result and log."
@@ -226,7 +232,11 @@ class Recorder:
         except Exception as exc:
             if is_connection_error(exc):
                 raise
-            log.exception("run %s could not be recorded failed either; the sweep will interrupt it", run.pk)
+            log.exception(
+                "run %s could not be recorded failed either; the sweep will interrupt it",
+                run.pk,
+                extra=about(run=run),
+            )
         return Recorded(runs=1)
 
     # -- runs the scheduler gives up on ----------------------------------------------

@@ -30,6 +30,7 @@ from django.db.models import BooleanField, Min, Q, Subquery
 from django.db.models.expressions import RawSQL
 
 from jobs import cluster
+from jobs.core.logcontext import about
 from jobs.core.wakeup import wake_schedulers
 from jobs.engine import leases
 from jobs.engine.bulk import database, insert_rows, update_from_values
@@ -148,6 +149,7 @@ class Planner:
                         "fire of job %s at %s already exists; not planned twice, the job moves on",
                         plan.job.pk,
                         plan.expected_next,
+                        extra={**about(job=plan.job), "fire_time": plan.expected_next.isoformat()},
                     )
                     with transaction.atomic():
                         self.claim_fire(plan, now, epoch=epoch, existing_ok=True)
@@ -475,6 +477,7 @@ class ScheduleCheck:
             was.isoformat() if was else "none",
             job.last_fire_at.isoformat() if job.last_fire_at else "none",
             new_next.isoformat() if new_next else "none",
+            extra=about(job=job),
         )
         return Repair(job_id=job.pk, problem=problem, was=was, next_fire=new_next)
 
