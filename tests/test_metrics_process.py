@@ -5,9 +5,12 @@ with the database. promtool checks the exposition text and the rules file
 in deploy/prometheus; every line the processes log parses as JSON."""
 
 import json
+import re
 import signal
+import socket
 import urllib.error
 import urllib.request
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -139,6 +142,13 @@ def test_prometheus_reads_the_figures_the_database_holds(site, prometheus):
         checked = promtool("check", "metrics", input=text)
         assert checked.returncode == 0, (url, checked.stdout, checked.stderr)
 
+    # Every query of the Grafana dashboard parses, and names only metrics the processes export.
+    exported = set(server.api("metadata"))
+    for expr in dashboard_queries():
+        server.api("query", query=expr)
+        for name in re.findall(r"\b((?:cronboard|process)_[a-z_]+)", expr):
+            assert name in exported or re.sub(r"_(bucket|sum|count)$", "", name) in exported, (name, expr)
+
     site.stop_all()
     # Every line each process wrote is one JSON object, with the fields named.
     for name in ("scheduler", "web"):
@@ -151,7 +161,31 @@ def test_prometheus_reads_the_figures_the_database_holds(site, prometheus):
     assert all(r.get("worker_id") == "proc-test" for r in scheduler_lines)
 
 
-def test_the_rules_file_passes_promtool():
+def dashboard_queries() -> list[str]:
+    """The expressions of deploy/grafana/cronboard.json, with Grafana's variables filled in."""
+    dashboard = json.loads((RULES.parents[1] / "grafana" / "cronboard.json").read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel.get("targets", [])]
+    assert len(exprs) > 20
+    return [e.replace("$namespace", ".*").replace("$__rate_interval", "1m") for e in exprs]
+
+
+def test_the_rules_file_passes_promtool_and_its_unit_tests():
     checked = promtool("check", "rules", str(RULES))
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "SUCCESS" in checked.stdout
+    # The alerts fire on the series they are written for (cronboard-rules.test.yml).
+    tested = promtool("test", "rules", str(RULES.with_name("cronboard-rules.test.yml")))
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_a_metrics_address_in_use_stops_the_scheduler_with_one_line(tmp_path, migrated_sqlite):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    bind = f"127.0.0.1:{taken.getsockname()[1]}"
+    with closing(taken):
+        site = processes.SqliteSite(tmp_path, migrated_sqlite, JOBS_METRICS_BIND=bind)
+        done = site.manage("runscheduler", check=False, timeout=60)
+    assert done.returncode == 1
+    assert f"JOBS_METRICS_BIND ({bind}): cannot serve metrics there" in done.stderr
+    assert "Traceback" not in done.stderr
