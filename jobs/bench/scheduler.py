@@ -230,14 +230,15 @@ def measure(window: Window) -> dict:
 
 class Scraper:
     """--metrics: each scheduler serves /metrics on a port of its own, and
-    this thread scrapes them every second while the window lasts, as a
-    Prometheus with a short scrape interval would."""
+    this thread scrapes them every `every` seconds while the window lasts,
+    as Prometheus would."""
 
     TOKEN = "bench-metrics-token-0000"
 
-    def __init__(self, count: int, *, per_job: bool):
+    def __init__(self, count: int, *, per_job: bool, every: float):
         self.ports = [_free_port() for _ in range(count)]
         self.per_job = per_job
+        self.every = every
         self.scrapes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -257,7 +258,7 @@ class Scraper:
         self._thread.join(10)
 
     def _loop(self) -> None:
-        while not self._stop.wait(1.0):
+        while not self._stop.wait(self.every):
             for port in self.ports:
                 request = urllib.request.Request(
                     f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {self.TOKEN}"}
@@ -276,7 +277,11 @@ def _free_port() -> int:
 def run(options: dict, workdir: Path) -> dict:
     jobs, interval, duration = options["jobs"], options["interval"], options["duration"]
     metrics = options.get("metrics", "off")
-    scraper = Scraper(options["schedulers"], per_job=metrics == "per-job") if metrics != "off" else None
+    scraper = (
+        Scraper(options["schedulers"], per_job=metrics == "per-job", every=options.get("scrape_every", 15))
+        if metrics != "off"
+        else None
+    )
     schedulers = Schedulers(options["schedulers"], workdir, metrics=scraper)
     park_other_jobs()
     parked_at = timezone.now() + PARKED
@@ -339,5 +344,10 @@ def render(options: dict, figures: dict) -> str:
         f"bench scheduler: {options['jobs']:,} jobs × {options['interval']} s for {options['duration']:g} s, "
         f"{options['schedulers']} scheduler(s), {connection.vendor}, {settings.JOBS_EXECUTOR} executor, "
         f"metrics {options.get('metrics', 'off')}"
+        + (
+            f" (scraped every {options.get('scrape_every', 15):g} s)"
+            if options.get("metrics", "off") != "off"
+            else ""
+        )
     )
     return head + "\n" + table(rows)

@@ -19,12 +19,13 @@ import socket
 import threading
 import time
 from collections import Counter as Tally
-from contextlib import contextmanager, nullcontext
+from collections import defaultdict
+from contextlib import nullcontext
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from django.conf import settings
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, close_old_connections
 from django.db.models import Min
 from django.utils import timezone
 from prometheus_client import (
@@ -82,6 +83,7 @@ class EngineMetrics(Off):
         self.per_job = per_job
         self._jobs: dict[int, tuple[str, str, str]] = {}  # job id -> (namespace, name, kind)
         self._leader: bool | None = None
+        self._timers: dict[str, _StepTimer] = {}  # by step: its histogram's child, looked up once
         r = self.registry
         run = ("namespace", "job") if per_job else ("namespace",)
         self.fires_planned = Counter(
@@ -163,16 +165,13 @@ class EngineMetrics(Off):
 
     # -- what the loop hands over ---------------------------------------------------
 
-    @contextmanager
-    def step(self, name: str):
-        started = time.perf_counter()
-        try:
-            yield
-        except DatabaseError:
-            self.database_errors.labels(name).inc()
-            raise
-        finally:
-            self.step_seconds.labels(name).observe(time.perf_counter() - started)
+    def step(self, name: str) -> "_StepTimer":
+        timer = self._timers.get(name)
+        if timer is None:
+            timer = self._timers[name] = _StepTimer(
+                name, self.step_seconds.labels(name), self.database_errors
+            )
+        return timer
 
     def planned(self, runs) -> None:
         """The runs one pass's planning wrote: fires planned, and skipped by reason."""
@@ -189,25 +188,27 @@ class EngineMetrics(Off):
         _add(self.fires_skipped, skipped)
 
     def took(self, recorded) -> None:
-        """The runs a write started and ended (a `Recorded`)."""
+        """The runs a write started and ended (a `Recorded`): each label set's
+        counter moved once, each histogram's child looked up once."""
         if recorded.started:
-            started = Tally()
+            started, late = Tally(), defaultdict(list)
             for run in recorded.started:
                 labels = self._labels(run)
                 started[labels] += 1
                 if run.trigger in Run.SCHEDULED_TRIGGERS and run.attempt == 1 and run.started_at:
-                    late = (run.started_at - run.scheduled_at).total_seconds()
-                    self.lateness.labels(*labels).observe(max(0.0, late))
+                    late[labels].append((run.started_at - run.scheduled_at).total_seconds())
             _add(self.fires_started, started)
+            _observe(self.lateness, late)
         if recorded.ended:
             self._know([run for run, _status, _ms in recorded.ended])
-            ended = Tally()
+            ended, durations = Tally(), defaultdict(list)
             for run, status, duration_ms in recorded.ended:
-                labels = self._labels(run)
-                kind = self._kind(run)
+                namespace, name, kind = self._job(run)
+                labels = (namespace, name) if self.per_job else (namespace,)
                 ended[(*labels, status, kind)] += 1
-                self.duration.labels(*labels, kind).observe(duration_ms / 1000)
+                durations[(*labels, kind)].append(duration_ms / 1000)
             _add(self.runs_finished, ended)
+            _observe(self.duration, durations)
 
     def passed(self, *, live: int, free: int, leader: bool, waiting_for_slots: bool) -> None:
         """The end of a pass: the slots, the leadership."""
@@ -255,13 +256,37 @@ class EngineMetrics(Off):
         namespace, name, _kind = self._job(run)
         return (namespace, name) if self.per_job else (namespace,)
 
-    def _kind(self, run) -> str:
-        return self._job(run)[2]
+
+class _StepTimer:
+    """Times one step of the loop (used from the loop's thread only, never
+    nested in itself) and counts the database errors that stop it."""
+
+    __slots__ = ("errors", "name", "seconds", "started")
+
+    def __init__(self, name: str, seconds, errors: Counter):
+        self.name, self.seconds, self.errors = name, seconds, errors
+        self.started = 0.0
+
+    def __enter__(self):
+        self.started = time.perf_counter()
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        self.seconds.observe(time.perf_counter() - self.started)
+        if kind is not None and issubclass(kind, DatabaseError):
+            self.errors.labels(self.name).inc()
+        return False
 
 
 def _add(counter: Counter, tally: Tally) -> None:
     for labels, n in tally.items():
         counter.labels(*labels).inc(n)
+
+
+def _observe(histogram: Histogram, values: dict[tuple, list[float]]) -> None:
+    for labels, seconds in values.items():
+        child = histogram.labels(*labels)
+        for value in seconds:
+            child.observe(max(0.0, value))
 
 
 class DatabaseGauges:
@@ -292,7 +317,9 @@ class DatabaseGauges:
             log.warning("metrics: could not read the queue and the outbox: %s", exc)
             return
         finally:
-            connections.close_all()  # this thread's connections only
+            # This thread's connection is kept for the next scrape, as a
+            # request's is (CONN_MAX_AGE), unless it broke or aged out.
+            close_old_connections()
         yield from (queue, oldest, backlog)
 
 

@@ -41,7 +41,13 @@ class Command(BaseCommand):
             choices=["off", "on", "per-job"],
             default="off",
             help="serve Prometheus metrics from each scheduler (per-job: with JOBS_METRICS_PER_JOB) "
-            "and scrape them every second while measuring",
+            "and scrape them while measuring",
+        )
+        p.add_argument(
+            "--scrape-every",
+            type=float,
+            default=15,
+            help="--metrics: seconds between scrapes (Prometheus' usual 15)",
         )
         self._common(p)
 
