@@ -62,14 +62,15 @@ def test_fires_planned_started_skipped_and_ended_are_counted_by_namespace(make_s
     assert value(metrics, "cronboard_scheduler_live_runs") == 3, "the pass started three runs"
 
 
-def test_the_job_label_is_there_only_when_asked_for(make_scheduler, make_job, clock):
+def test_the_job_label_is_there_only_when_asked_for_and_never_on_buckets(make_scheduler, make_job, clock):
     for per_job in (False, True):
         metrics = EngineMetrics(per_job=per_job)
         scheduler = make_scheduler(max_workers=2, clock=clock, misfire_threshold=60, metrics=metrics)
-        job = make_job(next_fire_at=clock(), namespace="ops")
+        namespace = f"ops-{per_job}"  # the other pass's job fires again, in its own
+        job = make_job(next_fire_at=clock(), namespace=namespace)
         scheduler.run_pass(clock())
         drain(scheduler, clock())
-        labels = {"namespace": "ops", **({"job": job.name} if per_job else {})}
+        labels = {"namespace": namespace, **({"job": job.name} if per_job else {})}
         assert value(metrics, "cronboard_scheduler_fires_planned_total", **labels) == 1
         sample_labels = {
             tuple(sorted(s.labels))
@@ -78,6 +79,12 @@ def test_the_job_label_is_there_only_when_asked_for(make_scheduler, make_job, cl
             for s in family.samples
         }
         assert sample_labels == {("job", "namespace") if per_job else ("namespace",)}
+        # The histograms' buckets stay by namespace; per job, a count and a sum.
+        assert value(metrics, "cronboard_scheduler_run_lateness_seconds_count", namespace=namespace) == 1
+        per_job_count = metrics.registry.get_sample_value(
+            "cronboard_scheduler_job_run_lateness_seconds_count", {"namespace": namespace, "job": job.name}
+        )
+        assert per_job_count == (1 if per_job else None)
         clock.advance(seconds=60)
 
 

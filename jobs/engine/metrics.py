@@ -8,10 +8,11 @@ label set and pass, not once per row. What only the database knows (the
 queue of due runs, the outbox's backlog) is read when Prometheus scrapes,
 in the server's thread on its own connection, never in the loop.
 
-Labels: `namespace` on everything about runs; `job` as well only with
-JOBS_METRICS_PER_JOB, since a series per job and bucket is a cardinality the
-operator chooses. With JOBS_METRICS_BIND empty the loop gets `OFF`, whose
-methods do nothing: no metric is touched and no thread started.
+Labels: `namespace` on everything about runs; with JOBS_METRICS_PER_JOB the
+counters carry `job` too, and per-job summaries (count and sum) sit beside
+the histograms, which stay by namespace: a cardinality the operator chooses.
+With JOBS_METRICS_BIND empty the loop gets `OFF`, whose methods do nothing:
+no metric is touched and no thread started.
 """
 
 import logging
@@ -36,6 +37,7 @@ from prometheus_client import (
     Histogram,
     PlatformCollector,
     ProcessCollector,
+    Summary,
     generate_latest,
 )
 from prometheus_client.core import GaugeMetricFamily
@@ -101,20 +103,37 @@ class EngineMetrics(Off):
             (*run, "status", "kind"),
             registry=r,
         )
+        # The histograms stay by namespace: with a job label their buckets
+        # would be 20 series per job and kind, and writing a scrape holds
+        # the loop's thread for as long as there are series. Per job, a
+        # count and a sum (an average over any range) instead.
         self.lateness = Histogram(
             "cronboard_scheduler_run_lateness_seconds",
             "From a fire's scheduled time to its run's start (scheduled fires, first attempt)",
-            run,
+            ("namespace",),
             buckets=BUCKETS,
             registry=r,
         )
         self.duration = Histogram(
             "cronboard_scheduler_run_duration_seconds",
             "From a run's start to its end",
-            (*run, "kind"),
+            ("namespace", "kind"),
             buckets=BUCKETS,
             registry=r,
         )
+        if per_job:
+            self.job_lateness = Summary(
+                "cronboard_scheduler_job_run_lateness_seconds",
+                "Per job: from a fire's scheduled time to its run's start (count and sum)",
+                run,
+                registry=r,
+            )
+            self.job_duration = Summary(
+                "cronboard_scheduler_job_run_duration_seconds",
+                "Per job: from a run's start to its end (count and sum)",
+                (*run, "kind"),
+                registry=r,
+            )
         self.live_runs = Gauge("cronboard_scheduler_live_runs", "Runs executing on this node", registry=r)
         self.free_slots = Gauge(
             "cronboard_scheduler_free_slots", "Worker slots free on this node", registry=r
@@ -193,22 +212,36 @@ class EngineMetrics(Off):
         if recorded.started:
             started, late = Tally(), defaultdict(list)
             for run in recorded.started:
-                labels = self._labels(run)
-                started[labels] += 1
+                namespace, name, _kind = self._job(run)
+                started[(namespace, name) if self.per_job else (namespace,)] += 1
                 if run.trigger in Run.SCHEDULED_TRIGGERS and run.attempt == 1 and run.started_at:
-                    late[labels].append((run.started_at - run.scheduled_at).total_seconds())
+                    late[(namespace, name)].append((run.started_at - run.scheduled_at).total_seconds())
             _add(self.fires_started, started)
-            _observe(self.lateness, late)
+            self._observe(self.lateness, getattr(self, "job_lateness", None), late)
         if recorded.ended:
             self._know([run for run, _status, _ms in recorded.ended])
             ended, durations = Tally(), defaultdict(list)
             for run, status, duration_ms in recorded.ended:
                 namespace, name, kind = self._job(run)
-                labels = (namespace, name) if self.per_job else (namespace,)
-                ended[(*labels, status, kind)] += 1
-                durations[(*labels, kind)].append(duration_ms / 1000)
+                ended[((namespace, name) if self.per_job else (namespace,)) + (status, kind)] += 1
+                durations[(namespace, name, kind)].append(duration_ms / 1000)
             _add(self.runs_finished, ended)
-            _observe(self.duration, durations)
+            self._observe(self.duration, getattr(self, "job_duration", None), durations)
+
+    def _observe(self, histogram: Histogram, per_job: Summary | None, values: dict) -> None:
+        """`values` by (namespace, job, *rest): into the histogram by
+        (namespace, *rest), and per job into `per_job` when there is one."""
+        by_namespace = defaultdict(list)
+        for (namespace, name, *rest), seconds in values.items():
+            by_namespace[(namespace, *rest)].extend(seconds)
+            if per_job is not None:
+                child = per_job.labels(namespace, name, *rest)
+                for value in seconds:
+                    child.observe(max(0.0, value))
+        for labels, seconds in by_namespace.items():
+            child = histogram.labels(*labels)
+            for value in seconds:
+                child.observe(max(0.0, value))
 
     def passed(self, *, live: int, free: int, leader: bool, waiting_for_slots: bool) -> None:
         """The end of a pass: the slots, the leadership."""
@@ -280,13 +313,6 @@ class _StepTimer:
 def _add(counter: Counter, tally: Tally) -> None:
     for labels, n in tally.items():
         counter.labels(*labels).inc(n)
-
-
-def _observe(histogram: Histogram, values: dict[tuple, list[float]]) -> None:
-    for labels, seconds in values.items():
-        child = histogram.labels(*labels)
-        for value in seconds:
-            child.observe(max(0.0, value))
 
 
 class DatabaseGauges:
