@@ -127,3 +127,20 @@ def test_json_log_lines_carry_the_context(capsys, settings):
     assert first["time"].endswith("+00:00")
     assert "request_id" not in second, "the context ended with its block"
     assert "ValueError: boom" in second["exc_info"]
+
+
+def test_the_request_id_is_on_the_log_lines_the_request_causes(staff_client):
+    from jobs.core.logcontext import ContextFilter
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    handler.addFilter(ContextFilter())
+    logger = logging.getLogger("django.request")
+    logger.addHandler(handler)
+    try:
+        response = staff_client.get("/jobs/999999/", headers={"X-Request-ID": "req-404"})
+    finally:
+        logger.removeHandler(handler)
+    assert response.status_code == 404
+    assert [r.request_id for r in records] == ["req-404"], "Django's 'Not Found' line"

@@ -83,10 +83,16 @@ def about(*, job=None, run=None) -> dict:
 
 class ContextFilter(logging.Filter):
     """Puts the context's fields on every record (those the call passed in
-    `extra` are kept)."""
+    `extra` are kept). Django logs a request's 4xx and 5xx answer
+    ("Not Found: /x") after the middleware returned, with the request
+    attached: its id is read from there."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         for name, value in _context.get().items():
             if not hasattr(record, name):
                 setattr(record, name, value)
+        if not hasattr(record, "request_id"):
+            request_id = getattr(getattr(record, "request", None), "request_id", None)
+            if request_id:
+                record.request_id = request_id
         return True
