@@ -9,7 +9,7 @@ import logging
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from jobs.models import AuditEvent, Run
+from jobs.models import AuditEvent, Job, Run
 from tests.fixtures.core import T0
 
 pytestmark = pytest.mark.django_db
@@ -144,3 +144,35 @@ def test_the_request_id_is_on_the_log_lines_the_request_causes(staff_client):
         logger.removeHandler(handler)
     assert response.status_code == 404
     assert [r.request_id for r in records] == ["req-404"], "Django's 'Not Found' line"
+
+
+def test_the_database_figures_read_the_same_on_both_databases(both_databases, make_job):
+    from datetime import timedelta
+
+    from jobs import figures
+
+    ops = make_job(namespace="ops", next_fire_at=T0 - timedelta(seconds=30))  # due, not planned
+    make_job(state="crashed", namespace="ops")
+    deleted = make_job(namespace="ops")
+    Job.objects.filter(pk=deleted.pk).update(deleted_at=T0)
+    for status in ("succeeded", "failed", "failed"):
+        Run.objects.create(job=ops, scheduled_at=T0 - timedelta(minutes=1), trigger="manual", status=status)
+    Run.objects.create(job=ops, scheduled_at=T0 - timedelta(minutes=10), trigger="manual", status="failed")
+    Run.objects.create(
+        job=None,
+        scheduled_at=T0,
+        trigger="task",
+        handler="demo.echo",
+        status="queued",
+        run_after=T0 - timedelta(seconds=90),
+    )
+
+    read = figures.read(T0)
+
+    ops_jobs = {key: n for key, n in read.jobs.items() if key[0] == "ops"}  # not the built-in retention job
+    assert ops_jobs == {("ops", "enabled"): 1, ("ops", "crashed"): 1}, "the deleted job left out"
+    assert read.runs == {("ops", "succeeded"): 1, ("ops", "failed"): 2, ("", "queued"): 1}, (
+        "the last 5 minutes"
+    )
+    assert read.oldest_due_seconds == 90, "the queued task's 90 s, older than the job's 30 s"
+    assert read.undelivered == {"email": 0, "channel": 0}
