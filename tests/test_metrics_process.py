@@ -189,3 +189,35 @@ def test_a_metrics_address_in_use_stops_the_scheduler_with_one_line(tmp_path, mi
     assert done.returncode == 1
     assert f"JOBS_METRICS_BIND ({bind}): cannot serve metrics there" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.postgres
+def test_two_nodes_on_postgresql_one_leader_and_the_fires_counted_once(postgres_site, prometheus):
+    site = postgres_site(
+        "metrics_pg", JOBS_METRICS_TOKEN=TOKEN, JOBS_LEASE_TTL_SECONDS="4", JOBS_LEASE_RENEW_SECONDS="1"
+    )
+    site.manage(
+        "jobs", "import", "-", input=json.dumps([{**JOBS[0], "name": f"pinger-{n}"} for n in range(3)])
+    )
+    nodes = {}
+    for name in ("node-a", "node-b"):
+        address = f"127.0.0.1:{processes.free_port()}"
+        site.start_scheduler(name, JOBS_WORKER_ID=name, JOBS_METRICS_BIND=address)
+        nodes[name] = (address, TOKEN)
+    server = prometheus(**nodes)
+    site.wait_for(
+        lambda: site.sql("SELECT COUNT(*) FROM jobs_run WHERE status = 'succeeded'")[0][0] >= 6, 90, "6 runs"
+    )
+    server.wait_for("sum(cronboard_scheduler_leader)", lambda v: v == 1)
+    site.sql("UPDATE jobs_job SET state = 'paused' WHERE state = 'enabled'")
+    site.wait_for(
+        lambda: site.sql("SELECT COUNT(*) FROM jobs_run WHERE status IN ('queued', 'running')")[0][0] == 0,
+        30,
+        "no live run",
+    )
+    planned = site.sql("SELECT COUNT(*) FROM jobs_run WHERE trigger IN ('schedule', 'catch_up')")[0][0]
+    finished = site.sql("SELECT COUNT(*) FROM jobs_run WHERE status = 'succeeded'")[0][0]
+    # Each fire is counted by the one node that planned it, and by the one that ran it.
+    server.wait_for("sum(cronboard_scheduler_fires_planned_total)", lambda v: v == planned)
+    server.wait_for("sum(cronboard_scheduler_runs_finished_total)", lambda v: v == finished)
+    assert server.value("count(cronboard_scheduler_node_lease_renewals_total > 0)") == 2
