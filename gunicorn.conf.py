@@ -14,5 +14,37 @@ control_socket_disable: gunicorn 27 otherwise opens a control socket at
 two of them (a second checkout, the tests' server) remove each other's.
 Nothing here uses the control interface (gunicornc)."""
 
+import os
+import shutil
+import tempfile
+
+from config.logs import gunicorn_config, log_format
+
 limit_request_line = 8190
 control_socket_disable = True
+
+
+# Request metrics from every worker, added up at /metrics (jobs.web.metrics):
+# prometheus-client's multiprocess mode keeps each worker's counts in files
+# of PROMETHEUS_MULTIPROC_DIR. Set here, in the master, before any worker
+# imports the client, to a new directory of this server's own (under TMPDIR),
+# removed when it exits: one shared with another server, or with a
+# scheduler started with the same environment, would add their counts to
+# this one's, and files left from a server before would too.
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="cronboard-metrics-")
+
+
+def child_exit(server, worker):
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
+
+
+# CRONBOARD_LOG_FORMAT=json: gunicorn's own lines (its error log, and the
+# access log when --access-logfile is given) as JSON too.
+if log_format(os.environ.get("CRONBOARD_LOG_FORMAT")) == "json":
+    logconfig_dict = gunicorn_config("json")

@@ -16,6 +16,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from config.logs import base_config, log_format
+
 # The fence owns its default block list (and the names of its ranges), the
 # command guard the form of command jobs' allow-lists.
 from jobs import commandguard
@@ -136,6 +138,10 @@ NINJA_DIR = Path(importlib.util.find_spec("ninja").origin).parent
 
 MIDDLEWARE = [
     "config.health.HealthCheckMiddleware",  # first: no host check, no HTTPS redirect
+    # Then /metrics, likewise (Prometheus scrapes by address); it counts the
+    # other requests by view, each under the id the next one gives it.
+    "jobs.web.metrics.MetricsMiddleware",
+    "jobs.web.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -435,11 +441,14 @@ for _scheme in ALERT_CHANNEL_UNFENCED_SCHEMES:
 # a minute through the HTTP jobs' fence, so silence there means Cronboard is down.
 CRONBOARD_HEARTBEAT_URL = env("CRONBOARD_HEARTBEAT_URL", default="").strip()
 
+# CRONBOARD_LOG_FORMAT: plain (for people) or json (one object per line, with
+# the request, job and run a line is about: config/logs.py).
+try:
+    CRONBOARD_LOG_FORMAT = log_format(env.str("CRONBOARD_LOG_FORMAT", default="plain"))
+except ValueError as exc:
+    raise ImproperlyConfigured(f"CRONBOARD_LOG_FORMAT {exc}") from exc
 LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    **base_config(CRONBOARD_LOG_FORMAT),
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
@@ -542,6 +551,29 @@ JOBS_IMPORT_MAX_BYTES = _int("JOBS_IMPORT_MAX_BYTES", 2 * 1024 * 1024, minimum=1
 JOBS_MAX_CLOCK_SKEW = _seconds("JOBS_MAX_CLOCK_SKEW", 2.0, minimum=0.1)
 JOBS_HANDLER_MODULES = env.list("JOBS_HANDLER_MODULES", default=[])
 DEMO_MODE = _bool("DEMO_MODE", False)
+
+# Prometheus metrics (docs/operations.md, "Metrics"). Each scheduler serves
+# its own on JOBS_METRICS_BIND (host:port; empty: none); the web process at
+# /metrics. Both answer only a bearer token equal to JOBS_METRICS_TOKEN or a
+# client in JOBS_METRICS_ALLOW (networks); with neither set, nobody.
+JOBS_METRICS_BIND = env.str("JOBS_METRICS_BIND", default="").strip()
+_bind = re.fullmatch(r"(\[[0-9a-fA-F:]+\]|[^:\s\[\]]+):(\d{1,5})", JOBS_METRICS_BIND)
+if JOBS_METRICS_BIND and not (_bind and 0 < int(_bind[2]) < 65536):
+    raise ImproperlyConfigured(
+        f"JOBS_METRICS_BIND must be host:port such as 127.0.0.1:9464, got {JOBS_METRICS_BIND!r}"
+    )
+JOBS_METRICS_TOKEN = env.str("JOBS_METRICS_TOKEN", default="").strip()
+if JOBS_METRICS_TOKEN and len(JOBS_METRICS_TOKEN) < 16:
+    raise ImproperlyConfigured("JOBS_METRICS_TOKEN must be at least 16 characters")
+JOBS_METRICS_ALLOW = [c.strip() for c in env.list("JOBS_METRICS_ALLOW", default=[]) if c.strip()]
+for _cidr in JOBS_METRICS_ALLOW:
+    try:
+        ipaddress.ip_network(_cidr, strict=False)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"JOBS_METRICS_ALLOW: {_cidr!r} is not a network: {exc}") from exc
+# A job label on the scheduler's counters, and per-job duration and lateness
+# summaries: about 13 series per job, a cardinality the operator chooses.
+JOBS_METRICS_PER_JOB = _bool("JOBS_METRICS_PER_JOB", False)
 
 JOBS_HTTP_BLOCKED_CIDRS = env.list("JOBS_HTTP_BLOCKED_CIDRS", default=list(DEFAULT_BLOCKED))
 for _cidr in JOBS_HTTP_BLOCKED_CIDRS:

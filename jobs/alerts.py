@@ -36,6 +36,7 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from jobs import access, channels, links
 from jobs.config import MIN_ALERT_SECONDS, get_setting, get_setting_cached, get_stored
+from jobs.core.logcontext import about
 from jobs.i18n import alert_translation
 from jobs.models import LIVE_RUN, Alert, AlertDelivery, Job, Message, Run
 
@@ -78,6 +79,7 @@ def on_crash(*, job: Job, run: Run | None, now: datetime) -> Alert | None:
         job.name,
         job.consecutive_failures,
         (job.last_error or "").splitlines()[0][:200] if job.last_error else "-",
+        extra=about(job=job, run=run),
     )
     if "crashed" not in kinds_for(job):
         return None
@@ -158,7 +160,9 @@ def _record_alert(*, job, run, kind, now, event, recipients, channel_tokens, **e
         alert.status, alert.last_error = Alert.Status.UNDELIVERABLE, str(NO_EMAIL)
     else:
         alert.status, alert.last_error = Alert.Status.UNDELIVERABLE, str(NO_RECIPIENTS)
-        log.error("alert for job %s (%s) is undeliverable: no recipients", job.pk, job.name)
+        log.error(
+            "alert for job %s (%s) is undeliverable: no recipients", job.pk, job.name, extra=about(job=job)
+        )
     alert.save()
     AlertDelivery.objects.bulk_create(
         AlertDelivery(
@@ -196,7 +200,11 @@ def alert_channels(job: Job) -> dict[str, str]:
         if url is not None and url not in found.values():
             found[token] = url
     if tokens and not found:
-        log.error("job %s: no alert channel could be decrypted (was SECRET_KEY changed?)", job.pk)
+        log.error(
+            "job %s: no alert channel could be decrypted (was SECRET_KEY changed?)",
+            job.pk,
+            extra=about(job=job),
+        )
     return found
 
 

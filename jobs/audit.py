@@ -4,6 +4,7 @@ sign-in (or failed attempt). Never holds a secret: channel URLs are masked, and 
 sign-in row holds the name typed, never the password."""
 
 from jobs import channels
+from jobs.core import logcontext
 from jobs.models import AuditEvent, Job
 from jobs.text import storable
 
@@ -63,6 +64,7 @@ def record(
         action=action,
         via=via,
         changes=changes or {},
+        request_id=logcontext.request_id(),
     )
 
 

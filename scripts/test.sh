@@ -18,6 +18,8 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 [ -e /usr/include/ldap.h ] || missing+=(libldap2-dev)
 [ -e /usr/include/sasl/sasl.h ] || missing+=(libsasl2-dev)
 [ -x /usr/sbin/slapd ] || missing+=(slapd)
+# prometheus and promtool: tests/test_metrics_process.py scrapes with a real server.
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

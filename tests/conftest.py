@@ -19,6 +19,7 @@ pytest_plugins = [
     "tests.fixtures.sql_databases",
     "tests.fixtures.webhook",
     "tests.fixtures.oidc",
+    "tests.fixtures.prometheus",
 ]
 
 

@@ -69,3 +69,10 @@ def test_bench_refuses_several_schedulers_on_sqlite():
     )
     assert result.returncode != 0
     assert "SQLite is single-node" in result.stderr
+
+
+def test_bench_scheduler_with_metrics_scrapes_each_scheduler():
+    out = bench("scheduler", "--jobs", "5", "--duration", "3", "--metrics", "on", "--scrape-every", "1")
+    assert "metrics on (scraped every 1 s)" in out
+    scrapes = next(line for line in out.splitlines() if line.startswith("metrics scrapes"))
+    assert int(scrapes.split()[-1]) >= 1, out

@@ -31,6 +31,12 @@ pytestmark = pytest.mark.slow
         ("JOBS_MAX_CLOCK_SKEW", "nan"),
         ("CRONBOARD_DEFAULT_ROLE", "admin"),
         ("CRONBOARD_DEFAULT_ROLE", "reader"),
+        ("CRONBOARD_LOG_FORMAT", "xml"),
+        ("JOBS_METRICS_BIND", "9464"),
+        ("JOBS_METRICS_BIND", "127.0.0.1:99999"),
+        ("JOBS_METRICS_TOKEN", "short"),
+        ("JOBS_METRICS_ALLOW", "10.0.0.0/33"),
+        ("JOBS_METRICS_PER_JOB", "maybe"),
     ],
 )
 def test_bad_environment_value_names_the_variable_without_a_traceback(name, value, tmp_path):

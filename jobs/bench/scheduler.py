@@ -9,9 +9,13 @@ start-up time never counts as lateness.
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -39,21 +43,25 @@ class Window:
 class Schedulers:
     """K `manage.py runscheduler` processes on the throw-away database."""
 
-    def __init__(self, count: int, workdir: Path, *, env: dict | None = None):
+    def __init__(
+        self, count: int, workdir: Path, *, env: dict | None = None, metrics: "Scraper | None" = None
+    ):
         self.count = count
         self.workdir = workdir
         self.env = env or {}
+        self.metrics = metrics
         self.procs: list[subprocess.Popen] = []
         self.worker_ids = [f"bench-{n + 1}" for n in range(count)]
 
     def start(self, timeout: float = 60) -> None:
-        for worker_id in self.worker_ids:
+        for n, worker_id in enumerate(self.worker_ids):
             env = {
                 **os.environ,
                 "JOBS_WORKER_ID": worker_id,
                 "JOBS_HANDLER_MODULES": HANDLER_MODULE,
                 "JOBS_SHUTDOWN_GRACE": "5",
                 "PYTHONUNBUFFERED": "1",
+                **(self.metrics.env(n) if self.metrics is not None else {}),
                 **self.env,
             }
             log = open(self.workdir / f"{worker_id}.log", "w")  # noqa: SIM115 (the child writes to it until stop())
@@ -220,9 +228,61 @@ def measure(window: Window) -> dict:
     }
 
 
+class Scraper:
+    """--metrics: each scheduler serves /metrics on a port of its own, and
+    this thread scrapes them every `every` seconds while the window lasts,
+    as Prometheus would."""
+
+    TOKEN = "bench-metrics-token-0000"
+
+    def __init__(self, count: int, *, per_job: bool, every: float):
+        self.ports = [_free_port() for _ in range(count)]
+        self.per_job = per_job
+        self.every = every
+        self.scrapes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def env(self, n: int) -> dict:
+        return {
+            "JOBS_METRICS_BIND": f"127.0.0.1:{self.ports[n]}",
+            "JOBS_METRICS_TOKEN": self.TOKEN,
+            "JOBS_METRICS_PER_JOB": "true" if self.per_job else "false",
+        }
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            for port in self.ports:
+                request = urllib.request.Request(
+                    f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {self.TOKEN}"}
+                )
+                with urllib.request.urlopen(request, timeout=5) as response:
+                    response.read()
+                self.scrapes += 1
+
+
+def _free_port() -> int:
+    with closing(socket.socket()) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def run(options: dict, workdir: Path) -> dict:
     jobs, interval, duration = options["jobs"], options["interval"], options["duration"]
-    schedulers = Schedulers(options["schedulers"], workdir)
+    metrics = options.get("metrics", "off")
+    scraper = (
+        Scraper(options["schedulers"], per_job=metrics == "per-job", every=options.get("scrape_every", 15))
+        if metrics != "off"
+        else None
+    )
+    schedulers = Schedulers(options["schedulers"], workdir, metrics=scraper)
     park_other_jobs()
     parked_at = timezone.now() + PARKED
     seed_jobs(jobs, interval, first_at=parked_at)
@@ -234,9 +294,13 @@ def run(options: dict, workdir: Path) -> dict:
         _first_fires.update(Job.objects.filter(handler=NOOP).values_list("id", "next_fire_at"))
         window = Window(start, start + timedelta(seconds=duration))
         time.sleep(max(0.0, (window.start - timezone.now()).total_seconds()))
+        if scraper is not None:
+            scraper.start()
         cpu_before = schedulers.cpu_seconds()
         time.sleep(max(0.0, (window.end - timezone.now()).total_seconds()))
         cpu = [b - a for a, b in zip(cpu_before, schedulers.cpu_seconds(), strict=True)]
+        if scraper is not None:
+            scraper.stop()
         wait_settled(window.end, timeout=options.get("settle", 10))
         rss = schedulers.peak_rss_mb()
     finally:
@@ -245,6 +309,7 @@ def run(options: dict, workdir: Path) -> dict:
     figures["rss_mb"] = rss
     figures["_cpu_ms_per_fire"] = round(sum(cpu) * 1000 / max(1, figures["fires_run"]), 2)
     figures["_cpu_share"] = [round(c / duration, 3) for c in cpu]
+    figures["_scrapes"] = scraper.scrapes if scraper is not None else 0
     return figures
 
 
@@ -271,11 +336,18 @@ def render(options: dict, figures: dict) -> str:
         ("fires per second", fmt(figures["fires_per_s"])),
         ("scheduler CPU per fire", fmt(figures["_cpu_ms_per_fire"], "ms")),
         ("scheduler CPU use (1.0 = one core)", " / ".join(fmt(c) for c in figures["_cpu_share"])),
+        ("metrics scrapes", fmt(figures["_scrapes"])),
     ]
     for n, mb in enumerate(figures["rss_mb"], 1):
         rows.append((f"peak RSS, scheduler {n}", fmt(mb, "MB")))
     head = (
         f"bench scheduler: {options['jobs']:,} jobs × {options['interval']} s for {options['duration']:g} s, "
-        f"{options['schedulers']} scheduler(s), {connection.vendor}, {settings.JOBS_EXECUTOR} executor"
+        f"{options['schedulers']} scheduler(s), {connection.vendor}, {settings.JOBS_EXECUTOR} executor, "
+        f"metrics {options.get('metrics', 'off')}"
+        + (
+            f" (scraped every {options.get('scrape_every', 15):g} s)"
+            if options.get("metrics", "off") != "off"
+            else ""
+        )
     )
     return head + "\n" + table(rows)

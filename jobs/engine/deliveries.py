@@ -121,6 +121,17 @@ class Delivery:
     def send(self) -> None:
         self.refused = send_email(self.message)
 
+    @property
+    def channel_type(self) -> str:
+        return "email"
+
+    @property
+    def outcome(self) -> str:
+        """How the send went, as the metrics count it: sent, partial (some recipients refused) or failed."""
+        if self.error is not None:
+            return "failed"
+        return "partial" if self.refused else "sent"
+
 
 @dataclass(eq=False)
 class ChannelDelivery:
@@ -142,6 +153,16 @@ class ChannelDelivery:
     @property
     def label(self) -> str:
         return f"channel {self.masked} (deliveries {', '.join(map(str, self.ids))})"
+
+    @property
+    def channel_type(self) -> str:
+        """The Apprise scheme (slack, json, ntfy, …), never the rest of the URL."""
+        scheme, found, _rest = self.masked.partition("://")
+        return scheme.lower() if found else "unknown"
+
+    @property
+    def outcome(self) -> str:
+        return "sent" if self.result is not None and self.result.ok else "failed"
 
     def send(self) -> None:
         if self.url is None:

@@ -46,6 +46,7 @@ from django.utils import timezone
 
 from jobs.core.dbclock import REFUSE_FACTOR, describe, max_skew, refusal
 from jobs.engine import maintenance, planning
+from jobs.engine import metrics as engine_metrics
 from jobs.engine.alertwatch import AlertWatch
 from jobs.engine.clock import Cadence, Clock, Skew
 from jobs.engine.execution.executors import make_pool
@@ -54,6 +55,7 @@ from jobs.engine.execution.starting import Claimed, Starter, next_queued_after
 from jobs.engine.heartbeat_ping import HeartbeatPinger
 from jobs.engine.leadership import Leadership
 from jobs.engine.listener import WakeListener
+from jobs.engine.metrics import Off
 from jobs.engine.outbox import AlertSender
 from jobs.engine.outcomes import Recorded, Recorder
 from jobs.engine.rollup import Rollup
@@ -120,8 +122,11 @@ class Scheduler:
         max_message_chars: int | None = None,
         clustered: bool | None = None,
         executor: str | None = None,
+        metrics: Off | None = None,
     ):
         self.worker_id = worker_id or settings.JOBS_WORKER_ID
+        # Prometheus (JOBS_METRICS_BIND): what each pass did; `OFF` does nothing.
+        self.metrics = engine_metrics.for_settings() if metrics is None else metrics
         # Several nodes may share a PostgreSQL database; SQLite is single-node.
         self.clustered = connection.vendor == "postgresql" if clustered is None else clustered
         # The one clock every step judges by: the database's on PostgreSQL,
@@ -159,7 +164,7 @@ class Scheduler:
         self.sweeper = maintenance.Sweep(worker_id=self.worker_id, recorder=self.recorder)
         self.rollup = Rollup()
         self.alert_watch = AlertWatch()  # late and long-running alerts
-        self.alert_sender = AlertSender(wake=self.pool.wake, read_every=POLL)
+        self.alert_sender = AlertSender(wake=self.pool.wake, read_every=POLL, metrics=self.metrics)
         self.heartbeat_pinger = HeartbeatPinger()  # CRONBOARD_HEARTBEAT_URL, if set
         self.listener: WakeListener | None = None
         # What crosses passes (see the module's docstring).
@@ -229,7 +234,13 @@ class Scheduler:
         return now
 
     def renew_node_lease(self, now: datetime) -> None:
-        if not self.leadership.renew_node(now, running=len(self.pool.flights), clock=self.skew.info()):
+        try:
+            renewed = self.leadership.renew_node(now, running=len(self.pool.flights), clock=self.skew.info())
+        except DatabaseError:
+            self.metrics.node_lease(False)
+            raise
+        self.metrics.node_lease(renewed)
+        if not renewed:
             self.request_stop()  # another process owns our worker id now
 
     def check_clock(self) -> None:
@@ -319,6 +330,7 @@ class Scheduler:
         planned = self.planner.plan_due(
             now, epoch=self.leadership.leader_epoch, free_slots=0 if stay_queued else self.pool.free_slots
         )
+        self.metrics.planned(planned.written)
         if planned.lease_lost:
             self.leadership.lost_leader()
         if planned.queued is not None:
@@ -337,7 +349,8 @@ class Scheduler:
         return claimed
 
     def _took(self, recorded: Recorded) -> Recorded:
-        """Pass on what a write did to whoever paces on it."""
+        """Pass on what a write did to whoever paces on it (and to the metrics)."""
+        self.metrics.took(recorded)
         if recorded.alerts:
             self.alert_sender.alert_written()
         if recorded.queued_at is not None:
@@ -351,29 +364,49 @@ class Scheduler:
         have hidden a claim that committed (see requeue_unstarted_claims)."""
         # First: a new measurement moves the clock the rest of the pass
         # judges by.
-        now = self.renew_node_if_due(now)
-        did = self.collect(self.pool.wait(0), now)
-        did |= self.enforce_deadlines(now)
-        self.heartbeat(now)
-        did |= self.sweep(now)
-        if self.alert_watch.step(now):
-            self.alert_sender.alert_written()
-        did |= self.send_alerts(now)
+        step = self.metrics.step
+        with step("node_lease"):
+            now = self.renew_node_if_due(now)
+        with step("collect"):
+            did = self.collect(self.pool.wait(0), now)
+        with step("enforce_deadlines"):
+            did |= self.enforce_deadlines(now)
+        with step("heartbeat"):
+            self.heartbeat(now)
+        with step("sweep"):
+            did |= self.sweep(now)
+        with step("alert_watch"):
+            if self.alert_watch.step(now):
+                self.alert_sender.alert_written()
+        with step("send_alerts"):
+            did |= self.send_alerts(now)
         self.heartbeat_pinger.step(now)
         if self.draining:
             return Pass(did)
-        did |= self.lead(now)
-        planned = self._plan(now)
+        with step("lead"):
+            did |= self.lead(now)
+        with step("plan_due"):
+            planned = self._plan(now)
         if not planned.full:
-            self.check_schedules(now)
-            self.roll_up(now)
+            with step("check_schedules"):
+                self.check_schedules(now)
+            with step("rollup"):
+                self.roll_up(now)
         if claims_uncertain:
-            did |= bool(
-                maintenance.requeue_unstarted_claims(
-                    now, worker_id=self.worker_id, executing=self.pool.flights
+            with step("requeue"):
+                did |= bool(
+                    maintenance.requeue_unstarted_claims(
+                        now, worker_id=self.worker_id, executing=self.pool.flights
+                    )
                 )
-            )
-        claimed = self._claim(now)
+        with step("claim_queued"):
+            claimed = self._claim(now)
+        self.metrics.passed(
+            live=len(self.pool.flights),
+            free=self.pool.free_slots,
+            leader=self.leadership.is_leader(),
+            waiting_for_slots=claimed.waiting_for_slots,
+        )
         return Pass(
             did or planned.did or claimed.did,
             backlog=planned.full or claimed.full,
@@ -430,14 +463,16 @@ class Scheduler:
                     if done.did and done.backlog:
                         wake_at = None
                         continue  # more is due right away
-                    wake_at = self.next_wakeup(self.clock(), next_fire=done.next_fire)
+                    with self.metrics.step("next_wakeup"):
+                        wake_at = self.next_wakeup(self.clock(), next_fire=done.next_fire)
                 outcomes = self.pool.wait((wake_at - self.clock()).total_seconds())
                 if outcomes:
                     self.pending.extend(outcomes)
                     if self.carry.waiting_for_slots:
                         wake_at = None
                     elif wake_at - self.clock() > COLLECT_WITHIN:
-                        self.collect([], self.clock())
+                        with self.metrics.step("collect"):
+                            self.collect([], self.clock())
                 elif self.clock() < wake_at:
                     wake_at = None  # woken early: a signal or a notification
                 backoff = 0.5

@@ -66,6 +66,7 @@ from jobs.core.dbclock import database_time
 from jobs.core.mailfailures import REPLY_CHARS, describe_failure
 from jobs.engine.clock import Cadence
 from jobs.engine.deliveries import ChannelDelivery, Delivery, build_email, build_storm_email, storm_message
+from jobs.engine.metrics import OFF, Off
 from jobs.models import Alert, AlertDelivery
 
 log = logging.getLogger("cronboard.alerts")
@@ -145,8 +146,10 @@ class AlertSender:
         wake: Callable[[], None] | None = None,
         rng: random.Random | None = None,
         read_every: timedelta = timedelta(0),
+        metrics: Off = OFF,
     ):
         self._wake = wake
+        self.metrics = metrics  # deliveries by channel type and outcome
         self._rng = rng or random.Random()
         self._results: queue.SimpleQueue = queue.SimpleQueue()
         self._ready: list[Delivery] = []  # taken off the queue by wait_idle(), not yet written
@@ -219,6 +222,7 @@ class AlertSender:
             self.record(delivery, now)
             # Only once written: a database error leaves it for the next pass.
             self._ready.pop(0)
+            self.metrics.delivered(delivery.channel_type, delivery.outcome)
             if delivery is self.in_flight:
                 self.in_flight = None
         return did

@@ -22,13 +22,14 @@ on it (an alert was written: the outbox; a run was queued: the wake-up).
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 
 from jobs import alerts
+from jobs.core.logcontext import about
 from jobs.engine.bulk import update_from_values, update_from_values_returning
 from jobs.engine.execution.pool import Flight, Outcome, Pool
 from jobs.models import LIVE_RUN, Job, JobDependency, Run, cap_message
@@ -56,6 +57,11 @@ class Recorded:
     finished: tuple[
         int, ...
     ] = ()  # runs whose outcome is dealt with: the pool lets go of them (`Pool.release`)
+    # For the metrics (jobs.engine.metrics): runs handed to the pool, and runs
+    # whose end was written, as (run, status, duration in ms). Not part of
+    # what a write did for pacing, so equal Recorded compare equal without them.
+    started: tuple[Run, ...] = field(default=(), compare=False)
+    ended: tuple[tuple[Run, str, int], ...] = field(default=(), compare=False)
 
     def __or__(self, other: "Recorded") -> "Recorded":
         queued = [at for at in (self.queued_at, other.queued_at) if at is not None]
@@ -65,6 +71,8 @@ class Recorded:
             alerts=self.alerts or other.alerts,
             queued_at=min(queued) if queued else None,
             finished=self.finished + other.finished,
+            started=self.started + other.started,
+            ended=self.ended + other.ended,
         )
 
 
@@ -189,7 +197,12 @@ class Recorder:
                 if jobs.get(run.job_id, (False,))[0]:
                     finished.append(run)
         downstream = self.start_downstream(finished, now)
-        return recorded | Recorded(written=len(touched), queued_at=_queued_at(downstream, now))
+        ended = tuple(
+            (run, outcome.status, written[run.pk]["duration_ms"])
+            for run, outcome in common
+            if run.pk in touched
+        )
+        return recorded | Recorded(written=len(touched), queued_at=_queued_at(downstream, now), ended=ended)
 
     def record_alone(self, run: Run, status: str, now: datetime, write: Callable[[], Recorded]) -> Recorded:
         """`write` one run's outcome (`status`) in a transaction of its own. If
@@ -203,7 +216,12 @@ class Recorder:
             if is_connection_error(exc):
                 raise
             problem = f"{type(exc).__name__}: {exc}"
-        log.error("the outcome of run %s could not be written (%s); recording it failed", run.pk, problem)
+        log.error(
+            "the outcome of run %s could not be written (%s); recording it failed",
+            run.pk,
+            problem,
+            extra=about(run=run),
+        )
         explanation = (
             f"The run ended ({status}), but its outcome could not be written to the database: "
             f"{problem}. It is recorded as failed instead, without its result and log."
@@ -214,7 +232,11 @@ class Recorder:
         except Exception as exc:
             if is_connection_error(exc):
                 raise
-            log.exception("run %s could not be recorded failed either; the sweep will interrupt it", run.pk)
+            log.exception(
+                "run %s could not be recorded failed either; the sweep will interrupt it",
+                run.pk,
+                extra=about(run=run),
+            )
         return Recorded(runs=1)
 
     # -- runs the scheduler gives up on ----------------------------------------------
@@ -284,7 +306,7 @@ class Recorder:
             touched = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(**outcome)
             if not touched:
                 return Recorded(runs=1)
-            recorded = Recorded(runs=1, written=1)
+            recorded = Recorded(runs=1, written=1, ended=((run, status, duration_ms),))
             retry = retry and status in Run.AUTO_RETRIED and run.attempt <= run.max_retries
             if retry:
                 recorded.queued_at = self.queue_retry(run, now).run_after

@@ -30,6 +30,7 @@ from django.db.models import BooleanField, Min, Q, Subquery
 from django.db.models.expressions import RawSQL
 
 from jobs import cluster
+from jobs.core.logcontext import about
 from jobs.core.wakeup import wake_schedulers
 from jobs.engine import leases
 from jobs.engine.bulk import database, insert_rows, update_from_values
@@ -79,6 +80,7 @@ class Planned:
     # when the pass could tell; None when it could not (nothing due, a claim
     # refused, a full batch, a replan): then `next_fire()` asks.
     next_fire: "NextFire | None" = None
+    written: list[Run] = field(default_factory=list)  # every run it wrote, skipped ones too (the metrics')
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ class Planner:
                 take(planned.starting, start_time(now, self.clock), worker_id=self.worker_id)
                 # One INSERT for the batch's runs, inside the claims' transaction.
                 created = insert_rows(runs)
+            planned.written = runs
             planned.queued = {run.pk: run for run in created if run.status == Run.Status.QUEUED and run.pk}
             if len(claimed) == len(plans) and not planned.full:
                 moved = [plan.new_next for plan in plans if plan.new_next is not None]
@@ -136,7 +139,8 @@ class Planner:
             for plan in plans:
                 try:
                     with transaction.atomic():
-                        self.claim_fire(plan, now, epoch=epoch)
+                        if self.claim_fire(plan, now, epoch=epoch):
+                            planned.written.extend(plan.runs)
                 except IntegrityError:
                     # The fire's row is there already: it was run or recorded.
                     # The job still moves on to its next fire, or it would
@@ -145,6 +149,7 @@ class Planner:
                         "fire of job %s at %s already exists; not planned twice, the job moves on",
                         plan.job.pk,
                         plan.expected_next,
+                        extra={**about(job=plan.job), "fire_time": plan.expected_next.isoformat()},
                     )
                     with transaction.atomic():
                         self.claim_fire(plan, now, epoch=epoch, existing_ok=True)
@@ -472,6 +477,7 @@ class ScheduleCheck:
             was.isoformat() if was else "none",
             job.last_fire_at.isoformat() if job.last_fire_at else "none",
             new_next.isoformat() if new_next else "none",
+            extra=about(job=job),
         )
         return Repair(job_id=job.pk, problem=problem, was=was, next_fire=new_next)
 

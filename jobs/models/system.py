@@ -8,6 +8,7 @@ from django.db import models
 from django.utils.timezone import now as _now
 from django.utils.translation import gettext_lazy as _
 
+from jobs.core.logcontext import REQUEST_ID_CHARS
 from jobs.models.base import ChoiceLabels
 from jobs.models.jobs import Job
 
@@ -104,6 +105,10 @@ class AuditEvent(ChoiceLabels, models.Model):
     via = models.CharField(max_length=10, choices=Via.choices, default=Via.CONSOLE)
     changes = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=_now)
+    # The web request that wrote the row (X-Request-ID, or the id it was
+    # given: jobs.core.logcontext), as on the log lines it caused; empty for
+    # commands and the scheduler.
+    request_id = models.CharField(max_length=REQUEST_ID_CHARS, blank=True, default="")
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -12,6 +12,7 @@ from django.utils.translation import gettext as _
 from django_htmx.http import HttpResponseClientRedirect
 
 from jobs import twofactor
+from jobs.core import logcontext
 from jobs.text import query_problem
 
 
@@ -39,6 +40,24 @@ class StorableQueryMiddleware:
             return self.get_response(request)
         message, _field = found
         return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+
+
+class RequestIdMiddleware:
+    """Every request goes by an id: the X-Request-ID a proxy or client sent
+    (a plain token), else a new one. It is on every log line the request
+    causes and on every audit row it writes (jobs.core.logcontext), and the
+    response carries it back in X-Request-ID."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        request_id = logcontext.usable_request_id(request.headers.get("X-Request-ID"))
+        request.request_id = request_id
+        with logcontext.bound(request_id=request_id):
+            response = self.get_response(request)
+        response["X-Request-ID"] = request_id
+        return response
 
 
 class TwoFactorMiddleware:

@@ -18,7 +18,7 @@ due runs, loads those it does not hold, and marks them in one transaction.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
@@ -148,10 +148,14 @@ class Starter:
 
     def start_all(self, runs: list[Run]) -> Recorded:
         """Start runs this node took (`take`), each from its started_at."""
-        recorded = Recorded()
+        recorded, started = Recorded(), []
         for run in runs:
-            recorded |= self.start(run, run.started_at)
-        return recorded
+            one = self.start(run, run.started_at)
+            if one.started:
+                started.append(run)
+            else:
+                recorded |= one
+        return replace(recorded, started=tuple(started))
 
     def start(self, run: Run, now: datetime) -> Recorded:
         """Hand a run this node took to the pool (a run whose job was deleted
@@ -193,7 +197,7 @@ class Starter:
         )
         kind, name = (Job.Kind.PYTHON, run.handler) if run.is_task else (job.kind, job.handler)
         self.pool.start(flight, HandlerRef(str(kind), name))
-        return Recorded()
+        return Recorded(started=(run,))
 
 
 class ClusterClaim:

@@ -36,6 +36,19 @@ class Command(BaseCommand):
             help="raise the load until lateness p99 passes 1 s or fires go missing; report the highest sustained fires/s",
         )
         p.add_argument("--start-rate", type=int, default=200, help="--find-max: the first load, in fires/s")
+        p.add_argument(
+            "--metrics",
+            choices=["off", "on", "per-job"],
+            default="off",
+            help="serve Prometheus metrics from each scheduler (per-job: with JOBS_METRICS_PER_JOB) "
+            "and scrape them while measuring",
+        )
+        p.add_argument(
+            "--scrape-every",
+            type=float,
+            default=15,
+            help="--metrics: seconds between scrapes (Prometheus' usual 15)",
+        )
         self._common(p)
 
         p = sub.add_parser("preview", help="cron parse + next five fire times, beside croniter")

@@ -12,6 +12,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from jobs import checks
+from jobs.core import logcontext
+from jobs.engine import metrics as engine_metrics
 from jobs.engine.leadership import WorkerIdInUse
 from jobs.engine.loop import Scheduler
 from jobs.handlers.command import log_cgroup_warnings
@@ -61,6 +63,12 @@ class Command(BaseCommand):
             "--once", action="store_true", help="Run one pass, wait for the runs it started, and exit."
         )
 
+    def warn(self, warning: str) -> None:
+        """A warning already logged, again on stderr for whoever started the
+        process, unless the logs are JSON: then stderr carries only JSON lines."""
+        if settings.CRONBOARD_LOG_FORMAT != "json":
+            self.stderr.write(_("WARNING: {warning}").format(warning=warning))
+
     def handle(self, *args, once=False, **options):
         activate_for_people_without_a_session()
         if not settings.JOBS_SCHEDULER_ENABLED:
@@ -79,12 +87,22 @@ class Command(BaseCommand):
                 )
             )
         scheduler = Scheduler()
+        logcontext.bind_process(worker_id=scheduler.worker_id)  # on every line this process logs
         if scheduler.clustered:
             try:
                 scheduler.leadership.check_identity(timezone.now())
             except WorkerIdInUse as exc:
                 raise CommandError(str(exc)) from None
         scheduler.install_signal_handlers()
+        if settings.JOBS_METRICS_BIND:
+            try:
+                engine_metrics.serve(scheduler.metrics, settings.JOBS_METRICS_BIND)
+            except OSError as exc:
+                raise CommandError(
+                    _("JOBS_METRICS_BIND ({bind}): cannot serve metrics there: {error}").format(
+                        bind=settings.JOBS_METRICS_BIND, error=exc.strerror or exc
+                    )
+                ) from None
         log.info(
             "scheduler %s started (pid %s, %s, %d worker slots, %s executor)",
             scheduler.worker_id,
@@ -93,16 +111,16 @@ class Command(BaseCommand):
             scheduler.pool.size,
             scheduler.executor,
         )
-        # Loud, on stderr and in the log: what the SQL role can do beyond read-only.
-        for warning in log_role_warnings():
-            self.stderr.write(_("WARNING: {warning}").format(warning=warning))
-        # And whether a command run's children can outlive it here.
-        for warning in log_cgroup_warnings():
-            self.stderr.write(_("WARNING: {warning}").format(warning=warning))
-        # And what was stored before this release's stricter rules and is refused now.
-        for warning in checks.stored_refusals():
-            log.warning("REFUSED SINCE THE UPGRADE: %s", warning)
-            self.stderr.write(_("WARNING: {warning}").format(warning=warning))
+        # Loud, in the log and on stderr: what the SQL role can do beyond
+        # read-only, whether a command run's children can outlive it here,
+        # and what was stored before this release's stricter rules and is
+        # refused now.
+        warnings = [*log_role_warnings(), *log_cgroup_warnings()]
+        for refused in checks.stored_refusals():
+            log.warning("REFUSED SINCE THE UPGRADE: %s", refused)
+            warnings.append(refused)
+        for warning in warnings:
+            self.warn(warning)
         try:
             scheduler.run_forever(once=once)
         finally:

@@ -1,0 +1,398 @@
+"""A scheduler's Prometheus metrics, served by the process itself on
+JOBS_METRICS_BIND (docs/operations.md, "Metrics", lists them with their
+meanings).
+
+The loop hands over what each pass did (`Planned` runs, `Recorded` starts
+and ends, a step's time, the pool's slots) and the counters move once per
+label set and pass, not once per row. What only the database knows (the
+queue of due runs, the outbox's backlog) is read when Prometheus scrapes,
+in the server's thread on its own connection, never in the loop.
+
+Labels: `namespace` on everything about runs; with JOBS_METRICS_PER_JOB the
+counters carry `job` too, and per-job summaries (count and sum) sit beside
+the histograms, which stay by namespace: a cardinality the operator chooses.
+With JOBS_METRICS_BIND empty the loop gets `OFF`, whose methods do nothing:
+no metric is touched and no thread started.
+"""
+
+import logging
+import socket
+import threading
+import time
+from collections import Counter as Tally
+from collections import defaultdict
+from contextlib import nullcontext
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections
+from django.db.models import Min
+from django.utils import timezone
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    Summary,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily
+
+from jobs.core.metricsaccess import refusal
+from jobs.models import Alert, AlertDelivery, Job, Run
+
+log = logging.getLogger("cronboard.scheduler")
+
+# From 1 ms to 1 h: a fire's lateness is milliseconds on a healthy node and
+# minutes on a stalled one; a run lasts from a ping to an hour's batch.
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+# A step of a pass: milliseconds, seconds when the database is slow.
+STEP_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+class Off:
+    """Metrics off (no JOBS_METRICS_BIND): every method does nothing."""
+
+    def step(self, name: str):
+        return nullcontext()
+
+    def planned(self, runs) -> None:
+        pass
+
+    def took(self, recorded) -> None:
+        pass
+
+    def passed(self, *, live: int, free: int, leader: bool, waiting_for_slots: bool) -> None:
+        pass
+
+    def node_lease(self, renewed: bool) -> None:
+        pass
+
+    def delivered(self, channel_type: str, outcome: str) -> None:
+        pass
+
+
+OFF = Off()
+
+
+class EngineMetrics(Off):
+    def __init__(self, *, per_job: bool, registry: CollectorRegistry | None = None):
+        self.registry = registry or CollectorRegistry()
+        self.per_job = per_job
+        self._jobs: dict[int, tuple[str, str, str]] = {}  # job id -> (namespace, name, kind)
+        self._leader: bool | None = None
+        self._timers: dict[str, _StepTimer] = {}  # by step: its histogram's child, looked up once
+        r = self.registry
+        run = ("namespace", "job") if per_job else ("namespace",)
+        self.fires_planned = Counter(
+            "cronboard_scheduler_fires_planned", "Fires planned: runs written for a due fire", run, registry=r
+        )
+        self.fires_started = Counter(
+            "cronboard_scheduler_fires_started", "Runs handed to a worker slot", run, registry=r
+        )
+        self.fires_skipped = Counter(
+            "cronboard_scheduler_fires_skipped", "Fires skipped, by reason", (*run, "reason"), registry=r
+        )
+        self.runs_finished = Counter(
+            "cronboard_scheduler_runs_finished",
+            "Runs whose outcome this scheduler wrote, by status and kind",
+            (*run, "status", "kind"),
+            registry=r,
+        )
+        # The histograms stay by namespace: with a job label their buckets
+        # would be 20 series per job and kind, and writing a scrape holds
+        # the loop's thread for as long as there are series. Per job, a
+        # count and a sum (an average over any range) instead.
+        self.lateness = Histogram(
+            "cronboard_scheduler_run_lateness_seconds",
+            "From a fire's scheduled time to its run's start (scheduled fires, first attempt)",
+            ("namespace",),
+            buckets=BUCKETS,
+            registry=r,
+        )
+        self.duration = Histogram(
+            "cronboard_scheduler_run_duration_seconds",
+            "From a run's start to its end",
+            ("namespace", "kind"),
+            buckets=BUCKETS,
+            registry=r,
+        )
+        if per_job:
+            self.job_lateness = Summary(
+                "cronboard_scheduler_job_run_lateness_seconds",
+                "Per job: from a fire's scheduled time to its run's start (count and sum)",
+                run,
+                registry=r,
+            )
+            self.job_duration = Summary(
+                "cronboard_scheduler_job_run_duration_seconds",
+                "Per job: from a run's start to its end (count and sum)",
+                (*run, "kind"),
+                registry=r,
+            )
+        self.live_runs = Gauge("cronboard_scheduler_live_runs", "Runs executing on this node", registry=r)
+        self.free_slots = Gauge(
+            "cronboard_scheduler_free_slots", "Worker slots free on this node", registry=r
+        )
+        self.slot_waits = Counter(
+            "cronboard_scheduler_slot_waits",
+            "Passes whose claim found every worker slot taken with runs still queued",
+            registry=r,
+        )
+        self.step_seconds = Histogram(
+            "cronboard_scheduler_step_duration_seconds",
+            "Time of one engine step in one pass",
+            ("step",),
+            buckets=STEP_BUCKETS,
+            registry=r,
+        )
+        self.leader = Gauge(
+            "cronboard_scheduler_leader", "1 while this node plans fires (the leader)", registry=r
+        )
+        self.leader_changes = Counter(
+            "cronboard_scheduler_leader_changes",
+            "Times this node became or stopped being the leader",
+            registry=r,
+        )
+        self.lease_renewals = Counter(
+            "cronboard_scheduler_node_lease_renewals", "Node lease renewals that held", registry=r
+        )
+        self.lease_failures = Counter(
+            "cronboard_scheduler_node_lease_failures",
+            "Node lease renewals that failed (a database error, or the worker id taken over)",
+            registry=r,
+        )
+        self.deliveries = Counter(
+            "cronboard_scheduler_alert_deliveries",
+            "Alert sends, by channel type and result",
+            ("channel_type", "result"),
+            registry=r,
+        )
+        self.database_errors = Counter(
+            "cronboard_scheduler_database_errors",
+            "Database errors, by the engine step they stopped",
+            ("step",),
+            registry=r,
+        )
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        r.register(DatabaseGauges())
+
+    # -- what the loop hands over ---------------------------------------------------
+
+    def step(self, name: str) -> "_StepTimer":
+        timer = self._timers.get(name)
+        if timer is None:
+            timer = self._timers[name] = _StepTimer(
+                name, self.step_seconds.labels(name), self.database_errors
+            )
+        return timer
+
+    def planned(self, runs) -> None:
+        """The runs one pass's planning wrote: fires planned, and skipped by reason."""
+        if not runs:
+            return
+        planned, skipped = Tally(), Tally()
+        for run in runs:
+            labels = self._labels(run)
+            if run.status == Run.Status.SKIPPED:
+                skipped[(*labels, run.skip_reason)] += 1
+            else:
+                planned[labels] += 1
+        _add(self.fires_planned, planned)
+        _add(self.fires_skipped, skipped)
+
+    def took(self, recorded) -> None:
+        """The runs a write started and ended (a `Recorded`): each label set's
+        counter moved once, each histogram's child looked up once."""
+        if recorded.started:
+            started, late = Tally(), defaultdict(list)
+            for run in recorded.started:
+                namespace, name, _kind = self._job(run)
+                started[(namespace, name) if self.per_job else (namespace,)] += 1
+                if run.trigger in Run.SCHEDULED_TRIGGERS and run.attempt == 1 and run.started_at:
+                    late[(namespace, name)].append((run.started_at - run.scheduled_at).total_seconds())
+            _add(self.fires_started, started)
+            self._observe(self.lateness, getattr(self, "job_lateness", None), late)
+        if recorded.ended:
+            self._know([run for run, _status, _ms in recorded.ended])
+            ended, durations = Tally(), defaultdict(list)
+            for run, status, duration_ms in recorded.ended:
+                namespace, name, kind = self._job(run)
+                ended[((namespace, name) if self.per_job else (namespace,)) + (status, kind)] += 1
+                durations[(namespace, name, kind)].append(duration_ms / 1000)
+            _add(self.runs_finished, ended)
+            self._observe(self.duration, getattr(self, "job_duration", None), durations)
+
+    def _observe(self, histogram: Histogram, per_job: Summary | None, values: dict) -> None:
+        """`values` by (namespace, job, *rest): into the histogram by
+        (namespace, *rest), and per job into `per_job` when there is one."""
+        by_namespace = defaultdict(list)
+        for (namespace, name, *rest), seconds in values.items():
+            by_namespace[(namespace, *rest)].extend(seconds)
+            if per_job is not None:
+                child = per_job.labels(namespace, name, *rest)
+                for value in seconds:
+                    child.observe(max(0.0, value))
+        for labels, seconds in by_namespace.items():
+            child = histogram.labels(*labels)
+            for value in seconds:
+                child.observe(max(0.0, value))
+
+    def passed(self, *, live: int, free: int, leader: bool, waiting_for_slots: bool) -> None:
+        """The end of a pass: the slots, the leadership."""
+        self.live_runs.set(live)
+        self.free_slots.set(free)
+        if waiting_for_slots:
+            self.slot_waits.inc()
+        if leader != self._leader:
+            if self._leader is not None:
+                self.leader_changes.inc()
+            self._leader = leader
+            self.leader.set(1 if leader else 0)
+
+    def node_lease(self, renewed: bool) -> None:
+        (self.lease_renewals if renewed else self.lease_failures).inc()
+
+    def delivered(self, channel_type: str, outcome: str) -> None:
+        self.deliveries.labels(channel_type, outcome).inc()
+
+    # -- labels ---------------------------------------------------------------------------
+
+    def _know(self, runs) -> None:
+        """Jobs of runs whose job is not loaded (a swept run of another node):
+        one read for all of them."""
+        missing = {
+            run.job_id
+            for run in runs
+            if run.job_id is not None and run.job_id not in self._jobs and not Run.job.is_cached(run)
+        }
+        if missing:
+            for pk, namespace, name, kind in Job.objects.filter(pk__in=missing).values_list(
+                "pk", "namespace", "name", "kind"
+            ):
+                self._jobs[pk] = (namespace, name, kind)
+
+    def _job(self, run) -> tuple[str, str, str]:
+        if run.job_id is None:
+            return ("", "", "task")
+        found = self._jobs.get(run.job_id)
+        if found is None and Run.job.is_cached(run) and run.job is not None:
+            found = self._jobs[run.job_id] = (run.job.namespace, run.job.name, str(run.job.kind))
+        return found or ("", "", "")
+
+    def _labels(self, run) -> tuple[str, ...]:
+        namespace, name, _kind = self._job(run)
+        return (namespace, name) if self.per_job else (namespace,)
+
+
+class _StepTimer:
+    """Times one step of the loop (used from the loop's thread only, never
+    nested in itself) and counts the database errors that stop it."""
+
+    __slots__ = ("errors", "name", "seconds", "started")
+
+    def __init__(self, name: str, seconds, errors: Counter):
+        self.name, self.seconds, self.errors = name, seconds, errors
+        self.started = 0.0
+
+    def __enter__(self):
+        self.started = time.perf_counter()
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        self.seconds.observe(time.perf_counter() - self.started)
+        if kind is not None and issubclass(kind, DatabaseError):
+            self.errors.labels(self.name).inc()
+        return False
+
+
+def _add(counter: Counter, tally: Tally) -> None:
+    for labels, n in tally.items():
+        counter.labels(*labels).inc(n)
+
+
+class DatabaseGauges:
+    """What only the database knows, read at scrape time (in the server's
+    thread, on its own connection, closed after)."""
+
+    def collect(self):
+        queue = GaugeMetricFamily(
+            "cronboard_scheduler_queue_depth", "Queued runs that are due and not started (all nodes)"
+        )
+        backlog = GaugeMetricFamily(
+            "cronboard_scheduler_outbox_backlog",
+            "Alert emails and channel messages not sent yet",
+            labels=["type"],
+        )
+        oldest = GaugeMetricFamily(
+            "cronboard_scheduler_queue_oldest_seconds", "Age of the oldest queued run that is due"
+        )
+        try:
+            now = timezone.now()
+            due = Run.objects.filter(status=Run.Status.QUEUED, run_after__lte=now)
+            queue.add_metric([], due.count())
+            first = due.aggregate(m=Min("run_after"))["m"]
+            oldest.add_metric([], max(0.0, (now - first).total_seconds()) if first else 0.0)
+            backlog.add_metric(["email"], Alert.objects.filter(status=Alert.Status.PENDING).count())
+            backlog.add_metric(["channel"], AlertDelivery.objects.filter(status=Alert.Status.PENDING).count())
+        except DatabaseError as exc:
+            log.warning("metrics: could not read the queue and the outbox: %s", exc)
+            return
+        finally:
+            # This thread's connection is kept for the next scrape, as a
+            # request's is (CONN_MAX_AGE), unless it broke or aged out.
+            close_old_connections()
+        yield from (queue, oldest, backlog)
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format, *args):  # every scrape would be a line
+        pass
+
+
+def serve(metrics: EngineMetrics, bind: str) -> WSGIServer:
+    """Serve `metrics` at /metrics on `bind` (host:port) from a daemon
+    thread, to the clients JOBS_METRICS_TOKEN or JOBS_METRICS_ALLOW let in."""
+    host, _, port = bind.rpartition(":")
+    host = host.strip("[]")
+
+    def app(environ, start_response):
+        if environ.get("PATH_INFO") != "/metrics":
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"not found\n"]
+        refused = refusal(authorization=environ.get("HTTP_AUTHORIZATION"), client=environ.get("REMOTE_ADDR"))
+        if refused is not None:
+            headers = [("Content-Type", "text/plain; charset=utf-8")]
+            if refused.status == 401:
+                headers.append(("WWW-Authenticate", 'Bearer realm="cronboard metrics"'))
+            start_response(
+                f"{refused.status} {'Unauthorized' if refused.status == 401 else 'Forbidden'}", headers
+            )
+            return [f"{refused.reason}\n".encode()]
+        start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
+        return [generate_latest(metrics.registry)]
+
+    server_class = _Server6 if ":" in host else _Server
+    server = make_server(host, int(port), app, server_class=server_class, handler_class=_Quiet)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    log.info("metrics served on http://%s/metrics", bind)
+    return server
+
+
+def for_settings() -> Off:
+    """EngineMetrics when JOBS_METRICS_BIND is set, else OFF."""
+    if not settings.JOBS_METRICS_BIND:
+        return OFF
+    return EngineMetrics(per_job=settings.JOBS_METRICS_PER_JOB)
