@@ -5,127 +5,14 @@ it. `scenario()` runs in this process on SQLite and in a process of its own
 on PostgreSQL (test_trends_postgres.py), with the same answers."""
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
 from jobs import trends
-from jobs.models import BOUNDS_MS, JobRollup, NamespaceRollup, Run
+from jobs.models import BOUNDS_MS, JobRollup, Run
 from tests.factories import make_job
-
-NOW = datetime(2026, 3, 10, 12, 0, 30, tzinfo=UTC)
-
-
-def _run(job, status, *, finished, duration_ms=None, late_ms=None, trigger="schedule", attempt=1):
-    scheduled = finished - timedelta(milliseconds=(duration_ms or 0) + (late_ms or 0) + 5)
-    started = scheduled + timedelta(milliseconds=late_ms or 0) if duration_ms is not None else None
-    return Run.objects.create(
-        job=job,
-        trigger=trigger,
-        attempt=attempt,
-        status=status,
-        scheduled_at=scheduled,
-        started_at=started,
-        finished_at=finished,
-        duration_ms=duration_ms,
-    )
-
-
-def scenario() -> dict:
-    """Runs in three hours and two namespaces, rolled up; then one more run
-    once the clock has passed the lag. Returns what was read back."""
-    from django.contrib.auth import get_user_model
-
-    billing = make_job(name="billing-sync", namespace="billing")
-    plain = make_job(name="cleanup")
-    ten, eleven = datetime(2026, 3, 10, 10, tzinfo=UTC), datetime(2026, 3, 10, 11, tzinfo=UTC)
-    for minute, duration, late in ((1, 100, 20), (2, 200, 40), (3, 5000, 3)):
-        _run(
-            billing, "succeeded", finished=ten + timedelta(minutes=minute), duration_ms=duration, late_ms=late
-        )
-    _run(billing, "failed", finished=eleven + timedelta(minutes=10), duration_ms=50, late_ms=1, attempt=2)
-    _run(billing, "skipped", finished=eleven + timedelta(minutes=20))
-    _run(plain, "timed_out", finished=ten - timedelta(milliseconds=1), duration_ms=4_000_000, late_ms=7)
-    _run(
-        plain, "succeeded", finished=NOW - timedelta(seconds=20), duration_ms=10, late_ms=0, trigger="manual"
-    )
-
-    steps = 0
-    while not trends.roll_up(NOW):
-        steps += 1
-    trends.roll_up(NOW)  # nothing new: nothing counted twice
-    first = {
-        (row.job.name, row.hour.hour): [
-            row.succeeded,
-            row.failed,
-            row.timed_out,
-            row.skipped,
-            row.duration_count,
-        ]
-        for row in JobRollup.objects.select_related("job")
-    }
-    billing_ten = JobRollup.objects.get(job=billing, hour=ten)
-    trends.roll_up(NOW + timedelta(minutes=1))
-    admin = get_user_model().objects.create_user("root", is_superuser=True)
-    window = trends.window_trends(admin, "24h", now=NOW + timedelta(minutes=1))
-    page = trends.job_trends(billing, now=NOW)
-    return {
-        "steps": steps,
-        "first": sorted([*key, *value] for key, value in first.items()),
-        "after_lag": sorted(
-            [row.namespace, row.hour.hour, row.succeeded, row.failed, row.timed_out, row.skipped]
-            for row in NamespaceRollup.objects.all()
-        ),
-        "ten": [billing_ten.duration_ms_sum, billing_ten.duration_buckets, billing_ten.lateness_count],
-        "ten_lateness_sum": billing_ten.lateness_ms_sum,
-        "window_total": [
-            window["total"].counts["succeeded"],
-            window["total"].failures,
-            window["success_rate"],
-        ],
-        "window_points": len(window["points"]),
-        "slowest": [row["name"] for row in window["slowest"]],
-        "failing": [(row["name"], row["failed"]) for row in window["failing"]],
-        "job_p50": page["p50_ms"],
-        "job_days": len(page["days"]),
-        "job_success": page["success_rate"],
-    }
-
-
-def check(result: dict) -> None:
-    # From 09:00 (the timed-out run, a millisecond before ten), an hour a
-    # step: 09-10 and 10-11 leave more to read, 11-12 reaches NOW less the lag.
-    assert result["steps"] == 2
-    # The run 20 s before NOW is inside the lag: not in the first roll-up.
-    assert result["first"] == [
-        ["billing-sync", 10, 3, 0, 0, 0, 3],
-        ["billing-sync", 11, 0, 1, 0, 1, 1],
-        ["cleanup", 9, 0, 0, 1, 0, 1],
-    ]
-    assert result["after_lag"] == [
-        ["", 9, 0, 0, 1, 0],
-        ["", 12, 1, 0, 0, 0],
-        ["billing", 10, 3, 0, 0, 0],
-        ["billing", 11, 0, 1, 0, 1],
-    ]
-    duration_sum, buckets, late_count = result["ten"]
-    assert duration_sum == 5300 and late_count == 3
-    assert result["ten_lateness_sum"] == 63
-    # Cumulative: 100 ≤ 100, 200 ≤ 250, 5000 ≤ 5000.
-    assert buckets == [0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3]
-    assert len(buckets) == len(BOUNDS_MS)
-    # 24 h: 4 succeeded (3 billing, 1 cleanup), 2 failures (failed, timed out).
-    assert result["window_total"] == [4, 2, 66.7]
-    assert result["window_points"] == 24
-    assert result["slowest"] == ["cleanup", "billing-sync"]
-    assert result["failing"] == [("billing-sync", 1), ("cleanup", 1)] or result["failing"] == [
-        ("cleanup", 1),
-        ("billing-sync", 1),
-    ]
-    assert result["job_days"] == trends.JOB_DAYS
-    assert result["job_success"] == 75.0
-    # p50 of 50, 100, 200 and 5000 ms: the 2nd of 4, the top of the (50, 100] bucket.
-    assert result["job_p50"] == pytest.approx(100)
+from tests.fixtures.trends import NOW, check, finished_run, scenario
 
 
 @pytest.mark.django_db
@@ -150,7 +37,7 @@ def test_a_viewer_sees_the_trends_of_their_namespaces_only():
     billing = make_job(name="billing-sync", namespace="billing")
     other = make_job(name="secret-ops", namespace="ops")
     for job in (billing, other):
-        _run(job, "failed", finished=NOW - timedelta(hours=1), duration_ms=10, late_ms=1)
+        finished_run(job, "failed", finished=NOW - timedelta(hours=1), duration_ms=10, late_ms=1)
     trends.roll_up(NOW)
     viewer = make_user("bob", "viewer", namespace="billing")
     seen = trends.window_trends(viewer, "7d", now=NOW)
@@ -162,7 +49,7 @@ def test_a_viewer_sees_the_trends_of_their_namespaces_only():
 @pytest.mark.django_db
 def test_rollup_rows_outlive_the_runs_and_have_their_own_retention():
     job = make_job(name="nightly")
-    _run(job, "succeeded", finished=NOW - timedelta(days=50), duration_ms=10, late_ms=1)
+    finished_run(job, "succeeded", finished=NOW - timedelta(days=50), duration_ms=10, late_ms=1)
     while not trends.roll_up(NOW):
         pass
     Run.objects.all().delete()
@@ -208,9 +95,11 @@ def rolled_up(db):
     steady = make_job(name="steady", namespace="ops")
     flaky = make_job(name="flaky", namespace="ops")
     for minutes in range(1, 9):
-        _run(steady, "succeeded", finished=now - timedelta(minutes=minutes * 10), duration_ms=100, late_ms=2)
-    slow = _run(steady, "succeeded", finished=now - timedelta(minutes=95), duration_ms=900, late_ms=2)
-    _run(flaky, "failed", finished=now - timedelta(minutes=30), duration_ms=20, late_ms=2)
+        finished_run(
+            steady, "succeeded", finished=now - timedelta(minutes=minutes * 10), duration_ms=100, late_ms=2
+        )
+    slow = finished_run(steady, "succeeded", finished=now - timedelta(minutes=95), duration_ms=900, late_ms=2)
+    finished_run(flaky, "failed", finished=now - timedelta(minutes=30), duration_ms=20, late_ms=2)
     while not trends.roll_up(now):
         pass
     return {"steady": steady, "flaky": flaky, "slow": slow}

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from tests.test_trends import check
+from tests.fixtures.trends import check
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-SCRIPT = "import json; from tests.test_trends import scenario; print(json.dumps(scenario(), default=str))"
+SCRIPT = "import json; from tests.fixtures.trends import scenario; print(json.dumps(scenario(), default=str))"
 
 
 def test_the_rollup_on_postgresql(postgres_site):

@@ -18,6 +18,7 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 from jobs import twofactor
 from jobs.models import AuditEvent
 from tests.fixtures.core import make_user
+from tests.fixtures.twofactor import AppClock
 
 pytestmark = pytest.mark.django_db
 
@@ -29,19 +30,6 @@ def sign_in(name: str, next_url: str = "") -> Client:
     response = client.post("/login/", {"username": name, "password": PASSWORDS[name], "next": next_url})
     assert response.status_code == 302
     return client
-
-
-class AppClock:
-    """time.time() for django-otp's TOTP devices, and for the app's codes."""
-
-    def __init__(self):
-        self.now = 1_800_000_000.0
-
-    def time(self) -> float:
-        return self.now
-
-    def next_step(self) -> None:
-        self.now += 30
 
 
 _clock = AppClock()

@@ -10,7 +10,7 @@ import pytest
 from django_otp.oath import TOTP
 from playwright.sync_api import expect
 
-from tests.test_two_factor import AppClock
+from tests.fixtures.twofactor import AppClock
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
