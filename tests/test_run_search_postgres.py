@@ -6,11 +6,13 @@ import json
 
 import pytest
 
-from tests.test_run_search import check
+from tests.fixtures.runsearch import check
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-SCRIPT = "import json; from tests.test_run_search import scenario; print(json.dumps(scenario(), default=str))"
+SCRIPT = (
+    "import json; from tests.fixtures.runsearch import scenario; print(json.dumps(scenario(), default=str))"
+)
 
 
 def test_search_and_export_on_postgresql(postgres_site):
