@@ -142,6 +142,7 @@ def pages(ids: dict) -> list[tuple[str, str]]:
             ("all runs, running now", reverse("jobs:run_list") + "?status=live"),
             ("all runs, failed today", reverse("jobs:run_list") + "?status=failures&since=today"),
             ("all runs of one job", reverse("jobs:run_list") + f"?job={ids['light']}"),
+            ("all runs, searched (a word in 1 run in 10)", reverse("jobs:run_list") + "?q=upstream+503"),
             ("dashboard", reverse("jobs:dashboard")),
             ("dashboard trends, 7 days", reverse("jobs:dashboard_trends") + "?window=7d"),
             ("dashboard trends, 30 days", reverse("jobs:dashboard_trends") + "?window=30d"),

@@ -1,18 +1,20 @@
 """Runs across jobs: the all-runs page, a run's page and its log, retry
 and cancel."""
 
+import csv
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpResponse
+from django.db.models.functions import Substr
+from django.http import HttpResponse, StreamingHttpResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from jobs import access, overview, refusals, secrets, services
+from jobs import access, overview, refusals, runsearch, secrets, services
 from jobs.access import login_required
 from jobs.models import Run, parse_run_cursor, run_cursor
 from jobs.web.common import (
@@ -29,20 +31,13 @@ from jobs.web.common import (
 RUN_WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7), "today": None}
 
 
-def _all_runs_context(request, *, now: datetime | None = None) -> dict:
-    """One page of runs across every job the user may see, newest first,
-    keyset-paginated like a job's history. ?status=live is "running now",
-    ?status=failures every run that counts as failed (Run.FAILED_OUTCOMES, as
-    the dashboard counts them)."""
-    now = now or timezone.now()
+def _filtered(request, runs, now: datetime) -> tuple:
+    """`runs` (the user's) narrowed by the page's filters: ?status=live is
+    "running now", ?status=failures every run that counts as failed
+    (Run.FAILED_OUTCOMES, as the dashboard counts them), ?trigger, ?job,
+    ?since, ?q (words in the error or log, jobs.runsearch). Returns the
+    runs and what was picked (for the page, its links and the export)."""
     params = request.GET
-    runs = run_table(
-        access.visible_runs(request.user).select_related("job"),
-        "job__name",
-        "job__timezone",
-        "handler",
-        "task_key",
-    )
     status = params.get("status", "")
     if status == "live":
         # The few live runs come from their partial index (run_live_idx);
@@ -73,12 +68,11 @@ def _all_runs_context(request, *, now: datetime | None = None) -> dict:
         )
     else:
         since = ""
-    before = parse_run_cursor(params.get("before"))
-    if before:
-        runs = runs.older_than(*before)
-    page = list(runs.order_by("-scheduled_at", "-id")[: RUNS_PER_PAGE + 1])
-    older = len(page) > RUNS_PER_PAGE
-    page = page[:RUNS_PER_PAGE]
+    query, search_error = params.get("q", "").strip(), ""
+    try:
+        runs = runsearch.matching(runs, query)
+    except runsearch.SearchError as exc:
+        search_error, query = str(exc), ""
     filters = {
         k: v
         for k, v in (
@@ -86,16 +80,49 @@ def _all_runs_context(request, *, now: datetime | None = None) -> dict:
             ("trigger", trigger),
             ("job", str(job.pk) if job else ""),
             ("since", since),
+            ("q", query),
         )
         if v
     }
-    return {
-        "runs": page,
-        "rows": run_rows(page),
+    picked = {
         "status": status,
         "trigger": trigger,
         "since": since,
         "filter_job": job,
+        "query": query,
+        "search_error": search_error,
+        "filters": filters,
+    }
+    return runs, picked
+
+
+def _all_runs_context(request, *, now: datetime | None = None) -> dict:
+    """One page of runs across every job the user may see, newest first,
+    keyset-paginated like a job's history (filters: _filtered)."""
+    now = now or timezone.now()
+    params = request.GET
+    runs, picked = _filtered(
+        request,
+        run_table(
+            access.visible_runs(request.user).select_related("job"),
+            "job__name",
+            "job__timezone",
+            "handler",
+            "task_key",
+        ),
+        now,
+    )
+    filters = picked.pop("filters")
+    before = parse_run_cursor(params.get("before"))
+    if before:
+        runs = runs.older_than(*before)
+    page = list(runs.order_by("-scheduled_at", "-id")[: RUNS_PER_PAGE + 1])
+    older = len(page) > RUNS_PER_PAGE
+    page = page[:RUNS_PER_PAGE]
+    return {
+        "runs": page,
+        "rows": run_rows(page),
+        **picked,
         "statuses": Run.Status.choices,
         "triggers": Run.Trigger.choices,
         "windows": [
@@ -206,3 +233,78 @@ def run_cancel(request, run_id):
         if run.job_id
         else reverse("jobs:run_detail", args=[run.pk]),
     )
+
+
+# The CSV export's columns, and how many runs one export holds at most.
+CSV_COLUMNS = (
+    "id",
+    "job",
+    "namespace",
+    "status",
+    "trigger",
+    "attempt",
+    "scheduled_at",
+    "started_at",
+    "finished_at",
+    "duration_ms",
+    "worker_id",
+    "error",
+)
+CSV_MAX_RUNS = 100_000
+CSV_ERROR_CHARS = 1000
+
+
+def _csv_cell(value) -> str:
+    """A cell as text, safe to open in a spreadsheet: text starting with
+    = + - @ (or a tab or carriage return) would be read as a formula there
+    (CSV injection), so it gets a leading apostrophe, as OWASP advises."""
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    text = str(value)
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+class _Echo:
+    def write(self, value):
+        return value
+
+
+@login_required
+def run_export(request):
+    """The runs the page's filters pick (its ?status, ?trigger, ?job, ?since,
+    ?q), newest first, as CSV: at most CSV_MAX_RUNS, the error cut to
+    CSV_ERROR_CHARS, times in UTC; streamed, read in chunks."""
+    runs, picked = _filtered(request, access.visible_runs(request.user), timezone.now())
+    if picked["search_error"]:
+        return HttpResponse(picked["search_error"], status=400, content_type="text/plain; charset=utf-8")
+    rows = (
+        runs.order_by("-scheduled_at", "-id")
+        .annotate(error_head=Substr("error", 1, CSV_ERROR_CHARS))
+        .values_list(
+            "id",
+            "job__name",
+            "job__namespace",
+            "status",
+            "trigger",
+            "attempt",
+            "scheduled_at",
+            "started_at",
+            "finished_at",
+            "duration_ms",
+            "worker_id",
+            "error_head",
+        )[:CSV_MAX_RUNS]
+    )
+    writer = csv.writer(_Echo())
+
+    def lines():
+        yield writer.writerow(CSV_COLUMNS)
+        for row in rows.iterator(chunk_size=2000):
+            yield writer.writerow([_csv_cell(value) for value in row])
+
+    response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
+    stamp = timezone.now().astimezone(UTC).strftime("%Y%m%d-%H%M")
+    response["Content-Disposition"] = f'attachment; filename="runs-{stamp}.csv"'
+    return response

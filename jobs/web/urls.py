@@ -43,6 +43,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/run/", job_page.job_run_now, name="job_run_now"),
     path("jobs/<int:job_id>/delete/", job_page.job_delete, name="job_delete"),
     path("runs/", runs.run_list, name="run_list"),
+    path("runs/export.csv", runs.run_export, name="run_export"),
     path("upcoming/", dashboard.upcoming, name="upcoming"),
     path("trends/", dashboard.dashboard_trends, name="dashboard_trends"),
     path("runs/<int:run_id>/", runs.run_detail, name="run_detail"),
