@@ -260,8 +260,8 @@ X_FRAME_OPTIONS = "DENY"
 
 # Content-Security-Policy (django-csp): same-origin scripts and styles only,
 # no inline code. htmx works under it because base.html turns off its
-# injected indicator <style> (the htmx-config meta tag) and every handler
-# lives in a static file.
+# injected indicator <style> and its settling of the style attribute (the
+# htmx-config meta tag) and every handler lives in a static file.
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'none'"],
