@@ -99,6 +99,16 @@ ALERT_KIND_LABELS = {
 }
 
 
+class IntervalField(forms.IntegerField):
+    """An interval job's seconds: a whole number, and nothing more here. The
+    model's column is unsigned, whose form field would refuse -5 with "greater
+    than or equal to 0" before the job's own check said the floor (47004):
+    jobs.forms.check_interval says every bound, once, with its code."""
+
+    def __init__(self, **kwargs):
+        super().__init__(min_value=None, max_value=None, **kwargs)
+
+
 class AlertKindsField(forms.Field):
     """The kinds of alert a job asks for (checkboxes in the console, a list in
     the API and the jobs-as-code file). Empty: the sys.job.alertOn setting."""

@@ -1040,3 +1040,23 @@ def test_import_preview_in_the_browser(open_page, staff):
     assert Job.objects.get(name="known").cron_expression == "0 */5 * * * *"
     assert page.js_errors == []
 
+
+@pytest.mark.parametrize("seconds", ["-5", "0"])
+def test_an_interval_below_the_floor_says_so_once_after_a_save(open_page, staff, seconds):
+    page = sign_in(open_page(), "/jobs/new/")
+    page.fill("#id_name", "too-often")
+    page.select_option("#id_handler", "demo.echo")
+    page.select_option("#id_schedule_type", "interval")
+    page.fill("#id_interval_seconds", seconds)
+    page.click("button:has-text('Create job')")
+    expect(page.locator("#form-errors")).to_be_focused()
+    field = page.locator("#field-interval_seconds")
+    expect(field.locator(".error")).to_have_count(1)
+    expect(field.locator(".error")).to_contain_text("47004")
+    expect(field.locator(".error")).to_contain_text("at least 5 seconds")
+    expect(field.locator(".help")).to_have_count(0)
+    # Typing again: the live check's message takes the place of the server's.
+    page.fill("#id_interval_seconds", "-7")
+    expect(field.locator(".error")).to_have_count(1)
+    expect(field.locator(".error")).to_contain_text("47004")
+    assert page.js_errors == []
