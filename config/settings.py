@@ -225,7 +225,9 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "jobs:job_list"
+# After signing in: the page that asked for it (?next=), else the dashboard,
+# as opening / does (README "Sign in").
+LOGIN_REDIRECT_URL = "jobs:dashboard"
 LOGOUT_REDIRECT_URL = "login"
 
 # --- Security -----------------------------------------------------------------

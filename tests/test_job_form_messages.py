@@ -72,3 +72,15 @@ def test_an_interval_below_the_floor_is_one_coded_message(staff_client, seconds)
     found = messages(staff_client.post(reverse("jobs:job_create"), data).content.decode())
     assert len(found) == 1, found
     assert found[0].startswith("47004 The interval must be at least 5 seconds"), found
+
+
+def test_help_texts_show_code_spans_not_backticks(staff_client):
+    """Help written with Markdown's code spans (a handler's description, a
+    setting's help) reads as code, not as backticks."""
+    form = staff_client.get(reverse("jobs:job_create")).content.decode()
+    assert "Always fails with <code>message</code>." in form
+    settings = staff_client.get(reverse("jobs:settings")).content.decode()
+    assert "A <code>late</code> alert" in settings
+    for html in (form, settings):
+        visible = re.sub(r"<[^>]+>", "", re.sub(r"<(script|textarea)\b.*?</\1>", "", html, flags=re.S))
+        assert "`" not in visible

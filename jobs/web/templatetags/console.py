@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 from django import template
 from django.utils import timezone
-from django.utils.html import escape, format_html
+from django.utils.html import conditional_escape, escape, format_html
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 
@@ -130,6 +130,18 @@ def status_label(status: str) -> str:
 # sentence's, not the link's.
 _URL = re.compile(r"\bhttps?://[^\s<>\"'`]+", re.IGNORECASE)
 _TRAILING = ".,;:!?)]}’”"
+
+
+# A code span as Markdown writes it, the one markup help texts use.
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+@register.filter
+def code_spans(text) -> str:
+    """Help text (a setting's, a handler's) with its `code` spans shown as
+    <code>, not as backticks; everything else escaped."""
+    escaped = str(conditional_escape("" if text is None else text))
+    return mark_safe(_CODE_SPAN.sub(r"<code>\1</code>", escaped))
 
 
 @register.filter
