@@ -99,3 +99,24 @@ def test_inactive_user_is_signed_out(client):
     user = get_user_model().objects.create_user("gone", password="pw-gone-123", is_active=False)
     client.force_login(user)
     assert client.get(reverse("jobs:job_list")).status_code == 302
+
+
+def test_kinds_of_alert_are_ticked_and_the_alert_language_chosen_not_typed(staff_client):
+    html = staff_client.get(reverse("jobs:settings")).content.decode()
+    assert 'type="checkbox" name="sys.job.alertOn" value="long_running"' in html
+    assert 'type="checkbox" name="sys.job.alertOn" value="crashed"' in html and "checked" in html
+    assert '<select name="sys.ui.language"' in html and '<option value="zh-hans"' in html
+    assert 'type="text" name="sys.job.alertOn"' not in html
+    response = staff_client.post(
+        reverse("jobs:settings"),
+        {
+            "sys.job.logRetentionDays": "30",
+            "sys.job.alertOn": ["late", "crashed"],
+            "sys.ui.language": "zh-hans",
+        },
+    )
+    assert response.status_code == 302
+    assert get_setting("sys.job.alertOn") == ["crashed", "late"]
+    assert get_setting("sys.ui.language") == "zh-hans"
+    html = staff_client.get(reverse("jobs:settings")).content.decode()
+    assert '<option value="zh-hans" selected>' in html

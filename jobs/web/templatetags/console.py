@@ -132,6 +132,27 @@ _URL = re.compile(r"\bhttps?://[^\s<>\"'`]+", re.IGNORECASE)
 _TRAILING = ".,;:!?)]}’”"
 
 
+@register.filter
+def change_label(field: str) -> str:
+    """An audit change's field as the job form labels it ("alert_on" → "Alert
+    on"); a setting's key (sys.…) and an unknown name stay as written."""
+    from jobs.forms import JobForm
+
+    extra = {
+        "state": _("State"),
+        "run": _("Run"),
+        "retry_of": _("Retry of run"),
+        "secret": _("Secret"),
+        "value": _("Value"),
+    }
+    if field in extra:
+        return extra[field]
+    form_field = JobForm.base_fields.get(field)
+    if form_field is None or form_field.label is None:
+        return field
+    return str(form_field.label)
+
+
 # A code span as Markdown writes it, the one markup help texts use.
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 
