@@ -1054,3 +1054,29 @@ def test_an_interval_below_the_floor_says_so_once_after_a_save(open_page, staff,
     expect(field.locator(".error")).to_have_count(1)
     expect(field.locator(".error")).to_contain_text("47004")
     assert page.js_errors == []
+
+
+def test_specific_starts_from_the_field_s_value_or_asks_for_one(open_page, staff):
+    page = sign_in(open_page(), "/jobs/new/")
+    raw = page.locator("#id_cron_expression")
+    raw.fill("0 * 12 ? * MON")
+    expect(page.locator("#cron-description")).to_be_visible()
+    # Minute "every" has no value to carry over: the box asks, the expression keeps its "*".
+    page.select_option("select.cron-mode[data-field=minute]", "specific")
+    box = page.locator("input[data-field=minute][data-part=values]")
+    expect(box).to_be_focused()
+    expect(box).to_have_attribute("aria-invalid", "true")
+    expect(box).to_have_value("")
+    assert raw.input_value() == "0 * 12 ? * MON"
+    box.fill("15")
+    expect(raw).to_have_value("0 15 12 ? * MON")
+    expect(box).not_to_have_attribute("aria-invalid", "true")
+    # Day of week: "?" has no value either: no silent 0 (Sunday).
+    page.select_option("select.cron-mode[data-field=dom]", "specific")
+    expect(page.locator("input[data-field=dom][data-part=values]")).to_be_focused()
+    assert raw.input_value() == "0 15 12 ? * MON"
+    # A field showing a value keeps it when switched to Specific from Custom.
+    page.select_option("select.cron-mode[data-field=hour]", "custom")
+    page.select_option("select.cron-mode[data-field=hour]", "specific")
+    expect(page.locator("input[data-field=hour][data-part=values]")).to_have_value("12")
+    assert page.js_errors == []
