@@ -120,3 +120,18 @@ def test_kinds_of_alert_are_ticked_and_the_alert_language_chosen_not_typed(staff
     assert get_setting("sys.ui.language") == "zh-hans"
     html = staff_client.get(reverse("jobs:settings")).content.decode()
     assert '<option value="zh-hans" selected>' in html
+
+
+def test_alerts_and_messages_are_one_area_with_two_tabs(viewer_client, viewer_user):
+    html = viewer_client.get(reverse("jobs:alert_list")).content.decode()
+    nav = html.split('<nav class="nav"', 1)[1].split("</nav>", 1)[0]
+    assert nav.count(">Alerts") == 1 and "Messages" not in nav
+    assert 'id="unread-count" href="/alerts/"' in nav
+    tabs = html.split('<nav class="tabs"', 1)[1].split("</nav>", 1)[0]
+    assert '<a href="/alerts/" aria-current="page">Sent alerts</a>' in tabs and 'href="/messages/"' in tabs
+    Message.objects.create(user=viewer_user, subject="s", body="b")
+    html = viewer_client.get(reverse("jobs:messages")).content.decode()
+    tabs = html.split('<nav class="tabs"', 1)[1].split("</nav>", 1)[0]
+    assert '<a href="/messages/" aria-current="page">Messages <span class="count">1' in tabs
+    # While a message is unread, the area's link leads to it.
+    assert 'id="unread-count" href="/messages/"' in html
