@@ -54,6 +54,7 @@ class Alert(ChoiceLabels, models.Model):
         FAILED = "failed", _("Gave up")  # temporary failures for too long
         FAILED_PERMANENT = "failed_permanent", _("Refused")  # a 5xx reply
         UNDELIVERABLE = "undeliverable", _("No recipients")
+        MUTED = "muted", _("Muted")  # the job's alerts were muted: recorded, not sent
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="alerts")
     # The run whose outcome crossed the threshold (or recovered the job).
