@@ -38,7 +38,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from jobs import audit, channels, links
 from jobs.config import MIN_ALERT_SECONDS, get_setting, get_setting_cached, get_stored
 from jobs.i18n import alert_translation
-from jobs.models import LIVE_RUN, Alert, AlertDelivery, Job, Message, Run
+from jobs.models import LIVE_RUN, Alert, AlertDelivery, AuditEvent, Job, Message, Run
 
 log = logging.getLogger("cronboard.alerts")
 
@@ -190,7 +190,9 @@ def _record_alert(*, job, run, kind, now, event, recipients, channel_tokens, **e
     return alert
 
 
-def mute_alerts(*, job: Job, until: datetime | None, now: datetime, user=None, via: str = "console") -> None:
+def mute_alerts(
+    *, job: Job, until: datetime | None, now: datetime, user=None, via: str = AuditEvent.Via.CONSOLE
+) -> None:
     """Mute the job's alerts until `until` (None: unmute) without pausing it:
     the alerts written meanwhile are recorded as muted and not sent. Audited.
     ValueError for a time not in the next MAX_MUTE."""
