@@ -1080,3 +1080,38 @@ def test_specific_starts_from_the_field_s_value_or_asks_for_one(open_page, staff
     page.select_option("select.cron-mode[data-field=hour]", "specific")
     expect(page.locator("input[data-field=hour][data-part=values]")).to_have_value("12")
     assert page.js_errors == []
+
+
+@pytest.mark.parametrize(
+    ("viewport", "locale"), [(DESKTOP, "zh-CN"), (PHONE, "en-GB")], ids=["desktop-zh", "phone-en"]
+)
+def test_a_viewer_s_pages_pass_axe_too(open_page, staff, viewport, locale):
+    """What a viewer sees differs (no actions, read-only settings, the badge):
+    each page once more under axe as one, in the other language and width."""
+    from django.contrib.auth import get_user_model
+
+    from jobs.models import RoleGrant
+
+    billing, _crashed, runs = seed_console(staff)
+    viewer = get_user_model().objects.create_user("val", password="pw-val-123")
+    RoleGrant.objects.create(user=viewer, role="viewer", namespace=None)
+    page = open_page(viewport, locale=locale)
+    console_errors = []
+    page.on("console", lambda message: message.type == "error" and console_errors.append(message.text))
+    sign_in_with_form(page, "val", "pw-val-123")
+    problems = {}
+    for url in console_urls(billing, runs):
+        if url in ("/secrets/", "/audit/", "/audit/?via=console&since=yesterday") or url.endswith(
+            ("/new/", "/edit/", "/clone/", "/delete/", "/import/")
+        ):
+            continue  # refused to a viewer (403)
+        page.goto(url)
+        page.wait_for_load_state("networkidle")
+        found = serious_violations(page)
+        if fits_width(page)[0] > viewport["width"]:
+            found.append("wider than the window")
+        if found:
+            problems[url] = found
+    assert problems == {}
+    assert page.js_errors == []
+    assert [line for line in console_errors if "404" not in line] == []
