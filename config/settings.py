@@ -305,7 +305,9 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "jobs:job_list"
+# After signing in: the page that asked for it (?next=), else the dashboard,
+# as opening / does (README "Sign in").
+LOGIN_REDIRECT_URL = "jobs:dashboard"
 LOGOUT_REDIRECT_URL = "login"
 
 # --- Security -----------------------------------------------------------------
@@ -340,8 +342,8 @@ X_FRAME_OPTIONS = "DENY"
 
 # Content-Security-Policy (django-csp): same-origin scripts and styles only,
 # no inline code. htmx works under it because base.html turns off its
-# injected indicator <style> (the htmx-config meta tag) and every handler
-# lives in a static file.
+# injected indicator <style> and its settling of the style attribute (the
+# htmx-config meta tag) and every handler lives in a static file.
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'none'"],

@@ -34,11 +34,11 @@ from django.template.loader import render_to_string
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from jobs import access, channels, links
+from jobs import access, audit, channels, links
 from jobs.config import MIN_ALERT_SECONDS, get_setting, get_setting_cached, get_stored
 from jobs.core.logcontext import about
 from jobs.i18n import alert_translation
-from jobs.models import LIVE_RUN, Alert, AlertDelivery, Job, Message, Run
+from jobs.models import LIVE_RUN, Alert, AlertDelivery, AuditEvent, Job, Message, Run
 
 log = logging.getLogger("cronboard.alerts")
 
@@ -51,6 +51,9 @@ NO_RECIPIENTS = gettext_lazy(
     "the settings."
 )
 NO_EMAIL = gettext_lazy("No email recipients: the alert went to its channels only.")
+MUTED = gettext_lazy("The job's alerts were muted until {until} UTC: recorded, not sent.")
+# How far ahead a job's alerts may be muted.
+MAX_MUTE = timedelta(days=366)
 
 
 WATCH_BATCH = 500
@@ -154,7 +157,12 @@ def _record_alert(*, job, run, kind, now, event, recipients, channel_tokens, **e
         message_id=new_message_id(job),
         created_at=now,
     )
-    if recipients:
+    muted = job.alerts_muted_until is not None and job.alerts_muted_until > now
+    if muted:
+        until = f"{job.alerts_muted_until.astimezone(UTC):%Y-%m-%d %H:%M}"
+        alert.status, alert.last_error = Alert.Status.MUTED, str(MUTED).format(until=until)
+        recipients, channel_tokens = [], {}
+    elif recipients:
         alert.status, alert.next_attempt_at = Alert.Status.PENDING, now
     elif channel_tokens:
         alert.status, alert.last_error = Alert.Status.UNDELIVERABLE, str(NO_EMAIL)
@@ -180,9 +188,34 @@ def _record_alert(*, job, run, kind, now, event, recipients, channel_tokens, **e
     )
     Message.objects.bulk_create(
         Message(user=user, job=job, subject=alert.subject, body=body, created_at=now)
-        for user in message_recipients(job)
+        for user in ([] if muted else message_recipients(job))
     )
     return alert
+
+
+def mute_alerts(
+    *, job: Job, until: datetime | None, now: datetime, user=None, via: str = AuditEvent.Via.CONSOLE
+) -> None:
+    """Mute the job's alerts until `until` (None: unmute) without pausing it:
+    the alerts written meanwhile are recorded as muted and not sent. Audited.
+    ValueError for a time not in the next MAX_MUTE."""
+    if until is not None and not now < until <= now + MAX_MUTE:
+        raise ValueError(_("Choose a time in the next {days} days.").format(days=MAX_MUTE.days))
+    before = job.alerts_muted_until
+    with transaction.atomic():
+        Job.objects.filter(pk=job.pk).update(alerts_muted_until=until)
+        job.alerts_muted_until = until
+        audit.record(
+            job=job,
+            action="mute-alerts" if until else "unmute-alerts",
+            user=user,
+            via=via,
+            changes={"alerts_muted_until": [_iso(before), _iso(until)]},
+        )
+
+
+def _iso(when: datetime | None) -> str | None:
+    return None if when is None else when.astimezone(UTC).isoformat()
 
 
 def email_recipients(job: Job) -> list[str]:

@@ -18,8 +18,8 @@ One place for what a channel URL may be and how it is kept:
 - Never shown back in full: `mask()` keeps the scheme, the host of a webhook
   and the first characters of each other part. Saving a masked URL back
   unchanged keeps the stored URL (`clean_channels`).
-- Webhook targets pass the HTTP jobs' fence (jobs.fence) when saved and again
-  before every send (`check_fence`).
+- Webhook targets pass the HTTP jobs' fence (jobs.fence) when saved, without
+  a lookup of a host name, and again before every send with one (`check_fence`).
 """
 
 import hashlib
@@ -246,6 +246,12 @@ def mask_reply(url: str, text: str) -> str:
     return secrets.redact(text, secrets.redaction_forms(secret_parts(url)))
 
 
+def mask_typed(text: str) -> str:
+    """A line typed without a scheme, masked as a web address would be: its
+    host as written, the rest hidden (mask() would read it all as a secret)."""
+    return mask(f"json://{text}").removeprefix("json://")
+
+
 def masked_list(tokens) -> list[str]:
     return [mask(url) for url in plain_list(tokens)]
 
@@ -357,12 +363,14 @@ def fence_url(url: str, plugin=None) -> str | None:
     return f"{scheme}://{host}" + (f":{port}" if isinstance(port, int) else "") + "/"
 
 
-def check_fence(url: str, plugin=None, *, resolver=None) -> None:
+def check_fence(url: str, plugin=None, *, resolver=None, resolve: bool = True) -> None:
     """Raise fence.FenceError when the channel's target is fenced off, and
-    ChannelRefused when Cronboard cannot fence it at all."""
+    ChannelRefused when Cronboard cannot fence it at all. A save checks with
+    resolve=False: a host that does not resolve from the web server may
+    resolve from the scheduler, which resolves and fences it at each send."""
     target = fence_url(url, plugin)
     if target is not None:
-        fence.check_url(target, resolver=resolver)
+        fence.check_url(target, resolver=resolver, resolve=resolve)
 
 
 def validate(url: str) -> str:
@@ -394,7 +402,7 @@ def validate(url: str) -> str:
     schema = schema_of(url)
     if not schema:
         raise ValidationError(
-            _("“{mask}” is not a URL (it needs a scheme such as json://).").format(mask=mask(url)),
+            _("“{mask}” is not a URL (it needs a scheme such as json://).").format(mask=mask_typed(url)),
             code="invalid_channel",
         )
     if schema in REFUSED_SCHEMAS:
@@ -406,7 +414,7 @@ def validate(url: str) -> str:
     try:
         check_schema(url)
         plugin = instantiate(url)
-        check_fence(url, plugin)
+        check_fence(url, plugin, resolve=False)
     except ChannelRefused as exc:
         raise ValidationError(
             _("“{mask}”: {reason}").format(mask=mask(url), reason=exc.reason), code="unfenced_channel"

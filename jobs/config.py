@@ -69,6 +69,14 @@ def parse_email_list(value: Any) -> list[str]:
 
 # The kinds of alert a job can ask for (jobs.alerts sends them).
 ALERT_KINDS = ("crashed", "recovered", "failed", "late", "long_running")
+# How the console names them (the job form's and the settings page's boxes).
+ALERT_KIND_LABELS = {
+    "crashed": gettext_lazy("crashed"),
+    "recovered": gettext_lazy("recovered"),
+    "failed": gettext_lazy("failed"),
+    "late": gettext_lazy("late"),
+    "long_running": gettext_lazy("long running"),
+}
 MIN_ALERT_SECONDS = 10
 MAX_ALERT_SECONDS = 7 * 86_400
 
@@ -161,6 +169,10 @@ class SettingSpec:
     # How the console shows the stored value (None: list items joined by commas).
     show: Callable[[Any], str] | None = None
     multiline: bool = False
+    # The values the key takes, with their labels: the console offers them
+    # (a select; boxes to tick when `many`) instead of a box to type in.
+    choices: tuple[tuple[str, Any], ...] = ()
+    many: bool = False
 
 
 SPECS: dict[str, SettingSpec] = {
@@ -207,11 +219,11 @@ SPECS: dict[str, SettingSpec] = {
             label=gettext_lazy("Kinds of alert"),
             default=["crashed"],
             clean=parse_alert_kinds,
-            help_text=(
-                gettext_lazy(
-                    "For jobs that choose none: any of crashed, recovered, failed (every failed fire), late (a fire not started in time), long_running (a run still going), comma separated."
-                )
+            help_text=gettext_lazy(
+                "For jobs that tick none. Failed: every failed fire; late: a fire not started in time; long running: a run still going."
             ),
+            choices=tuple(ALERT_KIND_LABELS.items()),
+            many=True,
         ),
         SettingSpec(
             key="sys.job.lateAfterSeconds",
@@ -234,11 +246,10 @@ SPECS: dict[str, SettingSpec] = {
             label=gettext_lazy("Alert language"),
             default=settings.LANGUAGE_CODE,
             clean=_ui_language,
-            help_text=(
-                gettext_lazy(
-                    "The language of alert emails and channel messages (en or zh-hans); the console follows each user's own choice."
-                )
+            help_text=gettext_lazy(
+                "The language of alert emails and channel messages; the console follows each user's own choice."
             ),
+            choices=tuple(settings.LANGUAGES),
         ),
     ]
 }

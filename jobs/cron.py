@@ -1094,3 +1094,61 @@ def preview(
         "warnings": _warnings(schedule, translate or (lambda text: text)),
         "times": times,
     }
+
+
+# How far ahead the cron editor looks for a clock change that touches a
+# schedule, and how often it samples the zone's offset on the way: every
+# zone's changes are months apart, so two in one step cannot hide.
+DST_HORIZON = timedelta(days=366)
+_DST_STEP = timedelta(hours=12)
+
+
+def _clock_changes(zone: tzinfo, start: datetime, end: datetime):
+    """The zone's offset changes in (start, end] (naive UTC): (instant, offset
+    before, offset after), found by sampling and a binary search."""
+    before, offset = start, _aware(start).astimezone(zone).utcoffset()
+    while before < end:
+        after = min(before + _DST_STEP, end)
+        new_offset = _aware(after).astimezone(zone).utcoffset()
+        if new_offset != offset:
+            yield _transition(zone, before, after, new_offset), offset, new_offset
+            offset = new_offset
+        before = after
+
+
+def _clock(wall: datetime) -> str:
+    return f"{wall:%H:%M}" if wall.second == 0 else f"{wall:%H:%M:%S}"
+
+
+def next_dst_effect(expr: str, tz_name: str, *, after: datetime, translate=None) -> str | None:
+    """The line under the cron editor's preview: the first clock change of
+    the zone within DST_HORIZON after `after` at which the schedule has a wall
+    time that does not exist (it fires at the first instant after the gap) or
+    happens twice (interval-based: both passes; else the first only), as the
+    rules in docs/cron.md say. None when no change touches it. `translate` as
+    for `describe`."""
+    translate = translate or (lambda text: text)
+    schedule = parse(expr)
+    zone = _zone(get_zone(tz_name))
+    start = after.astimezone(UTC).replace(tzinfo=None, microsecond=0)
+    for instant, before, later in _clock_changes(zone, start, start + DST_HORIZON):
+        window_start, window_end = instant + min(before, later), instant + max(before, later)
+        found = schedule._find(window_start - _ONE_SECOND)
+        if found is None or found >= window_end:
+            continue
+        params = {"date": f"{found:%Y-%m-%d}", "time": _clock(found), "zone": tz_name}
+        if later > before:
+            text = gettext_noop(
+                "{date}: {time} does not exist in {zone}; this schedule then fires at {fires}."
+            )
+            return translate(text).format(fires=_clock(instant + later), **params)
+        if schedule.is_interval_based:
+            text = gettext_noop(
+                "{date}: {start}–{end} happens twice in {zone}; this schedule fires in both passes."
+            )
+            return translate(text).format(start=_clock(window_start), end=_clock(window_end), **params)
+        text = gettext_noop(
+            "{date}: {time} happens twice in {zone}; this schedule fires once, in the first pass."
+        )
+        return translate(text).format(**params)
+    return None

@@ -352,8 +352,9 @@ class Target:
         return self.parsed.url
 
 
-def resolve_target(url: str, *, resolver: Resolver | None = None, policy: Policy | None = None) -> Target:
-    """Parse, resolve once and check every address; raise FenceError."""
+def resolve_target(url: str, *, resolver: Resolver | None = None, policy=None, resolve=True) -> Target:
+    """Parse, resolve once and check every address; raise FenceError. Without
+    `resolve`, a host name passes on its name alone (no addresses)."""
     policy = policy or Policy.from_settings()
     parsed = parse_url(url)
     host = parsed.host
@@ -365,6 +366,8 @@ def resolve_target(url: str, *, resolver: Resolver | None = None, policy: Policy
         if host == "localhost" or host.endswith(".localhost"):
             # RFC 6761: these names are loopback whatever a resolver says.
             addresses = [ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")]
+        elif not resolve:
+            addresses = []
         else:
             addresses = _resolve(host, parsed.port, resolver or system_resolver)
     for ip in addresses:
@@ -391,10 +394,10 @@ def _resolve(host: str, port: int, resolver: Resolver) -> list[IPAddress]:
     return addresses
 
 
-def check_url(url: str, *, resolver: Resolver | None = None, policy: Policy | None = None) -> None:
-    """The save-time check: raise FenceError (with `.reason`) unless the URL
-    is an http(s) URL whose every address passes the fence."""
-    resolve_target(url, resolver=resolver, policy=policy)
+def check_url(url: str, *, resolver: Resolver | None = None, policy=None, resolve=True) -> None:
+    """The save-time check: raise FenceError (with `.reason`) unless the URL is an http(s)
+    URL whose every address passes the fence (resolve=False: but a host name's addresses)."""
+    resolve_target(url, resolver=resolver, policy=policy, resolve=resolve)
 
 
 # --- the client -----------------------------------------------------------

@@ -9,7 +9,7 @@ from django.core.validators import ProhibitNullCharactersValidator
 from django.utils.translation import gettext_lazy
 
 from jobs import channels, secrets
-from jobs.config import ALERT_KINDS, parse_alert_kinds, parse_email_list
+from jobs.config import ALERT_KIND_LABELS, ALERT_KINDS, parse_alert_kinds, parse_email_list
 from jobs.properties import coerce_properties
 from jobs.text import validate_storable
 from jobs.workflows import coerce_after
@@ -90,13 +90,14 @@ class ChannelListField(forms.Field):
 
 
 # The console's names for the kinds of alert (jobs.config.ALERT_KINDS).
-ALERT_KIND_LABELS = {
-    "crashed": gettext_lazy("crashed"),
-    "recovered": gettext_lazy("recovered"),
-    "failed": gettext_lazy("failed"),
-    "late": gettext_lazy("late"),
-    "long_running": gettext_lazy("long running"),
-}
+class IntervalField(forms.IntegerField):
+    """An interval job's seconds: a whole number, and nothing more here. The
+    model's column is unsigned, whose form field would refuse -5 with "greater
+    than or equal to 0" before the job's own check said the floor (47004):
+    jobs.forms.check_interval says every bound, once, with its code."""
+
+    def __init__(self, **kwargs):
+        super().__init__(min_value=None, max_value=None, **kwargs)
 
 
 class AlertKindsField(forms.Field):

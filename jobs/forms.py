@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from jobs import channels, cron, kinds, refusals, tasks, workflows
+from jobs import channels, cron, formfields, kinds, refusals, tasks, workflows
 from jobs.config import alert_seconds
 from jobs.formfields import (
     AfterField,
@@ -105,6 +105,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
     alert_emails = EmailListField(required=False, label=gettext_lazy("Alert emails"))
     alert_channels = ChannelListField(required=False, label=gettext_lazy("Alert channels"))
     alert_on = AlertKindsField(required=False, label=gettext_lazy("Alert on"))
+    interval_seconds = formfields.IntervalField(required=False, label=gettext_lazy("Every (seconds)"))
     version = forms.IntegerField(required=False, widget=forms.HiddenInput)
     # Convenience fields for HTTP and SQL jobs; merged into properties.
     url = forms.CharField(required=False, max_length=2000, label=gettext_lazy("URL"))
@@ -167,7 +168,6 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
             "handler": gettext_lazy("Handler"),
             "sql_write": gettext_lazy("Allow the statement to write"),
             "schedule_type": gettext_lazy("Schedule"),
-            "interval_seconds": gettext_lazy("Every (seconds)"),
             "misfire_policy": gettext_lazy("When a fire was missed"),
             "run_once": gettext_lazy("Run once, then disable"),
             "max_retries": gettext_lazy("Retries"),

@@ -67,6 +67,10 @@ def localized_preview(expr: str, tz_name: str, **kwargs) -> dict:
     return cron.preview(expr, tz_name, locale=cron_locale(), translate=translation.gettext, **kwargs)
 
 
+def localized_dst_effect(expr: str, tz_name: str, **kwargs) -> str | None:
+    return cron.next_dst_effect(expr, tz_name, translate=translation.gettext, **kwargs)
+
+
 def activate_for_people_without_a_session() -> None:
     """Management commands an operator reads (jobs, bootstrap, health,
     runscheduler) speak sys.ui.language, as alerts do; English while the

@@ -372,7 +372,6 @@ BAD_CHANNELS = [
     ("json://2130706433/hook", "fenced_channel"),
     ("json://localhost/hook", "fenced_channel"),
     ("ntfy://127.0.0.1/topic", "fenced_channel"),
-    ("gotify://internal-name-that-does-not-resolve.invalid/token", "fenced_channel"),
     ("workflow://169.254.169.254:443/abcdef0123456789/signature", "fenced_channel"),
     # A NUL is text no database stores: refused by the one rule for that (jobs.text).
     ("json://example.com/\x00", "invalid_text"),

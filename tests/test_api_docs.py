@@ -56,3 +56,22 @@ def test_shape_errors_keep_the_api_error_body(staff_api):
     body = response.json()
     assert (body["code"], body["field"]) == ("invalid", "count")
     assert body["errors"] == [{"code": "invalid", "message": body["message"], "field": "count"}]
+
+
+def test_the_written_docs_name_every_trigger_and_every_kind_of_job():
+    """docs/api.md's trigger filter and the README's kinds of job follow the
+    models' choices (a trigger added later is named, or this fails)."""
+    from pathlib import Path
+
+    from jobs.models import Job, Run
+
+    root = Path(__file__).resolve().parents[1]
+    api = (root / "docs" / "api.md").read_text()
+    line = next(line for line in api.splitlines() if line.startswith("| `trigger` | only this trigger"))
+    assert set(re.findall(r"`(\w+)`", line.split("|")[2])) == set(Run.Trigger.values)
+    readme = (root / "README.md").read_text()
+    intro = readme.split("\n\n")[1].replace("\n", " ")
+    words = {"python": "Python handler", "http": "HTTP call", "sql": "SQL statement", "command": "a command"}
+    assert set(words) == set(Job.Kind.values)
+    for value, said in words.items():
+        assert said in intro, value

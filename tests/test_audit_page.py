@@ -46,7 +46,7 @@ def test_staff_see_every_row_newest_first_with_each_fields_before_and_after(
     assert response.status_code == 200
     ids = [int(i) for i in rows(response)]
     assert ids == sorted(ids, reverse=True) and len(ids) == AuditEvent.objects.count()
-    assert "<strong>description</strong>: <code>old words</code> → <code>new words</code>" in html
+    assert "<strong>Description</strong>: <code>old words</code> → <code>new words</code>" in html
     assert "<strong>sys.job.logRetentionDays</strong>: <code>30</code> → <code>9</code>" in html
     assert f'href="/jobs/{job.pk}/"' in html and "Settings" in html
 

@@ -167,3 +167,14 @@ def test_cluster_status_has_no_leader_once_the_lease_lapsed(db):
         None,
         "n1",
     )
+
+
+def test_a_scheduler_node_reports_cronboard_s_version_on_the_page(viewer_client, db):
+    import jobs
+    from jobs.engine.leadership import Leadership
+
+    info = Leadership("versioned", clustered=False).node_info
+    assert info["version"] == jobs.__version__ != ""
+    leases.acquire(cluster.node_lease_name("versioned"), "versioned", now=timezone.now(), info=info)
+    html = viewer_client.get("/cluster/").content.decode()
+    assert f"<td>{jobs.__version__}</td>" in html

@@ -176,10 +176,22 @@ def test_message_read_needs_csrf_and_post(viewer_user):
     assert message.read_at is None
 
 
-def test_login_page_renders_and_signs_in(client, staff_user):
+def test_login_page_renders_and_signs_in_to_the_dashboard_as_opening_the_site_does(client, staff_user):
+    """One landing page, as the README says: the dashboard, whether the sign-in
+    page was opened itself or by way of /; another page asked for is kept."""
     assert client.get(reverse("login")).status_code == 200
     response = client.post(reverse("login"), {"username": "staff", "password": "pw-staff-123"})
-    assert response.status_code == 302 and response["Location"] == reverse("jobs:job_list")
+    assert response.status_code == 302 and response["Location"] == reverse("jobs:dashboard")
+    client.logout()
+    asked = client.get("/")
+    assert asked["Location"] == f"{reverse('login')}?next=/"
+    response = client.post(asked["Location"], {"username": "staff", "password": "pw-staff-123"})
+    assert response["Location"] == "/"
+    client.logout()
+    response = client.post(
+        f"{reverse('login')}?next=/runs/", {"username": "staff", "password": "pw-staff-123"}
+    )
+    assert response["Location"] == "/runs/"
 
 
 def test_htmx_is_served_from_the_package_not_a_cdn(staff_client):

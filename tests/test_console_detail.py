@@ -67,7 +67,7 @@ def test_detail_shows_summary_actions_chart_and_audit(staff_client, make_job, st
         'id="run-history"',
         'id="audit-trail"',
         "<svg",
-        "<strong>description</strong>",
+        "<strong>Description</strong>",
     ):
         assert text in html, text
     assert html.count('<rect class="bar status-succeeded"') == 3

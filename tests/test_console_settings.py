@@ -99,3 +99,39 @@ def test_inactive_user_is_signed_out(client):
     user = get_user_model().objects.create_user("gone", password="pw-gone-123", is_active=False)
     client.force_login(user)
     assert client.get(reverse("jobs:job_list")).status_code == 302
+
+
+def test_kinds_of_alert_are_ticked_and_the_alert_language_chosen_not_typed(staff_client):
+    html = staff_client.get(reverse("jobs:settings")).content.decode()
+    assert 'type="checkbox" name="sys.job.alertOn" value="long_running"' in html
+    assert 'type="checkbox" name="sys.job.alertOn" value="crashed"' in html and "checked" in html
+    assert '<select name="sys.ui.language"' in html and '<option value="zh-hans"' in html
+    assert 'type="text" name="sys.job.alertOn"' not in html
+    response = staff_client.post(
+        reverse("jobs:settings"),
+        {
+            "sys.job.logRetentionDays": "30",
+            "sys.job.alertOn": ["late", "crashed"],
+            "sys.ui.language": "zh-hans",
+        },
+    )
+    assert response.status_code == 302
+    assert get_setting("sys.job.alertOn") == ["crashed", "late"]
+    assert get_setting("sys.ui.language") == "zh-hans"
+    html = staff_client.get(reverse("jobs:settings")).content.decode()
+    assert '<option value="zh-hans" selected>' in html
+
+
+def test_alerts_and_messages_are_one_area_with_two_tabs(viewer_client, viewer_user):
+    html = viewer_client.get(reverse("jobs:alert_list")).content.decode()
+    nav = html.split('<nav class="nav"', 1)[1].split("</nav>", 1)[0]
+    assert nav.count(">Alerts") == 1 and "Messages" not in nav
+    assert 'id="unread-count" href="/alerts/"' in nav
+    tabs = html.split('<nav class="tabs"', 1)[1].split("</nav>", 1)[0]
+    assert '<a href="/alerts/" aria-current="page">Sent alerts</a>' in tabs and 'href="/messages/"' in tabs
+    Message.objects.create(user=viewer_user, subject="s", body="b")
+    html = viewer_client.get(reverse("jobs:messages")).content.decode()
+    tabs = html.split('<nav class="tabs"', 1)[1].split("</nav>", 1)[0]
+    assert '<a href="/messages/" aria-current="page">Messages <span class="count">1' in tabs
+    # While a message is unread, the area's link leads to it.
+    assert 'id="unread-count" href="/messages/"' in html

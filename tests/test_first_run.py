@@ -145,3 +145,12 @@ def test_alert_channels_are_not_encrypted_with_a_key_of_this_process_only(settin
         channels.encrypt("json://hooks.example.com/x")
     settings.SECRET_KEY_SOURCE = "file"
     assert channels.decrypt(channels.encrypt("json://hooks.example.com/x")) == "json://hooks.example.com/x"
+
+
+def test_a_demo_job_s_name_does_not_say_its_state(db, key_file, settings):
+    """A name is kept when the job is resumed ("… (paused)" then read wrong,
+    in the list and in its alerts); the state has a column of its own."""
+    settings.DEMO_MODE = True
+    call_command("bootstrap", stdout=StringIO())
+    for job in Job.objects.filter(builtin=False):
+        assert job.get_state_display().lower() not in job.name.lower(), job.name

@@ -28,10 +28,10 @@ import socket
 import threading
 from datetime import datetime
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.db.backends.signals import connection_created
 
+import jobs
 from jobs import cluster
 from jobs.engine import leases
 from jobs.engine.clock import Cadence
@@ -61,7 +61,7 @@ class Leadership:
         self.node_info = {
             "host": socket.gethostname(),
             "pid": os.getpid(),
-            "version": getattr(settings, "CRONBOARD_VERSION", ""),
+            "version": jobs.__version__,
             "started_at": None,
         }
 

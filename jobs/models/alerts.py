@@ -51,9 +51,10 @@ class Alert(ChoiceLabels, models.Model):
     class Status(models.TextChoices):
         PENDING = "pending", _("Pending")
         SENT = "sent", _("Sent")
-        FAILED = "failed", "Gave up"  # temporary failures for too long
-        FAILED_PERMANENT = "failed_permanent", "Refused"  # a 5xx reply
+        FAILED = "failed", _("Gave up")  # temporary failures for too long
+        FAILED_PERMANENT = "failed_permanent", _("Refused")  # a 5xx reply
         UNDELIVERABLE = "undeliverable", _("No recipients")
+        MUTED = "muted", _("Muted")  # the job's alerts were muted: recorded, not sent
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="alerts")
     # The run whose outcome crossed the threshold (or recovered the job).

@@ -162,6 +162,9 @@ class Job(ChoiceLabels, models.Model):
     # `late`: a fire not started this long after its time; `long_running`: a
     # run still going after this long. Null: the config centre's default.
     late_after_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # Until then its alerts are recorded (status muted) but not sent: the job
+    # keeps running. Set from the job page (jobs.alerts.mute_alerts), audited.
+    alerts_muted_until = models.DateTimeField(null=True, blank=True)
     long_running_seconds = models.PositiveIntegerField(null=True, blank=True)
 
     state = models.CharField(max_length=10, choices=State.choices, default=State.ENABLED)
@@ -241,6 +244,10 @@ class Job(ChoiceLabels, models.Model):
             return cron.get_zone(self.timezone)
         except cron.CronError:
             return cron.get_zone("UTC")
+
+    @property
+    def alerts_are_muted(self) -> bool:
+        return self.alerts_muted_until is not None and self.alerts_muted_until > _now()
 
     @property
     def zone_is_unknown(self) -> bool:

@@ -6,7 +6,10 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from django.utils.html import format_html_join
+from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
+
+from jobs.models import Run
 
 WIDTH = 640
 HEIGHT = 140
@@ -37,11 +40,15 @@ def duration_chart(runs: list[dict]) -> dict | None:
     bar_width = max(slot * 0.7, 1.0)
     plot_height = PLOT_BOTTOM - PLOT_TOP
     bars = []
+    # Each bar's tooltip, in the page's language: the phrases looked up once.
+    title = _("Run %(id)s · %(when)s UTC · %(status)s · %(duration)s")
+    in_ms, no_duration = _("%(ms)s ms"), _("no duration")
+    statuses = {value: str(label) for value, label in Run.Status.choices}
     for index, run in enumerate(runs):
         ms = run["duration_ms"] or 0
         height = max(plot_height * ms / longest, MIN_BAR)
         scheduled: datetime = run["scheduled_at"]
-        duration = f"{ms} ms" if run["duration_ms"] is not None else "no duration"
+        duration = in_ms % {"ms": ms} if run["duration_ms"] is not None else no_duration
         bars.append(
             Bar(
                 x=str(round(index * slot + (slot - bar_width) / 2, 1)),
@@ -49,7 +56,13 @@ def duration_chart(runs: list[dict]) -> dict | None:
                 width=str(round(bar_width, 1)),
                 height=str(round(height, 1)),
                 status=run["status"],
-                title=f"run {run['id']} · {scheduled:%Y-%m-%d %H:%M:%S} UTC · {run['status']} · {duration}",
+                title=title
+                % {
+                    "id": run["id"],
+                    "when": f"{scheduled:%Y-%m-%d %H:%M:%S}",
+                    "status": statuses.get(run["status"], run["status"]),
+                    "duration": duration,
+                },
             )
         )
     return {

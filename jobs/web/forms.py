@@ -36,7 +36,10 @@ class SettingField(forms.Field):
 
     def __init__(self, spec, **kwargs):
         self.spec = spec
-        if spec.multiline:
+        if spec.choices:
+            widget = forms.CheckboxSelectMultiple if spec.many else forms.Select
+            kwargs.setdefault("widget", widget(choices=spec.choices))
+        elif spec.multiline:
             kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 3}))
         super().__init__(label=spec.label, help_text=spec.help_text, **kwargs)
 
@@ -44,6 +47,8 @@ class SettingField(forms.Field):
         return self.spec.clean(value)
 
     def prepare_value(self, value):
+        if self.spec.choices:
+            return value
         if self.spec.show is not None and isinstance(value, (list, tuple)):
             return self.spec.show(value)
         if isinstance(value, (list, tuple)):

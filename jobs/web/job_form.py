@@ -17,7 +17,7 @@ from jobs.access import login_required
 from jobs.forms import JobForm
 from jobs.handlers import registry
 from jobs.handlers.http import METHODS as HTTP_METHODS
-from jobs.i18n import cron_error_message, localized_preview
+from jobs.i18n import cron_error_message, localized_dst_effect, localized_preview
 from jobs.models import Job
 from jobs.web.common import done, partial_or_page, role_required
 from jobs.web.secrets import credential_moves, form_credential_moves
@@ -210,4 +210,6 @@ def cron_preview(request):
                 for local in [utc.astimezone(zone)]
             ]
             context["zone_is_utc"] = cron.is_utc(zone)
+            if not context["zone_is_utc"]:
+                context["dst_effect"] = localized_dst_effect(expression, zone_name, after=timezone.now())
     return render(request, "jobs/job_form.html#cron-preview", context)

@@ -2,6 +2,7 @@
 run history and audit trail, and the
 actions on one job (pause, resume, run now, delete)."""
 
+from datetime import datetime
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -13,7 +14,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from jobs import access, overview, refusals, secrets, services, trends, workflows
+from jobs import access, alerts, overview, refusals, secrets, services, trends, workflows
 from jobs.access import login_required
 from jobs.models import LIVE_RUN, AuditEvent, Job, Run, parse_run_cursor, run_cursor
 from jobs.web.charts import duration_chart, job_days_chart
@@ -188,6 +189,38 @@ def job_pause(request, job_id):
         messages.success(request, _("Paused “{name}”.").format(name=job.name))
 
     return _job_action(request, job_id, pause)
+
+
+@login_required
+@require_POST
+@role_required(access.OPERATE)
+def job_mute(request, job_id):
+    """Mute the job's alerts until a time read in the job's zone, or unmute
+    them (an empty time); the job keeps running."""
+
+    def mute(job):
+        text = request.POST.get("until", "").strip()
+        until = None
+        if text:
+            try:
+                until = datetime.fromisoformat(text)
+            except ValueError:
+                messages.error(request, _("“{text}” is not a date and time.").format(text=text[:40]))
+                return
+            until = until.replace(tzinfo=job.zone) if until.tzinfo is None else until
+        try:
+            alerts.mute_alerts(job=job, until=until, now=timezone.now(), user=request.user)
+        except (ValueError, OverflowError) as exc:
+            messages.error(request, str(exc) if isinstance(exc, ValueError) else _("Choose a nearer time."))
+            return
+        if until is None:
+            messages.success(request, _("Alerts of “{name}” are sent again.").format(name=job.name))
+        else:
+            messages.success(
+                request, _("Alerts of “{name}” are muted; the job keeps running.").format(name=job.name)
+            )
+
+    return _job_action(request, job_id, mute)
 
 
 @login_required

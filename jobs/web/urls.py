@@ -40,6 +40,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/runs/", job_page.job_runs, name="job_runs"),
     path("jobs/<int:job_id>/pause/", job_page.job_pause, name="job_pause"),
     path("jobs/<int:job_id>/resume/", job_page.job_resume, name="job_resume"),
+    path("jobs/<int:job_id>/mute/", job_page.job_mute, name="job_mute"),
     path("jobs/<int:job_id>/run/", job_page.job_run_now, name="job_run_now"),
     path("jobs/<int:job_id>/delete/", job_page.job_delete, name="job_delete"),
     path("runs/", runs.run_list, name="run_list"),

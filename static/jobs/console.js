@@ -44,12 +44,14 @@
     const input = form.querySelector("input[name=interval_seconds]");
     if (!input) return;
     const min = Number(input.getAttribute("min") || 0);
-    const check = function () {
+    const check = function (event) {
       const field = input.closest(".field");
+      // A form the server sent back says its own message: one is enough.
+      if (!event && field.querySelector(".error:not(.live-error)")) return;
       let hint = field.querySelector(".live-error");
       const text = input.value.trim();
       let message = "";
-      if (text !== "" && !/^\d+$/.test(text)) message = gettext("Enter a whole number of seconds.");
+      if (text !== "" && !/^-?\d+$/.test(text)) message = gettext("Enter a whole number of seconds.");
       else if (text !== "" && Number(text) < min) message = interpolate(gettext("The interval must be at least %s seconds."), [min]);
       if (!message) {
         if (hint) hint.remove();

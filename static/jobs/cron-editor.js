@@ -243,11 +243,28 @@
 
     rows.forEach(function (entry) {
       entry.select.addEventListener("change", function () {
-        const previous = entry.state.parts;
+        const previous = entry.state;
         entry.state = { mode: entry.select.value, parts: {} };
-        if (entry.state.mode === "custom") entry.state.parts.text = buildToken({ mode: "every", parts: previous }, entry.field);
+        if (entry.state.mode === "custom") entry.state.parts.text = buildToken(previous, entry.field);
+        if (entry.state.mode === "specific") {
+          // The field's current value carries over; without one the box asks
+          // for a value rather than the expression getting a silent minimum.
+          const token = buildToken(previous, entry.field);
+          if (new RegExp("^" + VALUE + "(," + VALUE + ")*$").test(token)) entry.state.parts.values = token;
+        }
         renderParts(entry);
+        if (entry.state.mode === "specific" && !entry.state.parts.values) {
+          const box = entry.parts.querySelector("input[data-part=values]");
+          box.required = true;
+          box.setAttribute("aria-invalid", "true");
+          box.placeholder = gettext("type a value");
+          box.focus();
+          return;
+        }
         writeRaw();
+      });
+      entry.parts.addEventListener("input", function (event) {
+        if (event.target.dataset.part === "values") event.target.removeAttribute("aria-invalid");
       });
       entry.parts.addEventListener("input", function (event) {
         const part = event.target.dataset.part;

@@ -35,7 +35,7 @@ DEMO_JOBS = [
         timeout_seconds=60,
     ),
     dict(
-        name="Demo: weekday report (paused)",
+        name="Demo: weekday report",
         description="Fires at 09:00 New York time on weekdays, when resumed.",
         handler="demo.echo",
         properties={"report": "daily"},
@@ -45,7 +45,7 @@ DEMO_JOBS = [
         state=Job.State.PAUSED,
     ),
     dict(
-        name="Demo: always fails (paused)",
+        name="Demo: always fails",
         description="Fails every time: resume it to see retries, the crash at the threshold and the alert.",
         handler="demo.fail",
         properties={"message": "the demo failure"},

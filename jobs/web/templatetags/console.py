@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 from django import template
 from django.utils import dateformat, timezone
-from django.utils.html import escape, format_html
+from django.utils.html import conditional_escape, escape, format_html
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 
@@ -136,6 +136,39 @@ def status_label(status: str) -> str:
 # sentence's, not the link's.
 _URL = re.compile(r"\bhttps?://[^\s<>\"'`]+", re.IGNORECASE)
 _TRAILING = ".,;:!?)]}’”"
+
+
+@register.filter
+def change_label(field: str) -> str:
+    """An audit change's field as the job form labels it ("alert_on" → "Alert
+    on"); a setting's key (sys.…) and an unknown name stay as written."""
+    from jobs.forms import JobForm
+
+    extra = {
+        "state": _("State"),
+        "run": _("Run"),
+        "retry_of": _("Retry of run"),
+        "secret": _("Secret"),
+        "value": _("Value"),
+    }
+    if field in extra:
+        return extra[field]
+    form_field = JobForm.base_fields.get(field)
+    if form_field is None or form_field.label is None:
+        return field
+    return str(form_field.label)
+
+
+# A code span as Markdown writes it, the one markup help texts use.
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+@register.filter
+def code_spans(text) -> str:
+    """Help text (a setting's, a handler's) with its `code` spans shown as
+    <code>, not as backticks; everything else escaped."""
+    escaped = str(conditional_escape("" if text is None else text))
+    return mark_safe(_CODE_SPAN.sub(r"<code>\1</code>", escaped))
 
 
 @register.filter
