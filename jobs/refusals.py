@@ -172,6 +172,7 @@ _ACTION_ROLES = {
     "resume": access.OPERATE,
     "re-enable": access.OPERATE,
     "cancel": access.OPERATE,
+    "backfill": access.EDIT,
 }
 
 

@@ -45,7 +45,7 @@ from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
 from jobs.core.dbclock import REFUSE_FACTOR, describe, max_skew, refusal
-from jobs.engine import maintenance, planning
+from jobs.engine import admission, maintenance, planning
 from jobs.engine.alertwatch import AlertWatch
 from jobs.engine.clock import Cadence, Clock, Skew
 from jobs.engine.execution.executors import make_pool
@@ -295,6 +295,13 @@ class Scheduler:
     def claim_queued(self, now: datetime) -> bool:
         return self._claim(now).did
 
+    def admit_waiting(self, now: datetime) -> bool:
+        """Let waiting runs through whose job, pool and backfill have room
+        (jobs.engine.admission); the claim that follows starts them."""
+        if self.draining or self.stopping or self.skew.refusing:
+            return False
+        return bool(admission.admit_waiting(now))
+
     def _plan(self, now: datetime) -> planning.Planned:
         if not self.leadership.is_leader() or self.skew.refusing:
             return planning.Planned()
@@ -362,6 +369,7 @@ class Scheduler:
                     now, worker_id=self.worker_id, executing=self.pool.flights
                 )
             )
+        did |= self.admit_waiting(now)
         claimed = self._claim(now)
         return Pass(
             did or planned.did or claimed.did,
