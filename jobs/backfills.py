@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -213,6 +214,6 @@ def cancel_backfill(
 def progress(backfill: Backfill) -> dict:
     """The backfill's runs by status (its first attempts and retries alike)."""
     counts = {status: 0 for status, _label in Run.Status.choices}
-    for status in Run.objects.filter(backfill=backfill).values_list("status", flat=True):
-        counts[status] += 1
+    rows = Run.objects.filter(backfill=backfill).values("status").annotate(n=Count("id")).order_by()
+    counts.update({row["status"]: row["n"] for row in rows})
     return counts
