@@ -11,13 +11,17 @@ from the console cancels each run."""
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django import forms
 from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from jobs import audit
 from jobs.core.wakeup import wake_schedulers
+from jobs.formfields import ErrorListMixin
+from jobs.forms import check_instant
 from jobs.models import MAX_BACKFILL_FIRES, MAX_BACKFILL_PARALLEL, AuditEvent, Backfill, Job, Run
 from jobs.refusals import ServiceError, check_demo_mode, check_job_change
 
@@ -217,3 +221,24 @@ def progress(backfill: Backfill) -> dict:
     rows = Run.objects.filter(backfill=backfill).values("status").annotate(n=Count("id")).order_by()
     counts.update({row["status"]: row["n"] for row in rows})
     return counts
+
+
+class BackfillForm(ErrorListMixin, forms.Form):
+    """A backfill's request as the console, the API and the command send it."""
+
+    range_start = forms.DateTimeField(label=gettext_lazy("From"))
+    range_end = forms.DateTimeField(label=gettext_lazy("To"))
+    parallel = forms.IntegerField(required=False, label=gettext_lazy("Runs at once"))
+    include_succeeded = forms.BooleanField(
+        required=False, label=gettext_lazy("Also fires that already have a successful run")
+    )
+
+    def clean_range_start(self):
+        return check_instant(self.cleaned_data["range_start"])
+
+    def clean_range_end(self):
+        return check_instant(self.cleaned_data["range_end"])
+
+    def clean_parallel(self):
+        value = self.cleaned_data.get("parallel")
+        return 1 if value is None else value
