@@ -4,8 +4,10 @@ fire order, cancellable as a whole; bad ranges refused with nothing written."""
 
 import threading
 from datetime import timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from jobs import backfills
 from jobs.handlers import HandlerError, JobHandler, register
@@ -156,3 +158,38 @@ def test_ten_thousand_fires_is_allowed(make_job):
     end = T0 + timedelta(minutes=9_999)
     plan = backfills.plan_backfill(job=job, start=T0, end=end, now=end + HOUR)
     assert len(plan.fires) == 10_000
+
+
+def test_the_command_counts_creates_and_cancels_a_backfill(make_job):
+    job = hourly(make_job, name="hourly")
+    out = StringIO()
+    args = ["jobs", "backfill", "hourly", "--from", "2025-01-01T00:00:00Z", "--to", "2025-01-01T05:30:00Z"]
+    call_command(*args, "--dry-run", stdout=out)
+    assert "6 fire(s) to run" in out.getvalue()
+    assert not Run.objects.exists()
+    call_command(*args, "--parallel", "2", stdout=out)
+    backfill = Backfill.objects.get(job=job)
+    assert (backfill.fires, backfill.parallel) == (6, 2)
+    call_command("jobs", "backfill-cancel", str(backfill.pk), stdout=out)
+    assert set(Run.objects.values_list("status", flat=True)) == {"cancelled"}
+
+
+def test_the_command_refuses_a_future_range_with_its_code(make_job):
+    hourly(make_job, name="hourly")
+    with pytest.raises(CommandError, match="47025"):
+        call_command(
+            "jobs", "backfill", "hourly", "--from", "2025-01-01T00:00:00Z", "--to", "2999-01-01T00:00:00Z"
+        )
+    assert not Run.objects.exists()
+
+
+def test_the_command_manages_pools(make_job):
+    from io import StringIO
+
+    out = StringIO()
+    call_command("jobs", "pool", "heavy", "--size", "2", stdout=out)
+    with pytest.raises(CommandError, match="47020"):
+        call_command("jobs", "pool", "heavy", "--size", "0")
+    call_command("jobs", "pools", stdout=out)
+    assert "heavy\tsize 2\tlive 0\tjobs 0" in out.getvalue()
+    call_command("jobs", "pool", "heavy", "--delete", stdout=out)

@@ -139,7 +139,9 @@ class JobFields(Schema):
         "With overlap_policy allow: runs at once.", minimum=1, maximum=models.Job.MAX_PARALLEL
     )
     pool: StrictStr | None = optional(
-        "A concurrency pool's name (GET /api/pools), empty for none; an unknown one is 47023."
+        "A concurrency pool's name (GET /api/pools), empty for none; an unknown one is 47023.",
+        maxLength=100,
+        pattern=NO_NUL_PATTERN,
     )
     run_once: StrictBool | None = None
     max_retries: WholeNumber | None = optional(minimum=0, maximum=MAX_RETRIES)
