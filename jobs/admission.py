@@ -139,6 +139,13 @@ def waiting_reasons(runs) -> dict[int, str]:
     waiting = [run for run in runs if run.status == Run.Status.WAITING]
     if not waiting:
         return {}
+    # Their jobs in one query (a page's runs may have been read without them).
+    jobs = Job.objects.only("pk", "name", "pool", "overlap_policy", "max_parallel").in_bulk(
+        {run.job_id for run in waiting if run.job_id}
+    )
+    for run in waiting:
+        if run.job_id in jobs:
+            run.job = jobs[run.job_id]
     counts = load(
         pools=sorted({run.job.pool for run in waiting if run.job is not None and run.job.pool}),
         jobs={run.job_id for run in waiting if run.job_id},

@@ -1,6 +1,18 @@
 from django.urls import path
 
-from jobs.web import account, alerts, audit, cluster, dashboard, job_form, job_page, jobs, runs, secrets
+from jobs.web import (
+    account,
+    alerts,
+    audit,
+    cluster,
+    dashboard,
+    job_form,
+    job_page,
+    jobs,
+    pools,
+    runs,
+    secrets,
+)
 
 app_name = "jobs"
 
@@ -23,6 +35,10 @@ urlpatterns = [
     path("jobs/<int:job_id>/resume/", job_page.job_resume, name="job_resume"),
     path("jobs/<int:job_id>/run/", job_page.job_run_now, name="job_run_now"),
     path("jobs/<int:job_id>/delete/", job_page.job_delete, name="job_delete"),
+    path("jobs/<int:job_id>/backfill/", pools.job_backfill, name="job_backfill"),
+    path("backfills/<int:backfill_id>/cancel/", pools.backfill_cancel, name="backfill_cancel"),
+    path("pools/", pools.pool_list, name="pool_list"),
+    path("pools/<str:name>/delete/", pools.pool_delete, name="pool_delete"),
     path("runs/", runs.run_list, name="run_list"),
     path("upcoming/", dashboard.upcoming, name="upcoming"),
     path("runs/<int:run_id>/", runs.run_detail, name="run_detail"),
