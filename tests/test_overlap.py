@@ -227,3 +227,18 @@ def test_job_form_validates_the_overlap_fields():
     defaults = JobForm(data=job_data(name="plain"))
     assert defaults.is_valid(), defaults.errors
     assert (defaults.cleaned_data["overlap_policy"], defaults.cleaned_data["max_parallel"]) == ("skip", 1)
+
+
+def test_a_run_waiting_for_its_pool_is_late_from_its_fire(make_scheduler, make_job, held, clock):
+    from jobs.models import Alert
+
+    scheduler = make_scheduler(max_workers=4, clock=clock, misfire_threshold=60)
+    pools.save_pool(name="heavy", size=1)
+    make_job(next_fire_at=T0, handler="test.held", pool="heavy", timeout_seconds=3600)
+    late = make_job(next_fire_at=T0, pool="heavy", alert_on=["late"], late_after_seconds=30)
+    step(scheduler, T0)
+    (waiting,) = Run.objects.filter(job=late, status="waiting")
+    assert not scheduler.alert_watch.step(clock.advance(seconds=20))
+    assert scheduler.alert_watch.step(clock.advance(seconds=20))
+    (alert,) = Alert.objects.all()
+    assert (alert.run_id, alert.kind) == (waiting.pk, "late")
