@@ -1,6 +1,7 @@
 """The API's overlap fields, pools and backfills: coded refusals that write
 nothing, and the answers' shapes."""
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -78,3 +79,40 @@ def test_viewers_may_not_backfill(viewer_api, make_job):
     body = {"range_start": (now - timedelta(minutes=5)).isoformat(), "range_end": now.isoformat()}
     assert_error(viewer_api.post(f"/api/jobs/{job.pk}/backfill", body), 403)
     assert not Run.objects.exists()
+
+
+def test_overlap_fields_round_trip_through_export_and_import_and_are_audited(tmp_path, staff_user):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from jobs import imports, pools, services
+    from jobs.forms import JobForm
+    from jobs.models import AuditEvent
+    from tests.factories import edit_form_data, job_data
+
+    pools.save_pool(name="heavy", size=2)
+    form = JobForm(data=job_data(name="nightly"))
+    assert form.is_valid(), form.errors
+    job = services.save_job(job=form.save(commit=False), user=staff_user)
+    form = JobForm(
+        data=edit_form_data(job, overlap_policy="queue_one", max_parallel="1", pool="heavy"), instance=job
+    )
+    assert form.is_valid(), form.errors
+    services.save_job(job=form.save(commit=False), user=staff_user, expected_version=job.version)
+    changes = AuditEvent.objects.filter(job=job).order_by("-pk").first().changes
+    assert changes["overlap_policy"] == ["skip", "queue_one"] and changes["pool"] == ["", "heavy"]
+
+    out = StringIO()
+    call_command("jobs", "export", "nightly", stdout=out)
+    (spec,) = json.loads(out.getvalue())
+    assert (spec["overlap_policy"], spec["max_parallel"], spec["pool"]) == ("queue_one", 1, "heavy")
+    spec.update(name="copy", overlap_policy="allow", max_parallel=4)
+    imports.apply(imports.parse(json.dumps([spec]), source="test"))
+    copy = Job.objects.get(name="copy")
+    assert (copy.overlap_policy, copy.max_parallel, copy.pool) == ("allow", 4, "heavy")
+    spec.update(name="bad", pool="missing")
+    with pytest.raises(imports.ImportFailed) as failed:
+        imports.apply(imports.parse(json.dumps([spec]), source="test"))
+    assert failed.value.errors[0]["code"] == "47023"
+    assert not Job.objects.filter(name="bad").exists()
