@@ -242,3 +242,25 @@ def test_a_run_waiting_for_its_pool_is_late_from_its_fire(make_scheduler, make_j
     assert scheduler.alert_watch.step(clock.advance(seconds=20))
     (alert,) = Alert.objects.all()
     assert (alert.run_id, alert.kind) == (waiting.pk, "late")
+
+
+def test_admission_asks_nothing_between_its_checks_while_no_run_waits(make_job):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from jobs.engine.admission import Admission
+
+    step_of = Admission(every=timedelta(seconds=1))
+    assert step_of.step(T0) == [] and not step_of.left, "the first step looks, and finds nothing"
+    with CaptureQueriesContext(connection) as queries:
+        assert step_of.step(T0 + timedelta(milliseconds=500)) == []
+    assert len(queries) == 0, "no run waits: no query until the next check"
+
+    job = make_job(pool="")
+    waiting = Run.objects.create(job=job, scheduled_at=T0, trigger="schedule", status="waiting", run_after=T0)
+    assert step_of.step(T0 + timedelta(milliseconds=600), wrote_waiting=True) == [waiting.pk]
+    other = Run.objects.create(
+        job=make_job(), scheduled_at=T0, trigger="schedule", status="waiting", run_after=T0
+    )
+    assert step_of.step(T0 + timedelta(milliseconds=700)) == [], "written by another process: not seen yet"
+    assert step_of.step(T0 + timedelta(seconds=2)) == [other.pk], "seen at the next check"

@@ -10,11 +10,13 @@ claim (jobs.engine.execution.starting) starts what admission let through.
 On SQLite (one node, one writer) the transaction alone serialises it.
 """
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from django.db import connection, transaction
 
 from jobs import admission
+from jobs.engine.clock import Cadence
 from jobs.engine.prepared import Prepared
 from jobs.models import WAITING_RUN, Run
 
@@ -31,12 +33,38 @@ def _waiting_due(now: datetime):
 _any_waiting = Prepared(_waiting_due)
 
 
-def admit_waiting(now: datetime) -> list[int]:
-    """Let through the waiting runs that have room, in fire order; returns
-    their ids. Runs of a full pool or backfill are left out of the read, so
-    a long backfill never hides the runs behind it."""
+@dataclass(frozen=True)
+class Admitted:
+    ids: list[int]  # the runs let through
+    left: bool  # waiting runs may be left that a run's end would let through
+
+
+class Admission:
+    """The step, paced: while waiting runs are known to be left it runs on
+    every pass (a run that ends frees its place at once); otherwise only when
+    this node's planning wrote waiting runs, and once every `every` for what
+    other processes wrote (a backfill, another node's fires). So a pass of a
+    scheduler whose jobs never wait costs nothing more."""
+
+    def __init__(self, *, every: timedelta):
+        self.cadence = Cadence(every)
+        self.left = True  # unknown at start
+
+    def step(self, now: datetime, *, wrote_waiting: bool = False) -> list[int]:
+        if not (self.left or wrote_waiting or self.cadence.due(now)):
+            return []
+        self.cadence.ran(now)
+        admitted = admit_waiting(now)
+        self.left = admitted.left
+        return admitted.ids
+
+
+def admit_waiting(now: datetime) -> Admitted:
+    """Let through the waiting runs that have room, in fire order. Runs of a
+    full pool or backfill are left out of the read, so a long backfill never
+    hides the runs behind it."""
     if not _any_waiting(now):
-        return []
+        return Admitted(ids=[], left=False)
     with transaction.atomic():
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
@@ -64,4 +92,5 @@ def admit_waiting(now: datetime) -> list[int]:
                 admitted.append(run.pk)
         if admitted:
             Run.objects.filter(pk__in=admitted, status=Run.Status.WAITING).update(status=Run.Status.QUEUED)
-    return admitted
+    excluded = bool(counts.full_pools() or counts.full_backfills())
+    return Admitted(ids=admitted, left=excluded or len(runs) > len(admitted) or len(runs) == ADMIT_BATCH)

@@ -154,6 +154,7 @@ class Scheduler:
             log_keep=cap,
             remember_for=POLL,
         )
+        self.admission = admission.Admission(every=POLL)
         self.run_heartbeat = maintenance.RunHeartbeat(recorder=self.recorder)
         self.sweeper = maintenance.Sweep(worker_id=self.worker_id, recorder=self.recorder)
         self.alert_watch = AlertWatch()  # late and long-running alerts
@@ -295,12 +296,14 @@ class Scheduler:
     def claim_queued(self, now: datetime) -> bool:
         return self._claim(now).did
 
-    def admit_waiting(self, now: datetime) -> bool:
+    def admit_waiting(self, now: datetime, *, wrote_waiting: bool = True) -> bool:
         """Let waiting runs through whose job, pool and backfill have room
-        (jobs.engine.admission); the claim that follows starts them."""
+        (jobs.engine.admission); the claim that follows starts them.
+        `wrote_waiting`: planning wrote waiting runs this pass (a test's
+        direct call asks at once)."""
         if self.draining or self.stopping or self.skew.refusing:
             return False
-        return bool(admission.admit_waiting(now))
+        return bool(self.admission.step(now, wrote_waiting=wrote_waiting))
 
     def _plan(self, now: datetime) -> planning.Planned:
         if not self.leadership.is_leader() or self.skew.refusing:
@@ -369,7 +372,7 @@ class Scheduler:
                     now, worker_id=self.worker_id, executing=self.pool.flights
                 )
             )
-        did |= self.admit_waiting(now)
+        did |= self.admit_waiting(now, wrote_waiting=planned.waiting)
         claimed = self._claim(now)
         return Pass(
             did or planned.did or claimed.did,

@@ -111,6 +111,7 @@ class Planned:
     queued: dict[int, Run] | None = None
     starting: list[Run] = field(default_factory=list)  # written running on this node: start them now
     lease_lost: bool = False  # claims were refused because the leader lease is gone
+    waiting: bool = False  # it wrote waiting runs: admission asks at once
     # The earliest next fire time once this pass's claims moved their jobs,
     # when the pass could tell; None when it could not (nothing due, a claim
     # refused, a full batch, a replan): then `next_fire()` asks.
@@ -149,6 +150,7 @@ class Planner:
                 runs = [run for plan in claimed for run in _stamped(plan.runs, epoch)]
                 replace_live(claimed, now)
                 queued = [run for run in runs if run.status == Run.Status.QUEUED]
+                planned.waiting = any(run.status == Run.Status.WAITING for run in runs)
                 planned.starting = queued[: max(0, free_slots)]
                 take(planned.starting, start_time(now, self.clock), worker_id=self.worker_id)
                 # One INSERT for the batch's runs, inside the claims' transaction.
@@ -162,6 +164,7 @@ class Planner:
             # The unique (job, scheduled time, attempt) row stopped a duplicate:
             # redo one by one so the others still go through, all queued.
             log.error("duplicate fire refused by the database; replanning one job at a time")
+            planned.waiting = True  # whatever the replanning writes, admission asks
             for run in planned.starting:
                 run.status, run.worker_id, run.started_at, run.heartbeat_at = (
                     Run.Status.QUEUED,
