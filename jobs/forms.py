@@ -117,7 +117,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, OverlapFieldsMixin, forms.Model
 
     # The console's page (templates/jobs/job_form.html) places each of these fields by name, in
     # its sections. Every other field renders after them in the page's generic loop
-    # (unplaced_fields): notify_recovered, the overlap fields (jobs.overlapfields), and a later one.
+    # (unplaced_fields): notify_recovered, and a field added later until the page places it.
     PLACED_FIELDS = frozenset(
         {
             "version",

@@ -20,6 +20,12 @@ class OverlapFieldsMixin:
         "pool": gettext_lazy("Concurrency pool"),
     }
 
+    def __init_subclass__(cls, **kwargs):
+        # The console's page places these fields in the schedule's section
+        # (templates/jobs/job_form.html), beside the form's own.
+        super().__init_subclass__(**kwargs)
+        cls.PLACED_FIELDS = frozenset(getattr(cls, "PLACED_FIELDS", ())) | frozenset(cls.OVERLAP_LABELS)
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         for name, label in self.OVERLAP_LABELS.items():
