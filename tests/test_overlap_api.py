@@ -35,7 +35,7 @@ def test_a_job_takes_its_overlap_fields_and_a_known_pool(staff_api):
     body = {**JOB, "overlap_policy": "allow", "max_parallel": 3, "pool": "heavy"}
     answer = staff_api.post("/api/jobs", body).json()
     assert (answer["overlap_policy"], answer["max_parallel"], answer["pool"]) == ("allow", 3, "heavy")
-    assert_error(staff_api.delete("/api/pools/heavy"), 400, "47022", "name")
+    assert_error(staff_api.delete("/api/pools/heavy"), 409, "47022", "name")
 
     assert_error(staff_api.post("/api/jobs", {**JOB, "name": "x", "pool": "nope"}), 400, "47023", "pool")
     assert_error(staff_api.post("/api/jobs", {**JOB, "name": "y", "max_parallel": 0}), 400)

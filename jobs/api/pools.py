@@ -17,8 +17,8 @@ router = Router()
 NAME = Path(..., description="The pool's name.", pattern=f"^{POOL_NAME_PATTERN}$")
 
 
-def _refused(exc) -> ApiError:
-    return ApiError(400, exc.code, str(exc), exc.field)
+def _refused(exc, status: int = 400) -> ApiError:
+    return ApiError(status, exc.code, str(exc), exc.field)
 
 
 @router.get(
@@ -52,14 +52,14 @@ def set_pool(request, payload: schemas.PoolInput, name: str = NAME):
 @router.delete(
     "/pools/{name}",
     operation_id="deletePool",
-    summary="Delete a pool no job uses (admin; 47022 while one does).",
+    summary="Delete a pool no job uses (admin; 409 47022 while one does).",
     response={204: None, **CHANGE_ERRORS},
 )
 def delete_pool(request, name: str = NAME):
     try:
         deleted = pools.delete_pool(name=name, user=request.user, via=VIA)
     except pools.PoolRefused as exc:
-        raise _refused(exc) from None
+        raise _refused(exc, 409) from None  # in use: a conflict with the jobs that name it
     if not deleted:
         raise ApiError(404, "not_found", "No such pool.")
     return HttpResponse(status=204)

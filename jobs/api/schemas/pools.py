@@ -3,7 +3,7 @@
 from ninja import Field, Schema
 from pydantic import ConfigDict, StrictBool, StrictStr
 
-from jobs.api.schemas.base import WholeNumber, examples, instant, optional
+from jobs.api.schemas.base import INSTANT_PATTERN, WholeNumber, examples, optional
 from jobs.models import MAX_BACKFILL_PARALLEL, MAX_POOL_SIZE, POOL_NAME_PATTERN
 from jobs.text import NO_NUL_PATTERN
 
@@ -26,6 +26,7 @@ class PoolInput(Schema):
     size: WholeNumber = Field(
         ...,
         description=f"Runs of the pool's jobs live at once, 1 to {MAX_POOL_SIZE} (47020 otherwise).",
+        json_schema_extra={"minimum": 1, "maximum": MAX_POOL_SIZE},
     )
     description: StrictStr | None = optional(maxLength=500, pattern=NO_NUL_PATTERN)
 
@@ -38,9 +39,15 @@ class BackfillInput(Schema):
         ),
     )
 
-    range_start: StrictStr = instant("ISO-8601: the first instant of the range.")
-    range_end: StrictStr = instant(
-        "ISO-8601: the last instant, not in the future (47025); at most 10,000 fires in between (47024)."
+    range_start: StrictStr = Field(
+        ...,
+        description="ISO-8601: the first instant of the range.",
+        json_schema_extra={"pattern": INSTANT_PATTERN},
+    )
+    range_end: StrictStr = Field(
+        ...,
+        description="ISO-8601: the last instant, not in the future (47025); at most 10,000 fires in between (47024).",
+        json_schema_extra={"pattern": INSTANT_PATTERN},
     )
     parallel: WholeNumber | None = optional(
         "Runs of the backfill at once, in fire order (default 1; 47026 outside 1..100).",
