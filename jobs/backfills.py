@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django import forms
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
@@ -241,4 +242,7 @@ class BackfillForm(ErrorListMixin, forms.Form):
 
     def clean_parallel(self):
         value = self.cleaned_data.get("parallel")
-        return 1 if value is None else value
+        try:
+            return check_parallel(1 if value is None else value)
+        except BackfillRefused as refused:
+            raise ValidationError(str(refused), code=refused.code) from None

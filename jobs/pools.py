@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobs import access, audit
+from jobs import access, audit, text
 from jobs.admission import load as admitted_load
 from jobs.core.wakeup import wake_schedulers
 from jobs.models import MAX_POOL_SIZE, POOL_NAME_PATTERN, AuditEvent, Job, Pool
@@ -72,7 +72,14 @@ def save_pool(
     stops admitting until the pool's live runs fall below it; none is cut short."""
     _require_admin(user)
     name, size = check_name(name), check_size(size)
-    description = (description or "")[: Pool._meta.get_field("description").max_length]
+    description = description or ""
+    if problem := text.find_unstorable(description):
+        raise PoolRefused(
+            _("Contains {problem}, which cannot be stored.").format(problem=problem),
+            code=text.CODE,
+            field="description",
+        )
+    description = description[: Pool._meta.get_field("description").max_length]
     now = timezone.now()
     for _attempt in range(2):
         try:

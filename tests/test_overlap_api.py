@@ -116,3 +116,16 @@ def test_overlap_fields_round_trip_through_export_and_import_and_are_audited(tmp
         imports.apply(imports.parse(json.dumps([spec]), source="test"))
     assert failed.value.errors[0]["code"] == "47023"
     assert not Job.objects.filter(name="bad").exists()
+
+
+def test_a_pool_description_that_cannot_be_stored_is_refused(staff_api):
+    assert_error(staff_api.put("/api/pools/heavy", {"size": 2, "description": "a\x00b"}), 400, "invalid_text")
+    assert not Pool.objects.exists()
+
+
+def test_a_dry_run_checks_parallel_too(staff_api, make_job):
+    job = make_job()
+    now = timezone.now()
+    body = {"range_start": (now - timedelta(minutes=5)).isoformat(), "range_end": now.isoformat()}
+    answer = staff_api.post(f"/api/jobs/{job.pk}/backfill", {**body, "parallel": 101, "dry_run": True})
+    assert_error(answer, 400, "47026", "parallel")
