@@ -1,7 +1,10 @@
-"""A concurrency pool's size holds across three real scheduler processes on
-one PostgreSQL database: each node has one worker slot, so without the pool
-three of the pool's runs would run at once; with `heavy: 2`, never more than
-two are admitted or running, and the others start as those end."""
+"""Overlap and pools across three real scheduler processes on one PostgreSQL
+database. A concurrency pool's size holds cluster-wide: each node has one
+worker slot, so without the pool three of the pool's runs would run at
+once; with `heavy: 2`, never more than two are admitted or running, and the
+others start as those end. A queue_one job's next fire waits behind its live
+run on whichever node runs it, a further fire is skipped, and the waiting
+run starts only once the live one has ended."""
 
 import pytest
 
@@ -92,3 +95,35 @@ def test_a_pool_of_two_never_runs_three_across_three_schedulers(cluster_factory,
         top = max(top, overlap)
     assert top <= 2
     assert len({worker for _s, _e, worker in intervals}) >= 2, "the runs were spread over the nodes"
+
+
+def test_queue_one_across_three_schedulers_waits_skips_and_starts_after(cluster_factory, tmp_path):
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    cluster = cluster_factory(
+        "queue_one", JOBS_HANDLER_MODULES="tests.pool_handlers", JOBS_MAX_CONCURRENT_RUNS="2"
+    )
+    cluster.create_jobs("q", 1, interval=5, enabled=False, handler="test.file_gate", dir=str(gates))
+    cluster.sql("UPDATE jobs_job SET overlap_policy = 'queue_one' WHERE name = 'q-0'")
+    for worker_id in ("n1", "n2", "n3"):
+        cluster.start_node(worker_id)
+    wait_for(cluster.leader, 30, "a leader")
+    cluster.fire_all("q")
+
+    def statuses():
+        return [(status, skip) for _at, status, skip, _epoch, _worker in cluster.runs_of("q-0")]
+
+    # The first run holds; the next fire waits behind it, the one after is skipped.
+    cluster.wait_for(
+        lambda: statuses()[:3] == [("running", ""), ("waiting", ""), ("skipped", "overlap")],
+        40,
+        "a run, one waiting behind it, one skipped",
+    )
+    assert [s for s, _ in statuses()].count("running") == 1
+    (gates / "release-all").touch()
+    cluster.wait_for(lambda: statuses()[1][0] == "succeeded", 30, "the waiting run to run after the first")
+    first, second = cluster.sql(
+        "SELECT r.started_at, r.finished_at FROM jobs_run r JOIN jobs_job j ON j.id = r.job_id "
+        "WHERE j.name = 'q-0' AND r.status = 'succeeded' ORDER BY r.scheduled_at LIMIT 2"
+    )
+    assert second[0] >= first[1], "the queued run started only after the live one ended"
