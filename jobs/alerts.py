@@ -409,7 +409,8 @@ def check_late(now: datetime) -> int:
     """Fires not started N seconds after their time: a job whose next fire
     time passed without being planned (no scheduler, no leader: this is also
     what a scheduler finds at start-up after being down), and a planned fire
-    still queued (no free slot). One alert per fire."""
+    still queued (no free slot) or waiting (for its job's live run or its
+    pool). One alert per fire."""
     cutoff = now - timedelta(seconds=MIN_ALERT_SECONDS)
     fires: list[tuple[Job, Run | None, datetime]] = [
         (job, None, job.next_fire_at) for job in Job.objects.due(cutoff)[:WATCH_BATCH]
@@ -418,7 +419,9 @@ def check_late(now: datetime) -> int:
     # scheduled_at, SQLite's planner picks the scheduled_at index and walks the
     # whole history. Queued runs are few; the time is checked here.
     queued = (
-        Run.objects.filter(LIVE_RUN, status=Run.Status.QUEUED, job__isnull=False)
+        Run.objects.filter(
+            LIVE_RUN, status__in=Run.NOT_STARTED, trigger__in=Run.SCHEDULED_TRIGGERS, job__isnull=False
+        )
         .select_related("job")
         .order_by()[: WATCH_BATCH * 4]
     )

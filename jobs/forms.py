@@ -39,6 +39,7 @@ from jobs.models import (
     Job,
     job_name,
 )
+from jobs.overlapfields import OverlapFieldsMixin
 
 MAX_ALERT_THRESHOLD = 1000
 MAX_RETRIES = 100
@@ -90,7 +91,7 @@ def _no_constraint_queries(exclude=None, using=None):
     """Stands in for Model.validate_constraints in JobForm._post_clean."""
 
 
-class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
+class JobForm(StorableTextMixin, ErrorListMixin, OverlapFieldsMixin, forms.ModelForm):
     """Create or edit a job. Pass `user` (None = a trusted caller such as the
     shell) so SQL jobs can be limited to superusers."""
 
@@ -114,10 +115,9 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
     body = forms.CharField(required=False, widget=forms.Textarea, strip=False)
     sql = forms.CharField(required=False, widget=forms.Textarea, label=gettext_lazy("SQL statement"))
 
-    # The console's page (templates/jobs/job_form.html) places each of these
-    # fields by name, in its sections. Every other field renders after them
-    # in the page's generic loop (unplaced_fields): notify_recovered, and a
-    # field added later until the page gives it a place of its own.
+    # The console's page (templates/jobs/job_form.html) places each of these fields by name, in
+    # its sections. Every other field renders after them in the page's generic loop
+    # (unplaced_fields): notify_recovered, and a field added later until the page places it.
     PLACED_FIELDS = frozenset(
         {
             "version",

@@ -173,6 +173,7 @@ _ACTION_ROLES = {
     "re-enable": access.OPERATE,
     "cancel": access.OPERATE,
     "acknowledge": access.OPERATE,
+    "backfill": access.EDIT,
 }
 
 

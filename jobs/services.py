@@ -324,7 +324,7 @@ def delete_job(*, job: Job, user=None, via: str = AuditEvent.Via.CONSOLE, now: d
         Job.objects.filter(pk=job.pk, deleted_at__isnull=True).update(
             deleted_at=now, next_fire_at=None, updated_at=now, version=F("version") + 1
         )
-        Run.objects.filter(job=job, status=Run.Status.QUEUED).update(
+        Run.objects.filter(job=job, status__in=Run.NOT_STARTED).update(
             status=Run.Status.CANCELLED, finished_at=now, error="job deleted"
         )
         Run.objects.filter(job=job, status=Run.Status.RUNNING).update(cancel_requested=True)
@@ -554,12 +554,12 @@ def cancel_run(
         runs=False,
         namespaces=[run.job.namespace if run.job_id else None],
     )
-    if run.status == Run.Status.QUEUED:
+    if run.status in Run.NOT_STARTED:
         if run.is_task:
             fields = dict(status=Run.Status.FAILED, error="task cancelled")
         else:
             fields = dict(status=Run.Status.CANCELLED, error="cancelled before it started")
-        done = Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(finished_at=now, **fields)
+        done = Run.objects.filter(pk=run.pk, status=run.status).update(finished_at=now, **fields)
     elif run.status == Run.Status.RUNNING:
         done = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(cancel_requested=True)
     else:

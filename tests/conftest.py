@@ -45,6 +45,7 @@ LONGEST_FIRST = (
     "test_console_browser.py",
     "test_health_scheduler.py",
     "test_workflows_cluster.py",
+    "test_overlap_cluster.py",
 )
 
 

@@ -13,7 +13,7 @@ from ninja.errors import HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.utils import normalize_path, replace_path_param_notation
 
-from jobs.api import alerts, jobs, overview, preview, runs, secrets, tasks
+from jobs.api import alerts, jobs, overview, pools, preview, runs, secrets, tasks
 from jobs.api.framework import (
     SAFE_METHODS,
     ApiError,
@@ -28,6 +28,7 @@ from jobs.api.openapi import finish
 # In the document's order: a path's place there is its router's place here.
 ROUTERS = (
     jobs.router,
+    pools.router,
     overview.router,
     runs.router,
     alerts.router,

@@ -45,7 +45,7 @@ from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
 from jobs.core.dbclock import REFUSE_FACTOR, describe, max_skew, refusal
-from jobs.engine import maintenance, planning
+from jobs.engine import admission, maintenance, planning
 from jobs.engine import metrics as engine_metrics
 from jobs.engine.alertwatch import AlertWatch
 from jobs.engine.clock import Cadence, Clock, Skew
@@ -160,6 +160,7 @@ class Scheduler:
             log_keep=cap,
             remember_for=POLL,
         )
+        self.admission = admission.Admission(every=POLL)
         self.run_heartbeat = maintenance.RunHeartbeat(recorder=self.recorder)
         self.sweeper = maintenance.Sweep(worker_id=self.worker_id, recorder=self.recorder)
         self.rollup = Rollup()
@@ -316,6 +317,15 @@ class Scheduler:
     def claim_queued(self, now: datetime) -> bool:
         return self._claim(now).did
 
+    def admit_waiting(self, now: datetime, *, wrote_waiting: bool = True) -> bool:
+        """Let waiting runs through whose job, pool and backfill have room
+        (jobs.engine.admission); the claim that follows starts them.
+        `wrote_waiting`: planning wrote waiting runs this pass (a test's
+        direct call asks at once)."""
+        if self.draining or self.stopping or self.skew.refusing:
+            return False
+        return bool(self.admission.step(now, wrote_waiting=wrote_waiting))
+
     def _plan(self, now: datetime) -> planning.Planned:
         if not self.leadership.is_leader() or self.skew.refusing:
             return planning.Planned()
@@ -399,6 +409,8 @@ class Scheduler:
                         now, worker_id=self.worker_id, executing=self.pool.flights
                     )
                 )
+        with step("admit_waiting"):
+            did |= self.admit_waiting(now, wrote_waiting=planned.waiting)
         with step("claim_queued"):
             claimed = self._claim(now)
         self.metrics.passed(

@@ -325,13 +325,16 @@ class Recorder:
         return recorded
 
     def queue_retry(self, run: Run, now: datetime) -> Run:
+        # A backfill's or a pool's retry waits for admission as its first attempt did.
+        gated = run.backfill_id is not None or (run.job is not None and bool(run.job.pool))
         return Run.objects.create(
             job_id=run.job_id,
             fire_id=run.fire_id,
             scheduled_at=run.scheduled_at,
             attempt=run.attempt + 1,
             trigger=run.trigger,
-            status=Run.Status.QUEUED,
+            status=Run.Status.WAITING if gated else Run.Status.QUEUED,
+            backfill_id=run.backfill_id,
             run_after=now + timedelta(seconds=run.retry_interval_seconds),
             max_retries=run.max_retries,
             retry_interval_seconds=run.retry_interval_seconds,

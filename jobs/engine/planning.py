@@ -29,7 +29,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import BooleanField, Min, Q, Subquery
 from django.db.models.expressions import RawSQL
 
-from jobs import cluster
+from jobs import cluster, services
 from jobs.core.logcontext import about
 from jobs.core.wakeup import wake_schedulers
 from jobs.engine import leases
@@ -37,17 +37,18 @@ from jobs.engine.bulk import database, insert_rows, update_from_values
 from jobs.engine.clock import Cadence
 from jobs.engine.execution.starting import start_time, take
 from jobs.engine.prepared import Prepared
-from jobs.models import LIVE_RUN, Job, Run
+from jobs.models import LIVE_RUN, AuditEvent, Job, Run
 
 log = logging.getLogger("cronboard.scheduler")
 
 PLAN_BATCH = 500
 
-# A job has a live run. Raw SQL: SQLite uses the partial index run_live_idx
-# only when the condition is stated as literals (see LIVE_RUN).
+# A job has a live run of its own (a backfill's runs are not the job's own:
+# they do not hold its schedule up). Raw SQL: SQLite uses the partial index
+# run_live_idx only when the condition is stated as literals (see LIVE_RUN).
 BUSY = RawSQL(
     f'EXISTS (SELECT 1 FROM "{Run._meta.db_table}" WHERE "{Run._meta.db_table}"."job_id" = '
-    f'"{Job._meta.db_table}"."id" AND {LIVE_RUN.sql})',
+    f'"{Job._meta.db_table}"."id" AND {LIVE_RUN.sql} AND "{Run._meta.db_table}"."backfill_id" IS NULL)',
     (),
     output_field=BooleanField(),
 )
@@ -63,6 +64,41 @@ class FirePlan:
     last_fire: datetime | None
     runs: list[Run] = field(default_factory=list)
     disable: bool = False  # a run-once job that fired
+    cancel: tuple[int, ...] = ()  # live runs the fire replaces (overlap policy replace)
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """What a due fire of a job with a live run becomes, by the job's overlap
+    policy (`overlap_of`)."""
+
+    skip: str = ""  # why it is skipped as an overlap; "" when it runs
+    wait: bool = False  # it is written waiting, let through when the live run ends
+    cancel: tuple[int, ...] = ()  # live runs cancelled first, as a cancel from the console is
+
+
+def overlap_of(job: Job) -> Overlap:
+    """The overlap policy applied to a fire of `job`, which has a live run of
+    its own. Only a job whose policy is not `skip` reads its live runs."""
+    policy = job.overlap_policy
+    if policy == Job.OverlapPolicy.SKIP:
+        return Overlap(skip="the previous run was still running")
+    live = list(
+        Run.objects.filter(LIVE_RUN, job_id=job.pk, backfill__isnull=True)
+        .order_by("pk")
+        .values_list("pk", "status")
+    )
+    if not live:
+        return Overlap()  # it ended since the due query
+    if policy == Job.OverlapPolicy.QUEUE_ONE:
+        if any(status == Run.Status.WAITING for _pk, status in live):
+            return Overlap(skip="a run was already queued behind the live one")
+        return Overlap(wait=True)
+    if policy == Job.OverlapPolicy.REPLACE:
+        return Overlap(wait=True, cancel=tuple(pk for pk, _status in live))
+    if len(live) >= job.max_parallel:
+        return Overlap(skip=f"{job.max_parallel} runs of the job were live (its max_parallel)")
+    return Overlap()
 
 
 @dataclass
@@ -76,6 +112,7 @@ class Planned:
     queued: dict[int, Run] | None = None
     starting: list[Run] = field(default_factory=list)  # written running on this node: start them now
     lease_lost: bool = False  # claims were refused because the leader lease is gone
+    waiting: bool = False  # it wrote waiting runs: admission asks at once
     # The earliest next fire time once this pass's claims moved their jobs,
     # when the pass could tell; None when it could not (nothing due, a claim
     # refused, a full batch, a replan): then `next_fire()` asks.
@@ -113,7 +150,9 @@ class Planner:
                 if len(claimed) < len(plans) and not self._still_leader(now, epoch):
                     planned.lease_lost, epoch = True, None
                 runs = [run for plan in claimed for run in _stamped(plan.runs, epoch)]
+                replace_live(claimed, now)
                 queued = [run for run in runs if run.status == Run.Status.QUEUED]
+                planned.waiting = any(run.status == Run.Status.WAITING for run in runs)
                 planned.starting = queued[: max(0, free_slots)]
                 take(planned.starting, start_time(now, self.clock), worker_id=self.worker_id)
                 # One INSERT for the batch's runs, inside the claims' transaction.
@@ -128,6 +167,7 @@ class Planner:
             # The unique (job, scheduled time, attempt) row stopped a duplicate:
             # redo one by one so the others still go through, all queued.
             log.error("duplicate fire refused by the database; replanning one job at a time")
+            planned.waiting = True  # whatever the replanning writes, admission asks
             for run in planned.starting:
                 run.status, run.worker_id, run.started_at, run.heartbeat_at = (
                     Run.Status.QUEUED,
@@ -192,13 +232,10 @@ class Planner:
         runs = [self.skipped(job, due_at, Run.SkipReason.MISFIRE, now, missed)] if missed else []
 
         fired = False
+        overlap = overlap_of(job) if busy and fire_at is not None else NO_OVERLAP
         if fire_at is not None:
-            if busy:
-                runs.append(
-                    self.skipped(
-                        job, fire_at, Run.SkipReason.OVERLAP, now, "the previous run was still running"
-                    )
-                )
+            if overlap.skip:
+                runs.append(self.skipped(job, fire_at, Run.SkipReason.OVERLAP, now, overlap.skip))
             else:
                 runs.append(
                     Run(
@@ -207,7 +244,8 @@ class Planner:
                         scheduled_at=fire_at,
                         run_after=now,
                         trigger=trigger,
-                        status=Run.Status.QUEUED,
+                        # Waiting: admission lets it through (jobs.admission).
+                        status=Run.Status.WAITING if overlap.wait or job.pool else Run.Status.QUEUED,
                         created_at=now,
                         **job.run_policy(),
                     )
@@ -227,6 +265,7 @@ class Planner:
             last_fire=last_fire,
             runs=runs,
             disable=disable,
+            cancel=overlap.cancel if fired else (),
         )
 
     def claim_fire(
@@ -244,6 +283,7 @@ class Planner:
             updates["version"] = plan.job.version + 1
         if not self._claimable(plan.job, plan.expected_next, now, epoch).update(**updates):
             return False
+        replace_live([plan], now)
         Run.objects.bulk_create(_stamped(plan.runs, epoch), ignore_conflicts=existing_ok)
         return True
 
@@ -348,6 +388,20 @@ class Planner:
             created_at=now,
             **job.run_policy(),
         )
+
+
+NO_OVERLAP = Overlap()
+
+
+def replace_live(plans: list[FirePlan], now: datetime) -> None:
+    """Cancel the live runs that claimed fires replace, as a cancel from the
+    console does (services.cancel_run: a waiting or queued run at once, a
+    running one asked to stop), in the claim's transaction."""
+    for plan in plans:
+        if not plan.cancel:
+            continue
+        for run in Run.objects.filter(pk__in=plan.cancel).select_related("job"):
+            services.cancel_run(run=run, via=AuditEvent.Via.SYSTEM, now=now)
 
 
 def due_query(now: datetime):

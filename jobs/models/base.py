@@ -18,6 +18,8 @@ DEFAULT_ALERT_THRESHOLD = 3
 # a run's timeout (and an HTTP job's own request timeout) is at most a day.
 MIN_INTERVAL_SECONDS = cron.MIN_INTERVAL_SECONDS
 MAX_TIMEOUT_SECONDS = 86_400
+# overlap_policy=allow: at most this many runs of one job live at once.
+MAX_PARALLEL = 100
 
 
 class ChoiceLabels:

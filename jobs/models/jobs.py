@@ -16,6 +16,7 @@ from jobs.models.base import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_RETRY_INTERVAL_SECONDS,
     DEFAULT_TIMEOUT_SECONDS,
+    MAX_PARALLEL,
     MAX_TIMEOUT_SECONDS,
     MIN_INTERVAL_SECONDS,
     ChoiceLabels,
@@ -84,6 +85,13 @@ class Job(ChoiceLabels, models.Model):
         SKIP = "skip", _("Skip missed fires")
         FIRE_ONCE_NOW = "fire_once_now", _("Fire once now")
 
+    class OverlapPolicy(models.TextChoices):
+        # A fire that comes while an earlier run of the job is live.
+        SKIP = "skip", _("Skip the fire")
+        QUEUE_ONE = "queue_one", _("Queue one, start it when the live run ends")
+        REPLACE = "replace", _("Cancel the live run, then start")
+        ALLOW = "allow", _("Run side by side (up to the maximum)")
+
     class State(models.TextChoices):
         ENABLED = "enabled", _("Enabled")
         PAUSED = "paused", _("Paused")
@@ -93,6 +101,7 @@ class Job(ChoiceLabels, models.Model):
     MAX_INTERVAL_SECONDS = 366 * 86_400
     MAX_TIMEOUT_SECONDS = MAX_TIMEOUT_SECONDS
     NAMESPACE_RE = NAMESPACE_RE  # the module's, for callers that hold the model
+    MAX_PARALLEL = MAX_PARALLEL
     # What a person or program sets on a job (form, API, jobs-as-code file,
     # audit trail); everything else is the scheduler's bookkeeping.
     EDITABLE_FIELDS = [
@@ -109,6 +118,9 @@ class Job(ChoiceLabels, models.Model):
         "interval_seconds",
         "timezone",
         "misfire_policy",
+        "overlap_policy",
+        "max_parallel",
+        "pool",
         "run_once",
         "max_retries",
         "retry_interval_seconds",
@@ -146,6 +158,15 @@ class Job(ChoiceLabels, models.Model):
         max_length=20, choices=MisfirePolicy.choices, default=MisfirePolicy.SKIP
     )
     run_once = models.BooleanField(default=False)
+    overlap_policy = models.CharField(
+        max_length=10, choices=OverlapPolicy.choices, default=OverlapPolicy.SKIP
+    )
+    # overlap_policy=allow: how many runs of the job may be live at once.
+    max_parallel = models.PositiveSmallIntegerField(default=1)
+    # A concurrency pool's name (jobs.models.pools.Pool), blank for none. A
+    # name rather than a key: it reads the same in the API, jobs-as-code and
+    # the audit trail; a pool in use cannot be deleted (jobs.pools).
+    pool = models.CharField(max_length=100, blank=True, default="")
 
     max_retries = models.PositiveSmallIntegerField(default=DEFAULT_MAX_RETRIES)
     retry_interval_seconds = models.PositiveIntegerField(default=DEFAULT_RETRY_INTERVAL_SECONDS)
@@ -203,6 +224,10 @@ class Job(ChoiceLabels, models.Model):
             models.CheckConstraint(
                 condition=Q(timeout_seconds__gte=1, timeout_seconds__lte=MAX_TIMEOUT_SECONDS),
                 name="job_timeout_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_parallel__gte=1, max_parallel__lte=MAX_PARALLEL),
+                name="job_max_parallel_range",
             ),
         ]
         indexes = [

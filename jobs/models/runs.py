@@ -88,8 +88,12 @@ class Run(ChoiceLabels, models.Model):
         API = "api", _("API")
         TASK = "task", _("One-off task")
         UPSTREAM = "upstream", _("After an upstream run")
+        BACKFILL = "backfill", _("Backfill")
 
     class Status(models.TextChoices):
+        # Live, but not let through yet: it waits for its job's live run
+        # (overlap policy), its pool or its backfill (jobs.admission).
+        WAITING = "waiting", _("Waiting")
         QUEUED = "queued", _("Queued")
         RUNNING = "running", _("Running")
         SUCCEEDED = "succeeded", _("Succeeded")
@@ -111,7 +115,12 @@ class Run(ChoiceLabels, models.Model):
         LOOP = "loop", _("Loop in its chain")
         DEPTH = "depth", _("Chain too deep")
 
-    LIVE = (Status.QUEUED, Status.RUNNING)
+    LIVE = (Status.WAITING, Status.QUEUED, Status.RUNNING)
+    # Let through by admission: what counts against a pool's size, a job's
+    # max_parallel and a backfill's parallel.
+    ADMITTED = (Status.QUEUED, Status.RUNNING)
+    # Live and not started: a cancel ends these at once.
+    NOT_STARTED = (Status.WAITING, Status.QUEUED)
     FINISHED = (
         Status.SUCCEEDED,
         Status.FAILED,
@@ -187,6 +196,10 @@ class Run(ChoiceLabels, models.Model):
     # no table. No index: the engine walks a chain through caused_by.
     chain_id = models.PositiveBigIntegerField(null=True, blank=True)
     chain_depth = models.PositiveSmallIntegerField(null=True, blank=True)
+    # trigger=backfill: the backfill that wrote it (its retries keep it).
+    backfill = models.ForeignKey(
+        "jobs.Backfill", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs", db_index=False
+    )
 
     # Execution policy, copied from the job when the fire is planned (a later
     # edit does not change a fire under way); set by the caller for tasks.
@@ -249,7 +262,17 @@ class Run(ChoiceLabels, models.Model):
             models.Index(fields=["run_after", "id"], condition=Q(status="queued"), name="run_queued_idx"),
             # sweep() and overlap checks: live runs by job / by heartbeat.
             models.Index(
-                fields=["job", "status"], condition=Q(status__in=["queued", "running"]), name="run_live_idx"
+                fields=["job", "status"],
+                condition=Q(status__in=["waiting", "queued", "running"]),
+                name="run_live_idx",
+            ),
+            # The admission step: the waiting runs in fire order.
+            models.Index(
+                fields=["scheduled_at", "id"], condition=Q(status="waiting"), name="run_waiting_idx"
+            ),
+            # A backfill's runs (its page, its cancel, its parallel count).
+            models.Index(
+                fields=["backfill", "status"], condition=Q(backfill__isnull=False), name="run_backfill_idx"
             ),
             # Job history, newest scheduled first, keyset paginated.
             models.Index(fields=["job", "-scheduled_at", "-id"], name="run_history_idx"),
@@ -319,4 +342,6 @@ LIVE_RUN = _run_column_in("status", Run.LIVE)
 # A queued run (run_queued_idx): the claim asks on every pass whether one is
 # due; with the status as a bound parameter SQLite would not use the index.
 QUEUED_RUN = _run_column_in("status", [Run.Status.QUEUED])
+# A run waiting for admission (run_waiting_idx).
+WAITING_RUN = _run_column_in("status", [Run.Status.WAITING])
 MANUAL_RUN = _run_column_in("trigger", Run.MANUAL_TRIGGERS)

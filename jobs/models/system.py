@@ -88,6 +88,7 @@ class AuditEvent(ChoiceLabels, models.Model):
         SIGN_IN = "sign-in", _("Sign-in")
         ROLES = "roles", _("Roles")
         SECRETS = "secrets", _("Secrets")
+        POOL = "pool", _("Concurrency pools")
 
     job = models.ForeignKey(
         Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"

@@ -16,7 +16,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django_htmx.http import HttpResponseClientRedirect
 
-from jobs import access, cron
+from jobs import access, admission, cron
 from jobs.i18n import describe_cron
 from jobs.models import Job
 from jobs.web.templatetags.console import duration
@@ -150,6 +150,7 @@ def run_rows(runs) -> list[dict]:
     in the viewer's zone (the page's current one) and in UTC."""
     run_url = url_maker("jobs:run_detail")
     zone = timezone.get_current_timezone()
+    waiting = admission.waiting_reasons(runs)
     return [
         {
             "run": run,
@@ -160,6 +161,7 @@ def run_rows(runs) -> list[dict]:
             "started": stamp(run.started_at, zone, day=False) if run.started_at else "",
             "finished": stamp(run.finished_at, zone, day=False) if run.finished_at else "",
             "duration": duration(run.duration_ms),
+            "waiting": waiting.get(run.pk, ""),
         }
         for run in runs
     ]

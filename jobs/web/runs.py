@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from jobs import access, overview, refusals, runsearch, secrets, services
+from jobs import access, admission, overview, refusals, runsearch, secrets, services
 from jobs.access import login_required
 from jobs.models import Run, parse_run_cursor, run_cursor
 from jobs.web.common import (
@@ -160,6 +160,7 @@ def run_detail(request, run_id):
         "retryable": Run.RETRYABLE,
         "caused_by": run.caused_by if run.caused_by_id else None,
         "caused_runs": list(run.caused_runs.select_related("job").order_by("id")[:50]),
+        "waiting": admission.waiting_reasons([run]).get(run.pk, ""),
     }
     return partial_or_page(request, "jobs/run_detail.html", "run-viewer", context)
 

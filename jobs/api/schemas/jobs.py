@@ -130,6 +130,19 @@ class JobFields(Schema):
         json_schema_extra=known_zones_or_none,
     )
     misfire_policy: choice(models.Job.MisfirePolicy.values) | None = None
+    overlap_policy: choice(models.Job.OverlapPolicy.values) | None = optional(
+        "A fire while a run of the job is live: skip (recorded skipped), queue_one (start when it "
+        "ends; a further fire is skipped), replace (cancel it, then start), allow (side by side up "
+        "to max_parallel)."
+    )
+    max_parallel: WholeNumber | None = optional(
+        "With overlap_policy allow: runs at once.", minimum=1, maximum=models.Job.MAX_PARALLEL
+    )
+    pool: StrictStr | None = optional(
+        "A concurrency pool's name (GET /api/pools), empty for none; an unknown one is 47023.",
+        maxLength=100,
+        pattern=NO_NUL_PATTERN,
+    )
     run_once: StrictBool | None = None
     max_retries: WholeNumber | None = optional(minimum=0, maximum=MAX_RETRIES)
     retry_interval_seconds: WholeNumber | None = optional(minimum=0, maximum=models.Job.MAX_TIMEOUT_SECONDS)
@@ -235,6 +248,9 @@ class Job(Schema):
     interval_seconds: int | None
     timezone: str
     misfire_policy: choice(models.Job.MisfirePolicy.values)
+    overlap_policy: choice(models.Job.OverlapPolicy.values)
+    max_parallel: int
+    pool: str
     run_once: bool
     max_retries: int
     retry_interval_seconds: int

@@ -11,6 +11,12 @@ manage.py jobs runs NAME [--limit N] [--json]
 manage.py jobs run NAME             queue a manual run
 manage.py jobs pause NAME
 manage.py jobs resume NAME          also re-enables a crashed job
+manage.py jobs backfill NAME --from T --to T [--parallel N] [--include-succeeded] [--dry-run]
+                                    run the past fires of a range again
+manage.py jobs backfill-cancel ID   cancel a backfill as a whole
+manage.py jobs pools                concurrency pools: size, live runs, jobs
+manage.py jobs pool NAME --size N   create a pool or change its size
+manage.py jobs pool NAME --delete   delete a pool no job uses
 """
 
 import json
@@ -21,9 +27,9 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.translation import gettext as _
 
-from jobs import checks, imports, refusals, services
+from jobs import backfills, checks, imports, pools, refusals, services
 from jobs.i18n import activate_for_people_without_a_session
-from jobs.models import AuditEvent, Job, job_name
+from jobs.models import AuditEvent, Backfill, Job, job_name
 from jobs.serializers import PAGE_CHUNK_ROWS, RUN_FIELDS, job_to_spec, run_to_dict
 from jobs.text import find_unstorable, storable
 
@@ -60,6 +66,20 @@ class Command(BaseCommand):
             metavar="KEY=VALUE",
             help="Override a property for this run only (repeatable).",
         )
+        p = sub.add_parser("backfill", help="Run a job's past fires in a range again.")
+        p.add_argument("name")
+        p.add_argument("--from", dest="range_start", required=True, help="ISO 8601 (an offset, or UTC).")
+        p.add_argument("--to", dest="range_end", required=True, help="ISO 8601, not in the future.")
+        p.add_argument("--parallel", type=int, default=1, help="Runs at once, in fire order (default 1).")
+        p.add_argument("--include-succeeded", action="store_true", help="Also fires that succeeded.")
+        p.add_argument("--dry-run", action="store_true", help="Only count the fires.")
+        sub.add_parser("backfill-cancel", help="Cancel a backfill as a whole.").add_argument("id", type=int)
+        sub.add_parser("pools", help="Concurrency pools.")
+        p = sub.add_parser("pool", help="Create, resize or delete a concurrency pool.")
+        p.add_argument("pool")
+        p.add_argument("--size", type=int)
+        p.add_argument("--description", default="")
+        p.add_argument("--delete", action="store_true")
         for action, text in [
             ("pause", "Pause a job."),
             ("resume", "Resume a paused job or re-enable a crashed one."),
@@ -77,7 +97,7 @@ class Command(BaseCommand):
             raise CommandError(
                 _("The job name contains %(problem)s, which cannot be stored.") % {"problem": problem}
             )
-        getattr(self, f"do_{action}")(**options)
+        getattr(self, f"do_{action.replace('-', '_')}")(**options)
 
     # -- import / export --------------------------------------------------------
 
@@ -196,6 +216,84 @@ class Command(BaseCommand):
                 name=name, isoformat=job.next_fire_at.isoformat() if job.next_fire_at else "-"
             )
         )
+
+    # -- backfills and pools ----------------------------------------------------------
+
+    def do_backfill(self, name, range_start, range_end, parallel, include_succeeded, dry_run, **_options):
+        job = self._job(name)
+        form = backfills.BackfillForm(
+            {
+                "range_start": range_start,
+                "range_end": range_end,
+                "parallel": parallel,
+                "include_succeeded": include_succeeded,
+            }
+        )
+        if not form.is_valid():
+            raise CommandError(
+                storable(
+                    "; ".join(
+                        f"--{e['field'].replace('range_', '')}: {e['message']}" for e in form.error_list()
+                    )
+                )
+            )
+        data = form.cleaned_data
+        try:
+            if dry_run:
+                plan = backfills.plan_backfill(
+                    job=job,
+                    start=data["range_start"],
+                    end=data["range_end"],
+                    include_succeeded=include_succeeded,
+                )
+                self.stdout.write(
+                    _("{fires} fire(s) to run; {succeeded} left out (they succeeded)").format(
+                        fires=len(plan.fires), succeeded=plan.succeeded
+                    )
+                )
+                return
+            backfill = backfills.start_backfill(
+                job=job,
+                start=data["range_start"],
+                end=data["range_end"],
+                parallel=data["parallel"],
+                include_succeeded=include_succeeded,
+                via=CLI,
+            )
+        except backfills.BackfillRefused as exc:
+            raise CommandError(f"error {exc.code}: {exc}") from None
+        except refusals.ServiceError as exc:
+            raise CommandError(storable(str(exc))) from None
+        self.stdout.write(
+            _("backfill {pk}: {fires} run(s) of {name}, {parallel} at a time").format(
+                pk=backfill.pk, fires=backfill.fires, name=job.name, parallel=backfill.parallel
+            )
+        )
+
+    def do_backfill_cancel(self, id, **_options):
+        backfill = Backfill.objects.select_related("job").filter(pk=id).first()
+        if backfill is None:
+            raise CommandError(_("no such backfill: {pk}").format(pk=id))
+        reached = backfills.cancel_backfill(backfill=backfill, via=CLI)
+        self.stdout.write(_("backfill {pk} cancelled: {reached} run(s)").format(pk=id, reached=reached))
+
+    def do_pools(self, **_options):
+        for row in pools.pool_rows():
+            self.stdout.write(f"{row['name']}\tsize {row['size']}\tlive {row['live']}\tjobs {row['jobs']}")
+
+    def do_pool(self, pool, size, description, delete, **_options):
+        try:
+            if delete:
+                if not pools.delete_pool(name=pool, via=CLI):
+                    raise CommandError(_("no such pool: {name}").format(name=pool))
+                self.stdout.write(_("pool {name} deleted").format(name=pool))
+                return
+            if size is None:
+                raise CommandError(_("give --size N (or --delete)"))
+            pools.save_pool(name=pool, size=size, description=description, via=CLI)
+        except pools.PoolRefused as exc:
+            raise CommandError(f"error {exc.code}: {exc}") from None
+        self.stdout.write(_("pool {name}: size {size}").format(name=pool, size=size))
 
     def _job(self, name) -> Job:
         job = Job.objects.named(name).first()
