@@ -211,7 +211,7 @@ def test_secrets_and_roles_have_subjects_of_their_own_shown_and_filtered(staff_c
     assert "no such choice" not in html.lower()
     assert len(rows(staff_client.get(AUDIT, {"subject": "secrets", "action": "secret-set"}))) == 1
     assert "Secrets: <strong>deploy-key</strong>" in html and "replace secret" in html
-    assert '<strong>value</strong>: <span class="muted">changed</span>' in html
+    assert '<strong>Value</strong>: <span class="muted">changed</span>' in html
     assert "v4lue" not in html and "<code>c</code>" not in html
     roles_page = staff_client.get(AUDIT, {"subject": "roles", "action": "grant"}).content.decode()
     assert "Roles: <strong>alice</strong>" in roles_page

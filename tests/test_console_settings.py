@@ -124,7 +124,8 @@ def test_kinds_of_alert_are_ticked_and_the_alert_language_chosen_not_typed(staff
 
 def test_alerts_and_messages_are_one_area_with_two_tabs(viewer_client, viewer_user):
     html = viewer_client.get(reverse("jobs:alert_list")).content.decode()
-    nav = html.split('<nav class="nav"', 1)[1].split("</nav>", 1)[0]
+    # The top bar (the Alerts link sits outside the folding menu, for phones).
+    nav = html.split('<header class="topbar">', 1)[1].split("</header>", 1)[0]
     assert nav.count(">Alerts") == 1 and "Messages" not in nav
     assert 'id="unread-count" href="/alerts/"' in nav
     tabs = html.split('<nav class="tabs"', 1)[1].split("</nav>", 1)[0]

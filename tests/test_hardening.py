@@ -97,7 +97,10 @@ def test_pages_send_a_strict_content_security_policy(staff_client):
 def test_base_template_works_under_the_policy(staff_client):
     html = staff_client.get("/profile/").content.decode()
     # htmx would inject an indicator <style>, which the policy blocks.
-    assert '<meta name="htmx-config" content=\'{"includeIndicatorStyles": false}\'>' in html
+    assert (
+        '<meta name="htmx-config" content=\'{"includeIndicatorStyles": false, '
+        '"attributesToSettle": ["class", "width", "height"]}\'>' in html
+    )
     assert re.search(r'<script src="[^"]*htmx[^"]*\.js"', html)
     assert not re.search(r"<script(?![^>]*\ssrc=)[^>]*>", html), "inline script"
     assert not re.search(r"<style|\sstyle=|\son[a-z]+=", html), "inline style or handler"
