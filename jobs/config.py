@@ -68,7 +68,7 @@ def parse_email_list(value: Any) -> list[str]:
 
 
 # The kinds of alert a job can ask for (jobs.alerts sends them).
-ALERT_KINDS = ("crashed", "recovered", "failed", "late", "long_running")
+ALERT_KINDS = ("crashed", "recovered", "failed", "late", "long_running", "calendar")
 MIN_ALERT_SECONDS = 10
 MAX_ALERT_SECONDS = 7 * 86_400
 
@@ -200,7 +200,7 @@ SPECS: dict[str, SettingSpec] = {
             clean=parse_alert_kinds,
             help_text=(
                 gettext_lazy(
-                    "For jobs that choose none: any of crashed, recovered, failed (every failed fire), late (a fire not started in time), long_running (a run still going), comma separated."
+                    "For jobs that choose none: any of crashed, recovered, failed (every failed fire), late (a fire not started in time), long_running (a run still going), calendar (the calendar's data ends within 30 days), comma separated."
                 )
             ),
         ),

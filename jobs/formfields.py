@@ -96,6 +96,7 @@ ALERT_KIND_LABELS = {
     "failed": gettext_lazy("failed"),
     "late": gettext_lazy("late"),
     "long_running": gettext_lazy("long running"),
+    "calendar": gettext_lazy("calendar data missing"),
 }
 
 

@@ -17,7 +17,7 @@ from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from jobs import channels, cron, kinds, refusals, secrets, tasks, workflows
+from jobs import calendars, channels, cron, kinds, refusals, secrets, tasks, workflows
 from jobs.config import alert_seconds
 from jobs.formfields import (
     AfterField,
@@ -368,6 +368,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
     def clean(self):
         data = super().clean()
         self._clean_schedule(data)
+        calendars.clean_job_fields(self, data)
         self._clean_handler(data)
         self._clean_after(data)
         self._demo_mode_refusal(data)
@@ -411,7 +412,6 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
                 return
             try:
                 data["cron_expression"] = cron.normalize(expression)
-                cron.parse(data["cron_expression"])
             except cron.CronError as exc:
                 self.add_error(
                     "cron_expression", ValidationError(cron_error_message(exc), code=str(exc.code))

@@ -237,7 +237,16 @@ class DayRule:
         return (not holiday, reason if holiday or weekend_working else "")
 
 
-def builtin(code: str) -> Calendar:
-    """The built-in calendar for a code (canonical spelling; 47020 if unknown)."""
+def _make_builtin(code: str) -> Calendar:
     canonical = builtin_code(code)
     return Calendar(name=canonical, base=canonical)
+
+
+def builtin(code: str) -> Calendar:
+    """The built-in calendar for a code (canonical spelling; 47020 if unknown)."""
+    return _builtin(code)
+
+
+# Keyed on text no longer than MAX_CALENDAR_CHARS (the job's field); unknown
+# codes raise and are not cached.
+_builtin = lru_cache(maxsize=1024)(_make_builtin)

@@ -14,6 +14,7 @@ from jobs.models.base import (
     MIN_INTERVAL_SECONDS,
     ChoiceLabels,
 )
+from jobs.models.calendars import WorkCalendar, find_calendar
 from jobs.models.dependencies import JobDependency
 from jobs.models.jobs import NEEDS_ATTENTION, Job, JobQuerySet, job_name
 from jobs.models.roles import ROLE_ORDER, Role, RoleGrant
@@ -62,7 +63,9 @@ __all__ = [
     "RunQuerySet",
     "Secret",
     "Setting",
+    "WorkCalendar",
     "cap_message",
+    "find_calendar",
     "job_name",
     "parse_run_cursor",
     "run_cursor",

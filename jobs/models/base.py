@@ -18,6 +18,8 @@ DEFAULT_ALERT_THRESHOLD = 3
 # a run's timeout (and an HTTP job's own request timeout) is at most a day.
 MIN_INTERVAL_SECONDS = cron.MIN_INTERVAL_SECONDS
 MAX_TIMEOUT_SECONDS = 86_400
+# The longest stable delay a cron job's fires may get (Job.jitter_seconds).
+MAX_JITTER_SECONDS = 3_600
 
 
 class ChoiceLabels:

@@ -86,6 +86,7 @@ class AuditEvent(ChoiceLabels, models.Model):
         CHANNELS = "channels", _("Alert channels")
         SIGN_IN = "sign-in", _("Sign-in")
         ROLES = "roles", _("Roles")
+        CALENDAR = "calendar", _("Calendars")
 
     job = models.ForeignKey(
         Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"

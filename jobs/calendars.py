@@ -1,0 +1,364 @@
+"""Calendars on the domain's side: a job's calendar fields checked (for
+JobForm, so the console, the API and `jobs import` refuse alike), custom
+calendars saved and deleted (console, API, jobs-as-code), and an iCalendar
+(.ics) file of holidays read into dates.
+
+Codes (jobs.workdays): 47020 an unknown calendar (country, subdivision or
+custom name), 47021 a custom calendar based on itself (or on a chain that
+comes back to it), 47022 a calendar rule that never fires within
+DAY_SEARCH_LIMIT days, 47023 a date that is not an ISO date, 47024 a custom
+calendar still in use.
+"""
+
+from datetime import date, datetime, timedelta
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from jobs import audit, cron, workdays
+from jobs.core.wakeup import wake_schedulers
+from jobs.i18n import cron_error_message
+from jobs.models import AuditEvent, Job, WorkCalendar, find_calendar
+from jobs.models.calendars import MAX_BASE_DEPTH, _chain, build
+
+IN_USE = 47024
+MAX_DATES = 2_000
+MAX_ICS_BYTES = 1_000_000
+
+
+def _error(exc: workdays.CalendarError) -> ValidationError:
+    return ValidationError(cron_error_message(exc), code=str(exc.code))
+
+
+def calendar_name(text: str) -> str:
+    """A calendar a job or a base may name: a built-in code (canonical
+    spelling) or an existing custom calendar; CalendarError 47020 if neither."""
+    text = (text or "").strip()
+    if workdays.is_builtin(text):
+        return workdays.builtin_code(text)
+    if text and WorkCalendar.objects.filter(name=text).exists():
+        return text
+    workdays.builtin_code(text)  # raises with the reason (country or subdivision)
+    return text
+
+
+def never_fires(*, expression: str, seed: str, zone: str, calendar: str, rule: str, now: datetime) -> bool:
+    """Whether the rule leaves the schedule no fire within DAY_SEARCH_LIMIT
+    days (a calendar marking every day a holiday). Reaching the end of the
+    calendar's data first is not this: it is the data-missing state."""
+    days = workdays.DayRule(find_calendar(calendar), rule)
+    for step in cron.parse(expression, seed).walk(now, zone, days=days):
+        if isinstance(step, cron.Fire | cron.Uncovered):
+            return False
+    return True
+
+
+def clean_job_fields(form, data: dict) -> None:
+    """JobForm's check of `calendar`, `calendar_rule` and `jitter_seconds`:
+    errors go on the field, with their codes."""
+    data["calendar_rule"] = data.get("calendar_rule") or Job.CalendarRule.WORKING_DAYS
+    jitter = data.get("jitter_seconds")
+    data["jitter_seconds"] = jitter = 0 if jitter is None else jitter
+    if not 0 <= jitter <= Job.MAX_JITTER_SECONDS:
+        form.add_error(
+            "jitter_seconds",
+            ValidationError(
+                _("Jitter is 0 to {limit} seconds.").format(limit=Job.MAX_JITTER_SECONDS), code="invalid"
+            ),
+        )
+    is_cron = data.get("schedule_type", Job.ScheduleType.CRON) == Job.ScheduleType.CRON
+    if jitter and not is_cron:
+        form.add_error(
+            "jitter_seconds", ValidationError(_("Jitter applies to cron schedules only."), code="invalid")
+        )
+    name = (data.get("calendar") or "").strip()
+    data["calendar"] = name
+    if not name:
+        return
+    if not is_cron:
+        form.add_error(
+            "calendar", ValidationError(_("A calendar applies to cron schedules only."), code="invalid")
+        )
+        return
+    try:
+        data["calendar"] = calendar_name(name)
+    except workdays.CalendarError as exc:
+        form.add_error("calendar", _error(exc))
+        return
+    expression = data.get("cron_expression")
+    if not expression or "cron_expression" in form.errors or "timezone" in form.errors:
+        return
+    seed = data.get("name") or form.instance.name or ""
+    if never_fires(
+        expression=expression,
+        seed=seed,
+        zone=data.get("timezone") or "UTC",
+        calendar=data["calendar"],
+        rule=data["calendar_rule"],
+        now=timezone.now(),
+    ):
+        exc = workdays.CalendarError(
+            workdays.NEVER_FIRES,
+            workdays.gettext_noop(
+                "With the calendar {calendar} and the rule {rule}, this schedule does not fire in the next {days} days"
+            ),
+            calendar=data["calendar"],
+            rule=data["calendar_rule"],
+            days=cron.DAY_SEARCH_LIMIT,
+        )
+        form.add_error("calendar_rule", _error(exc))
+
+
+# -- custom calendars ------------------------------------------------------------
+
+
+def parse_dates(value, field: str) -> list[dict]:
+    """Dates as stored: [{"date": "2025-10-01", "name": "National Day"}],
+    sorted, one per date. Accepts that list, or text with one date per line
+    (`2025-10-01 National Day`). CalendarError 47023 names the bad entry."""
+    if value in (None, ""):
+        return []
+    if isinstance(value, str):
+        items = []
+        for line in value.splitlines():
+            if line.strip():
+                day, _sep, name = line.strip().partition(" ")
+                items.append({"date": day, "name": name.strip()})
+    elif isinstance(value, list):
+        items = value
+    else:
+        raise workdays.CalendarError(
+            workdays.BAD_DATE, workdays.gettext_noop("{field}: a list of dates"), field=field
+        )
+    if len(items) > MAX_DATES:
+        raise workdays.CalendarError(
+            workdays.BAD_DATE,
+            workdays.gettext_noop("{field}: at most {limit} dates"),
+            field=field,
+            limit=MAX_DATES,
+        )
+    dates: dict[str, str] = {}
+    for item in items:
+        text = item.get("date") if isinstance(item, dict) else item
+        name = item.get("name", "") if isinstance(item, dict) else ""
+        try:
+            day = date.fromisoformat(text) if isinstance(text, str) and len(text) == 10 else None
+        except ValueError:
+            day = None
+        if day is None or not isinstance(name, str) or len(name) > 200:
+            raise workdays.CalendarError(
+                workdays.BAD_DATE,
+                workdays.gettext_noop(
+                    "{field}: {entry!r} is not a date such as 2025-10-01 (with a name of at most 200 characters)"
+                ),
+                field=field,
+                entry=str(text)[:40],
+            )
+        dates[day.isoformat()] = name.strip()
+    return [{"date": day, "name": name} for day, name in sorted(dates.items())]
+
+
+def parse_ics(data: bytes) -> list[dict]:
+    """The all-day events of an iCalendar file as dates with names (an event
+    over several days gives each of them). CalendarError 47023 if it is not
+    one."""
+    import icalendar
+
+    if len(data) > MAX_ICS_BYTES:
+        raise workdays.CalendarError(
+            workdays.BAD_DATE,
+            workdays.gettext_noop("The .ics file is larger than {limit} bytes"),
+            limit=MAX_ICS_BYTES,
+        )
+    try:
+        parsed = icalendar.Calendar.from_ical(data)
+    except (ValueError, IndexError, KeyError):
+        raise workdays.CalendarError(
+            workdays.BAD_DATE, workdays.gettext_noop("The file is not an iCalendar (.ics) file")
+        ) from None
+    dates = []
+    for event in parsed.walk("VEVENT"):
+        start = event.get("DTSTART")
+        if start is None:
+            continue
+        first = start.dt.date() if isinstance(start.dt, datetime) else start.dt
+        end = event.get("DTEND")
+        last = (end.dt.date() if isinstance(end.dt, datetime) else end.dt) if end is not None else first
+        name = str(event.get("SUMMARY", ""))[:200]
+        day = first
+        while True:
+            dates.append({"date": day.isoformat(), "name": name})
+            day += timedelta(days=1)
+            if day >= last or len(dates) > MAX_DATES:
+                break
+    return parse_dates(dates, "ics")
+
+
+def check_base(name: str, base: str) -> str:
+    """The base as stored: empty, a built-in code, or another custom
+    calendar whose chain of bases never comes back to `name` (47021)."""
+    base = (base or "").strip()
+    if not base:
+        return ""
+    if base == name:
+        raise workdays.CalendarError(
+            workdays.SELF_REFERENCE,
+            workdays.gettext_noop("The calendar {name!r} cannot be based on itself"),
+            name=name,
+        )
+    base = calendar_name(base)
+    if not workdays.is_builtin(base):
+        chain = _chain(base)
+        if any(row.name == name for row in chain) or len(chain) > MAX_BASE_DEPTH:
+            raise workdays.CalendarError(
+                workdays.SELF_REFERENCE,
+                workdays.gettext_noop(
+                    "The calendar {name!r} cannot be based on {base!r}: its bases lead back to it (or nest deeper than {limit})"
+                ),
+                name=name,
+                base=base,
+                limit=MAX_BASE_DEPTH,
+            )
+    return base
+
+
+def check_name(name: str) -> str:
+    name = (name or "").strip()
+    if not name or len(name) > workdays.MAX_CALENDAR_CHARS or workdays.is_builtin(name):
+        raise workdays.CalendarError(
+            workdays.UNKNOWN_CALENDAR,
+            workdays.gettext_noop(
+                "A custom calendar's name is 1 to {limit} characters and not a country code such as CN or US-CA"
+            ),
+            limit=workdays.MAX_CALENDAR_CHARS,
+        )
+    return name
+
+
+def _snapshot(row: WorkCalendar) -> dict:
+    return {
+        "name": row.name,
+        "description": row.description,
+        "base": row.base,
+        "non_working": row.non_working,
+        "working": row.working,
+    }
+
+
+def save_calendar(
+    *,
+    name: str,
+    base: str = "",
+    description: str = "",
+    non_working=None,
+    working=None,
+    original: str | None = None,
+    user=None,
+    via: str = AuditEvent.Via.CONSOLE,
+    now: datetime | None = None,
+) -> WorkCalendar:
+    """Create or change a custom calendar (`original`: its name before, for
+    an edit), audited; the enabled jobs that use it (directly or through a
+    calendar based on it) get their next fire counted again in the same
+    transaction, and the schedulers are woken. Raises CalendarError."""
+    now = now or timezone.now()
+    name = check_name(name)
+    values = {
+        "base": check_base(name, base),
+        "description": description or "",
+        "non_working": parse_dates(non_working, "non_working"),
+        "working": parse_dates(working, "working"),
+    }
+    with transaction.atomic():
+        row = WorkCalendar.objects.select_for_update().filter(name=original or name).first()
+        before = _snapshot(row) if row is not None else None
+        if row is not None and original and original != name:
+            raise workdays.CalendarError(
+                workdays.UNKNOWN_CALENDAR,
+                workdays.gettext_noop("A calendar keeps its name: create a new one instead"),
+            )
+        if row is None:
+            if original:
+                raise workdays.CalendarError(
+                    workdays.UNKNOWN_CALENDAR, workdays.gettext_noop("No calendar {name!r}"), name=original
+                )
+            row = WorkCalendar(name=name, created_at=now)
+        for key, value in values.items():
+            setattr(row, key, value)
+        row.version = (row.version or 0) + 1 if row.pk else 1
+        row.updated_at = now
+        build(_chain_with(row))  # a date that does not read fails before the save
+        row.save()
+        changes = audit.diff(before, _snapshot(row))
+        audit.record(
+            action="change" if before else "create",
+            subject=AuditEvent.Subject.CALENDAR,
+            user=user,
+            via=via,
+            changes=changes,
+        )
+        replan(name=row.name, now=now)
+    wake_schedulers()
+    return row
+
+
+def _chain_with(row: WorkCalendar) -> list[WorkCalendar]:
+    return [row, *(_chain(row.base) if row.base and not workdays.is_builtin(row.base) else [])]
+
+
+def _dependents(name: str) -> set[str]:
+    """`name` and every custom calendar based on it, however deep."""
+    names, frontier = {name}, {name}
+    while frontier:
+        frontier = set(WorkCalendar.objects.filter(base__in=frontier).values_list("name", flat=True)) - names
+        names |= frontier
+    return names
+
+
+def replan(*, name: str, now: datetime) -> int:
+    """The enabled cron jobs on calendar `name` (or one based on it) count
+    their next fire afresh, from now (a fire already due stays owed)."""
+    count = 0
+    jobs = Job.objects.scheduled().filter(schedule_type=Job.ScheduleType.CRON, calendar__in=_dependents(name))
+    for job in jobs.select_for_update():
+        if job.next_fire_at is not None and job.next_fire_at <= now:
+            continue
+        job.next_fire_at = job.next_fire_after(now)
+        job.save(update_fields=["next_fire_at"])
+        count += 1
+    return count
+
+
+def delete_calendar(*, name: str, user=None, via: str = AuditEvent.Via.CONSOLE) -> None:
+    """Delete a custom calendar no job and no other calendar names (47024)."""
+    with transaction.atomic():
+        row = WorkCalendar.objects.select_for_update().filter(name=name).first()
+        if row is None:
+            raise workdays.CalendarError(
+                workdays.UNKNOWN_CALENDAR, workdays.gettext_noop("No calendar {name!r}"), name=name
+            )
+        users = list(Job.objects.live().filter(calendar=name).values_list("name", flat=True)[:5])
+        users += list(WorkCalendar.objects.filter(base=name).values_list("name", flat=True)[:5])
+        if users:
+            raise workdays.CalendarError(
+                IN_USE,
+                workdays.gettext_noop("The calendar {name!r} is in use by {users}"),
+                name=name,
+                users=", ".join(users),
+            )
+        before = _snapshot(row)
+        row.delete()
+        audit.record(
+            action="delete",
+            subject=AuditEvent.Subject.CALENDAR,
+            user=user,
+            via=via,
+            changes=audit.diff(None, before),
+        )
+
+
+def export(row: WorkCalendar) -> dict:
+    """A calendar as jobs-as-code and the API write it."""
+    return _snapshot(row)
