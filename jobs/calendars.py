@@ -24,6 +24,8 @@ from jobs.models import AuditEvent, Job, WorkCalendar, find_calendar
 from jobs.models.calendars import MAX_BASE_DEPTH, _chain, build
 
 IN_USE = 47024
+# The job form's calendar fields, which its page places beside the cron expression.
+FORM_FIELDS = frozenset({"calendar", "calendar_rule", "jitter_seconds"})
 MAX_DATES = 2_000
 MAX_ICS_BYTES = 1_000_000
 
@@ -42,6 +44,32 @@ def calendar_name(text: str) -> str:
         return text
     workdays.builtin_code(text)  # raises with the reason (country or subdivision)
     return text
+
+
+def preview_days(calendar: str, rule: str) -> workdays.DayRule | None:
+    """What a preview reads a calendar by (None without one); CalendarError
+    47020 for an unknown calendar or rule."""
+    calendar = (calendar or "").strip()
+    if not calendar:
+        return None
+    rule = rule or workdays.WORKING_DAYS
+    if rule not in workdays.RULES:
+        raise workdays.CalendarError(
+            workdays.UNKNOWN_CALENDAR,
+            workdays.gettext_noop("Unknown calendar rule {rule!r}: use one of {known}"),
+            rule=rule[:40],
+            known=", ".join(workdays.RULES),
+        )
+    return workdays.DayRule(find_calendar(calendar_name(calendar)), rule)
+
+
+def preview_jitter(value) -> int:
+    """A preview's jitter: 0 to MAX_JITTER_SECONDS, anything else 0."""
+    try:
+        seconds = int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+    return seconds if 0 <= seconds <= Job.MAX_JITTER_SECONDS else 0
 
 
 def never_fires(*, expression: str, seed: str, zone: str, calendar: str, rule: str, now: datetime) -> bool:

@@ -118,7 +118,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, forms.ModelForm):
     # fields by name, in its sections. Every other field renders after them
     # in the page's generic loop (unplaced_fields): notify_recovered, and a
     # field added later until the page gives it a place of its own.
-    PLACED_FIELDS = frozenset(
+    PLACED_FIELDS = calendars.FORM_FIELDS | frozenset(
         {
             "version",
             "name",

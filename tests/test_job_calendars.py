@@ -47,7 +47,9 @@ def test_h_is_stable_across_edits_of_other_fields(staff_api):
     job = Job.objects.get(pk=body["id"])
     minute = job.next_fire_at.minute
     assert body["cron_expression"] == "0 H * * * ?"
-    response = staff_api.patch(f"/api/jobs/{job.pk}", {"cron_expression": "0 H 3 * * ?", "version": job.version})
+    response = staff_api.patch(
+        f"/api/jobs/{job.pk}", {"cron_expression": "0 H 3 * * ?", "version": job.version}
+    )
     assert response.status_code == 200, response.content
     job.refresh_from_db()
     assert job.next_fire_at.minute == minute and job.next_fire_at.hour == 3
@@ -120,7 +122,9 @@ def test_saving_a_custom_calendar_counts_its_jobs_next_fire_again(make_job):
     job.next_fire_at = job.next_fire_after(datetime.now(UTC))
     job.save()
     day = job.next_fire_at.date()
-    calendars.save_calendar(name="plant", original="plant", non_working=[{"date": day.isoformat(), "name": "x"}])
+    calendars.save_calendar(
+        name="plant", original="plant", non_working=[{"date": day.isoformat(), "name": "x"}]
+    )
     job.refresh_from_db()
     assert job.next_fire_at.date() > day
 
@@ -190,7 +194,9 @@ def test_an_ics_file_reads_into_dates():
 
 def test_beyond_the_installed_data_the_job_stops_and_a_calendar_alert_is_raised(make_job, monkeypatch):
     last = workdays.builtin("CN").covered_until
-    job = make_job(cron_expression="0 0 9 * * ?", timezone="Asia/Shanghai", calendar="CN", alert_on=["calendar"])
+    job = make_job(
+        cron_expression="0 0 9 * * ?", timezone="Asia/Shanghai", calendar="CN", alert_on=["calendar"]
+    )
     before_end = datetime(last.year, 12, 30, tzinfo=UTC)
     times = fires(job, before_end, 5)
     assert times and all(t.astimezone(cron.get_zone("Asia/Shanghai")).date() <= last for t in times)
