@@ -12,10 +12,12 @@ calendar still in use.
 
 from datetime import date, datetime, timedelta
 
+from django import forms
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from jobs import audit, cron, workdays
 from jobs.core.wakeup import wake_schedulers
@@ -292,12 +294,12 @@ def save_calendar(
     calendar based on it) get their next fire counted again in the same
     transaction, and the schedulers are woken. Raises CalendarError."""
     now = now or timezone.now()
-    name = check_name(name)
+    name = _on("name", check_name, name)
     values = {
-        "base": check_base(name, base),
+        "base": _on("base", check_base, name, base),
         "description": description or "",
-        "non_working": parse_dates(non_working, "non_working"),
-        "working": parse_dates(working, "working"),
+        "non_working": _on("non_working", parse_dates, non_working, "non_working"),
+        "working": _on("working", parse_dates, working, "working"),
     }
     with transaction.atomic():
         row = WorkCalendar.objects.select_for_update().filter(name=original or name).first()
@@ -330,6 +332,15 @@ def save_calendar(
         replan(name=row.name, now=now)
     wake_schedulers()
     return row
+
+
+def _on(field: str, check, *args):
+    """`check(*args)`, its CalendarError marked with the field it is about."""
+    try:
+        return check(*args)
+    except workdays.CalendarError as exc:
+        exc.field = field
+        raise
 
 
 def _chain_with(row: WorkCalendar) -> list[WorkCalendar]:
@@ -390,3 +401,77 @@ def delete_calendar(*, name: str, user=None, via: str = AuditEvent.Via.CONSOLE) 
 def export(row: WorkCalendar) -> dict:
     """A calendar as jobs-as-code and the API write it."""
     return _snapshot(row)
+
+
+def _dates_text(items: list[dict]) -> str:
+    return "\n".join(f"{item['date']} {item['name']}".rstrip() for item in items)
+
+
+class CalendarForm(forms.Form):
+    """The console's calendar form; `save` goes through save_calendar, whose
+    refusals land on the field they are about."""
+
+    name = forms.CharField(label=gettext_lazy("Name"), max_length=workdays.MAX_CALENDAR_CHARS)
+    base = forms.CharField(
+        label=gettext_lazy("Based on"),
+        required=False,
+        max_length=workdays.MAX_CALENDAR_CHARS,
+        help_text=gettext_lazy(
+            "A country code (CN, US-CA, DE-BY), another custom calendar, or empty: Monday to Friday."
+        ),
+    )
+    description = forms.CharField(label=gettext_lazy("Description"), required=False, max_length=1000)
+    non_working = forms.CharField(
+        label=gettext_lazy("Extra non-working dates"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 6, "class": "mono"}),
+        help_text=gettext_lazy("One per line: 2025-12-31 Year-end close"),
+    )
+    working = forms.CharField(
+        label=gettext_lazy("Extra working dates"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4, "class": "mono"}),
+        help_text=gettext_lazy("One per line: 2025-10-11 Release weekend"),
+    )
+    ics = forms.FileField(
+        label=gettext_lazy("Import holidays from an .ics file"),
+        required=False,
+        help_text=gettext_lazy("Its events' dates are added to the non-working dates."),
+    )
+
+    @classmethod
+    def for_row(cls, row: WorkCalendar) -> "CalendarForm":
+        return cls(
+            initial={
+                "name": row.name,
+                "base": row.base,
+                "description": row.description,
+                "non_working": _dates_text(row.non_working),
+                "working": _dates_text(row.working),
+            }
+        )
+
+    def save(self, *, user, original: str | None) -> WorkCalendar | None:
+        data = self.cleaned_data
+        try:
+            non_working = parse_dates(data["non_working"], "non_working")
+            upload = data.get("ics")
+            if upload is not None:
+                non_working += _on("ics", parse_ics, upload.read(calendars_ics_limit()))
+            return save_calendar(
+                name=data["name"],
+                original=original,
+                base=data["base"],
+                description=data["description"],
+                non_working=non_working,
+                working=data["working"],
+                user=user,
+            )
+        except workdays.CalendarError as exc:
+            self.add_error(getattr(exc, "field", "non_working"), _error(exc))
+            return None
+
+
+def calendars_ics_limit() -> int:
+    # One byte past the limit, so parse_ics sees an over-long file and refuses it.
+    return MAX_ICS_BYTES + 1

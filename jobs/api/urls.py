@@ -13,7 +13,7 @@ from ninja.errors import HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.utils import normalize_path, replace_path_param_notation
 
-from jobs.api import jobs, overview, preview, runs, secrets, tasks
+from jobs.api import calendars, jobs, overview, preview, runs, secrets, tasks
 from jobs.api.framework import (
     SAFE_METHODS,
     ApiError,
@@ -26,7 +26,15 @@ from jobs.api.framework import (
 from jobs.api.openapi import finish
 
 # In the document's order: a path's place there is its router's place here.
-ROUTERS = (jobs.router, overview.router, runs.router, tasks.router, secrets.router, preview.router)
+ROUTERS = (
+    jobs.router,
+    overview.router,
+    runs.router,
+    tasks.router,
+    secrets.router,
+    preview.router,
+    calendars.router,
+)
 
 
 class _Api(NinjaAPI):

@@ -7,6 +7,7 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
@@ -134,6 +135,9 @@ def job_detail(request, job_id):
         # (a deleted or paused one shows as such).
         "upstream_links": job.upstream_links.select_related("upstream").order_by("upstream__name"),
         "downstream_links": job.downstream_links.select_related("downstream").order_by("downstream__name"),
+        # The first date its calendar has no data for, when that is near.
+        "calendar_missing": job.calendar_missing(timezone.now()) if job.calendar else None,
+        "calendar_unknown": job.day_rule() is False,
     }
     return render(request, "jobs/job_detail.html", context)
 

@@ -1,6 +1,18 @@
 from django.urls import path
 
-from jobs.web import account, alerts, audit, cluster, dashboard, job_form, job_page, jobs, runs, secrets
+from jobs.web import (
+    account,
+    alerts,
+    audit,
+    calendars,
+    cluster,
+    dashboard,
+    job_form,
+    job_page,
+    jobs,
+    runs,
+    secrets,
+)
 
 app_name = "jobs"
 
@@ -33,6 +45,8 @@ urlpatterns = [
     path("settings/", account.settings_page, name="settings"),
     path("audit/", audit.audit_list, name="audit"),
     path("secrets/", secrets.secret_list, name="secret_list"),
+    path("calendars/", calendars.calendar_list, name="calendar_list"),
+    path("calendars/<str:name>/delete/", calendars.calendar_delete, name="calendar_delete"),
     path("secrets/move/", secrets.secret_move, name="secret_move"),
     path("secrets/move/candidates/", secrets.secret_candidates, name="secret_candidates"),
     path("secrets/<str:name>/delete/", secrets.secret_delete, name="secret_delete"),
