@@ -403,6 +403,59 @@ def export(row: WorkCalendar) -> dict:
     return _snapshot(row)
 
 
+CALENDAR_KEYS = frozenset({"name", "description", "base", "non_working", "working"})
+
+
+def import_calendars(specs, *, user=None, via: str = AuditEvent.Via.CLI) -> tuple[int, int]:
+    """`jobs import-calendars`: upsert a list of calendars (export's
+    format) by name, all or nothing, a base in the file saved before the
+    calendars on it. Returns (created, updated); CalendarError names the
+    calendar (`calendar`) and the field."""
+    if not isinstance(specs, list) or not all(isinstance(spec, dict) for spec in specs):
+        raise workdays.CalendarError(
+            workdays.BAD_DATE, workdays.gettext_noop("The file must hold a JSON list of calendar objects")
+        )
+    by_name = {str(spec.get("name", "")): spec for spec in specs}
+    ordered, placed = [], set()
+
+    def place(name: str, depth: int = 0) -> None:
+        if name in placed or name not in by_name or depth > MAX_BASE_DEPTH:
+            return
+        place(str(by_name[name].get("base") or ""), depth + 1)
+        placed.add(name)
+        ordered.append(by_name[name])
+
+    for name in by_name:
+        place(name)
+    created = updated = 0
+    with transaction.atomic():
+        for spec in ordered:
+            unknown = sorted(set(spec) - CALENDAR_KEYS)
+            try:
+                if unknown:
+                    raise workdays.CalendarError(
+                        workdays.BAD_DATE, workdays.gettext_noop("Unknown key {key!r}"), key=unknown[0]
+                    )
+                name = str(spec.get("name", ""))
+                exists = WorkCalendar.objects.filter(name=name).exists()
+                save_calendar(
+                    name=name,
+                    original=name if exists else None,
+                    base=str(spec.get("base") or ""),
+                    description=str(spec.get("description") or ""),
+                    non_working=spec.get("non_working"),
+                    working=spec.get("working"),
+                    user=user,
+                    via=via,
+                )
+            except workdays.CalendarError as exc:
+                exc.calendar = spec.get("name")
+                raise
+            created += not exists
+            updated += exists
+    return created, updated
+
+
 def _dates_text(items: list[dict]) -> str:
     return "\n".join(f"{item['date']} {item['name']}".rstrip() for item in items)
 

@@ -134,3 +134,53 @@ def test_the_job_form_places_the_calendar_fields(staff_client):
     for name in ("calendar", "calendar_rule", "jitter_seconds"):
         assert f'name="{name}"' in page
     assert Job.CalendarRule.SKIP_HOLIDAYS in page
+
+
+def _command(*args, stdin_text=None):
+    import io
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command("jobs", *args, stdout=out, stderr=err)
+    except CommandError as exc:
+        return 1, out.getvalue(), err.getvalue() + str(exc)
+    return 0, out.getvalue(), err.getvalue()
+
+
+def test_calendars_and_job_calendar_fields_travel_as_code(tmp_path, staff_api, make_job):
+    import json
+
+    staff_api.put("/api/calendars/hq", {"base": "CN", "working": [{"date": "2025-10-12", "name": "Launch"}]})
+    staff_api.put("/api/calendars/team", {"base": "hq"})
+    make_job(name="daily", calendar="team", calendar_rule="skip_holidays", jitter_seconds=30)
+    code, out, _ = _command("export-calendars")
+    exported = json.loads(out)
+    assert [c["name"] for c in exported] == ["hq", "team"]
+    code, out, _ = _command("export", "daily")
+    spec = json.loads(out)[0]
+    assert (spec["calendar"], spec["calendar_rule"], spec["jitter_seconds"]) == ("team", "skip_holidays", 30)
+
+    # Into an empty system: the file's order does not matter (team is based on hq).
+    Job.objects.filter(name="daily").delete()
+    WorkCalendar.objects.all().delete()
+    path = tmp_path / "calendars.json"
+    path.write_text(json.dumps(list(reversed(exported))))
+    assert _command("import-calendars", str(path))[0] == 0
+    assert WorkCalendar.objects.get(name="team").base == "hq"
+    jobs_file = tmp_path / "jobs.json"
+    jobs_file.write_text(json.dumps([spec]))
+    assert _command("import", str(jobs_file))[0] == 0
+    assert Job.objects.get(name="daily").calendar == "team"
+
+
+def test_a_bad_calendar_file_saves_nothing(tmp_path):
+    import json
+
+    path = tmp_path / "calendars.json"
+    path.write_text(json.dumps([{"name": "ok"}, {"name": "loop", "base": "loop"}]))
+    code, _, err = _command("import-calendars", str(path))
+    assert code == 1 and "error 47021" in err and "'loop'" in err
+    assert not WorkCalendar.objects.exists()
