@@ -269,9 +269,13 @@ def run(options: dict, workdir: Path) -> dict:
     schedulers.start()
     try:
         # Releasing 100,000 jobs takes a moment: give the scheduler time to see them.
-        start = release_jobs(parked_at, lead=LEAD + timedelta(seconds=jobs / 50_000))
+        lead = LEAD + timedelta(seconds=jobs / 50_000)
         if cron:
+            # Each first fire is computed (the schedule's and the calendar's), not shifted.
+            start = timezone.now() + lead + timedelta(seconds=jobs / 1_000)
             release_cron_jobs(start)
+        else:
+            start = release_jobs(parked_at, lead=lead)
         _first_fires.clear()
         _first_fires.update(Job.objects.filter(handler=NOOP).values_list("id", "next_fire_at"))
         window = Window(start, start + timedelta(seconds=duration))
