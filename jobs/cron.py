@@ -907,7 +907,7 @@ def parse(expr: str, seed: str | None = None) -> CronSchedule:
             gettext_noop("The cron expression is longer than {limit} characters once normalised"),
             limit=MAX_EXPRESSION_CHARS,
         )
-    if "H" not in _NAMES_WITH_H.sub("", normalized):
+    if "H" not in normalized.replace("THU", ""):
         return _compile(normalized)
     return _compile(normalized, seed if isinstance(seed, str) else "")
 

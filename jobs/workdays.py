@@ -173,7 +173,9 @@ def covered_until(code: str) -> date | None:
     return date(max(notices), 12, 31) if notices else None
 
 
-@dataclass(frozen=True)
+# eq=False: compared and hashed by identity, so a built-in calendar (one
+# object per code, cached) keys the cache of rules below.
+@dataclass(frozen=True, eq=False)
 class Calendar:
     """A calendar: a built-in `base` (or another Calendar, or none: Monday to
     Friday working) adjusted by extra non-working dates (`off`) and extra
@@ -212,7 +214,7 @@ class Calendar:
         return covered_until(self.base) if self.base else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DayRule:
     """A calendar with a job's rule: what jobs.cron's search asks of each
     local date (`verdict`), and how far the data reaches (`covered_until`)."""
@@ -235,6 +237,16 @@ class DayRule:
             return not working, reason
         # skip_holidays: only a holiday is skipped; a weekend stays as cron says.
         return (not holiday, reason if holiday or weekend_working else "")
+
+
+def _make_rule(calendar: Calendar, rule: str) -> DayRule:
+    return DayRule(calendar, rule)
+
+
+# One DayRule per calendar object and rule: the planner asks for one per
+# next fire it computes. A custom calendar rebuilt after an edit is a new
+# object, hence a new entry; old ones age out.
+day_rule = lru_cache(maxsize=4096)(_make_rule)
 
 
 def _make_builtin(code: str) -> Calendar:

@@ -72,8 +72,10 @@ def find_calendar(name: str) -> workdays.Calendar:
     of that name (a custom calendar may not take a built-in code's name, so
     a built-in one costs no query; a custom one costs one, for versions).
     CalendarError 47020 if neither."""
-    if workdays.is_builtin(name):
-        return workdays.builtin(name)
+    try:
+        return workdays.builtin(name)  # cached by code: no query
+    except workdays.CalendarError:
+        pass
     cached = _built.get(name)
     if cached is not None:
         names = [n for n, _ in cached[0]]

@@ -323,7 +323,7 @@ class Job(ChoiceLabels, models.Model):
         if not self.calendar or self.schedule_type != self.ScheduleType.CRON:
             return None
         try:
-            return workdays.DayRule(find_calendar(self.calendar), self.calendar_rule)
+            return workdays.day_rule(find_calendar(self.calendar), self.calendar_rule)
         except workdays.CalendarError:
             return False
 
