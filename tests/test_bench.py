@@ -69,3 +69,39 @@ def test_bench_refuses_several_schedulers_on_sqlite():
     )
     assert result.returncode != 0
     assert "SQLite is single-node" in result.stderr
+
+
+def test_bench_scheduler_runs_cron_jobs_on_a_calendar(tmp_path):
+    # skip_holidays: the figures do not depend on the day of the week the test runs.
+    figures = json.loads(
+        bench(
+            "scheduler",
+            "--jobs",
+            "5",
+            "--duration",
+            "6",
+            "--calendar",
+            "cn",
+            "--rule",
+            "skip_holidays",
+            "--json",
+            env={"DATABASE_URL": f"sqlite:///{tmp_path / 'configured.sqlite3'}"},
+        )
+    )
+    assert figures["duplicates"] == 0
+    assert (
+        figures["fires_expected"] >= 5
+        and figures["fires_run"] + figures["missed"] == figures["fires_expected"]
+    )
+
+
+def test_bench_refuses_an_unknown_calendar():
+    result = subprocess.run(
+        [sys.executable, "manage.py", "bench", "scheduler", "--calendar", "XX"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "--calendar" in result.stderr and "XX" in result.stderr

@@ -88,8 +88,12 @@ class Command(BaseCommand):
             # Nothing to store: no database, no child.
             from jobs.bench import preview
 
-            rows = preview.run(options)
-            self.stdout.write(json.dumps({"expressions": rows}) if options["json"] else preview.render(rows))
+            rows, planning = preview.run(options), preview.planning_cost()
+            self.stdout.write(
+                json.dumps({"expressions": rows, "planning": planning})
+                if options["json"]
+                else preview.render(rows, planning)
+            )
             return
         options = {
             k: v
