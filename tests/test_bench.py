@@ -3,9 +3,9 @@ timing assertions: the figures depend on the machine."""
 
 import json
 import os
-from datetime import UTC, datetime
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
