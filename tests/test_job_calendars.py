@@ -6,6 +6,7 @@ state and its alert, and the coded refusals."""
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from django.urls import reverse
 
 from jobs import alerts, calendars, cron, workdays
 from jobs.models import Alert, AuditEvent, Job, WorkCalendar
@@ -215,3 +216,10 @@ def test_a_built_in_calendar_without_a_notice_is_never_missing(make_job):
     job = make_job(cron_expression="0 0 9 * * ?", calendar="DE-BY")
     assert job.calendar_missing(datetime(2099, 12, 20, tzinfo=UTC)) is None
     assert job.next_fire_after(datetime(2099, 12, 20, tzinfo=UTC)) is not None
+
+
+def test_the_console_describes_h_as_the_jobs_own_values(staff_client, make_job):
+    job = make_job(name="nightly-export", cron_expression="0 H 2 * * ?")
+    minute = cron.parse("0 H 2 * * ?", "nightly-export").minutes[0]
+    page = staff_client.get(reverse("jobs:job_detail", args=[job.pk])).content.decode()
+    assert f"At 02:{minute:02d}" in page
