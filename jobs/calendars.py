@@ -24,6 +24,7 @@ from jobs.core.wakeup import wake_schedulers
 from jobs.i18n import cron_error_message
 from jobs.models import AuditEvent, Job, WorkCalendar, find_calendar
 from jobs.models.calendars import MAX_BASE_DEPTH, _chain, build
+from jobs.text import find_unstorable, storable
 
 IN_USE = 47024
 # The job form's calendar fields, which its page places beside the cron expression.
@@ -42,7 +43,7 @@ def calendar_name(text: str) -> str:
     text = (text or "").strip()
     if workdays.is_builtin(text):
         return workdays.builtin_code(text)
-    if text and WorkCalendar.objects.filter(name=text).exists():
+    if text and not find_unstorable(text) and WorkCalendar.objects.filter(name=text).exists():
         return text
     workdays.builtin_code(text)  # raises with the reason (country or subdivision)
     return text
@@ -177,7 +178,7 @@ def parse_dates(value, field: str) -> list[dict]:
             day = date.fromisoformat(text) if isinstance(text, str) and len(text) == 10 else None
         except ValueError:
             day = None
-        if day is None or not isinstance(name, str) or len(name) > 200:
+        if day is None or not isinstance(name, str) or len(name) > 200 or find_unstorable(name):
             raise workdays.CalendarError(
                 workdays.BAD_DATE,
                 workdays.gettext_noop(
@@ -216,7 +217,7 @@ def parse_ics(data: bytes) -> list[dict]:
         first = start.dt.date() if isinstance(start.dt, datetime) else start.dt
         end = event.get("DTEND")
         last = (end.dt.date() if isinstance(end.dt, datetime) else end.dt) if end is not None else first
-        name = str(event.get("SUMMARY", ""))[:200]
+        name = storable(str(event.get("SUMMARY", "")))[:200]
         day = first
         while True:
             dates.append({"date": day.isoformat(), "name": name})
@@ -252,6 +253,16 @@ def check_base(name: str, base: str) -> str:
                 limit=MAX_BASE_DEPTH,
             )
     return base
+
+
+def _check_storable(value) -> None:
+    problem = find_unstorable(value)
+    if problem:
+        raise workdays.CalendarError(
+            workdays.BAD_DATE,
+            workdays.gettext_noop("The text contains {problem}, which cannot be stored"),
+            problem=problem,
+        )
 
 
 def check_name(name: str) -> str:
@@ -294,6 +305,8 @@ def save_calendar(
     calendar based on it) get their next fire counted again in the same
     transaction, and the schedulers are woken. Raises CalendarError."""
     now = now or timezone.now()
+    for field, value in (("name", name), ("base", base), ("description", description)):
+        _on(field, _check_storable, value)
     name = _on("name", check_name, name)
     values = {
         "base": _on("base", check_base, name, base),
@@ -373,10 +386,14 @@ def replan(*, name: str, now: datetime) -> int:
 def delete_calendar(*, name: str, user=None, via: str = AuditEvent.Via.CONSOLE) -> None:
     """Delete a custom calendar no job and no other calendar names (47024)."""
     with transaction.atomic():
-        row = WorkCalendar.objects.select_for_update().filter(name=name).first()
+        row = (
+            None
+            if find_unstorable(name)
+            else WorkCalendar.objects.select_for_update().filter(name=name).first()
+        )
         if row is None:
             raise workdays.CalendarError(
-                workdays.UNKNOWN_CALENDAR, workdays.gettext_noop("No calendar {name!r}"), name=name
+                workdays.UNKNOWN_CALENDAR, workdays.gettext_noop("No calendar {name!r}"), name=storable(name)
             )
         users = list(Job.objects.live().filter(calendar=name).values_list("name", flat=True)[:5])
         users += list(WorkCalendar.objects.filter(base=name).values_list("name", flat=True)[:5])

@@ -184,3 +184,20 @@ def test_a_bad_calendar_file_saves_nothing(tmp_path):
     code, _, err = _command("import-calendars", str(path))
     assert code == 1 and "error 47021" in err and "'loop'" in err
     assert not WorkCalendar.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"description": "a\x00b"}, None),
+        ({"non_working": [{"date": "2025-10-01", "name": "x\x00"}]}, "non_working"),
+        ({"base": "C\x00N"}, None),
+    ],
+)
+def test_text_no_database_stores_is_refused_not_a_500(staff_api, body, field):
+    response = staff_api.put("/api/calendars/odd", body)
+    assert response.status_code == 400, response.content
+    if field:
+        assert response.json()["field"] == field
+    assert not WorkCalendar.objects.exists()
+    assert staff_api.get("/api/calendars/a%00b").status_code in (400, 404)

@@ -10,12 +10,14 @@ from jobs.api.framework import VIA, ApiError
 from jobs.api.schemas.base import CHANGE_ERRORS, EDIT_ERRORS, OBJECT_ERRORS, Error
 from jobs.api.schemas.calendars import Calendar, CalendarInput, CalendarList
 from jobs.models import WorkCalendar
+from jobs.text import NO_NUL_PATTERN, find_unstorable
 
 router = Router()
 NAME = Path(
     ...,
     description="The custom calendar's name (not a country code).",
     max_length=workdays.MAX_CALENDAR_CHARS,
+    pattern=NO_NUL_PATTERN,
 )
 
 
@@ -48,7 +50,7 @@ def list_calendars(request):
     response={200: Calendar, **OBJECT_ERRORS},
 )
 def get_calendar(request, name: str = NAME):
-    row = WorkCalendar.objects.filter(name=name).first()
+    row = None if find_unstorable(name) else WorkCalendar.objects.filter(name=name).first()
     if row is None:
         raise ApiError(404, "not_found", "No such calendar.")
     return JsonResponse(calendars.export(row))
