@@ -10,8 +10,8 @@ from jobs.text import NO_NUL_PATTERN
 
 
 class CalendarDate(Schema):
-    date: str = Field(..., json_schema_extra={"format": "date"})
-    name: str = Field("", max_length=200)
+    date: str = Field(..., json_schema_extra={"format": "date", "pattern": NO_NUL_PATTERN})
+    name: str = Field("", max_length=200, json_schema_extra={"pattern": NO_NUL_PATTERN})
 
     model_config = ConfigDict(extra="forbid")
 
@@ -45,6 +45,7 @@ class CalendarInput(Schema):
         "",
         max_length=workdays.MAX_CALENDAR_CHARS,
         description="47020 unknown; 47021 itself, or a chain of bases that leads back to it.",
+        json_schema_extra={"pattern": NO_NUL_PATTERN},
     )
     non_working: list[CalendarDate] = Field([], max_length=calendars.MAX_DATES)
     working: list[CalendarDate] = Field([], max_length=calendars.MAX_DATES)
@@ -52,4 +53,5 @@ class CalendarInput(Schema):
         None,
         max_length=calendars.MAX_ICS_BYTES,
         description="An iCalendar (.ics) file's text: its events' dates are added to non_working (47023 if unreadable).",
+        json_schema_extra={"pattern": NO_NUL_PATTERN},
     )
