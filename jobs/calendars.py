@@ -12,6 +12,7 @@ calendar still in use.
 
 from datetime import date, datetime, timedelta
 
+import icalendar
 from django import forms
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -195,8 +196,6 @@ def parse_ics(data: bytes) -> list[dict]:
     """The all-day events of an iCalendar file as dates with names (an event
     over several days gives each of them). CalendarError 47023 if it is not
     one."""
-    import icalendar
-
     if len(data) > MAX_ICS_BYTES:
         raise workdays.CalendarError(
             workdays.BAD_DATE,
@@ -204,11 +203,16 @@ def parse_ics(data: bytes) -> list[dict]:
             limit=MAX_ICS_BYTES,
         )
     try:
-        parsed = icalendar.Calendar.from_ical(data)
-    except (ValueError, IndexError, KeyError):
+        dates = _ics_dates(icalendar.Calendar.from_ical(data))
+    except (ValueError, TypeError, AttributeError, IndexError, KeyError, OverflowError):
+        # Whatever the file holds that is not a calendar of dates.
         raise workdays.CalendarError(
             workdays.BAD_DATE, workdays.gettext_noop("The file is not an iCalendar (.ics) file")
         ) from None
+    return parse_dates(dates, "ics")
+
+
+def _ics_dates(parsed) -> list[dict]:
     dates = []
     for event in parsed.walk("VEVENT"):
         start = event.get("DTSTART")
@@ -217,6 +221,8 @@ def parse_ics(data: bytes) -> list[dict]:
         first = start.dt.date() if isinstance(start.dt, datetime) else start.dt
         end = event.get("DTEND")
         last = (end.dt.date() if isinstance(end.dt, datetime) else end.dt) if end is not None else first
+        if not isinstance(first, date) or not isinstance(last, date):
+            raise ValueError("not a date")
         name = storable(str(event.get("SUMMARY", "")))[:200]
         day = first
         while True:
@@ -224,7 +230,7 @@ def parse_ics(data: bytes) -> list[dict]:
             day += timedelta(days=1)
             if day >= last or len(dates) > MAX_DATES:
                 break
-    return parse_dates(dates, "ics")
+    return dates
 
 
 def check_base(name: str, base: str) -> str:
