@@ -24,7 +24,7 @@ from jobs import audit, cron, workdays
 from jobs.core.wakeup import wake_schedulers
 from jobs.i18n import cron_error_message
 from jobs.models import AuditEvent, Job, WorkCalendar, find_calendar
-from jobs.models.calendars import MAX_BASE_DEPTH, _chain, build
+from jobs.models.calendars import MAX_BASE_DEPTH, base_chain, build
 from jobs.text import find_unstorable, storable
 
 IN_USE = 47024
@@ -247,7 +247,7 @@ def check_base(name: str, base: str) -> str:
         )
     base = calendar_name(base)
     if not workdays.is_builtin(base):
-        chain = _chain(base)
+        chain = base_chain(base)
         if any(row.name == name for row in chain) or len(chain) > MAX_BASE_DEPTH:
             raise workdays.CalendarError(
                 workdays.SELF_REFERENCE,
@@ -363,7 +363,7 @@ def _on(field: str, check, *args):
 
 
 def _chain_with(row: WorkCalendar) -> list[WorkCalendar]:
-    return [row, *(_chain(row.base) if row.base and not workdays.is_builtin(row.base) else [])]
+    return [row, *(base_chain(row.base) if row.base and not workdays.is_builtin(row.base) else [])]
 
 
 def _dependents(name: str) -> set[str]:
@@ -533,7 +533,8 @@ class CalendarForm(forms.Form):
             non_working = parse_dates(data["non_working"], "non_working")
             upload = data.get("ics")
             if upload is not None:
-                non_working += _on("ics", parse_ics, upload.read(calendars_ics_limit()))
+                # One byte past the limit, so that parse_ics sees a file too large.
+                non_working += _on("ics", parse_ics, upload.read(MAX_ICS_BYTES + 1))
             return save_calendar(
                 name=data["name"],
                 original=original,
@@ -546,8 +547,3 @@ class CalendarForm(forms.Form):
         except workdays.CalendarError as exc:
             self.add_error(getattr(exc, "field", "non_working"), _error(exc))
             return None
-
-
-def calendars_ics_limit() -> int:
-    # One byte past the limit, so parse_ics sees an over-long file and refuses it.
-    return MAX_ICS_BYTES + 1

@@ -55,7 +55,7 @@ class WorkCalendar(models.Model):
 _built: dict[str, tuple[tuple, workdays.Calendar]] = {}
 
 
-def _chain(name: str) -> list[WorkCalendar]:
+def base_chain(name: str) -> list[WorkCalendar]:
     """The custom calendar `name` and the custom calendars it is based on."""
     rows = []
     while name and len(rows) <= MAX_BASE_DEPTH:
@@ -83,7 +83,7 @@ def find_calendar(name: str) -> workdays.Calendar:
         # A base that changed changes every calendar built on it.
         if sorted(current) == sorted(cached[0]):
             return cached[1]
-    rows = _chain(name)
+    rows = base_chain(name)
     if not rows:
         _built.pop(name, None)
         return workdays.builtin(name)
