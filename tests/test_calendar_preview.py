@@ -131,3 +131,10 @@ def test_the_console_preview_shows_skips_and_notes(staff_client):
     assert 'id="cron-skipped"' in html and "skipped by the calendar" in html
     response = staff_client.get(url, {"cron_expression": "0 0 9 * * ?", "calendar": "XX"})
     assert "47020" in response.content.decode()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("field", ["name", "calendar"])
+def test_the_api_preview_refuses_text_no_database_stores(viewer_api, field):
+    response = viewer_api.post("/api/cron/preview", {"expression": "0 0 9 * * ?", field: "a\x00b"})
+    assert_error(response, 400, "invalid_text", field)

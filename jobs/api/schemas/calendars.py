@@ -5,13 +5,13 @@ from ninja import Field, Schema
 from pydantic import ConfigDict
 
 from jobs import calendars, workdays
-from jobs.api.schemas.base import examples
+from jobs.api.schemas.base import StorableText, examples
 from jobs.text import NO_NUL_PATTERN
 
 
 class CalendarDate(Schema):
-    date: str = Field(..., json_schema_extra={"format": "date", "pattern": NO_NUL_PATTERN})
-    name: str = Field("", max_length=200, json_schema_extra={"pattern": NO_NUL_PATTERN})
+    date: StorableText = Field(..., json_schema_extra={"format": "date", "pattern": NO_NUL_PATTERN})
+    name: StorableText = Field("", max_length=200, json_schema_extra={"pattern": NO_NUL_PATTERN})
 
     model_config = ConfigDict(extra="forbid")
 
@@ -40,8 +40,8 @@ class CalendarInput(Schema):
         ),
     )
 
-    description: str = Field("", max_length=1000, json_schema_extra={"pattern": NO_NUL_PATTERN})
-    base: str = Field(
+    description: StorableText = Field("", max_length=1000, json_schema_extra={"pattern": NO_NUL_PATTERN})
+    base: StorableText = Field(
         "",
         max_length=workdays.MAX_CALENDAR_CHARS,
         description="47020 unknown; 47021 itself, or a chain of bases that leads back to it.",
@@ -49,7 +49,7 @@ class CalendarInput(Schema):
     )
     non_working: list[CalendarDate] = Field([], max_length=calendars.MAX_DATES)
     working: list[CalendarDate] = Field([], max_length=calendars.MAX_DATES)
-    ics: str | None = Field(
+    ics: StorableText | None = Field(
         None,
         max_length=calendars.MAX_ICS_BYTES,
         description="An iCalendar (.ics) file's text: its events' dates are added to non_working (47023 if unreadable).",

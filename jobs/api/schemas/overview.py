@@ -1,10 +1,10 @@
 """The API's shapes of what reads across jobs: the registered handlers,
 the dashboard's figures, upcoming fires, and the cron preview."""
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from ninja import Field, Schema
-from pydantic import ConfigDict, StrictStr, field_validator
+from pydantic import BeforeValidator, ConfigDict, StrictStr, field_validator
 from pydantic_core import PydanticCustomError
 
 from jobs import cron, models, upcoming, workdays
@@ -16,6 +16,7 @@ from jobs.api.schemas.base import (
     examples,
     instant,
     known_zones,
+    storable_text,
 )
 from jobs.api.schemas.runs import Run
 from jobs.text import NO_NUL_PATTERN
@@ -104,13 +105,13 @@ class PreviewRequest(Schema):
     )
     after: StrictStr | None = instant("ISO-8601; left out: now.")
     count: WholeNumber = Field(PREVIEW_DEFAULT_COUNT, ge=1, le=PREVIEW_MAX_COUNT)
-    name: StrictStr = Field(
+    name: Annotated[StrictStr, BeforeValidator(storable_text)] = Field(
         "",
         max_length=200,
         description="The job's name: the seed H reads (a job's H values come from its name).",
         json_schema_extra={"pattern": NO_NUL_PATTERN},
     )
-    calendar: StrictStr = Field(
+    calendar: Annotated[StrictStr, BeforeValidator(storable_text)] = Field(
         "",
         max_length=workdays.MAX_CALENDAR_CHARS,
         description="A built-in code (CN, US-CA) or a custom calendar's name; empty: none. Unknown: 47020.",
