@@ -159,10 +159,12 @@ def seed_jobs(
 
 
 def release_cron_jobs(start: datetime) -> None:
-    """Cron jobs' first fires: their schedule's (and calendar's) first after `start`."""
+    """Cron jobs' first fires: their schedule's (and calendar's) first after
+    `start`, which the window starts at (fires at `start` itself, a fraction
+    of a second before it is whole, are left out of both)."""
     jobs = list(Job.objects.filter(handler=NOOP))
     for job in jobs:
-        job.next_fire_at = job.next_fire_after(start - timedelta(seconds=1))
+        job.next_fire_at = job.next_fire_after(start)
     Job.objects.bulk_update(jobs, ["next_fire_at"], batch_size=1000)
 
 
@@ -196,7 +198,7 @@ def expected_fires(window: Window) -> set[tuple[int, datetime]]:
         if job.schedule_type == Job.ScheduleType.INTERVAL:
             fires.update(_grid(job.pk, job.interval_seconds, window))
             continue
-        at = job.next_fire_after(window.start - timedelta(seconds=1))
+        at = job.next_fire_after(window.start)
         while at is not None and at < window.end:
             fires.add((job.pk, at))
             at = job.next_fire_after(at)
