@@ -3,10 +3,10 @@ JobForm, so the console, the API and `jobs import` refuse alike), custom
 calendars saved and deleted (console, API, jobs-as-code), and an iCalendar
 (.ics) file of holidays read into dates.
 
-Codes (jobs.workdays): 47020 an unknown calendar (country, subdivision or
-custom name), 47021 a custom calendar based on itself (or on a chain that
-comes back to it), 47022 a calendar rule that never fires within
-DAY_SEARCH_LIMIT days, 47023 a date that is not an ISO date, 47024 a custom
+Codes (jobs.workdays): 47030 an unknown calendar (country, subdivision or
+custom name), 47031 a custom calendar based on itself (or on a chain that
+comes back to it), 47032 a calendar rule that never fires within
+DAY_SEARCH_LIMIT days, 47033 a date that is not an ISO date, 47034 a custom
 calendar still in use.
 """
 
@@ -27,7 +27,7 @@ from jobs.models import AuditEvent, Job, WorkCalendar, find_calendar
 from jobs.models.calendars import MAX_BASE_DEPTH, base_chain, build
 from jobs.text import find_unstorable, storable
 
-IN_USE = 47024
+IN_USE = 47034
 # The job form's calendar fields, which its page places beside the cron expression.
 FORM_FIELDS = frozenset({"calendar", "calendar_rule", "jitter_seconds"})
 MAX_DATES = 2_000
@@ -40,7 +40,7 @@ def _error(exc: workdays.CalendarError) -> ValidationError:
 
 def calendar_name(text: str) -> str:
     """A calendar a job or a base may name: a built-in code (canonical
-    spelling) or an existing custom calendar; CalendarError 47020 if neither."""
+    spelling) or an existing custom calendar; CalendarError 47030 if neither."""
     text = (text or "").strip()
     if workdays.is_builtin(text):
         return workdays.builtin_code(text)
@@ -52,7 +52,7 @@ def calendar_name(text: str) -> str:
 
 def preview_days(calendar: str, rule: str) -> workdays.DayRule | None:
     """What a preview reads a calendar by (None without one); CalendarError
-    47020 for an unknown calendar or rule."""
+    47030 for an unknown calendar or rule."""
     calendar = (calendar or "").strip()
     if not calendar:
         return None
@@ -149,7 +149,7 @@ def clean_job_fields(form, data: dict) -> None:
 def parse_dates(value, field: str) -> list[dict]:
     """Dates as stored: [{"date": "2025-10-01", "name": "National Day"}],
     sorted, one per date. Accepts that list, or text with one date per line
-    (`2025-10-01 National Day`). CalendarError 47023 names the bad entry."""
+    (`2025-10-01 National Day`). CalendarError 47033 names the bad entry."""
     if value in (None, ""):
         return []
     if isinstance(value, str):
@@ -194,7 +194,7 @@ def parse_dates(value, field: str) -> list[dict]:
 
 def parse_ics(data: bytes) -> list[dict]:
     """The all-day events of an iCalendar file as dates with names (an event
-    over several days gives each of them). CalendarError 47023 if it is not
+    over several days gives each of them). CalendarError 47033 if it is not
     one."""
     if len(data) > MAX_ICS_BYTES:
         raise workdays.CalendarError(
@@ -235,7 +235,7 @@ def _ics_dates(parsed) -> list[dict]:
 
 def check_base(name: str, base: str) -> str:
     """The base as stored: empty, a built-in code, or another custom
-    calendar whose chain of bases never comes back to `name` (47021)."""
+    calendar whose chain of bases never comes back to `name` (47031)."""
     base = (base or "").strip()
     if not base:
         return ""
@@ -390,7 +390,7 @@ def replan(*, name: str, now: datetime) -> int:
 
 
 def delete_calendar(*, name: str, user=None, via: str = AuditEvent.Via.CONSOLE) -> None:
-    """Delete a custom calendar no job and no other calendar names (47024)."""
+    """Delete a custom calendar no job and no other calendar names (47034)."""
     with transaction.atomic():
         row = (
             None

@@ -43,10 +43,10 @@ __all__ = [
     "builtin_code",
 ]
 
-UNKNOWN_CALENDAR = 47020
-SELF_REFERENCE = 47021
-NEVER_FIRES = 47022
-BAD_DATE = 47023
+UNKNOWN_CALENDAR = 47030
+SELF_REFERENCE = 47031
+NEVER_FIRES = 47032
+BAD_DATE = 47033
 
 WORKING_DAYS = "working_days"
 NON_WORKING_DAYS = "non_working_days"
@@ -87,7 +87,7 @@ def _countries() -> dict[str, tuple[str, ...]]:
 
 def builtin_code(text: str) -> str:
     """The canonical spelling of a built-in calendar (`us-ca` → `US-CA`);
-    CalendarError 47020 for a country or subdivision the library lacks."""
+    CalendarError 47030 for a country or subdivision the library lacks."""
     match = _CODE.fullmatch(text.strip()) if isinstance(text, str) else None
     if match is None:
         raise CalendarError(
@@ -255,7 +255,7 @@ def _make_builtin(code: str) -> Calendar:
 
 
 def builtin(code: str) -> Calendar:
-    """The built-in calendar for a code (canonical spelling; 47020 if unknown)."""
+    """The built-in calendar for a code (canonical spelling; 47030 if unknown)."""
     return _builtin(code)
 
 

@@ -60,13 +60,13 @@ def test_a_viewer_may_not_change_calendars(viewer_api):
 @pytest.mark.parametrize(
     ("name", "body", "code", "field"),
     [
-        ("CN", {}, "47020", "name"),
-        ("x", {"base": "ZZ"}, "47020", "base"),
-        ("x", {"base": "US-QQ"}, "47020", "base"),
-        ("x", {"base": "x"}, "47021", "base"),
-        ("x", {"non_working": [{"date": "2025-02-30"}]}, "47023", "non_working"),
-        ("x", {"working": [{"date": "tomorrow"}]}, "47023", "working"),
-        ("x", {"ics": "nonsense"}, "47023", "ics"),
+        ("CN", {}, "47030", "name"),
+        ("x", {"base": "ZZ"}, "47030", "base"),
+        ("x", {"base": "US-QQ"}, "47030", "base"),
+        ("x", {"base": "x"}, "47031", "base"),
+        ("x", {"non_working": [{"date": "2025-02-30"}]}, "47033", "non_working"),
+        ("x", {"working": [{"date": "tomorrow"}]}, "47033", "working"),
+        ("x", {"ics": "nonsense"}, "47033", "ics"),
     ],
 )
 def test_bad_calendars_are_coded_400s_and_save_nothing(staff_api, name, body, code, field):
@@ -77,14 +77,14 @@ def test_bad_calendars_are_coded_400s_and_save_nothing(staff_api, name, body, co
 def test_a_loop_of_bases_is_refused(staff_api):
     staff_api.put("/api/calendars/a", {})
     staff_api.put("/api/calendars/b", {"base": "a"})
-    assert_error(staff_api.put("/api/calendars/a", {"base": "b"}), 400, "47021", "base")
+    assert_error(staff_api.put("/api/calendars/a", {"base": "b"}), 400, "47031", "base")
     assert WorkCalendar.objects.get(name="a").base == ""
 
 
 def test_a_calendar_in_use_is_a_409(staff_api, make_job):
     staff_api.put("/api/calendars/ops", {})
     make_job(calendar="ops")
-    assert_error(staff_api.delete("/api/calendars/ops"), 409, "47024")
+    assert_error(staff_api.delete("/api/calendars/ops"), 409, "47034")
 
 
 def test_the_console_page_saves_with_an_ics_upload_and_shows_errors(staff_client, viewer_user):
@@ -104,9 +104,9 @@ def test_the_console_page_saves_with_an_ics_upload_and_shows_errors(staff_client
     row = WorkCalendar.objects.get(name="plant")
     assert row.base == "DE-BY" and len(row.non_working) == 4
     response = staff_client.post(url, {"name": "plant2", "base": "plant2", "non_working": "", "working": ""})
-    assert response.status_code == 200 and "47021" in response.content.decode()
+    assert response.status_code == 200 and "47031" in response.content.decode()
     response = staff_client.post(url, {"name": "plant3", "non_working": "2025-99-01", "working": ""})
-    assert "47023" in response.content.decode()
+    assert "47033" in response.content.decode()
     assert set(WorkCalendar.objects.values_list("name", flat=True)) == {"plant"}
     viewer_client = Client()
     viewer_client.force_login(viewer_user)
@@ -182,7 +182,7 @@ def test_a_bad_calendar_file_saves_nothing(tmp_path):
     path = tmp_path / "calendars.json"
     path.write_text(json.dumps([{"name": "ok"}, {"name": "loop", "base": "loop"}]))
     code, _, err = _command("import-calendars", str(path))
-    assert code == 1 and "error 47021" in err and "'loop'" in err
+    assert code == 1 and "error 47031" in err and "'loop'" in err
     assert not WorkCalendar.objects.exists()
 
 

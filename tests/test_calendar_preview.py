@@ -45,9 +45,9 @@ def test_cron_next_with_a_calendar_marks_skips_and_make_up_days():
 @pytest.mark.django_db
 def test_cron_next_refuses_an_unknown_calendar_or_rule_with_a_code():
     code, out, err = run_next("0 0 9 * * ?", "--calendar", "US-ZZ")
-    assert code == 1 and out == "" and err.startswith("error 47020:")
+    assert code == 1 and out == "" and err.startswith("error 47030:")
     code, _, err = run_next("0 0 9 * * ?", "--calendar", "CN", "--rule", "sometimes")
-    assert code == 1 and err.startswith("error 47020:")
+    assert code == 1 and err.startswith("error 47030:")
 
 
 def test_cron_next_reads_h_by_name():
@@ -98,7 +98,7 @@ def test_the_api_preview_says_where_the_data_ends(viewer_api):
 @pytest.mark.django_db
 def test_the_api_preview_refuses_an_unknown_calendar(viewer_api):
     response = viewer_api.post("/api/cron/preview", {"expression": "0 0 9 * * ?", "calendar": "XX"})
-    assert_error(response, 400, "47020", "calendar")
+    assert_error(response, 400, "47030", "calendar")
 
 
 @pytest.mark.django_db
@@ -130,7 +130,7 @@ def test_the_console_preview_shows_skips_and_notes(staff_client):
     # Five weekend fires from any day skip at least the weekdays between them.
     assert 'id="cron-skipped"' in html and "skipped by the calendar" in html
     response = staff_client.get(url, {"cron_expression": "0 0 9 * * ?", "calendar": "XX"})
-    assert "47020" in response.content.decode()
+    assert "47030" in response.content.decode()
 
 
 @pytest.mark.django_db

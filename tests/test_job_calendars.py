@@ -70,9 +70,9 @@ def test_jitter_moves_each_fire_by_its_stable_amount(make_job):
 @pytest.mark.parametrize(
     ("extra", "code", "field"),
     [
-        ({"calendar": "XX"}, "47020", "calendar"),
-        ({"calendar": "US-ZZ"}, "47020", "calendar"),
-        ({"calendar": "nope"}, "47020", "calendar"),
+        ({"calendar": "XX"}, "47030", "calendar"),
+        ({"calendar": "US-ZZ"}, "47030", "calendar"),
+        ({"calendar": "nope"}, "47030", "calendar"),
         ({"calendar": "CN", "calendar_rule": "sometimes"}, "invalid_choice", "calendar_rule"),
         ({"jitter_seconds": 3601}, None, "jitter_seconds"),
         ({"jitter_seconds": -1}, None, "jitter_seconds"),
@@ -92,7 +92,7 @@ def test_a_rule_that_can_never_fire_is_refused(staff_api):
         non_working=[{"date": (start + timedelta(days=i)).isoformat(), "name": "closed"} for i in range(800)],
     )
     body = {**JOB, "cron_expression": "0 0 9 * * ?", "calendar": "closed"}
-    assert_error(staff_api.post("/api/jobs", body), 400, "47022", "calendar_rule")
+    assert_error(staff_api.post("/api/jobs", body), 400, "47032", "calendar_rule")
     # The same calendar read the other way round fires every day.
     assert staff_api.post("/api/jobs", {**body, "calendar_rule": "non_working_days"}).status_code == 201
 

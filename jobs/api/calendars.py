@@ -61,8 +61,8 @@ def get_calendar(request, name: str = NAME):
     operation_id="setCalendar",
     url_name="calendar",
     summary="Create or replace a custom calendar (admin).",
-    description="201 when created, 200 when replaced. Codes: 47020 a name that is a country code or an "
-    "unknown base, 47021 a base leading back to the calendar, 47023 a bad date or .ics file.",
+    description="201 when created, 200 when replaced. Codes: 47030 a name that is a country code or an "
+    "unknown base, 47031 a base leading back to the calendar, 47033 a bad date or .ics file.",
     response={200: Calendar, 201: Calendar, **EDIT_ERRORS},
 )
 def set_calendar(request, payload: CalendarInput, name: str = NAME):
@@ -91,7 +91,7 @@ def set_calendar(request, payload: CalendarInput, name: str = NAME):
     "/calendars/{name}",
     operation_id="deleteCalendar",
     url_name="calendar",
-    summary="Delete a custom calendar no job or calendar names (admin; 409 47024 while in use).",
+    summary="Delete a custom calendar no job or calendar names (admin; 409 47034 while in use).",
     response={204: None, **CHANGE_ERRORS},
 )
 def delete_calendar(request, name: str = NAME):

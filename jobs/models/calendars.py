@@ -40,7 +40,7 @@ class WorkCalendar(models.Model):
         constraints = [
             models.UniqueConstraint("name", name="workcalendar_unique_name"),
             # A calendar based on itself has no days: jobs.calendars refuses
-            # it with 47021, and the database holds the rule for any writer.
+            # it with 47031, and the database holds the rule for any writer.
             models.CheckConstraint(condition=~Q(base=F("name")), name="workcalendar_not_own_base"),
         ]
 
@@ -71,7 +71,7 @@ def find_calendar(name: str) -> workdays.Calendar:
     """The calendar a job names: a built-in code, else the custom calendar
     of that name (a custom calendar may not take a built-in code's name, so
     a built-in one costs no query; a custom one costs one, for versions).
-    CalendarError 47020 if neither."""
+    CalendarError 47030 if neither."""
     try:
         return workdays.builtin(name)  # cached by code: no query
     except workdays.CalendarError:

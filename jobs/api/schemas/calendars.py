@@ -44,7 +44,7 @@ class CalendarInput(Schema):
     base: StorableText = Field(
         "",
         max_length=workdays.MAX_CALENDAR_CHARS,
-        description="47020 unknown; 47021 itself, or a chain of bases that leads back to it.",
+        description="47030 unknown; 47031 itself, or a chain of bases that leads back to it.",
         json_schema_extra={"pattern": NO_NUL_PATTERN},
     )
     non_working: list[CalendarDate] = Field([], max_length=calendars.MAX_DATES)
@@ -52,6 +52,6 @@ class CalendarInput(Schema):
     ics: StorableText | None = Field(
         None,
         max_length=calendars.MAX_ICS_BYTES,
-        description="An iCalendar (.ics) file's text: its events' dates are added to non_working (47023 if unreadable).",
+        description="An iCalendar (.ics) file's text: its events' dates are added to non_working (47033 if unreadable).",
         json_schema_extra={"pattern": NO_NUL_PATTERN},
     )

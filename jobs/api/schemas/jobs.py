@@ -131,13 +131,13 @@ class JobFields(Schema):
     )
     calendar: StrictStr | None = optional(
         "Cron only: a country code with an optional subdivision (CN, US-CA, DE-BY, GB-SCT) or a "
-        "custom calendar's name; empty: none. Unknown: 47020.",
+        "custom calendar's name; empty: none. Unknown: 47030.",
         maxLength=workdays.MAX_CALENDAR_CHARS,
         pattern=NO_NUL_PATTERN,
     )
     calendar_rule: choice(models.Job.CalendarRule.values) | None = optional(
         "Which dates of the calendar the job fires on (default working_days); one that leaves "
-        "no fire in 400 days: 47022."
+        "no fire in 400 days: 47032."
     )
     jitter_seconds: WholeNumber | None = optional(
         "Cron only: each fire delayed by a stable pseudo-random 0..jitter_seconds.",

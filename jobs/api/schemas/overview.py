@@ -114,7 +114,7 @@ class PreviewRequest(Schema):
     calendar: Annotated[StrictStr, BeforeValidator(storable_text)] = Field(
         "",
         max_length=workdays.MAX_CALENDAR_CHARS,
-        description="A built-in code (CN, US-CA) or a custom calendar's name; empty: none. Unknown: 47020.",
+        description="A built-in code (CN, US-CA) or a custom calendar's name; empty: none. Unknown: 47030.",
         json_schema_extra={"pattern": NO_NUL_PATTERN},
     )
     calendar_rule: choice(models.Job.CalendarRule.values) = Field(models.Job.CalendarRule.WORKING_DAYS)
