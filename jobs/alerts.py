@@ -63,6 +63,7 @@ KIND_OF = {
     "failed": Alert.Kind.FAILED,
     "late": Alert.Kind.LATE,
     "long_running": Alert.Kind.LONG_RUNNING,
+    "calendar": Alert.Kind.CALENDAR,
 }
 
 
@@ -319,6 +320,16 @@ def _headline(kind: str, job: Job, run: Run | None, extra: dict) -> tuple[str, s
                 timeout=run.timeout_seconds if run else "?",
             ),
         )
+    if kind == Alert.Kind.CALENDAR:
+        year = extra["missing"].year
+        return (
+            _("Job {name}: calendar data for {year} missing").format(name=name, year=year),
+            _(
+                "The job {name} fires by the calendar {calendar}, whose installed data ends on {last}: "
+                "it will not fire after that date until the data for {year} is installed "
+                "(pip install -U holidays, then restart) or a custom calendar covers it."
+            ).format(name=name, calendar=job.calendar, last=extra["missing"] - timedelta(days=1), year=year),
+        )
     return "", ""
 
 
@@ -450,6 +461,27 @@ def check_late(now: datetime) -> int:
             due_at=due_at,
             late_by=now - due_at,
             threshold_seconds=threshold,
+        )
+        wrote += alert is not None
+    return wrote
+
+
+def check_calendar(now: datetime) -> int:
+    """Jobs whose calendar's data ends within CALENDAR_WARNING: one alert per
+    job and missing year (they stop firing there; nothing is guessed)."""
+    wrote = 0
+    jobs = Job.objects.scheduled().filter(schedule_type=Job.ScheduleType.CRON).exclude(calendar="")
+    for job in jobs.order_by("id")[:WATCH_BATCH]:
+        missing = job.calendar_missing(now)
+        if missing is None or "calendar" not in kinds_for(job):
+            continue
+        alert = record_event(
+            job=job,
+            run=None,
+            kind=Alert.Kind.CALENDAR,
+            event=f"calendar:{job.pk}:{missing.year}",
+            now=now,
+            missing=missing,
         )
         wrote += alert is not None
     return wrote

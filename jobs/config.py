@@ -68,7 +68,7 @@ def parse_email_list(value: Any) -> list[str]:
 
 
 # The kinds of alert a job can ask for (jobs.alerts sends them).
-ALERT_KINDS = ("crashed", "recovered", "failed", "late", "long_running")
+ALERT_KINDS = ("crashed", "recovered", "failed", "late", "long_running", "calendar")
 # How the console names them (the job form's and the settings page's boxes).
 ALERT_KIND_LABELS = {
     "crashed": gettext_lazy("crashed"),
@@ -76,6 +76,7 @@ ALERT_KIND_LABELS = {
     "failed": gettext_lazy("failed"),
     "late": gettext_lazy("late"),
     "long_running": gettext_lazy("long running"),
+    "calendar": gettext_lazy("calendar data missing"),
 }
 MIN_ALERT_SECONDS = 10
 MAX_ALERT_SECONDS = 7 * 86_400
@@ -220,7 +221,7 @@ SPECS: dict[str, SettingSpec] = {
             default=["crashed"],
             clean=parse_alert_kinds,
             help_text=gettext_lazy(
-                "For jobs that tick none. Failed: every failed fire; late: a fire not started in time; long running: a run still going."
+                "For jobs that tick none. Failed: every failed fire; late: a fire not started in time; long running: a run still going; calendar data missing: a job's calendar has no data for the coming month."
             ),
             choices=tuple(ALERT_KIND_LABELS.items()),
             many=True,

@@ -17,6 +17,15 @@ CalendarHelper.cs, TimeZoneHelper.cs) and its test suite:
   across the wrap); three-letter names; ``L``, ``L-n`` (n <= 30), ``nW``,
   ``LW``, ``L-nW`` in day-of-month; ``nL`` and ``n#k`` (k 1-5) in
   day-of-week; numbers of at most two digits.
+* ``H`` comes from Jenkins (its CronTab grammar): a field of ``H``,
+  ``H(a-b)``, ``H/s`` or ``H(a-b)/s`` is one value (or one stepped series)
+  picked by a stable hash of a seed, the job's name, so that many jobs
+  written alike spread over the field's range and keep their value across
+  restarts and edits of other fields. As in Jenkins, a bare ``H`` in
+  day-of-month picks from 1-28 (every month has those days); ``H`` does not
+  combine with lists, ``L``, ``W`` or ``#`` (47001). The hash is SHA-256 of
+  the seed and the field's name, not Jenkins' Java hashCode, so the values
+  differ from a Jenkins server's for the same name.
 * The search returns the earliest local wall time that matches, strictly
   after the start (the start is floored to the second first). ``W`` moves to
   the nearest weekday without leaving the month, using the month's real last
@@ -53,6 +62,7 @@ translates them at the edge. `describe` takes a cron-descriptor locale and a
 
 from __future__ import annotations
 
+import hashlib
 import re
 from bisect import bisect_left
 from dataclasses import dataclass
@@ -65,6 +75,7 @@ __all__ = [
     "CronSchedule",
     "describe",
     "get_zone",
+    "jitter_seconds",
     "normalize",
     "parse",
     "preview",
@@ -388,6 +399,57 @@ def _first_weekday(year: int, month: int) -> int:
     return date(year, month, 1).isoweekday()
 
 
+# --- H: values from a stable hash --------------------------------------------
+
+_HASHED = re.compile(r"H(?:\((?P<lo>[0-9]+)-(?P<hi>[0-9]+)\))?(?:/(?P<step>[0-9]+))?")
+# Names that contain the letter H (THU) are not a hash.
+_NAMES_WITH_H = re.compile(r"THU")
+
+
+def _stable_hash(seed: str, salt: str) -> int:
+    digest = hashlib.sha256(f"{seed}\x00{salt}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def _hashed_token(field: _Field, token: str, seed: str) -> str:
+    """The plain token an ``H`` token stands for with this seed; other
+    tokens unchanged. ``H`` mixed with anything else is 47001."""
+    if "H" not in _NAMES_WITH_H.sub("", token):
+        return token
+    match = _HASHED.fullmatch(token)
+    if match is None:
+        raise _bad(
+            field,
+            token,
+            gettext_noop(
+                "H stands alone in a field, with an optional range and step: H, H(0-29), H/15 or H(0-29)/10; it does not combine with lists, L, W or #"
+            ),
+        )
+    if match["lo"] is not None:
+        low = _number(field, token, match["lo"], field.first, field.last, gettext_noop("a value"))
+        high = _number(field, token, match["hi"], field.first, field.last, gettext_noop("a value"))
+        if high < low:
+            raise _bad(field, token, gettext_noop("the range after H goes from low to high, e.g. H(0-29)"))
+    else:
+        low = field.first
+        # Every month has days 1-28; day-of-week 7 is Sunday again.
+        high = 28 if field is DAY_OF_MONTH else field.last - 1 if field is DAY_OF_WEEK else field.last
+    value = _stable_hash(seed, field.name)
+    if match["step"] is None:
+        return str(low + value % (high - low + 1))
+    step = _number(field, token, match["step"], 1, field.last, gettext_noop("the step"))
+    start = low + value % min(step, high - low + 1)
+    return f"{start}-{high}/{step}"
+
+
+def jitter_seconds(seed: str, when: datetime, limit: int) -> int:
+    """A stable pseudo-random delay of 0..limit seconds for one fire of a
+    job: the same job and scheduled time always give the same delay."""
+    if limit <= 0:
+        return 0
+    return _stable_hash(seed, iso_utc(when)) % (limit + 1)
+
+
 # --- the schedule ------------------------------------------------------------
 
 
@@ -410,6 +472,7 @@ class CronSchedule:
         "_w_day",
         "expression",
         "fields",
+        "hashed",
         "hours",
         "is_interval_based",
         "minutes",
@@ -417,9 +480,18 @@ class CronSchedule:
         "seconds",
     )
 
-    def __init__(self, expression: str):
+    def __init__(self, expression: str, seed: str | None = None):
+        """`expression` as normalised, kept as written (with any H);
+        `fields` are the values the schedule fires on, H resolved by `seed`."""
         self.expression = expression
-        self.fields = tuple(expression.split(" "))
+        written = expression.split(" ")
+        self.fields = tuple(
+            _hashed_token(field, token, seed or "")
+            for field, token in zip(
+                (SECOND, MINUTE, HOUR, DAY_OF_MONTH, MONTH, DAY_OF_WEEK), written, strict=True
+            )
+        )
+        self.hashed = tuple(written) != self.fields
         sec, minute, hour, dom, month, dow = self.fields
         self.is_interval_based = any(_is_interval_token(t) for t in (sec, minute, hour))
 
@@ -698,6 +770,82 @@ class CronSchedule:
             yield result
             after = result[0]
 
+    def walk(
+        self, after: datetime, tz: ZoneInfo | tzinfo | str, *, days=None, jitter: int = 0, seed: str = ""
+    ):
+        """The fires strictly after `after`, with a calendar and jitter:
+        yields `Fire`s in schedule order, a `Skipped` for each local date
+        `days` refuses (one per date), and ends with `Uncovered` at the
+        first date past the calendar's data, or after DAY_SEARCH_LIMIT days
+        of refused dates in a row (the rule leaves nothing to fire on).
+
+        `days` (jobs.workdays.DayRule) has `verdict(date) -> (fires, note)`
+        and `covered_until`; the day of a fire is its local date in `tz`.
+        `jitter`: each fire is delayed by `jitter_seconds(seed, time,
+        jitter)`, so the search starts that much earlier."""
+        zone = _zone(tz)
+        cursor = after - timedelta(seconds=jitter) if jitter > 0 else after
+        covered = getattr(days, "covered_until", None)
+        refused_since = None
+        last_refused = None
+        while True:
+            result = self._next(cursor, zone)
+            if result is None:
+                return
+            when, mark = result
+            note = ""
+            if days is not None:
+                day = when.astimezone(zone).date()
+                if covered is not None and day > covered:
+                    yield Uncovered(day)
+                    return
+                fires, note = days.verdict(day)
+                if not fires:
+                    if day != last_refused:
+                        yield Skipped(day, note)
+                        last_refused = day
+                    refused_since = refused_since or day
+                    if (day - refused_since).days > DAY_SEARCH_LIMIT:
+                        return
+                    # Nothing else fires on this date: go on from its end.
+                    cursor = max(when, _end_of_day(day, zone))
+                    continue
+                refused_since = None
+            cursor = when
+            at = when + timedelta(seconds=jitter_seconds(seed, when, jitter)) if jitter > 0 else when
+            if at > after:
+                yield Fire(at=at, scheduled=when, mark=mark, note=note)
+
+
+@dataclass(frozen=True)
+class Fire:
+    at: datetime  # when it fires: UTC, jitter included
+    scheduled: datetime  # the schedule's own time, UTC
+    mark: str | None  # DST: None, "skipped" or "repeated"
+    note: str = ""  # from the calendar: a working day on a weekend
+
+
+@dataclass(frozen=True)
+class Skipped:
+    day: date  # a local date the calendar rule refuses
+    reason: str
+
+
+@dataclass(frozen=True)
+class Uncovered:
+    day: date  # the first local date the calendar has no data for
+
+
+# How many days of refused dates in a row the search reads before it gives
+# up (a calendar that leaves the rule nothing to fire on).
+DAY_SEARCH_LIMIT = 400
+
+
+def _end_of_day(day: date, zone: tzinfo) -> datetime:
+    """The last second of a local date, aware UTC."""
+    following = datetime.combine(day + timedelta(days=1), datetime.min.time())
+    return (following.replace(tzinfo=zone).astimezone(UTC) - _ONE_SECOND).astimezone(UTC)
+
 
 _ONE_SECOND = timedelta(seconds=1)
 _MONTH_LABELS = ("", *(n.title() for n in _MONTH_NAMES))
@@ -731,11 +879,13 @@ def _transition(zone: tzinfo, before: datetime, after: datetime, offset_after: t
 # --- public helpers ----------------------------------------------------------
 
 
-_compile = lru_cache(maxsize=2048)(CronSchedule)
+# Jobs written with H each compile their own schedule (keyed by seed).
+_compile = lru_cache(maxsize=8192)(CronSchedule)
 
 
-def parse(expr: str) -> CronSchedule:
-    """Validate and compile an expression (cached on its normalised form).
+def parse(expr: str, seed: str | None = None) -> CronSchedule:
+    """Validate and compile an expression (cached on its normalised form and,
+    when it uses H, on `seed`: the job's name, which picks the H values).
     Longer than MAX_EXPRESSION_CHARS, before or after normalising, is 47001:
     the caches only ever hold bounded text."""
     if not isinstance(expr, str):
@@ -757,7 +907,9 @@ def parse(expr: str) -> CronSchedule:
             gettext_noop("The cron expression is longer than {limit} characters once normalised"),
             limit=MAX_EXPRESSION_CHARS,
         )
-    return _compile(normalized)
+    if "H" not in normalized.replace("THU", ""):
+        return _compile(normalized)
+    return _compile(normalized, seed if isinstance(seed, str) else "")
 
 
 _UTC_NAMES = {"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Universal", "Etc/Zulu", "Zulu"}
@@ -1020,11 +1172,12 @@ def _fallback_description(schedule: CronSchedule) -> str:
     return ", ".join(parts)
 
 
-def describe(expr: str, *, locale: str = "en_US", translate=None) -> str:
-    """Human-readable text for an expression (raises CronError if invalid).
-    Another `locale` (cron-descriptor's, e.g. zh_CN) needs `translate`, which
-    words this module's own phrases (gettext)."""
-    schedule = parse(expr)
+def describe(expr: str, *, locale: str = "en_US", translate=None, seed: str | None = None) -> str:
+    """Human-readable text for an expression (raises CronError if invalid),
+    with any H read as the value `seed` picks. Another `locale`
+    (cron-descriptor's, e.g. zh_CN) needs `translate`, which words this
+    module's own phrases (gettext)."""
+    schedule = parse(expr, seed)
     phrase = _day_phrase(schedule)
     try:
         from cron_descriptor import CasingTypeEnum, ExpressionDescriptor, Options
@@ -1039,7 +1192,7 @@ def describe(expr: str, *, locale: str = "en_US", translate=None) -> str:
             fields[3:6] = ["*", "*", "*"]
             time_only = ExpressionDescriptor(" ".join(fields), options).get_description()
             return translate(gettext_noop(", ")).join([time_only, *_day_parts(schedule, translate)])
-        text = ExpressionDescriptor(schedule.expression, options).get_description()
+        text = ExpressionDescriptor(" ".join(schedule.fields), options).get_description()
         if phrase:
             # It reads L-3W as L-3; describe the day part ourselves.
             fields = list(schedule.fields)
@@ -1071,12 +1224,25 @@ def _warnings(schedule: CronSchedule, translate) -> list[str]:
 
 
 def preview(
-    expr: str, tz_name: str, *, after: datetime, count: int = 5, locale: str = "en_US", translate=None
+    expr: str,
+    tz_name: str,
+    *,
+    after: datetime,
+    count: int = 5,
+    locale: str = "en_US",
+    translate=None,
+    seed: str | None = None,
+    days=None,
+    jitter: int = 0,
 ) -> dict:
     """Everything the cron editor shows: the normalised expression, its
-    description, warnings and the next `count` fire times. Raises CronError.
-    `locale` and `translate` as for `describe`."""
-    schedule = parse(expr)
+    description, warnings and the next `count` fire times, with H read by
+    `seed`, each fire delayed by its jitter, and the dates a calendar rule
+    (`days`, see `CronSchedule.walk`) skips between them, each with its
+    reason; `missing` is the first date past the calendar's data, if the
+    fires reach it. Raises CronError. `locale` and `translate` as for
+    `describe`."""
+    schedule = parse(expr, seed)
     zone = get_zone(tz_name)
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PREVIEW_COUNT:
         raise CronError(
@@ -1084,15 +1250,27 @@ def preview(
             gettext_noop("Count must be a whole number from 1 to {limit}"),
             limit=MAX_PREVIEW_COUNT,
         )
-    times = [
-        {"utc": iso_utc(when), "local": when.astimezone(zone).isoformat(), "dst": mark}
-        for when, mark in schedule._iter(after, _zone(zone), count)
-    ]
+    times, skipped, missing = [], [], None
+    for step in schedule.walk(after, zone, days=days, jitter=jitter, seed=seed or ""):
+        if isinstance(step, Skipped):
+            skipped.append({"date": step.day.isoformat(), "reason": step.reason})
+            continue
+        if isinstance(step, Uncovered):
+            missing = step.day.isoformat()
+            break
+        item = {"utc": iso_utc(step.at), "local": step.at.astimezone(zone).isoformat(), "dst": step.mark}
+        if step.note:
+            item["note"] = step.note  # a working day on a weekend
+        times.append(item)
+        if len(times) == count:
+            break
     return {
         "expression": schedule.expression,
-        "description": describe(schedule.expression, locale=locale, translate=translate),
+        "description": describe(schedule.expression, locale=locale, translate=translate, seed=seed),
         "warnings": _warnings(schedule, translate or (lambda text: text)),
         "times": times,
+        "skipped": skipped,
+        "missing": missing,
     }
 
 

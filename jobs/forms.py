@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from jobs import channels, cron, formfields, kinds, refusals, tasks, workflows
+from jobs import calendars, channels, cron, formfields, kinds, refusals, tasks, workflows
 from jobs.config import alert_seconds
 from jobs.formfields import (
     AfterField,
@@ -118,7 +118,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, OverlapFieldsMixin, forms.Model
     # The console's page (templates/jobs/job_form.html) places each of these fields by name, in
     # its sections. Every other field renders after them in the page's generic loop
     # (unplaced_fields): notify_recovered, and a field added later until the page places it.
-    PLACED_FIELDS = frozenset(
+    PLACED_FIELDS = calendars.FORM_FIELDS | frozenset(
         {
             "version",
             "name",
@@ -367,6 +367,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, OverlapFieldsMixin, forms.Model
     def clean(self):
         data = super().clean()
         self._clean_schedule(data)
+        calendars.clean_job_fields(self, data)
         self._clean_handler(data)
         self._clean_after(data)
         self._demo_mode_refusal(data)
@@ -410,7 +411,6 @@ class JobForm(StorableTextMixin, ErrorListMixin, OverlapFieldsMixin, forms.Model
                 return
             try:
                 data["cron_expression"] = cron.normalize(expression)
-                cron.parse(data["cron_expression"])
             except cron.CronError as exc:
                 self.add_error(
                     "cron_expression", ValidationError(cron_error_message(exc), code=str(exc.code))

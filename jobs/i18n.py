@@ -50,17 +50,19 @@ def cron_error_message(exc) -> str:
         return exc.message
 
 
-def describe_cron(expr: str) -> str:
-    return _described(expr, translation.get_language() or "")
+def describe_cron(expr: str, seed: str = "") -> str:
+    """An expression in words; `seed` (the job's name) picks what H stands for."""
+    return _described(expr, translation.get_language() or "", seed if "H" in expr else "")
 
 
 @lru_cache(maxsize=4096)
-def _described(expr: str, language: str) -> str:
+def _described(expr: str, language: str, seed: str = "") -> str:
     """cron-descriptor builds a describer, and loads its catalog, for every
     call: a job list describes each of its rows. Keyed on the language that
-    is active (the one the text is in); expressions are at most
-    cron.MAX_EXPRESSION_CHARS long, and an invalid one raises, uncached."""
-    return cron.describe(expr, locale=cron_locale(), translate=translation.gettext)
+    is active (the one the text is in) and, for an expression with H, the
+    job's name; expressions are at most cron.MAX_EXPRESSION_CHARS long, and
+    an invalid one raises, uncached."""
+    return cron.describe(expr, locale=cron_locale(), translate=translation.gettext, seed=seed)
 
 
 def localized_preview(expr: str, tz_name: str, **kwargs) -> dict:

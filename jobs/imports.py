@@ -35,6 +35,17 @@ class ImportFailed(Exception):
 
 def parse(text: str, *, source: str = "the file") -> list[dict]:
     """The job specs in a file's text; ImportFileError says what is wrong."""
+    specs = parse_json(text, source=source)
+    if isinstance(specs, dict):
+        specs = [specs]
+    if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
+        raise ImportFileError(_("{source} must hold a JSON list of job objects.").format(source=source))
+    return _checked(specs, source)
+
+
+def parse_json(text: str, *, source: str = "the file"):
+    """A file's JSON, read strictly (jobs.jsontext); ImportFileError says
+    what is wrong. `jobs import-calendars` reads its file with it too."""
     try:
         json.loads(text)  # for the line and column of a syntax error
         specs = jsontext.loads(text)  # duplicate keys, NaN, nesting beyond the stack
@@ -52,10 +63,10 @@ def parse(text: str, *, source: str = "the file") -> list[dict]:
                 )
             )
         ) from None
-    if isinstance(specs, dict):
-        specs = [specs]
-    if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
-        raise ImportFileError(_("{source} must hold a JSON list of job objects.").format(source=source))
+    return specs
+
+
+def _checked(specs: list[dict], source: str) -> list[dict]:
     # Two spellings of one name (jobs.models.job_name) are the same job.
     counts = collections.Counter(
         job_name(s["name"]) if isinstance(s.get("name"), str) else s.get("name")

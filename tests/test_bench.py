@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,42 @@ def test_bench_scheduler_with_metrics_scrapes_each_scheduler():
     assert "metrics on (scraped every 1 s)" in out
     scrapes = next(line for line in out.splitlines() if line.startswith("metrics scrapes"))
     assert int(scrapes.split()[-1]) >= 1, out
+
+
+def test_bench_scheduler_runs_cron_jobs_on_a_calendar(tmp_path):
+    # skip_holidays: the figures do not depend on the day of the week the test runs.
+    figures = json.loads(
+        bench(
+            "scheduler",
+            "--jobs",
+            "5",
+            "--duration",
+            "6",
+            "--calendar",
+            "cn",
+            "--rule",
+            "skip_holidays",
+            "--json",
+            env={"DATABASE_URL": f"sqlite:///{tmp_path / 'configured.sqlite3'}"},
+        )
+    )
+    from jobs import workdays
+
+    assert figures["duplicates"] == 0
+    assert figures["fires_run"] + figures["missed"] == figures["fires_expected"]
+    # Five jobs every 5 s for 6 s, unless today is a holiday in China (the jobs' zone is UTC).
+    today = datetime.now(UTC).date()
+    holiday = not workdays.DayRule(workdays.builtin("CN"), workdays.SKIP_HOLIDAYS).verdict(today)[0]
+    assert (figures["fires_expected"] == 0) == holiday
+
+
+def test_bench_refuses_an_unknown_calendar():
+    result = subprocess.run(
+        [sys.executable, "manage.py", "bench", "scheduler", "--calendar", "XX"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "--calendar" in result.stderr and "XX" in result.stderr

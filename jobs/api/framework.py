@@ -295,6 +295,7 @@ _OWN_CODES = {
     str(cron.MALFORMED),
     str(cron.UNKNOWN_ZONE),
     str(cron.INTERVAL_TOO_SHORT),
+    text.CODE,
 }
 _NO_BODY = {"code": "invalid_json", "message": "Send a JSON object as the request body.", "field": None}
 

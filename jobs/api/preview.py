@@ -4,7 +4,7 @@ times in a zone."""
 from django.utils import timezone
 from ninja import Router
 
-from jobs import cron
+from jobs import calendars, cron, workdays
 from jobs.api.framework import ApiError
 from jobs.api.queries import parse_time
 from jobs.api.schemas.base import ERRORS
@@ -25,7 +25,9 @@ OPEN_TO_VIEWERS = {"previewCron"}
 )
 def cron_preview(request, payload: PreviewRequest):
     """The next fire times (with DST marks), the description and warnings
-    for an expression in a zone; or the cron error with its code. Read-only,
+    for an expression in a zone, with H read by `name`, each fire's jitter,
+    and the dates a calendar skipped, each with its reason; or the error
+    with its code. Read-only,
     so any signed-in user may call it."""
     after = timezone.now() if payload.after is None else parse_time(payload.after, "after")
     try:
@@ -34,6 +36,18 @@ def cron_preview(request, payload: PreviewRequest):
     except cron.CronError as exc:
         raise ApiError(400, exc.code, exc.message, "timezone") from None
     try:
-        return cron.preview(payload.expression, zone, after=after, count=payload.count)
+        days = calendars.preview_days(payload.calendar, payload.calendar_rule)
+    except workdays.CalendarError as exc:
+        raise ApiError(400, exc.code, exc.message, "calendar") from None
+    try:
+        return cron.preview(
+            payload.expression,
+            zone,
+            after=after,
+            count=payload.count,
+            seed=payload.name.strip(),
+            days=days,
+            jitter=payload.jitter_seconds,
+        )
     except cron.CronError as exc:
         raise ApiError(400, exc.code, exc.message, "expression") from None

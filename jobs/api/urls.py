@@ -13,7 +13,7 @@ from ninja.errors import HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.utils import normalize_path, replace_path_param_notation
 
-from jobs.api import alerts, jobs, overview, pools, preview, runs, secrets, tasks
+from jobs.api import alerts, calendars, jobs, overview, pools, preview, runs, secrets, tasks
 from jobs.api.framework import (
     SAFE_METHODS,
     ApiError,
@@ -35,6 +35,7 @@ ROUTERS = (
     tasks.router,
     secrets.router,
     preview.router,
+    calendars.router,
 )
 
 

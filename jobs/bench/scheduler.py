@@ -1,5 +1,9 @@
 """`bench scheduler`: N interval jobs with a no-op handler, fired by real
-`runscheduler` processes; the figures come from the runs table.
+`runscheduler` processes; the figures come from the runs table. With
+`--cron` (or `--calendar CODE`) they are cron jobs `H/INTERVAL * * * * *`
+(H spreads them over the interval's seconds), on that calendar with
+`--rule`: the same load, so the two runs side by side show what the
+calendar costs the planner.
 
 Runs in the child, on the throw-away database. The jobs are written with
 their first fires an hour ahead; once every scheduler is up, one UPDATE moves
@@ -126,9 +130,24 @@ class Schedulers:
         return (self.workdir / f"{worker_id}.log").read_text()[-4000:]
 
 
-def seed_jobs(count: int, interval: int, *, first_at: datetime, prefix: str = "bench") -> None:
-    """`count` interval jobs whose first fires are spread evenly over one interval."""
+def seed_jobs(
+    count: int,
+    interval: int,
+    *,
+    first_at: datetime,
+    prefix: str = "bench",
+    cron: bool = False,
+    calendar: str = "",
+    rule: str = "",
+) -> None:
+    """`count` interval jobs whose first fires are spread evenly over one
+    interval; or cron jobs with H spreading them, on `calendar` if given."""
     step = timedelta(seconds=interval) / max(count, 1)
+    if cron or calendar:
+        schedule = dict(schedule_type=Job.ScheduleType.CRON, cron_expression=f"H/{interval} * * * * *")
+        schedule.update(calendar=calendar, calendar_rule=rule or Job.CalendarRule.WORKING_DAYS)
+    else:
+        schedule = dict(schedule_type=Job.ScheduleType.INTERVAL, interval_seconds=interval)
     batch = 5000
     with transaction.atomic():
         for start in range(0, count, batch):
@@ -137,15 +156,24 @@ def seed_jobs(count: int, interval: int, *, first_at: datetime, prefix: str = "b
                     Job(
                         name=f"{prefix}-{n:06d}",
                         handler=NOOP,
-                        schedule_type=Job.ScheduleType.INTERVAL,
-                        interval_seconds=interval,
                         timeout_seconds=60,
                         alert_threshold=0,
                         next_fire_at=first_at + n * step,
+                        **schedule,
                     )
                     for n in range(start, min(count, start + batch))
                 ]
             )
+
+
+def release_cron_jobs(start: datetime) -> None:
+    """Cron jobs' first fires: their schedule's (and calendar's) first after
+    `start`, which the window starts at (fires at `start` itself, a fraction
+    of a second before it is whole, are left out of both)."""
+    jobs = list(Job.objects.filter(handler=NOOP))
+    for job in jobs:
+        job.next_fire_at = job.next_fire_after(start)
+    Job.objects.bulk_update(jobs, ["next_fire_at"], batch_size=1000)
 
 
 def park_other_jobs() -> None:
@@ -172,10 +200,16 @@ def wait_settled(end: datetime, timeout: float) -> None:
 
 
 def expected_fires(window: Window) -> set[tuple[int, datetime]]:
-    """Each job's grid of fire times inside the window."""
+    """Each job's grid of fire times inside the window (a cron job's: its schedule's)."""
     fires = set()
-    for job_id, interval in Job.objects.filter(handler=NOOP).values_list("id", "interval_seconds"):
-        fires.update(_grid(job_id, interval, window))
+    for job in Job.objects.filter(handler=NOOP):
+        if job.schedule_type == Job.ScheduleType.INTERVAL:
+            fires.update(_grid(job.pk, job.interval_seconds, window))
+            continue
+        at = job.next_fire_after(window.start)
+        while at is not None and at < window.end:
+            fires.add((job.pk, at))
+            at = job.next_fire_after(at)
     return fires
 
 
@@ -285,11 +319,25 @@ def run(options: dict, workdir: Path) -> dict:
     schedulers = Schedulers(options["schedulers"], workdir, metrics=scraper)
     park_other_jobs()
     parked_at = timezone.now() + PARKED
-    seed_jobs(jobs, interval, first_at=parked_at)
+    cron = bool(options.get("cron") or options.get("calendar"))
+    seed_jobs(
+        jobs,
+        interval,
+        first_at=parked_at,
+        cron=cron,
+        calendar=options.get("calendar") or "",
+        rule=options.get("rule") or "",
+    )
     schedulers.start()
     try:
         # Releasing 100,000 jobs takes a moment: give the scheduler time to see them.
-        start = release_jobs(parked_at, lead=LEAD + timedelta(seconds=jobs / 50_000))
+        lead = LEAD + timedelta(seconds=jobs / 50_000)
+        if cron:
+            # Each first fire is computed (the schedule's and the calendar's), not shifted.
+            start = timezone.now() + lead + timedelta(seconds=jobs / 1_000)
+            release_cron_jobs(start)
+        else:
+            start = release_jobs(parked_at, lead=lead)
         _first_fires.clear()
         _first_fires.update(Job.objects.filter(handler=NOOP).values_list("id", "next_fire_at"))
         window = Window(start, start + timedelta(seconds=duration))
@@ -340,8 +388,13 @@ def render(options: dict, figures: dict) -> str:
     ]
     for n, mb in enumerate(figures["rss_mb"], 1):
         rows.append((f"peak RSS, scheduler {n}", fmt(mb, "MB")))
+    kind = "interval"
+    if options.get("calendar"):
+        kind = f"cron, calendar {options['calendar']} {options.get('rule') or 'working_days'}"
+    elif options.get("cron"):
+        kind = "cron"
     head = (
-        f"bench scheduler: {options['jobs']:,} jobs × {options['interval']} s for {options['duration']:g} s, "
+        f"bench scheduler: {options['jobs']:,} {kind} jobs × {options['interval']} s for {options['duration']:g} s, "
         f"{options['schedulers']} scheduler(s), {connection.vendor}, {settings.JOBS_EXECUTOR} executor, "
         f"metrics {options.get('metrics', 'off')}"
         + (

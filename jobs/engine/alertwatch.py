@@ -1,4 +1,5 @@
-"""The scheduler's watch for late fires and long runs, a step of its loop;
+"""The scheduler's watch for late fires, long runs and calendars running
+out of data, a step of its loop;
 what an alert says and to whom is jobs.alerts."""
 
 from datetime import datetime, timedelta
@@ -24,4 +25,5 @@ class AlertWatch:
         # node judges lateness by the same clock (jobs.engine.clock).
         wrote = alerts.check_late(now)
         wrote += alerts.check_long_running(now)
+        wrote += alerts.check_calendar(now)
         return wrote > 0

@@ -16,6 +16,7 @@ from jobs.models.base import (
     MIN_INTERVAL_SECONDS,
     ChoiceLabels,
 )
+from jobs.models.calendars import WorkCalendar, find_calendar
 from jobs.models.dependencies import JobDependency
 from jobs.models.jobs import NAMESPACE_RE, NEEDS_ATTENTION, Job, JobQuerySet, job_name
 from jobs.models.pools import (
@@ -89,7 +90,9 @@ __all__ = [
     "RunQuerySet",
     "Secret",
     "Setting",
+    "WorkCalendar",
     "cap_message",
+    "find_calendar",
     "job_name",
     "parse_run_cursor",
     "run_cursor",

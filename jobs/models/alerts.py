@@ -47,6 +47,7 @@ class Alert(ChoiceLabels, models.Model):
         FAILED = "failed", _("Failed")
         LATE = "late", _("Late")
         LONG_RUNNING = "long_running", _("Long running")
+        CALENDAR = "calendar", _("Calendar data missing")
 
     class Status(models.TextChoices):
         PENDING = "pending", _("Pending")

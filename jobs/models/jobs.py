@@ -2,7 +2,7 @@
 
 import re
 import unicodedata
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from django.conf import settings
 from django.db import models
@@ -10,17 +10,19 @@ from django.db.models import Q
 from django.utils.timezone import now as _now
 from django.utils.translation import gettext_lazy as _
 
-from jobs import cron
+from jobs import cron, workdays
 from jobs.models.base import (
     DEFAULT_ALERT_THRESHOLD,
     DEFAULT_MAX_RETRIES,
     DEFAULT_RETRY_INTERVAL_SECONDS,
     DEFAULT_TIMEOUT_SECONDS,
+    MAX_JITTER_SECONDS,
     MAX_PARALLEL,
     MAX_TIMEOUT_SECONDS,
     MIN_INTERVAL_SECONDS,
     ChoiceLabels,
 )
+from jobs.models.calendars import find_calendar
 
 # A job that needs an operator: crashed, or failing (its last fires failed in
 # a row, whatever its state now). The dashboard lists these first; the
@@ -30,6 +32,8 @@ NEEDS_ATTENTION = Q(state="crashed") | Q(consecutive_failures__gt=0)
 # What a namespace may be (a job's, a role's, the namespaces a secret may be
 # used in); "" is the jobs outside any namespace.
 NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
+# How long before its calendar's data ends a job says so, and alerts.
+CALENDAR_WARNING = timedelta(days=30)
 
 
 def job_name(text: str) -> str:
@@ -92,6 +96,11 @@ class Job(ChoiceLabels, models.Model):
         REPLACE = "replace", _("Cancel the live run, then start")
         ALLOW = "allow", _("Run side by side (up to the maximum)")
 
+    class CalendarRule(models.TextChoices):
+        WORKING_DAYS = workdays.WORKING_DAYS, _("Working days only")
+        NON_WORKING_DAYS = workdays.NON_WORKING_DAYS, _("Non-working days only")
+        SKIP_HOLIDAYS = workdays.SKIP_HOLIDAYS, _("Skip holidays")
+
     class State(models.TextChoices):
         ENABLED = "enabled", _("Enabled")
         PAUSED = "paused", _("Paused")
@@ -102,6 +111,7 @@ class Job(ChoiceLabels, models.Model):
     MAX_TIMEOUT_SECONDS = MAX_TIMEOUT_SECONDS
     NAMESPACE_RE = NAMESPACE_RE  # the module's, for callers that hold the model
     MAX_PARALLEL = MAX_PARALLEL
+    MAX_JITTER_SECONDS = MAX_JITTER_SECONDS
     # What a person or program sets on a job (form, API, jobs-as-code file,
     # audit trail); everything else is the scheduler's bookkeeping.
     EDITABLE_FIELDS = [
@@ -117,6 +127,9 @@ class Job(ChoiceLabels, models.Model):
         "cron_expression",
         "interval_seconds",
         "timezone",
+        "calendar",
+        "calendar_rule",
+        "jitter_seconds",
         "misfire_policy",
         "overlap_policy",
         "max_parallel",
@@ -167,6 +180,29 @@ class Job(ChoiceLabels, models.Model):
     # name rather than a key: it reads the same in the API, jobs-as-code and
     # the audit trail; a pool in use cannot be deleted (jobs.pools).
     pool = models.CharField(max_length=100, blank=True, default="")
+    # Cron only: a built-in calendar code (CN, US-CA) or a custom calendar's
+    # name, and which of its dates the job fires on (jobs.workdays).
+    calendar = models.CharField(
+        _("Calendar"),
+        max_length=workdays.MAX_CALENDAR_CHARS,
+        blank=True,
+        default="",
+        help_text=_("A country code with an optional region (CN, US-CA, DE-BY) or a custom calendar's name."),
+    )
+    calendar_rule = models.CharField(
+        _("Fire on"),
+        max_length=20,
+        choices=CalendarRule.choices,
+        default=CalendarRule.WORKING_DAYS,
+        blank=True,
+    )
+    # Cron only: each fire delayed by a stable 0..jitter_seconds (cron.jitter_seconds).
+    jitter_seconds = models.PositiveIntegerField(
+        _("Jitter (seconds)"),
+        default=0,
+        blank=True,
+        help_text=_("Delay each fire by a stable random amount up to this many seconds (at most 3600)."),
+    )
 
     max_retries = models.PositiveSmallIntegerField(default=DEFAULT_MAX_RETRIES)
     retry_interval_seconds = models.PositiveIntegerField(default=DEFAULT_RETRY_INTERVAL_SECONDS)
@@ -228,6 +264,10 @@ class Job(ChoiceLabels, models.Model):
             models.CheckConstraint(
                 condition=Q(max_parallel__gte=1, max_parallel__lte=MAX_PARALLEL),
                 name="job_max_parallel_range",
+            ),
+            # The planner searches back this far for a delayed fire (Job.next_fire_after).
+            models.CheckConstraint(
+                condition=Q(jitter_seconds__lte=MAX_JITTER_SECONDS), name="job_jitter_range"
             ),
         ]
         indexes = [
@@ -313,11 +353,46 @@ class Job(ChoiceLabels, models.Model):
                 return last_fire + step
             return after + step
         try:
-            return cron.parse(self.cron_expression).next_after(after, self.zone)
+            schedule = cron.parse(self.cron_expression, self.name)
         except cron.CronError:
             # A stored expression that no longer parses (an older, laxer
             # version saved it) must not stop the scheduler: it just never fires.
             return None
+        days = self.day_rule()
+        if days is None and not self.jitter_seconds:
+            return schedule.next_after(after, self.zone)
+        if days is False:
+            return None  # a calendar that is gone: never guess (the job page says so)
+        for step in schedule.walk(after, self.zone, days=days, jitter=self.jitter_seconds, seed=self.name):
+            if isinstance(step, cron.Fire):
+                return step.at
+            if isinstance(step, cron.Uncovered):
+                return None
+        return None
+
+    def day_rule(self) -> "workdays.DayRule | bool | None":
+        """The job's calendar with its rule; None without one (or for a
+        schedule other than cron); False when the calendar is unknown (a
+        custom calendar deleted since the job named it)."""
+        if not self.calendar or self.schedule_type != self.ScheduleType.CRON:
+            return None
+        try:
+            return workdays.day_rule(find_calendar(self.calendar), self.calendar_rule)
+        except workdays.CalendarError:
+            return False
+
+    def calendar_missing(self, now: datetime) -> date | None:
+        """The first date the job's calendar has no data for, once it is
+        less than CALENDAR_WARNING ahead (the job stops firing there: the
+        job page shows "calendar data for 2027 missing" and a `calendar`
+        alert is raised); None otherwise."""
+        days = self.day_rule()
+        if not days or days.covered_until is None:
+            return None
+        first_missing = days.covered_until + timedelta(days=1)
+        if (now + CALENDAR_WARNING).astimezone(self.zone).date() < first_missing:
+            return None
+        return first_missing
 
     def next_fire_on_schedule(self, now: datetime) -> datetime | None:
         """The next fire of a job whose schedule is counted afresh: an edit
@@ -336,7 +411,15 @@ class Job(ChoiceLabels, models.Model):
             timeout_seconds=self.timeout_seconds,
         )
 
-    SCHEDULE_FIELDS = ("schedule_type", "cron_expression", "interval_seconds", "timezone")
+    SCHEDULE_FIELDS = (
+        "schedule_type",
+        "cron_expression",
+        "interval_seconds",
+        "timezone",
+        "calendar",
+        "calendar_rule",
+        "jitter_seconds",
+    )
     # The scheduler's bookkeeping on the row. An edit never writes these from
     # the job as the editor loaded it: they may have moved since (a claimed
     # fire, a recorded outcome), and writing them back loses that.

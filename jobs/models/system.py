@@ -89,6 +89,7 @@ class AuditEvent(ChoiceLabels, models.Model):
         ROLES = "roles", _("Roles")
         SECRETS = "secrets", _("Secrets")
         POOL = "pool", _("Concurrency pools")
+        CALENDAR = "calendar", _("Calendars")
 
     job = models.ForeignKey(
         Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"

@@ -116,7 +116,7 @@ def describe_schedule(job: Job) -> str:
                 return wording.format(count=count)
         return _("Every {seconds} seconds").format(seconds=seconds)
     try:
-        return describe_cron(job.cron_expression)
+        return describe_cron(job.cron_expression, job.name)
     except cron.CronError as exc:
         return _("Invalid expression ({code})").format(code=exc.code)
 

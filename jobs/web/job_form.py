@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobs import access, cron, kinds, refusals, services
+from jobs import access, calendars, cron, kinds, refusals, services, workdays
 from jobs.access import login_required
 from jobs.forms import JobForm
 from jobs.handlers import registry
@@ -194,8 +194,20 @@ def cron_preview(request):
     if expression:
         try:
             zone_name = context["zone_name"] = cron.zone_name(zone_name)
-            preview = localized_preview(expression, zone_name, after=timezone.now(), count=5)
-        except cron.CronError as exc:
+            preview = localized_preview(
+                expression,
+                zone_name,
+                after=timezone.now(),
+                count=5,
+                # H reads the name typed; the calendar as chosen, skipped dates shown.
+                seed=request.GET.get("name", "").strip()[: Job._meta.get_field("name").max_length],
+                days=calendars.preview_days(
+                    request.GET.get("calendar", "")[: workdays.MAX_CALENDAR_CHARS],
+                    request.GET.get("calendar_rule", ""),
+                ),
+                jitter=calendars.preview_jitter(request.GET.get("jitter_seconds")),
+            )
+        except (cron.CronError, workdays.CalendarError) as exc:
             context["error"] = {"code": exc.code, "message": cron_error_message(exc)}
         else:
             zone = cron.get_zone(zone_name)
@@ -204,7 +216,13 @@ def cron_preview(request):
             # time (the repeated hour), exactly where it tells the two apart:
             # the aware datetime's own tzname() knows which side of the fold.
             context["times"] = [
-                {"utc": utc, "local": local, "abbr": local.tzname(), "dst": item.get("dst")}
+                {
+                    "utc": utc,
+                    "local": local,
+                    "abbr": local.tzname(),
+                    "dst": item.get("dst"),
+                    "note": item.get("note"),
+                }
                 for item in preview["times"]
                 for utc in [datetime.fromisoformat(item["utc"].replace("Z", "+00:00"))]
                 for local in [utc.astimezone(zone)]

@@ -153,6 +153,9 @@ def job_detail(request, job_id):
         **_job_panels(job, request.user),
         "history": _history_context(job, request.GET),
         "audit_events": audit_events,
+        # The first date its calendar has no data for, when that is near.
+        "calendar_missing": job.calendar_missing(timezone.now()) if job.calendar else None,
+        "calendar_unknown": job.day_rule() is False,
     }
     # The workflow around the job, as far as the viewer may see it.
     context["upstreams"], context["downstreams"] = workflows.chain_around(job, user=request.user)

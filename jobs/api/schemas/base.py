@@ -13,7 +13,8 @@ from jobs import cron
 from jobs.forms import EARLIEST_INSTANT, LATEST_INSTANT
 from jobs.properties import MAX_PROPERTIES, MAX_PROPERTY_CHARS, MAX_PROPERTY_NAME_CHARS
 from jobs.serializers import JOB_PAGE_DEFAULT, JOB_PAGE_MAX, PAGE_MAX_CHARS
-from jobs.text import NO_NUL_PATTERN, VISIBLE_PATTERN
+from jobs.text import CODE as INVALID_TEXT
+from jobs.text import NO_NUL_PATTERN, VISIBLE_PATTERN, find_unstorable
 
 
 def page_limit():
@@ -193,6 +194,19 @@ def stated(**keywords) -> Any:
 def optional(description: str | None = None, **keywords) -> Any:
     lengths = _lengths(keywords)
     return Field(None, description=description, json_schema_extra=keywords or None, **lengths)
+
+
+def storable_text(value):
+    """A text the databases store (jobs.text): a NUL or a lone surrogate is
+    refused with code invalid_text, as the document's pattern says, for a
+    field that reaches no form that would refuse it."""
+    if isinstance(value, str) and (problem := find_unstorable(value)):
+        raise PydanticCustomError(INVALID_TEXT, f"Contains {problem}, which cannot be stored.")
+    return value
+
+
+# A text field checked by storable_text, stated in the document.
+StorableText = Annotated[str, BeforeValidator(storable_text)]
 
 
 def bounded_expression(value):

@@ -11,7 +11,7 @@ from ninja import Field, Schema
 from pydantic import BeforeValidator, ConfigDict, StrictBool, StrictStr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from jobs import cron, models
+from jobs import cron, models, workdays
 from jobs.api.schemas.base import (
     PropertiesInput,
     WholeNumber,
@@ -128,6 +128,21 @@ class JobFields(Schema):
         description="IANA name, any case (stored canonically: europe/berlin → Europe/Berlin); "
         "empty means UTC; cron fields are read in it.",
         json_schema_extra=known_zones_or_none,
+    )
+    calendar: StrictStr | None = optional(
+        "Cron only: a country code with an optional subdivision (CN, US-CA, DE-BY, GB-SCT) or a "
+        "custom calendar's name; empty: none. Unknown: 47030.",
+        maxLength=workdays.MAX_CALENDAR_CHARS,
+        pattern=NO_NUL_PATTERN,
+    )
+    calendar_rule: choice(models.Job.CalendarRule.values) | None = optional(
+        "Which dates of the calendar the job fires on (default working_days); one that leaves "
+        "no fire in 400 days: 47032."
+    )
+    jitter_seconds: WholeNumber | None = optional(
+        "Cron only: each fire delayed by a stable pseudo-random 0..jitter_seconds.",
+        minimum=0,
+        maximum=models.Job.MAX_JITTER_SECONDS,
     )
     misfire_policy: choice(models.Job.MisfirePolicy.values) | None = None
     overlap_policy: choice(models.Job.OverlapPolicy.values) | None = optional(
@@ -247,6 +262,9 @@ class Job(Schema):
     cron_expression: str
     interval_seconds: int | None
     timezone: str
+    calendar: str
+    calendar_rule: choice(models.Job.CalendarRule.values)
+    jitter_seconds: int
     misfire_policy: choice(models.Job.MisfirePolicy.values)
     overlap_policy: choice(models.Job.OverlapPolicy.values)
     max_parallel: int

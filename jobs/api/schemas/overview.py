@@ -1,13 +1,13 @@
 """The API's shapes of what reads across jobs: the registered handlers,
 the dashboard's figures, upcoming fires, and the cron preview."""
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from ninja import Field, Schema
-from pydantic import ConfigDict, StrictStr, field_validator
+from pydantic import BeforeValidator, ConfigDict, StrictStr, field_validator
 from pydantic_core import PydanticCustomError
 
-from jobs import cron, models, upcoming
+from jobs import cron, models, upcoming, workdays
 from jobs.api.schemas.base import (
     LOCAL_TIME,
     WholeNumber,
@@ -16,6 +16,7 @@ from jobs.api.schemas.base import (
     examples,
     instant,
     known_zones,
+    storable_text,
 )
 from jobs.api.schemas.runs import Run
 from jobs.text import NO_NUL_PATTERN
@@ -104,6 +105,20 @@ class PreviewRequest(Schema):
     )
     after: StrictStr | None = instant("ISO-8601; left out: now.")
     count: WholeNumber = Field(PREVIEW_DEFAULT_COUNT, ge=1, le=PREVIEW_MAX_COUNT)
+    name: Annotated[StrictStr, BeforeValidator(storable_text)] = Field(
+        "",
+        max_length=200,
+        description="The job's name: the seed H reads (a job's H values come from its name).",
+        json_schema_extra={"pattern": NO_NUL_PATTERN},
+    )
+    calendar: Annotated[StrictStr, BeforeValidator(storable_text)] = Field(
+        "",
+        max_length=workdays.MAX_CALENDAR_CHARS,
+        description="A built-in code (CN, US-CA) or a custom calendar's name; empty: none. Unknown: 47030.",
+        json_schema_extra={"pattern": NO_NUL_PATTERN},
+    )
+    calendar_rule: choice(models.Job.CalendarRule.values) = Field(models.Job.CalendarRule.WORKING_DAYS)
+    jitter_seconds: WholeNumber = Field(0, ge=0, le=models.Job.MAX_JITTER_SECONDS)
 
     @field_validator("expression", mode="before")
     @classmethod
@@ -129,10 +144,26 @@ class PreviewTime(Schema):
         None,
         description="skipped: the wall time fell in a spring-forward gap; repeated: a fall-back hour.",
     )
+    note: str | None = Field(
+        None, description="From the calendar: a working day on a weekend (a make-up day)."
+    )
+
+
+class PreviewSkipped(Schema):
+    date: str = Field(..., json_schema_extra={"format": "date"})
+    reason: str = Field(..., description="The holiday's name, or weekend.")
 
 
 class Preview(Schema):
-    expression: str = Field(..., description="Normalised, six fields.")
+    expression: str = Field(..., description="Normalised, six fields (H kept as written).")
     description: str
     warnings: list[str] = []
     times: list[PreviewTime]
+    skipped: list[PreviewSkipped] = Field(
+        [], description="Local dates between the times that the calendar rule skipped, with the reason."
+    )
+    missing: str | None = Field(
+        None,
+        description="The first date the calendar's installed data does not cover, when the fires reach it.",
+        json_schema_extra={"format": "date"},
+    )

@@ -49,6 +49,15 @@ class Command(BaseCommand):
             default=15,
             help="--metrics: seconds between scrapes (Prometheus' usual 15)",
         )
+        p.add_argument(
+            "--cron",
+            action="store_true",
+            help="cron jobs (H/INTERVAL in the seconds, spread by H) instead of interval jobs",
+        )
+        p.add_argument(
+            "--calendar", default="", help="cron jobs on this calendar (CN, US-CA, …): the calendar's cost"
+        )
+        p.add_argument("--rule", default="working_days", help="with --calendar: the calendar rule")
         self._common(p)
 
         p = sub.add_parser("preview", help="cron parse + next five fire times, beside croniter")
@@ -92,8 +101,12 @@ class Command(BaseCommand):
             # Nothing to store: no database, no child.
             from jobs.bench import preview
 
-            rows = preview.run(options)
-            self.stdout.write(json.dumps({"expressions": rows}) if options["json"] else preview.render(rows))
+            rows, planning = preview.run(options), preview.planning_cost()
+            self.stdout.write(
+                json.dumps({"expressions": rows, "planning": planning})
+                if options["json"]
+                else preview.render(rows, planning)
+            )
             return
         options = {
             k: v
@@ -122,6 +135,17 @@ class Command(BaseCommand):
             raise CommandError("--jobs, --schedulers and --duration must be positive")
         if options["schedulers"] > 1 and not options["database_url"]:
             raise CommandError("SQLite is single-node: --schedulers > 1 needs --database-url postgres://…")
+        if options.get("calendar"):
+            from jobs import workdays
+
+            try:
+                options["calendar"] = workdays.builtin_code(options["calendar"])
+            except workdays.CalendarError as exc:
+                raise CommandError(f"--calendar: {exc.message}") from None
+            if options["rule"] not in workdays.RULES:
+                raise CommandError(f"--rule: one of {', '.join(workdays.RULES)}")
+        if (options.get("cron") or options.get("calendar")) and 60 % options["interval"]:
+            raise CommandError("--cron, --calendar: the interval must divide 60 (a cron step in the seconds)")
 
     def in_child(self, what: str, options: dict, *, capture: bool = False):
         db = throwaway.create(options.get("database_url") or None)

@@ -1,5 +1,10 @@
-"""`manage.py cron next "EXPR" [--tz ZONE] [--after ISO8601] [--count N]`
-prints the next fire times, one ISO-8601 UTC instant per line.
+"""`manage.py cron next "EXPR" [--tz ZONE] [--after ISO8601] [--count N]
+[--calendar CAL [--rule RULE]] [--name NAME] [--jitter SECONDS]` prints the
+next fire times, one ISO-8601 UTC instant per line. With a calendar, the
+dates it skips come between them as `# skipped 2025-10-01 National Day`
+lines, a make-up working day's time is followed by `# make-up working day
+…`, and `# calendar data for 2027 missing` ends the list where the
+installed data does. `--name` is the job's name, the seed H reads.
 
 `manage.py cron next --jsonl` reads `{"expr", "tz", "start"}` objects, one per
 line, from stdin and writes one result line per input line, in order:
@@ -14,18 +19,23 @@ import sys
 from datetime import UTC, datetime
 
 from django.core.management.base import BaseCommand
+from django.db import DatabaseError
 from django.utils import timezone as django_timezone
 
+from jobs.calendars import preview_days, preview_jitter
 from jobs.cron import (
     MALFORMED,
     MAX_PREVIEW_COUNT,
     OUT_OF_RANGE,
     CronError,
+    Skipped,
+    Uncovered,
     get_zone,
     iso_utc,
     parse,
     zone_name,
 )
+from jobs.workdays import RULES, CalendarError
 
 JSONL_COUNT = 5
 
@@ -49,6 +59,13 @@ def parse_instant(text, what: str) -> datetime:
     return when
 
 
+def parse_jitter(text) -> int:
+    seconds = preview_jitter(text)
+    if str(seconds) != str(text).strip():
+        raise CronError(OUT_OF_RANGE, f"--jitter must be a whole number of seconds 0-3600, got {text!r}")
+    return seconds
+
+
 def parse_count(text) -> int:
     try:
         count = int(str(text).strip())
@@ -64,6 +81,24 @@ def next_times(expr, tz_name, after: datetime, count: int) -> list[str]:
     # An empty zone means UTC here as in --jsonl, the job form and the API.
     zone = get_zone(zone_name(tz_name))
     return [format_utc(when) for when in schedule.next_n(after, zone, count)]
+
+
+def calendar_lines(expr, tz_name, after: datetime, count: int, *, days, seed: str, jitter: int) -> list[str]:
+    """The lines of `cron next` with a calendar, H's seed or jitter."""
+    zone = get_zone(zone_name(tz_name))
+    lines, fires = [], 0
+    for step in parse(expr, seed).walk(after, zone, days=days, jitter=jitter, seed=seed):
+        if isinstance(step, Skipped):
+            lines.append(f"# skipped {step.day.isoformat()} {step.reason}".rstrip())
+        elif isinstance(step, Uncovered):
+            lines.append(f"# calendar data for {step.day.year} missing")
+            break
+        else:
+            lines.append(f"{format_utc(step.at)}  # {step.note}" if step.note else format_utc(step.at))
+            fires += 1
+            if fires == count:
+                break
+    return lines
 
 
 def jsonl_result(line: str) -> dict:
@@ -93,7 +128,8 @@ def jsonl_result(line: str) -> dict:
 
 class Command(BaseCommand):
     help = "Cron tools. `cron next EXPR` prints the next fire times (UTC)."
-    # A calculator: no models involved, and check warnings would pollute stderr.
+    # A calculator (a custom calendar is the one model it reads), and check
+    # warnings would pollute stderr.
     requires_system_checks = []
     # call_command(..., stdin=io.StringIO(...)) feeds --jsonl in tests.
     stealth_options = ("stdin",)
@@ -111,6 +147,14 @@ class Command(BaseCommand):
         next_parser.add_argument(
             "--jsonl", action="store_true", help='read {"expr","tz","start"} lines from stdin'
         )
+        next_parser.add_argument(
+            "--calendar", default="", help="a country code (CN, US-CA) or a custom calendar"
+        )
+        next_parser.add_argument(
+            "--rule", default="working_days", help=f"with --calendar: one of {', '.join(RULES)}"
+        )
+        next_parser.add_argument("--name", default="", help="the job's name: the seed H reads")
+        next_parser.add_argument("--jitter", default="0", help="seconds of jitter (0-3600), as the job's")
 
     def handle(self, *args, **options):
         if options["subcommand"] == "next":
@@ -129,9 +173,24 @@ class Command(BaseCommand):
                 raise CronError(MALFORMED, 'Give an expression, e.g. cron next "0 30 3 * * ?"')
             count = parse_count(options["count"])
             after = parse_instant(options["after"], "--after") if options["after"] else django_timezone.now()
-            lines = next_times(options["expression"], options["tz"], after, count)
-        except CronError as exc:
+            if options["calendar"] or options["name"] or options["jitter"] != "0":
+                lines = calendar_lines(
+                    options["expression"],
+                    options["tz"],
+                    after,
+                    count,
+                    days=preview_days(options["calendar"], options["rule"]),
+                    seed=options["name"],
+                    jitter=parse_jitter(options["jitter"]),
+                )
+            else:
+                lines = next_times(options["expression"], options["tz"], after, count)
+        except (CronError, CalendarError) as exc:
             self.fail(exc)
+        except DatabaseError:
+            self.fail(
+                CronError(MALFORMED, "A custom calendar needs the database: run manage.py migrate first")
+            )
         except (ValueError, OverflowError) as exc:
             self.fail(CronError(MALFORMED, str(exc)))
         for line in lines:

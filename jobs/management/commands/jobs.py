@@ -6,6 +6,9 @@ manage.py jobs import FILE          upsert by name, all-or-nothing; a job
                                     next fire kept); reports created /
                                     updated / unchanged
 manage.py jobs export [NAME ...]    the same JSON format
+manage.py jobs import-calendars FILE  custom calendars, upserted by name,
+                                    all-or-nothing
+manage.py jobs export-calendars     the same JSON format
 manage.py jobs list
 manage.py jobs runs NAME [--limit N] [--json]
 manage.py jobs run NAME             queue a manual run
@@ -27,9 +30,9 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.translation import gettext as _
 
-from jobs import backfills, checks, imports, pools, refusals, services
+from jobs import backfills, calendars, checks, imports, pools, refusals, services, workdays
 from jobs.i18n import activate_for_people_without_a_session
-from jobs.models import AuditEvent, Backfill, Job, job_name
+from jobs.models import AuditEvent, Backfill, Job, WorkCalendar, job_name
 from jobs.serializers import PAGE_CHUNK_ROWS, RUN_FIELDS, job_to_spec, run_to_dict
 from jobs.text import find_unstorable, storable
 
@@ -51,6 +54,9 @@ class Command(BaseCommand):
             action="store_true",
             help="Write alert channel URLs in full (they are masked otherwise).",
         )
+        p = sub.add_parser("import-calendars", help="Create or update custom calendars from a JSON file.")
+        p.add_argument("file")
+        sub.add_parser("export-calendars", help="Print the custom calendars as JSON.")
         sub.add_parser("list", help="One line per live job.")
         p = sub.add_parser("runs", help="A job's runs, newest scheduled first.")
         p.add_argument("name")
@@ -144,6 +150,34 @@ class Command(BaseCommand):
             text = json.dumps(job_to_spec(job, with_secrets=with_secrets), indent=2, ensure_ascii=False)
             self.stdout.write(("," if index else "") + "\n" + text, ending="")
         self.stdout.write("\n]")
+
+    def do_import_calendars(self, file, **_options):
+        try:
+            text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+            created, updated = calendars.import_calendars(imports.parse_json(text, source=file), via=CLI)
+        except OSError as exc:
+            raise CommandError(
+                _("cannot read {file}: {strerror}").format(file=file, strerror=exc.strerror)
+            ) from None
+        except imports.ImportFileError as exc:
+            raise CommandError(storable(str(exc))) from None
+        except workdays.CalendarError as exc:
+            where = getattr(exc, "calendar", None)
+            self.stderr.write(
+                storable(
+                    f"error {exc.code}: calendar {where!r}, field {getattr(exc, 'field', '-')}: {exc.message}"
+                )
+            )
+            raise CommandError(_("nothing was saved.")) from None
+        self.stdout.write(
+            _("imported {value} calendar(s): {created} created, {updated} updated").format(
+                value=created + updated, created=created, updated=updated
+            )
+        )
+
+    def do_export_calendars(self, **_options):
+        rows = [calendars.export(row) for row in WorkCalendar.objects.order_by("name")]
+        self.stdout.write(json.dumps(rows, indent=2, ensure_ascii=False))
 
     # -- reading ------------------------------------------------------------------
 

@@ -1,0 +1,108 @@
+"""Custom working-day calendars, and the calendar a job's schedule reads.
+
+A custom calendar adjusts a base calendar (a built-in country code such as
+`CN` or `US-CA`, another custom calendar, or none: Monday to Friday) with
+dates of its own, each with a reason. jobs.workdays holds the rules; this
+module turns rows into its `Calendar`s, cached by name and version: every
+computation of a job's next fire reads the calendar's version (one indexed
+row), so an edit takes effect at the next computation on every node,
+without a restart."""
+
+from datetime import date
+
+from django.db import models
+from django.db.models import F, Q
+from django.utils.timezone import now as _now
+
+from jobs import workdays
+
+# How deep bases may nest (office → CN-based team calendar → CN): a save
+# refuses deeper chains and cycles (jobs.calendars).
+MAX_BASE_DEPTH = 5
+
+
+class WorkCalendar(models.Model):
+    name = models.CharField(max_length=workdays.MAX_CALENDAR_CHARS)
+    description = models.TextField(blank=True)
+    # A built-in code (CN, US-CA) or another custom calendar's name; empty:
+    # Monday to Friday are working days.
+    base = models.CharField(max_length=workdays.MAX_CALENDAR_CHARS, blank=True)
+    # [{"date": "2025-10-01", "name": "National Day"}, ...], sorted by date.
+    non_working = models.JSONField(default=list, blank=True)
+    working = models.JSONField(default=list, blank=True)
+    # Bumped on every save: the cache below compares it.
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(default=_now)
+    updated_at = models.DateTimeField(default=_now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint("name", name="workcalendar_unique_name"),
+            # A calendar based on itself has no days: jobs.calendars refuses
+            # it with 47031, and the database holds the rule for any writer.
+            models.CheckConstraint(condition=~Q(base=F("name")), name="workcalendar_not_own_base"),
+        ]
+
+    def __str__(self):
+        return self.name
+
+    def dates(self, which: str) -> dict[date, str]:
+        return {date.fromisoformat(item["date"]): item.get("name", "") for item in getattr(self, which)}
+
+
+# name → (version, Calendar) of custom calendars already built.
+_built: dict[str, tuple[tuple, workdays.Calendar]] = {}
+
+
+def base_chain(name: str) -> list[WorkCalendar]:
+    """The custom calendar `name` and the custom calendars it is based on."""
+    rows = []
+    while name and len(rows) <= MAX_BASE_DEPTH:
+        row = WorkCalendar.objects.filter(name=name).first()
+        if row is None:
+            break
+        rows.append(row)
+        name = row.base
+    return rows
+
+
+def find_calendar(name: str) -> workdays.Calendar:
+    """The calendar a job names: a built-in code, else the custom calendar
+    of that name (a custom calendar may not take a built-in code's name, so
+    a built-in one costs no query; a custom one costs one, for versions).
+    CalendarError 47030 if neither."""
+    try:
+        return workdays.builtin(name)  # cached by code: no query
+    except workdays.CalendarError:
+        pass
+    cached = _built.get(name)
+    if cached is not None:
+        names = [n for n, _ in cached[0]]
+        current = WorkCalendar.objects.filter(name__in=names).values_list("name", "version")
+        # A base that changed changes every calendar built on it.
+        if sorted(current) == sorted(cached[0]):
+            return cached[1]
+    rows = base_chain(name)
+    if not rows:
+        _built.pop(name, None)
+        return workdays.builtin(name)
+    calendar = build(rows)
+    _built[name] = (tuple((row.name, row.version) for row in rows), calendar)
+    return calendar
+
+
+def build(rows: list[WorkCalendar]) -> workdays.Calendar:
+    """A chain of rows (the calendar first, its bases after) as one Calendar."""
+    if not rows:
+        raise ValueError("no calendar rows")
+    head, rest = rows[0], rows[1:]
+    if rest:
+        base = build(rest)
+    elif head.base:
+        base = workdays.builtin_code(head.base)
+    else:
+        base = None
+    return workdays.Calendar(
+        name=head.name, base=base, off=head.dates("non_working"), on=head.dates("working")
+    )

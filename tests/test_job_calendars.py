@@ -1,0 +1,225 @@
+"""Jobs on working-day calendars, H and jitter, through the API and the
+job's own next-fire rule: official data (China's 2025 holidays and make-up
+days), custom calendars that change without a restart, the data-missing
+state and its alert, and the coded refusals."""
+
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+from django.urls import reverse
+
+from jobs import alerts, calendars, cron, workdays
+from jobs.models import Alert, AuditEvent, Job, WorkCalendar
+from tests.fixtures.api import JOB, assert_error
+
+pytestmark = pytest.mark.django_db
+
+
+def fires(job: Job, after: datetime, count: int) -> list[datetime]:
+    out = []
+    for _ in range(count):
+        after = job.next_fire_after(after)
+        if after is None:
+            break
+        out.append(after)
+    return out
+
+
+def local_days(times, zone):
+    return [t.astimezone(cron.get_zone(zone)).date() for t in times]
+
+
+def test_a_working_days_job_skips_national_day_and_fires_on_the_make_up_weekend(make_job):
+    job = make_job(cron_expression="0 0 9 * * ?", timezone="Asia/Shanghai", calendar="CN")
+    days = local_days(fires(job, datetime(2025, 9, 26, 2, tzinfo=UTC), 4), "Asia/Shanghai")
+    assert days == [date(2025, 9, 28), date(2025, 9, 29), date(2025, 9, 30), date(2025, 10, 9)]
+
+
+def test_the_rule_counts_in_the_jobs_zone(make_job):
+    """23:00 on September 30 in Los Angeles is October 1 in China, but the
+    job's day is its own local date: a working day there."""
+    job = make_job(cron_expression="0 0 23 * * ?", timezone="America/Los_Angeles", calendar="CN")
+    first = job.next_fire_after(datetime(2025, 9, 30, 12, tzinfo=UTC))
+    assert first.astimezone(cron.get_zone("America/Los_Angeles")).date() == date(2025, 9, 30)
+
+
+def test_h_is_stable_across_edits_of_other_fields(staff_api):
+    body = staff_api.post("/api/jobs", {**JOB, "name": "spread-1", "cron_expression": "0 H * * * ?"}).json()
+    job = Job.objects.get(pk=body["id"])
+    minute = job.next_fire_at.minute
+    assert body["cron_expression"] == "0 H * * * ?"
+    response = staff_api.patch(
+        f"/api/jobs/{job.pk}", {"cron_expression": "0 H 3 * * ?", "version": job.version}
+    )
+    assert response.status_code == 200, response.content
+    job.refresh_from_db()
+    assert job.next_fire_at.minute == minute and job.next_fire_at.hour == 3
+    assert minute == cron.parse("0 H * * * ?", "spread-1").minutes[0]
+
+
+def test_jitter_moves_each_fire_by_its_stable_amount(make_job):
+    job = make_job(cron_expression="0 0 * * * ?", jitter_seconds=900)
+    after = datetime(2026, 1, 5, tzinfo=UTC)
+    times = fires(job, after, 6)
+    for at in times:
+        nominal = at.replace(minute=0, second=0)
+        assert at - nominal == timedelta(seconds=cron.jitter_seconds(job.name, nominal, 900))
+    assert [t.hour for t in times] == [0, 1, 2, 3, 4, 5] or times[0].hour in (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "field"),
+    [
+        ({"calendar": "XX"}, "47030", "calendar"),
+        ({"calendar": "US-ZZ"}, "47030", "calendar"),
+        ({"calendar": "nope"}, "47030", "calendar"),
+        ({"calendar": "CN", "calendar_rule": "sometimes"}, "invalid_choice", "calendar_rule"),
+        ({"jitter_seconds": 3601}, None, "jitter_seconds"),
+        ({"jitter_seconds": -1}, None, "jitter_seconds"),
+        ({"schedule_type": "interval", "interval_seconds": 60, "calendar": "CN"}, "invalid", "calendar"),
+        ({"cron_expression": "0 0 0 HL * ?"}, "47001", "cron_expression"),
+    ],
+)
+def test_bad_calendar_input_is_a_coded_400_and_saves_nothing(staff_api, extra, code, field):
+    assert_error(staff_api.post("/api/jobs", {**JOB, **extra}), 400, code, field)
+    assert not Job.objects.filter(name=JOB["name"]).exists()
+
+
+def test_a_rule_that_can_never_fire_is_refused(staff_api):
+    start = date.today() - timedelta(days=5)
+    calendars.save_calendar(
+        name="closed",
+        non_working=[{"date": (start + timedelta(days=i)).isoformat(), "name": "closed"} for i in range(800)],
+    )
+    body = {**JOB, "cron_expression": "0 0 9 * * ?", "calendar": "closed"}
+    assert_error(staff_api.post("/api/jobs", body), 400, "47032", "calendar_rule")
+    # The same calendar read the other way round fires every day.
+    assert staff_api.post("/api/jobs", {**body, "calendar_rule": "non_working_days"}).status_code == 201
+
+
+def test_the_api_stores_a_canonical_code_and_shows_the_fields(staff_api):
+    response = staff_api.post("/api/jobs", {**JOB, "calendar": "us-ca", "calendar_rule": "skip_holidays"})
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert (body["calendar"], body["calendar_rule"], body["jitter_seconds"]) == ("US-CA", "skip_holidays", 0)
+    event = AuditEvent.objects.filter(job_id=body["id"]).latest("id")
+    assert event.changes["calendar"] == [None, "US-CA"]
+
+
+def test_a_custom_calendar_change_takes_effect_at_the_next_computation(make_job):
+    calendars.save_calendar(name="office", base="CN")
+    now = datetime(2025, 9, 25, tzinfo=UTC)
+    job = make_job(cron_expression="0 0 9 * * ?", timezone="Asia/Shanghai", calendar="office")
+    assert local_days([job.next_fire_after(now)], "Asia/Shanghai") == [date(2025, 9, 25)]
+    calendars.save_calendar(name="office", original="office", base="CN", non_working="2025-09-25 Office move")
+    job = Job.objects.get(pk=job.pk)
+    assert local_days([job.next_fire_after(now)], "Asia/Shanghai") == [date(2025, 9, 26)]
+    assert AuditEvent.objects.filter(subject=AuditEvent.Subject.CALENDAR).count() == 2
+
+
+def test_saving_a_custom_calendar_counts_its_jobs_next_fire_again(make_job):
+    calendars.save_calendar(name="plant")
+    job = make_job(cron_expression="0 0 9 * * ?", calendar="plant")
+    job.next_fire_at = job.next_fire_after(datetime.now(UTC))
+    job.save()
+    day = job.next_fire_at.date()
+    calendars.save_calendar(
+        name="plant", original="plant", non_working=[{"date": day.isoformat(), "name": "x"}]
+    )
+    job.refresh_from_db()
+    assert job.next_fire_at.date() > day
+
+
+def test_a_calendar_based_on_itself_or_a_loop_is_refused():
+    with pytest.raises(workdays.CalendarError) as caught:
+        calendars.save_calendar(name="a", base="a")
+    assert caught.value.code == workdays.SELF_REFERENCE
+    calendars.save_calendar(name="a", base="CN")
+    calendars.save_calendar(name="b", base="a")
+    with pytest.raises(workdays.CalendarError) as caught:
+        calendars.save_calendar(name="a", original="a", base="b")
+    assert caught.value.code == workdays.SELF_REFERENCE
+    assert WorkCalendar.objects.get(name="a").base == "CN"
+
+
+@pytest.mark.parametrize("name", ["CN", "us-ca", ""])
+def test_a_custom_calendar_may_not_take_a_built_in_name(name):
+    with pytest.raises(workdays.CalendarError):
+        calendars.save_calendar(name=name)
+    assert not WorkCalendar.objects.exists()
+
+
+def test_bad_dates_are_47023_and_save_nothing():
+    with pytest.raises(workdays.CalendarError) as caught:
+        calendars.save_calendar(name="x", non_working="2025-13-01 nope")
+    assert caught.value.code == workdays.BAD_DATE
+    assert not WorkCalendar.objects.exists()
+
+
+def test_a_calendar_in_use_is_not_deleted(make_job):
+    calendars.save_calendar(name="ops")
+    make_job(calendar="ops")
+    with pytest.raises(workdays.CalendarError) as caught:
+        calendars.delete_calendar(name="ops")
+    assert caught.value.code == calendars.IN_USE
+
+
+ICS = b"""BEGIN:VCALENDAR
+VERSION:2.0
+PRODID:-//test//EN
+BEGIN:VEVENT
+UID:1
+DTSTART;VALUE=DATE:20251001
+DTEND;VALUE=DATE:20251004
+SUMMARY:National Day
+END:VEVENT
+BEGIN:VEVENT
+UID:2
+DTSTART;VALUE=DATE:20251225
+SUMMARY:Christmas
+END:VEVENT
+END:VCALENDAR
+"""
+
+
+def test_an_ics_file_reads_into_dates():
+    assert calendars.parse_ics(ICS) == [
+        {"date": "2025-10-01", "name": "National Day"},
+        {"date": "2025-10-02", "name": "National Day"},
+        {"date": "2025-10-03", "name": "National Day"},
+        {"date": "2025-12-25", "name": "Christmas"},
+    ]
+    with pytest.raises(workdays.CalendarError):
+        calendars.parse_ics(b"not a calendar")
+
+
+def test_beyond_the_installed_data_the_job_stops_and_a_calendar_alert_is_raised(make_job, monkeypatch):
+    last = workdays.builtin("CN").covered_until
+    job = make_job(
+        cron_expression="0 0 9 * * ?", timezone="Asia/Shanghai", calendar="CN", alert_on=["calendar"]
+    )
+    before_end = datetime(last.year, 12, 30, tzinfo=UTC)
+    times = fires(job, before_end, 5)
+    assert times and all(t.astimezone(cron.get_zone("Asia/Shanghai")).date() <= last for t in times)
+    assert job.next_fire_after(times[-1]) is None
+    # Far from the end: no state, no alert.
+    assert job.calendar_missing(datetime(last.year, 1, 10, tzinfo=UTC)) is None
+    now = datetime(last.year, 12, 5, tzinfo=UTC)
+    assert job.calendar_missing(now) == last + timedelta(days=1)
+    assert alerts.check_calendar(now) == 1
+    alert = Alert.objects.get(kind=Alert.Kind.CALENDAR)
+    assert f"calendar data for {last.year + 1} missing" in alert.subject
+    assert alerts.check_calendar(now + timedelta(days=1)) == 0  # one per job and year
+
+
+def test_a_built_in_calendar_without_a_notice_is_never_missing(make_job):
+    job = make_job(cron_expression="0 0 9 * * ?", calendar="DE-BY")
+    assert job.calendar_missing(datetime(2099, 12, 20, tzinfo=UTC)) is None
+    assert job.next_fire_after(datetime(2099, 12, 20, tzinfo=UTC)) is not None
+
+
+def test_the_console_describes_h_as_the_jobs_own_values(staff_client, make_job):
+    job = make_job(name="nightly-export", cron_expression="0 H 2 * * ?")
+    minute = cron.parse("0 H 2 * * ?", "nightly-export").minutes[0]
+    page = staff_client.get(reverse("jobs:job_detail", args=[job.pk])).content.decode()
+    assert f"At 02:{minute:02d}" in page
