@@ -316,6 +316,11 @@ def check_namespaces(value) -> list[str]:
     items = value.replace(",", " ").split() if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)) or not all(isinstance(item, str) for item in items):
         raise ValidationError(_("Namespaces are a list of names."), code="invalid")
+    # Counted as sent (the API document's maxItems), before repeats are dropped.
+    if len(items) > MAX_NAMESPACES:
+        raise ValidationError(
+            _("A secret may name at most {count} namespaces.").format(count=MAX_NAMESPACES), code="invalid"
+        )
     found = sorted({item.strip() for item in items})
     for namespace in found:
         if namespace and (len(namespace) > 100 or not NAMESPACE_RE.fullmatch(namespace)):
@@ -325,10 +330,6 @@ def check_namespaces(value) -> list[str]:
                 ),
                 code="invalid",
             )
-    if len(found) > MAX_NAMESPACES:
-        raise ValidationError(
-            _("A secret may name at most {count} namespaces.").format(count=MAX_NAMESPACES), code="invalid"
-        )
     return found
 
 

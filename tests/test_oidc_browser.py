@@ -28,8 +28,9 @@ def test_sign_in_through_the_providers_page_and_out_again(oidc, page, live_serve
     page.fill("input[name=password]", "provider-pw-456")
     page.click("text=Sign in to the provider")
 
-    page.wait_for_selector("h1:has-text('Jobs')")
-    assert page.url == f"{live_server.url}/jobs/"
+    # The landing page after a sign-in (LOGIN_REDIRECT_URL): the dashboard.
+    page.wait_for_selector("h1:has-text('Dashboard')")
+    assert page.url == f"{live_server.url}/"
     assert list(RoleGrant.objects.filter(user__username="ann").values_list("role", flat=True)) == ["operator"]
     expect(page.locator("body")).to_contain_text("ann")
 

@@ -155,3 +155,15 @@ def test_the_namespaces_are_set_in_the_api_console_and_command_and_audited(staff
         [["ops"], []],
     ]
     assert VALUE not in json.dumps([e.changes for e in AuditEvent.objects.all()])
+
+
+def test_a_list_of_namespaces_is_counted_as_sent_before_repeats_are_dropped():
+    """The API document's maxItems is the list as sent: 101 items are refused
+    even when they are one name repeated (Schemathesis found it accepted)."""
+    from django.core.exceptions import ValidationError
+
+    from jobs import secrets
+
+    with pytest.raises(ValidationError, match="at most 100 namespaces"):
+        secrets.check_namespaces([""] * (secrets.MAX_NAMESPACES + 1))
+    assert secrets.check_namespaces(["ops", "ops"]) == ["ops"]

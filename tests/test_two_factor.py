@@ -40,8 +40,7 @@ _clock = AppClock()
 @pytest.fixture(autouse=True)
 def app_clock(monkeypatch):
     _clock.now = AppClock().now
-    monkeypatch.setattr("django_otp.plugins.otp_totp.models.time", _clock)
-    return _clock
+    return _clock.install(monkeypatch)
 
 
 def _code(key: bytes) -> str:

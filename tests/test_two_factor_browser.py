@@ -26,8 +26,7 @@ def test_an_admin_sets_up_two_factor_and_is_asked_for_a_code_at_the_next_sign_in
     page, staff, settings, monkeypatch, screenshot
 ):
     settings.CRONBOARD_REQUIRE_2FA = "admins"
-    clock = AppClock()
-    monkeypatch.setattr("django_otp.plugins.otp_totp.models.time", clock)
+    clock = AppClock().install(monkeypatch)
     csp_errors = []
     page.on(
         "console", lambda msg: csp_errors.append(msg.text) if "Content Security Policy" in msg.text else None
