@@ -68,13 +68,13 @@ def clean_names(value) -> list[str]:
                 raise ValidationError(
                     _(
                         "“{url}” is a URL, and no named channel has it: an administrator creates the channel "
-                        "(Settings → Alert channels), then the job names it."
+                        "(Alerts → Channels), then the job names it."
                     ).format(url=shown),
                     code=CODE_UNKNOWN_CHANNEL,
                 )
         else:
             raise ValidationError(
-                _("“{name}” is not an alert channel (see Settings → Alert channels).").format(
+                _("“{name}” is not an alert channel (see Alerts → Channels).").format(
                     name=item[:100]
                 ),
                 code=CODE_UNKNOWN_CHANNEL,

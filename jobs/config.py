@@ -207,7 +207,7 @@ SPECS: dict[str, SettingSpec] = {
             default=[],
             clean=_clean_channels,
             help_text=gettext_lazy(
-                "The named channels that alerts go to for jobs that tick none of their own; an administrator creates them on the Alert channels page."
+                "The named channels that alerts go to for jobs that tick none of their own; an administrator creates them under Alerts → Channels."
             ),
             choices_from=_channel_choices,
             many=True,

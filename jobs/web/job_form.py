@@ -69,7 +69,7 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
     form.fields["late_after_seconds"].help_text = _("Empty: the default in Settings.")
     form.fields["long_running_seconds"].help_text = _("Below the timeout. Empty: the default in Settings.")
     form.fields["alert_channels"].help_text = _(
-        "None ticked: the global channels (Settings). An administrator names channels on the Alert channels page."
+        "None ticked: the global channels (Settings). An administrator creates channels under Alerts → Channels."
     )
     after = form["after"].value()
     return {
