@@ -32,7 +32,7 @@ def _require_admin(user) -> None:
     if user is not None and not access.can(user, access.ADMIN, namespace=None):
         raise ForbiddenError(_("Only an administrator may change alert channels."))
     if demo.is_on():
-        raise DemoModeError(demo.refusal("changing alert channels"), field="url")
+        raise DemoModeError(demo.refusal("changing alert channels"))
 
 
 def check_name(name) -> str:
@@ -89,8 +89,18 @@ def save_channel(
                         raise ChannelRefused(
                             _("Enter the channel's URL."), code="invalid_channel", field="url"
                         )
-                    token, new_url = channel.url, stored
+                    # A URL written to the table by hand is encrypted now.
+                    token = (
+                        channel.url if channels.decrypt(channel.url) is not None else channels.encrypt(stored)
+                    )
+                    new_url = stored
                 else:
+                    if problem := text.find_unstorable(url):
+                        raise ChannelRefused(
+                            _("Contains {problem}, which cannot be stored.").format(problem=problem),
+                            code=text.CODE,
+                            field="url",
+                        )
                     try:
                         new_url = channels.validate(url)
                     except ValidationError as exc:

@@ -74,9 +74,7 @@ def clean_names(value) -> list[str]:
                 )
         else:
             raise ValidationError(
-                _("“{name}” is not an alert channel (see Alerts → Channels).").format(
-                    name=item[:100]
-                ),
+                _("“{name}” is not an alert channel (see Alerts → Channels).").format(name=item[:100]),
                 code=CODE_UNKNOWN_CHANNEL,
             )
         if name not in names:

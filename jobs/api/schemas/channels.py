@@ -4,7 +4,7 @@ from ninja import Field, Schema
 from pydantic import ConfigDict, StrictStr
 
 from jobs.api.schemas.base import examples, optional
-from jobs.channels import MAX_URL_CHARS
+from jobs.api.schemas.jobs import ChannelUrl
 from jobs.config import ALERT_KINDS
 from jobs.models import CHANNEL_NAME_PATTERN
 from jobs.text import NO_NUL_PATTERN
@@ -33,11 +33,9 @@ class ChannelInput(Schema):
         ),
     )
 
-    url: StrictStr | None = optional(
+    url: ChannelUrl | None = optional(
         "The Apprise URL; required for a new channel. Null, or the URL as read back (masked), "
-        "keeps the stored one.",
-        maxLength=MAX_URL_CHARS,
-        pattern=NO_NUL_PATTERN,
+        "keeps the stored one."
     )
     kinds: list[StrictStr] | None = optional(
         f"Kinds of alert it receives, of {', '.join(ALERT_KINDS)}; empty: every kind the job asks for."
