@@ -3,7 +3,7 @@
 from ninja import Field, Schema
 from pydantic import ConfigDict, StrictStr
 
-from jobs.api.schemas.base import examples, optional
+from jobs.api.schemas.base import choice, examples, optional
 from jobs.api.schemas.jobs import ChannelUrl
 from jobs.config import ALERT_KINDS
 from jobs.models import CHANNEL_NAME_PATTERN
@@ -37,7 +37,7 @@ class ChannelInput(Schema):
         "The Apprise URL; required for a new channel. Null, or the URL as read back (masked), "
         "keeps the stored one."
     )
-    kinds: list[StrictStr] | None = optional(
-        f"Kinds of alert it receives, of {', '.join(ALERT_KINDS)}; empty: every kind the job asks for."
+    kinds: list[choice(ALERT_KINDS)] | None = optional(
+        "Kinds of alert it receives; empty: every kind the job (or sys.job.alertOn) asks for."
     )
     description: StrictStr | None = optional(maxLength=500, pattern=NO_NUL_PATTERN)
