@@ -241,3 +241,15 @@ def test_upgrading_names_every_channel_of_the_jobs_and_the_setting():
         "two": ["unreadable-1", "slack-1"],
         "three": [],
     }
+
+
+def test_a_job_page_shows_its_channels_url_to_administrators_only(db, make_job, staff_user, viewer_user):
+    from django.test import Client
+
+    make_channel("ops")
+    job = make_job(alert_channels=["ops"])
+    for user, shown in ((staff_user, True), (viewer_user, False)):
+        client = Client()
+        client.force_login(user)
+        page = client.get(f"/jobs/{job.pk}/alerts/").content.decode()
+        assert "ops" in page and (channels.mask(URL) in page) is shown
