@@ -604,7 +604,7 @@ JOBS_SQL_SQLITE_DENY_TABLES = [
         "JOBS_SQL_SQLITE_DENY_TABLES",
         default=[
             "django_session", "auth_*", "axes_*", "jobs_apitoken", "jobs_setting", "jobs_secret",
-            "jobs_job.alert_channels", "jobs_alertdelivery.channel", "sqlite_dbpage", "dbstat",
+            "jobs_job.alert_channels", "jobs_alertchannel.url", "jobs_alertdelivery.channel", "sqlite_dbpage", "dbstat",
         ],
     )
     if p.strip()

@@ -34,7 +34,7 @@ from django.template.loader import render_to_string
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from jobs import access, audit, channels, links
+from jobs import access, audit, channelnames, channels, links
 from jobs.config import MIN_ALERT_SECONDS, get_setting, get_setting_cached, get_stored
 from jobs.core.logcontext import about
 from jobs.i18n import alert_translation
@@ -127,7 +127,7 @@ def record_alert(*, job: Job, run: Run | None, kind: str, now: datetime, event: 
     one delivery row per channel, and the in-site messages. Call inside the
     outcome's transaction."""
     recipients = email_recipients(job)
-    channel_tokens = alert_channels(job)
+    channel_tokens = alert_channels(job, kind)
     # Its readers have no session: the email, the channel text (rendered from
     # the alert when it is delivered) and the in-site message are written in
     # the config centre's sys.ui.language.
@@ -224,22 +224,13 @@ def email_recipients(job: Job) -> list[str]:
     return _valid_emails(job.alert_emails) or _valid_emails(get_setting("sys.job.alertEmails"))
 
 
-def alert_channels(job: Job) -> dict[str, str]:
-    """{stored token: URL} of the job's own channels; when it names none,
-    sys.job.alertChannels. One per distinct URL."""
-    tokens = job.alert_channels or get_stored("sys.job.alertChannels")
-    found: dict[str, str] = {}
-    for token in tokens if isinstance(tokens, list) else []:
-        url = channels.reveal(token)
-        if url is not None and url not in found.values():
-            found[token] = url
-    if tokens and not found:
-        log.error(
-            "job %s: no alert channel could be decrypted (was SECRET_KEY changed?)",
-            job.pk,
-            extra=about(job=job),
-        )
-    return found
+def alert_channels(job: Job, kind: str | None = None) -> dict[str, str]:
+    """{name: URL} of the job's own named channels (when it names none,
+    sys.job.alertChannels') that receive an alert of `kind` (an Alert.Kind;
+    None: every kind). One per distinct URL."""
+    names = job.alert_channels or get_stored("sys.job.alertChannels")
+    setting_kind = next((name for name, value in KIND_OF.items() if value == kind), None)
+    return dict(channelnames.urls_for(names, kind=setting_kind))
 
 
 def message_recipients(job: Job) -> list:

@@ -1,9 +1,9 @@
 """The audit trail: one row per change a person or program makes to a job,
 to the settings, the global alert channels, roles or secrets, and one per
-sign-in (or failed attempt). Never holds a secret: channel URLs are masked, and a
+sign-in (or failed attempt). Never holds a secret: jobs and the settings name
+alert channels (jobs.channelbook records a channel's URL masked), and a
 sign-in row holds the name typed, never the password."""
 
-from jobs import channels
 from jobs.core import logcontext
 from jobs.models import AuditEvent, Job
 from jobs.text import storable
@@ -24,11 +24,8 @@ LOCAL_BACKENDS = frozenset(
 
 
 def snapshot(job: Job) -> dict:
-    """The audited fields; channel URLs masked (the trail never holds a secret)."""
-    values = {name: getattr(job, name) for name in AUDITED_FIELDS}
-    if "alert_channels" in values:
-        values["alert_channels"] = channels.masked_list(values["alert_channels"])
-    return values
+    """The audited fields (channels by name: the trail never holds a secret)."""
+    return {name: getattr(job, name) for name in AUDITED_FIELDS}
 
 
 def diff(before: dict | None, after: dict) -> dict:
@@ -71,7 +68,7 @@ def record(
 def record_settings(*, changes: dict, user=None, via: str = AuditEvent.Via.CONSOLE) -> None:
     """Rows for a save of the config centre: `changes` is {key: [old, new]}
     of the keys whose values changed. The global alert channels get a row of
-    their own, masked; the other keys share one."""
+    their own; the other keys share one."""
     changes = dict(changes)
     if CHANNELS_SETTING in changes:
         old, new = changes.pop(CHANNELS_SETTING)
@@ -80,7 +77,7 @@ def record_settings(*, changes: dict, user=None, via: str = AuditEvent.Via.CONSO
             subject=AuditEvent.Subject.CHANNELS,
             user=user,
             via=via,
-            changes={CHANNELS_SETTING: [channels.masked_list(old or []), channels.masked_list(new or [])]},
+            changes={CHANNELS_SETTING: [old or [], new or []]},
         )
     if changes:
         record(action="change", subject=AuditEvent.Subject.SETTINGS, user=user, via=via, changes=changes)

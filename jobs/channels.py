@@ -17,7 +17,8 @@ One place for what a channel URL may be and how it is kept:
   lose the channels).
 - Never shown back in full: `mask()` keeps the scheme, the host of a webhook
   and the first characters of each other part. Saving a masked URL back
-  unchanged keeps the stored URL (`clean_channels`).
+  unchanged keeps the stored URL (jobs.channelbook). Jobs and the global
+  setting name channels (jobs.channelnames).
 - Webhook targets pass the HTTP jobs' fence (jobs.fence) when saved, without
   a lookup of a host name, and again before every send with one (`check_fence`).
 """
@@ -144,9 +145,9 @@ def decrypt(token: str) -> str | None:
 
 def reveal(stored: str) -> str | None:
     """The URL a stored entry stands for: a token decrypted; a plain URL
-    written to the database by hand (not through a form, the API or an
-    import, which always encrypt) is taken as it is, and encrypted the next
-    time the job is saved. None for a token this SECRET_KEY cannot read."""
+    written to the database by hand (not through a form or the API, which
+    always encrypt) is taken as it is, and encrypted the next time the
+    channel is saved. None for a token this SECRET_KEY cannot read."""
     url = decrypt(stored)
     if url is not None:
         return url
@@ -250,23 +251,6 @@ def mask_typed(text: str) -> str:
     """A line typed without a scheme, masked as a web address would be: its
     host as written, the rest hidden (mask() would read it all as a secret)."""
     return mask(f"json://{text}").removeprefix("json://")
-
-
-def masked_list(tokens) -> list[str]:
-    return [mask(url) for url in plain_list(tokens)]
-
-
-def plain_list(tokens) -> list[str]:
-    """The stored tokens decrypted; one that no longer decrypts is dropped
-    (and logged) rather than allowed to break an alert."""
-    urls = []
-    for token in tokens if isinstance(tokens, (list, tuple)) else []:
-        url = reveal(token)
-        if url is None:
-            log.error("an alert channel could not be decrypted (was SECRET_KEY changed?); skipped")
-            continue
-        urls.append(url)
-    return urls
 
 
 # -- validation --------------------------------------------------------------------
@@ -425,62 +409,6 @@ def validate(url: str) -> str:
             code="fenced_channel",
         ) from None
     return url
-
-
-def _as_items(value) -> list:
-    if value in (None, ""):
-        return []
-    if isinstance(value, str):
-        return [line for line in value.replace("\r", "\n").split("\n") if line.strip()]
-    if isinstance(value, (list, tuple)):
-        if not all(isinstance(item, str) for item in value):
-            raise ValidationError(_("Give channels as a list of URLs."), code="invalid_channel")
-        return list(value)
-    raise ValidationError(_("Give channels as a list of URLs."), code="invalid_channel")
-
-
-def clean_channels(value, stored=()) -> list[str]:
-    """Channel URLs as typed (a list, or text with one per line) → the stored
-    tokens. An item equal to the mask of a stored channel keeps that channel
-    (its secret unchanged); a stored token (as read back from the database)
-    is kept; anything else is validated and encrypted. Raises
-    ValidationError naming the bad URL; duplicates are dropped."""
-    items = _as_items(value)
-    if len(items) > MAX_CHANNELS:
-        raise ValidationError(
-            _("A job can have at most {max_channels} channels.").format(max_channels=MAX_CHANNELS),
-            code="too_many",
-        )
-    stored_pairs = [
-        (token if decrypt(token) is not None else encrypt(url), url)
-        for token in (stored or [])
-        if (url := reveal(token)) is not None
-    ]
-    used: set[int] = set()
-    tokens, seen = [], set()
-    for position, item in enumerate(items):
-        item = item.strip()
-        if not item:
-            continue
-        match = None
-        if (known := decrypt(item)) is not None:
-            match = (item, known)
-        else:
-            candidates = [
-                i for i, (_t, url) in enumerate(stored_pairs) if i not in used and mask(url) == item
-            ]
-            if candidates:
-                index = position if position in candidates else candidates[0]
-                used.add(index)
-                match = stored_pairs[index]
-        if match is None:
-            url = validate(item)
-            match = (encrypt(url), url)
-        if match[1] in seen:
-            continue
-        seen.add(match[1])
-        tokens.append(match[0])
-    return tokens
 
 
 # -- sending -----------------------------------------------------------------------

@@ -100,13 +100,12 @@ def stored_refusals() -> list[str]:
     by them now, a sentence per kind with the count and the first names:
     command jobs the command guard refuses (JOBS_COMMAND_ENV_ALLOWED,
     JOBS_COMMAND_ALLOWED), read-only SQL jobs refused by their text or by the
-    SQL role, and jobs whose alert channels (or the default channels) have a
-    scheme Cronboard no longer sends to. One query per kind, no DNS lookup.
+    SQL role, and named alert channels with a scheme Cronboard no longer
+    sends to. One query per kind, no DNS lookup.
     runscheduler warns with them at its start; the Settings page shows them."""
     from jobs import channels, kinds
-    from jobs.config import get_stored
     from jobs.handlers import command, sql
-    from jobs.models import Job
+    from jobs.models import AlertChannel, Job
 
     found = []
     if kinds.get(Job.Kind.COMMAND).enabled():
@@ -151,16 +150,13 @@ def stored_refusals() -> list[str]:
                 )
     refused_channels = [
         name
-        for name, tokens in Job.objects.live().values_list("name", "alert_channels")
-        if _refused_channel(tokens, channels)
+        for name, token in AlertChannel.objects.values_list("name", "url")
+        if _refused_channel([token], channels)
     ]
-    where = [f"{len(refused_channels)} job(s) ({_listed(refused_channels)})"] if refused_channels else []
-    if _refused_channel(get_stored("sys.job.alertChannels"), channels):
-        where.append("the default channels (sys.job.alertChannels)")
-    if where:
+    if refused_channels:
         found.append(
-            f"alert channels with a scheme Cronboard no longer sends to, whose deliveries fail: in "
-            f"{' and in '.join(where)}; edit them, or allow the scheme with ALERT_CHANNEL_UNFENCED_SCHEMES"
+            f"alert channels with a scheme Cronboard no longer sends to, whose deliveries fail: "
+            f"{_listed(refused_channels)}; edit them, or allow the scheme with ALERT_CHANNEL_UNFENCED_SCHEMES"
         )
     return found
 

@@ -145,19 +145,17 @@ def _ui_language(value: Any) -> str:
 
 
 def _clean_channels(value: Any) -> list[str]:
-    """Channel URLs as typed, or the stored tokens, → the stored tokens. A
-    masked URL saved back unchanged keeps the stored channel (jobs.channels)."""
-    from jobs import channels
-    from jobs.models import Setting
+    """Names of alert channels (jobs.channelnames: a URL a channel has stands
+    for that channel) → the names."""
+    from jobs import channelnames
 
-    stored = Setting.objects.filter(key="sys.job.alertChannels").values_list("value", flat=True).first()
-    return channels.clean_channels(value, stored or [])
+    return channelnames.clean_names(value)
 
 
-def _show_channels(value: Any) -> str:
-    from jobs import channels
+def _channel_choices() -> list[tuple[str, str]]:
+    from jobs import channelnames
 
-    return "\n".join(channels.masked_list(value))
+    return channelnames.choices()
 
 
 @dataclass(frozen=True)
@@ -174,6 +172,8 @@ class SettingSpec:
     # (a select; boxes to tick when `many`) instead of a box to type in.
     choices: tuple[tuple[str, Any], ...] = ()
     many: bool = False
+    # Choices read when the form is made (rows that change: the alert channels).
+    choices_from: Callable[[], list[tuple[str, Any]]] | None = None
 
 
 SPECS: dict[str, SettingSpec] = {
@@ -207,13 +207,11 @@ SPECS: dict[str, SettingSpec] = {
             label=gettext_lazy("Alert channels"),
             default=[],
             clean=_clean_channels,
-            help_text=(
-                gettext_lazy(
-                    "Apprise URLs, one per line (slack://…, json://host/path …), for jobs that name no channels of their own. Secrets are masked once saved; leave a masked line as it is to keep it."
-                )
+            help_text=gettext_lazy(
+                "The named channels that alerts go to for jobs that tick none of their own; an administrator creates them under Alerts → Channels."
             ),
-            show=_show_channels,
-            multiline=True,
+            choices_from=_channel_choices,
+            many=True,
         ),
         SettingSpec(
             key="sys.job.alertOn",

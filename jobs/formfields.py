@@ -8,7 +8,7 @@ from django import forms
 from django.core.validators import ProhibitNullCharactersValidator
 from django.utils.translation import gettext_lazy
 
-from jobs import channels, secrets
+from jobs import channelnames, secrets
 from jobs.config import ALERT_KIND_LABELS, ALERT_KINDS, parse_alert_kinds, parse_email_list
 from jobs.properties import coerce_properties
 from jobs.text import validate_storable
@@ -74,19 +74,18 @@ class EmailListField(forms.Field):
         return value
 
 
-class ChannelListField(forms.Field):
-    """Apprise URLs, one per line (or a list from the API). Cleaned into
-    stored tokens by JobForm.clean_alert_channels, which knows the stored ones."""
+class ChannelNamesField(forms.Field):
+    """Named alert channels, ticked (the console) or listed (the API, an
+    import: a URL stands for the channel that has it): jobs.channelnames."""
 
-    widget = forms.Textarea
+    widget = forms.CheckboxSelectMultiple
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.widget.choices = channelnames.choices  # read when the form is shown
 
     def to_python(self, value):
-        return channels._as_items(value)
-
-    def prepare_value(self, value):
-        if isinstance(value, (list, tuple)):
-            return "\n".join(channels.mask(channels.reveal(item) or item) for item in value)
-        return value
+        return channelnames.clean_names(value)
 
 
 # The console's names for the kinds of alert (jobs.config.ALERT_KINDS).

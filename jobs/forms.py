@@ -16,12 +16,12 @@ from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from jobs import calendars, channels, cron, formfields, kinds, refusals, tasks, workflows
+from jobs import calendars, cron, formfields, kinds, refusals, tasks, workflows
 from jobs.config import alert_seconds
 from jobs.formfields import (
     AfterField,
     AlertKindsField,
-    ChannelListField,
+    ChannelNamesField,
     EmailListField,
     ErrorListMixin,
     PropertiesField,
@@ -104,7 +104,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, OverlapFieldsMixin, forms.Model
         ),
     )
     alert_emails = EmailListField(required=False, label=gettext_lazy("Alert emails"))
-    alert_channels = ChannelListField(required=False, label=gettext_lazy("Alert channels"))
+    alert_channels = ChannelNamesField(required=False, label=gettext_lazy("Alert channels"))
     alert_on = AlertKindsField(required=False, label=gettext_lazy("Alert on"))
     interval_seconds = formfields.IntervalField(required=False, label=gettext_lazy("Every (seconds)"))
     version = forms.IntegerField(required=False, widget=forms.HiddenInput)
@@ -338,10 +338,6 @@ class JobForm(StorableTextMixin, ErrorListMixin, OverlapFieldsMixin, forms.Model
                 code="invalid",
             )
         return value
-
-    def clean_alert_channels(self):
-        stored = self.instance.alert_channels if self.instance.pk else []
-        return channels.clean_channels(self.cleaned_data.get("alert_channels"), stored)
 
     def clean_late_after_seconds(self):
         value = self.cleaned_data.get("late_after_seconds")

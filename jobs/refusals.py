@@ -11,7 +11,7 @@ from django.db import OperationalError
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, gettext_noop
 
-from jobs import access, channels, cron
+from jobs import access, cron
 from jobs.core import demo
 from jobs.kinds import GUARDED_KINDS, SUPERUSER_KINDS
 from jobs.models import Job
@@ -134,9 +134,7 @@ def check_demo_job_fields(*, before: dict | None, after: dict) -> None:
     if not demo.is_on():
         return
     before = before or {}
-    if channels.plain_list(before.get("alert_channels") or []) != channels.plain_list(
-        after.get("alert_channels") or []
-    ):
+    if list(before.get("alert_channels") or []) != list(after.get("alert_channels") or []):
         raise DemoModeError(demo.refusal("changing alert channels"), field="alert_channels")
     if before.get("state") == Job.State.PAUSED and after.get("state") == Job.State.ENABLED:
         raise DemoModeError(demo.refusal("resuming a paused job"), field="state")

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from django.db import models
 
-from jobs import channels, secrets
+from jobs import secrets
 from jobs.handlers.registry import HandlerInfo
 from jobs.models import Job, Run, run_cursor
 from jobs.text import CODE, find_unstorable, storable
@@ -108,19 +108,17 @@ def iso(value: datetime | None) -> str | None:
     return f"{text}Z"
 
 
-def job_to_spec(job: Job, *, with_secrets: bool = False, mask_credentials: bool = False) -> dict:
-    """What `jobs export` writes and `jobs import` reads back. Channel URLs
-    are masked unless `with_secrets` (a masked URL imported into the same
-    installation keeps the stored one); credentials typed in clear in the
-    properties are masked with `mask_credentials` (for those who may not
-    edit the job: jobs.secrets.mask_credentials)."""
+def job_to_spec(job: Job, *, mask_credentials: bool = False) -> dict:
+    """What `jobs export` writes and `jobs import` reads back. Alert channels
+    by name (the URLs stay with the named channels); credentials typed in
+    clear in the properties are masked with `mask_credentials` (for those who
+    may not edit the job: jobs.secrets.mask_credentials)."""
     spec = {name: getattr(job, name) for name in JOB_FIELDS}
     if spec["state"] == Job.State.CRASHED:
         spec["state"] = Job.State.ENABLED
     spec["alert_emails"] = list(spec["alert_emails"] or [])
     spec["alert_on"] = list(spec["alert_on"] or [])
-    plain = channels.plain_list(job.alert_channels)
-    spec["alert_channels"] = plain if with_secrets else [channels.mask(url) for url in plain]
+    spec["alert_channels"] = list(spec["alert_channels"] or [])
     spec["properties"] = dict(spec["properties"] or {})
     if mask_credentials:
         spec["properties"] = secrets.mask_credentials(spec["properties"])
@@ -135,7 +133,7 @@ def job_to_dict(job: Job, *, properties: bool = True, mask_credentials: bool = F
     if properties and mask_credentials:
         data["properties"] = secrets.mask_credentials(data["properties"] or {})
     data.update(
-        alert_channels=channels.masked_list(job.alert_channels),
+        alert_channels=list(job.alert_channels or []),
         id=job.pk,
         version=job.version,
         builtin=job.builtin,
@@ -283,7 +281,7 @@ def _type_problem(field: str, value) -> str | None:
     if field == "alert_channels" and not (
         isinstance(value, list) and all(isinstance(item, str) for item in value)
     ):
-        return "Must be a list of channel URLs."
+        return "Must be a list of channel names."
     if field == "alert_on" and not (isinstance(value, list) and all(isinstance(item, str) for item in value)):
         return "Must be a list of kinds of alert."
     return None

@@ -14,7 +14,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobs import audit, channels, config, secrets, workflows
+from jobs import audit, config, secrets, workflows
 from jobs.core.dbclock import write_time
 from jobs.core.wakeup import wake_schedulers
 from jobs.models import (
@@ -345,11 +345,7 @@ def save_settings(*, values: dict, user=None, via: str = AuditEvent.Via.CONSOLE)
         for key, value in values.items():
             old = config.get_setting(key)
             new = config.set_setting(key, value, user=user)
-            if key == audit.CHANNELS_SETTING:
-                changed = channels.plain_list(old or []) != channels.plain_list(new or [])
-            else:
-                changed = old != new
-            if changed:
+            if old != new:
                 changes[key] = [old, new]
         audit.record_settings(changes=changes, user=user, via=via)
     return changes

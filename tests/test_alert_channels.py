@@ -1,4 +1,4 @@
-"""Alert channels (Apprise URLs, jobs.channels) delivered through the outbox
+"""Alert channels (named Apprise URLs, jobs.channels and jobs.channelbook) delivered through the outbox
 (jobs.engine.outbox) to a real webhook receiver on loopback (tests/fixtures/webhook.py).
 
 The scheduler and the sender are driven with a fixed clock; only the HTTP
@@ -12,26 +12,38 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from jobs import alerts, channels, services
+from jobs import alerts, channelbook, channelnames, channels, services
 from jobs.config import get_setting, set_setting
 from jobs.engine.loop import Scheduler
 from jobs.engine.outbox import AlertSender
 from jobs.forms import JobForm
-from jobs.models import Alert, AlertDelivery, AuditEvent, Job
+from jobs.models import Alert, AlertChannel, AlertDelivery, AuditEvent, Job
 from tests.fixtures.core import T0, Clock, drain
 
 LATER = timedelta(hours=2)  # past any backoff the step could have chosen
 SECRET = "s3cr3tTOKENvalue"
 
 
+def named(url: str) -> str:
+    """The name of a channel holding `url`, created (as an administrator
+    would, through jobs.channelbook) when there is none yet."""
+    for name, token in AlertChannel.objects.values_list("name", "url"):
+        if channels.reveal(token) == url:
+            return name
+    name = f"channel-{AlertChannel.objects.count() + 1}"
+    channelbook.save_channel(name=name, url=url)
+    return name
+
+
 def save_job(channel_urls, **fields) -> Job:
-    """Through JobForm, as the console, the API and the import save a job."""
+    """Through JobForm, as the console, the API and the import save a job,
+    naming a channel for each URL."""
     data = {
         "name": fields.pop("name", "nightly-report"),
         "handler": "demo.fail",
         "cron_expression": "*/10 * * * * *",
         "alert_threshold": 1,
-        "alert_channels": channel_urls,
+        "alert_channels": [named(url) for url in channel_urls],
         **fields,
     }
     form = JobForm(data=data, user=None)
@@ -150,7 +162,7 @@ def test_a_storm_is_one_message_per_channel_per_minute_listing_the_jobs(
     db, webhook_server, loopback_fence_open, scheduler, clock
 ):
     url = webhook_server.url()
-    set_setting("sys.job.alertChannels", [url])  # the global channel: jobs name none
+    set_setting("sys.job.alertChannels", [named(url)])  # the global channel: jobs name none
     jobs = [save_job([], name=f"storm-{i}") for i in range(3)]
     for job in jobs:
         crash(job, scheduler, clock)
@@ -228,10 +240,10 @@ def secret_url(server) -> str:
 def test_the_url_is_encrypted_at_rest(db, webhook_server, loopback_fence_open):
     job = save_job([secret_url(webhook_server)])
     with connection.cursor() as cursor:
-        cursor.execute("SELECT alert_channels FROM jobs_job WHERE id = %s", [job.pk])
-        raw = cursor.fetchone()[0]
+        cursor.execute("SELECT url FROM jobs_alertchannel")
+        (raw,) = cursor.fetchone()
     assert SECRET not in raw and str(webhook_server.port) not in raw
-    assert channels.plain_list(Job.objects.get(pk=job.pk).alert_channels) == [secret_url(webhook_server)]
+    assert channelnames.urls_for(job.alert_channels) == [(job.alert_channels[0], secret_url(webhook_server))]
 
 
 def test_another_secret_key_cannot_read_the_url_and_a_rotated_one_still_can(
@@ -240,15 +252,16 @@ def test_another_secret_key_cannot_read_the_url_and_a_rotated_one_still_can(
     job = save_job([secret_url(webhook_server)])
     old = settings.SECRET_KEY
     settings.SECRET_KEY = "another-key-entirely"
-    assert channels.plain_list(job.alert_channels) == []
+    assert channelnames.urls_for(job.alert_channels) == []
     settings.SECRET_KEY_FALLBACKS = [old]
-    assert channels.plain_list(job.alert_channels) == [secret_url(webhook_server)]
+    assert [url for _name, url in channelnames.urls_for(job.alert_channels)] == [secret_url(webhook_server)]
 
 
-def test_the_secret_is_masked_in_the_console_api_export_and_audit_trail(
+def test_the_secret_is_never_shown_in_the_console_api_export_or_audit_trail(
     db, webhook_server, loopback_fence_open, staff_client, staff_api
 ):
     job = save_job([secret_url(webhook_server)])
+    (name,) = job.alert_channels
     masked = channels.mask(secret_url(webhook_server))
     assert SECRET not in masked and f"{webhook_server.host}:{webhook_server.port}" in masked
 
@@ -256,82 +269,43 @@ def test_the_secret_is_masked_in_the_console_api_export_and_audit_trail(
         staff_client.get(f"/jobs/{job.pk}/edit/"),
         staff_client.get(f"/jobs/{job.pk}/alerts/"),
         staff_client.get(f"/jobs/{job.pk}/"),
+        staff_client.get("/alerts/channels/"),
     ]
     for page in pages:
         assert page.status_code == 200
         assert SECRET not in page.content.decode()
-    assert masked in pages[0].content.decode() and masked in pages[1].content.decode()
+    assert name in pages[0].content.decode()
+    assert masked in pages[1].content.decode() and masked in pages[3].content.decode()
 
-    body = staff_api.get(f"/api/jobs/{job.pk}").json()
-    assert body["alert_channels"] == [masked]
+    assert staff_api.get(f"/api/jobs/{job.pk}").json()["alert_channels"] == [name]
     assert SECRET not in json.dumps(staff_api.get("/api/jobs").json())
+    assert SECRET not in json.dumps(staff_api.get("/api/channels").json())
 
-    out = StringIO()
-    call_command("jobs", "export", "nightly-report", stdout=out)
-    assert SECRET not in out.getvalue()
-    assert json.loads(out.getvalue())[0]["alert_channels"] == [masked]
-    out = StringIO()
-    call_command("jobs", "export", "nightly-report", "--with-secrets", stdout=out)
-    assert json.loads(out.getvalue())[0]["alert_channels"] == [secret_url(webhook_server)]
+    for flags in ([], ["--with-secrets"]):
+        out = StringIO()
+        call_command("jobs", "export", "nightly-report", *flags, stdout=out)
+        assert SECRET not in out.getvalue()
+        assert json.loads(out.getvalue())[0]["alert_channels"] == [name]
 
-    for event in AuditEvent.objects.filter(job=job):
+    for event in AuditEvent.objects.all():
         assert SECRET not in json.dumps(event.changes)
-    assert AuditEvent.objects.get(job=job, action="create").changes["alert_channels"] == [None, [masked]]
+    assert AuditEvent.objects.get(job=job, action="create").changes["alert_channels"] == [None, [name]]
 
 
-def test_saving_the_masked_url_back_keeps_the_secret(
-    db, webhook_server, loopback_fence_open, staff_api, tmp_path
-):
+def test_an_export_imported_back_is_no_change(db, webhook_server, loopback_fence_open, tmp_path):
     job = save_job([secret_url(webhook_server)])
-    body = staff_api.get(f"/api/jobs/{job.pk}").json()
-    response = staff_api.patch(
-        f"/api/jobs/{job.pk}", {"description": "edited", "alert_channels": body["alert_channels"]}
-    )
-    assert response.status_code == 200, response.content
-    response = staff_api.put(
-        f"/api/jobs/{job.pk}",
-        {
-            **{k: body[k] for k in ("name", "handler", "cron_expression")},
-            "alert_channels": body["alert_channels"],
-        },
-    )
-    assert response.status_code == 200, response.content
-    job.refresh_from_db()
-    assert channels.plain_list(job.alert_channels) == [secret_url(webhook_server)]
-
-    # The import of a masked export into the same installation keeps it too.
     out = StringIO()
     call_command("jobs", "export", "nightly-report", stdout=out)
     path = tmp_path / "jobs.json"
     path.write_text(out.getvalue())
     imported = StringIO()
     call_command("jobs", "import", str(path), stdout=imported)
-    assert "1 unchanged" in imported.getvalue(), "a masked channel saved back is no change"
+    assert "1 unchanged" in imported.getvalue()
     job.refresh_from_db()
-    assert channels.plain_list(job.alert_channels) == [secret_url(webhook_server)]
-    assert (
-        not AuditEvent.objects.filter(job=job, changes__has_key="alert_channels")
-        .exclude(action="create")
-        .exists()
-    )
+    assert [url for _name, url in channelnames.urls_for(job.alert_channels)] == [secret_url(webhook_server)]
 
 
-def test_an_export_with_secrets_restores_the_channel_where_it_was_unknown(
-    db, webhook_server, loopback_fence_open, tmp_path
-):
-    job = save_job([secret_url(webhook_server)])
-    out = StringIO()
-    call_command("jobs", "export", "nightly-report", "--with-secrets", stdout=out)
-    job.delete()  # another installation: the channel is not stored here
-    path = tmp_path / "jobs.json"
-    path.write_text(out.getvalue())
-    call_command("jobs", "import", str(path), stdout=StringIO())
-    restored = Job.objects.get(name="nightly-report")
-    assert channels.plain_list(restored.alert_channels) == [secret_url(webhook_server)]
-    assert restored.alert_channels != [secret_url(webhook_server)], "stored encrypted"
-
-
-def test_a_masked_url_that_matches_nothing_is_refused(db, webhook_server, loopback_fence_open, staff_api):
+def test_a_masked_url_that_matches_no_channel_is_refused(db, webhook_server, loopback_fence_open, staff_api):
     masked = channels.mask(secret_url(webhook_server))
     response = staff_api.post(
         "/api/jobs",
@@ -339,24 +313,25 @@ def test_a_masked_url_that_matches_nothing_is_refused(db, webhook_server, loopba
     )
     assert response.status_code == 400
     (error,) = response.json()["errors"]
-    assert error["field"] == "alert_channels" and error["code"] == "masked_channel"
+    assert error["field"] == "alert_channels" and error["code"] == "47029"
+    assert masked in error["message"]
     assert not Job.objects.filter(name="x").exists()
 
 
 def test_the_global_channels_are_masked_on_the_settings_page_and_kept_when_saved_back(
     db, webhook_server, loopback_fence_open, staff_client
 ):
-    set_setting("sys.job.alertChannels", [secret_url(webhook_server)])
+    name = named(secret_url(webhook_server))
+    set_setting("sys.job.alertChannels", [name])
     page = staff_client.get("/settings/").content.decode()
     assert SECRET not in page
-    masked = channels.mask(secret_url(webhook_server))
-    assert masked in page
+    assert channels.mask(secret_url(webhook_server)) in page
     response = staff_client.post(
         "/settings/",
-        {"sys.job.logRetentionDays": "30", "sys.job.alertEmails": "", "sys.job.alertChannels": masked},
+        {"sys.job.logRetentionDays": "30", "sys.job.alertEmails": "", "sys.job.alertChannels": [name]},
     )
     assert response.status_code in (200, 302)
-    assert channels.plain_list(get_setting("sys.job.alertChannels")) == [secret_url(webhook_server)]
+    assert get_setting("sys.job.alertChannels") == [name]
 
 
 # -- validation: hostile input -----------------------------------------------------------------
@@ -385,14 +360,12 @@ BAD_CHANNELS = [
 
 @pytest.mark.parametrize(("url", "code"), BAD_CHANNELS)
 def test_bad_channel_urls_are_refused_with_a_clear_error_and_nothing_saved(db, staff_api, url, code):
-    response = staff_api.post(
-        "/api/jobs",
-        {"name": "x", "handler": "demo.echo", "cron_expression": "0 * * * * *", "alert_channels": [url]},
-    )
+    response = staff_api.put("/api/channels/x", {"url": url})
     assert response.status_code == 400, response.content
-    errors = response.json()["errors"]
-    assert any(e["field"] == "alert_channels" and e["code"] == code for e in errors), errors
-    assert not Job.objects.filter(name="x").exists()
+    body = response.json()
+    errors = body.get("errors") or [body]
+    assert any(e["field"] == "url" and e["code"] == code for e in errors), errors
+    assert not AlertChannel.objects.exists()
 
 
 @pytest.mark.parametrize(
@@ -406,12 +379,9 @@ def test_bad_channel_urls_are_refused_with_a_clear_error_and_nothing_saved(db, s
     ],
 )
 def test_services_at_a_fixed_address_save_without_a_lookup_and_are_masked(db, staff_api, url):
-    response = staff_api.post(
-        "/api/jobs",
-        {"name": "x", "handler": "demo.echo", "cron_expression": "0 * * * * *", "alert_channels": [url]},
-    )
-    assert response.status_code == 201, response.content
-    (shown,) = response.json()["alert_channels"]
+    response = staff_api.put("/api/channels/x", {"url": url})
+    assert response.status_code == 200, response.content
+    shown = response.json()["url"]
     assert shown == channels.mask(url) and shown != url
 
 
@@ -419,10 +389,7 @@ def test_a_secret_in_a_bad_url_never_reaches_the_log(db, staff_api, caplog):
     # A scheme Cronboard sends to, so Apprise parses it (and logs it, masked).
     url = f"tgram://{SECRET}/"
     with caplog.at_level("DEBUG"):
-        response = staff_api.post(
-            "/api/jobs",
-            {"name": "x", "handler": "demo.echo", "cron_expression": "0 * * * * *", "alert_channels": [url]},
-        )
+        response = staff_api.put("/api/channels/x", {"url": url})
     assert response.status_code == 400
     assert SECRET not in response.content.decode()
     assert "Unparseable Telegram URL" in caplog.text and SECRET not in caplog.text
@@ -448,7 +415,7 @@ def test_a_bad_global_channel_is_refused_and_the_setting_kept(db, staff_client):
         },
     )
     assert response.status_code == 200
-    assert "fenced off" in response.content.decode()
+    assert "no named channel has it" in response.content.decode()
     assert get_setting("sys.job.alertChannels") == []
 
 
@@ -457,17 +424,20 @@ def test_a_bad_global_channel_is_refused_and_the_setting_kept(db, staff_client):
 
 def test_send_test_reaches_the_channel_and_reports(db, webhook_server, loopback_fence_open, staff_client):
     job = save_job([webhook_server.url("/a"), webhook_server.url("/b")])
-    response = staff_client.post("/alerts/test-channel/", {"job": job.pk, "index": 1})
+    first, second = job.alert_channels
+    response = staff_client.post("/alerts/test-channel/", {"job": job.pk, "channel": second})
     assert response.status_code == 200
     assert "Sent to" in response.content.decode()
     (hook,) = webhook_server.received
     assert hook.path == "/b" and "Test message" in hook.json["title"] and job.name in hook.json["message"]
 
     webhook_server.script.append(410)
-    response = staff_client.post("/alerts/test-channel/", {"job": job.pk, "index": 0})
+    response = staff_client.post("/alerts/test-channel/", {"job": job.pk, "channel": first})
     assert "Not sent" in response.content.decode() and "410" in response.content.decode()
-    response = staff_client.post("/alerts/test-channel/", {"job": job.pk, "index": 7})
+    named(webhook_server.url("/c"))  # a channel, but not this job's
+    response = staff_client.post("/alerts/test-channel/", {"job": job.pk, "channel": "channel-3"})
     assert "No such channel" in response.content.decode()
+    assert len(webhook_server.received) == 2
 
 
 def test_a_reply_that_echoes_the_url_is_shown_and_stored_masked(
@@ -480,7 +450,7 @@ def test_a_reply_that_echoes_the_url_is_shown_and_stored_masked(
     url = f"ntfy://bob:{password}@127.0.0.1:{webhook_server.port}/{topic}?token=q-{SECRET}"
     job = save_job([url])
     webhook_server.script.append(400)
-    response = staff_client.post("/alerts/test-channel/", {"job": job.pk, "index": 0})
+    response = staff_client.post("/alerts/test-channel/", {"job": job.pk, "channel": job.alert_channels[0]})
     shown = response.content.decode()
     assert "Not sent" in shown and "refused" in shown and "400" in shown
     assert SECRET not in shown and SECRET[:8] not in shown and "bob:" not in shown
@@ -497,7 +467,7 @@ def test_a_reply_that_echoes_the_url_is_shown_and_stored_masked(
 
 def test_send_test_is_for_staff_only(db, webhook_server, loopback_fence_open, viewer_client):
     job = save_job([webhook_server.url()])
-    response = viewer_client.post("/alerts/test-channel/", {"job": job.pk, "index": 0})
+    response = viewer_client.post("/alerts/test-channel/", {"job": job.pk, "channel": job.alert_channels[0]})
     assert response.status_code == 403
     assert webhook_server.received == []
 
@@ -505,10 +475,11 @@ def test_send_test_is_for_staff_only(db, webhook_server, loopback_fence_open, vi
 def test_send_test_for_a_global_channel_from_the_settings_page(
     db, webhook_server, loopback_fence_open, staff_client
 ):
-    set_setting("sys.job.alertChannels", [webhook_server.url("/global")])
+    name = named(webhook_server.url("/global"))
+    set_setting("sys.job.alertChannels", [name])
     page = staff_client.get("/settings/").content.decode()
     assert "Send test" in page and channels.mask(webhook_server.url("/global")) in page
-    response = staff_client.post("/alerts/test-channel/", {"index": 0})
+    response = staff_client.post("/alerts/test-channel/", {"channel": name})
     assert "Sent to" in response.content.decode()
     (hook,) = webhook_server.received
     assert hook.path == "/global"
@@ -518,21 +489,22 @@ def test_a_plain_url_written_to_the_database_by_hand_still_alerts_and_is_encrypt
     db, webhook_server, loopback_fence_open, scheduler, clock, staff_api
 ):
     url = webhook_server.url("/by-hand")
+    AlertChannel.objects.create(name="by-hand", url=url)
     job = Job.objects.create(
         name="by-hand",
         handler="demo.fail",
         cron_expression="*/10 * * * * *",
         alert_threshold=1,
-        alert_channels=[url],
+        alert_channels=["by-hand"],
     )
-    assert staff_api.get(f"/api/jobs/{job.pk}").json()["alert_channels"] == [channels.mask(url)]
+    assert staff_api.get("/api/channels").json()["results"][0]["url"] == channels.mask(url)
     crash(job, scheduler, clock)
     send_pass(scheduler, clock())
     (hook,) = webhook_server.received
     assert hook.path == "/by-hand"
     assert AlertDelivery.objects.get().channel != url, "the delivery row is encrypted"
 
-    response = staff_api.patch(f"/api/jobs/{job.pk}", {"description": "saved", "state": "enabled"})
+    response = staff_api.put("/api/channels/by-hand", {"description": "saved"})
     assert response.status_code == 200, response.content
-    job.refresh_from_db()
-    assert job.alert_channels != [url] and channels.plain_list(job.alert_channels) == [url]
+    stored = AlertChannel.objects.get(name="by-hand").url
+    assert stored != url and channels.decrypt(stored) == url

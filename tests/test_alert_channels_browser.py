@@ -6,6 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from jobs import channels
+from jobs.models import AlertChannel
 from tests.factories import make_job
 from tests.fixtures.browser import sign_in_by_cookie
 
@@ -16,7 +17,8 @@ SECRET = "brOwserSECRET123"
 
 def test_send_test_from_the_job_page(page, staff, webhook_server, loopback_fence_open):
     url = f"json://u:{SECRET}@{webhook_server.host}:{webhook_server.port}/hooks/{SECRET}"
-    job = make_job(name="with-channel", alert_channels=[channels.encrypt(url)])
+    AlertChannel.objects.create(name="hook", url=channels.encrypt(url))
+    job = make_job(name="with-channel", alert_channels=["hook"])
     sign_in_by_cookie(page, "ada", f"/jobs/{job.pk}/")
     panel = page.locator("#job-alerts")
     expect(panel).to_contain_text(channels.mask(url))

@@ -1,6 +1,6 @@
 """Alert channels on PostgreSQL (a real server, tests/fixtures/postgres.py),
 driven through `manage.py shell` in a process of its own: hostile channel
-input changes nothing, the URL is encrypted in the jsonb column, and two
+input changes nothing, the URL is encrypted in its column, and two
 senders claim a channel's deliveries without overlap."""
 
 import json
@@ -18,7 +18,7 @@ SCRIPT = textwrap.dedent(
     from django.test import Client
     from django.utils import timezone
     from jobs import alerts, channels
-    from jobs.models import AlertDelivery, Job
+    from jobs.models import AlertChannel, AlertDelivery, Job
     from jobs.engine.outbox import AlertSender
 
     user = get_user_model().objects.create_user("staff", password="pw", is_staff=True)
@@ -31,21 +31,22 @@ SCRIPT = textwrap.dedent(
            "json://example.com/****", "mailto://a:b@example.com"]
     answers = []
     for url in bad:
-        r = client.post("/api/jobs", data=json.dumps({**job, "alert_channels": [url]}), content_type="application/json")
-        answers.append([r.status_code, [e["code"] for e in r.json()["errors"]]])
+        r = client.put("/api/channels/pg-hook", data=json.dumps({"url": url}), content_type="application/json")
+        answers.append([r.status_code, [e["code"] for e in r.json().get("errors") or [r.json()]]])
     for extra in ({"alert_on": ["nope"]}, {"late_after_seconds": 10**12}, {"alert_on": "late"},
                   {"long_running_seconds": 600}, {"alert_channels": [None]}):
         r = client.post("/api/jobs", data=json.dumps({**job, **extra}), content_type="application/json")
         answers.append([r.status_code, sorted({e["field"] for e in r.json()["errors"]})])
-    saved_after_bad = Job.objects.filter(name="pg").exists()
+    saved_after_bad = Job.objects.filter(name="pg").exists() or AlertChannel.objects.exists()
 
     secret = "json://u:S3CRETpw@203.0.113.9/x/S3CRETpath"
-    r = client.post("/api/jobs", data=json.dumps({**job, "alert_channels": [secret]}), content_type="application/json")
+    client.put("/api/channels/pg-hook", data=json.dumps({"url": secret}), content_type="application/json")
+    r = client.post("/api/jobs", data=json.dumps({**job, "alert_channels": ["pg-hook"]}), content_type="application/json")
     created = r.status_code
     with connection.cursor() as cursor:
-        cursor.execute("SELECT alert_channels::text FROM jobs_job WHERE name = 'pg'")
+        cursor.execute("SELECT url FROM jobs_alertchannel WHERE name = 'pg-hook'")
         raw = cursor.fetchone()[0]
-    shown = json.dumps(client.get("/api/jobs/%d" % r.json()["id"]).json())
+    shown = json.dumps([client.get("/api/jobs/%d" % r.json()["id"]).json(), client.get("/api/channels").json()])
     saved = Job.objects.get(name="pg")
     now = timezone.now()
     for _ in range(3):

@@ -22,14 +22,15 @@ ROOT = Path(__file__).resolve().parent.parent
 SETUP = """
 from django.utils import timezone
 from jobs import channels
-from jobs.models import Job
+from jobs.models import AlertChannel, Job
 
+AlertChannel.objects.create(name="hook", url=channels.encrypt("{url}"))
 Job.objects.create(
     name="nightly-report",
     handler="demo.fail",
     cron_expression="* * * * * *",
     alert_threshold=1,
-    alert_channels=[channels.encrypt("{url}")],
+    alert_channels=["hook"],
     next_fire_at=timezone.now(),
 )
 """

@@ -193,13 +193,10 @@ def test_late_alerts_go_to_the_channels_too(
     make_scheduler, make_job, clock, webhook_server, loopback_fence_open
 ):
     from jobs import channels
+    from jobs.models import AlertChannel
 
-    make_job(
-        next_fire_at=T0,
-        alert_on=["late"],
-        late_after_seconds=60,
-        alert_channels=[channels.encrypt(webhook_server.url())],
-    )
+    AlertChannel.objects.create(name="hook", url=channels.encrypt(webhook_server.url()))
+    make_job(next_fire_at=T0, alert_on=["late"], late_after_seconds=60, alert_channels=["hook"])
     make_scheduler(worker_id="node-a", clock=clock, clustered=False).alert_watch.step(
         T0 + timedelta(minutes=5)
     )

@@ -138,21 +138,26 @@ def test_cursor_pages_cover_every_row_once_at_the_same_cost(staff_client, django
 def test_settings_and_global_channel_changes_are_audited_with_the_channels_masked(
     staff_client, staff_user, loopback_fence_open
 ):
+    from jobs import channelbook
+
+    channelbook.save_channel(name="hook", url=HOOK)
     response = staff_client.post(
-        reverse("jobs:settings"), {"sys.job.logRetentionDays": "7", "sys.job.alertChannels": HOOK}
+        reverse("jobs:settings"), {"sys.job.logRetentionDays": "7", "sys.job.alertChannels": "hook"}
     )
     assert response.status_code == 302
     settings_row = AuditEvent.objects.get(subject="settings")
     assert settings_row.changes["sys.job.logRetentionDays"] == [30, 7] and settings_row.user == staff_user
-    channel_row = AuditEvent.objects.get(subject="channels")
-    assert channel_row.changes["sys.job.alertChannels"] == [[], [channels.mask(HOOK)]]
+    channel_row = AuditEvent.objects.get(subject="channels", action="change")
+    assert channel_row.changes["sys.job.alertChannels"] == [[], ["hook"]]
+    saved = AuditEvent.objects.get(subject="channels", action="channel-save")
+    assert saved.subject_name == "hook" and saved.changes["url"] == [None, channels.mask(HOOK)]
     assert "s3cr3t" not in json.dumps(list(AuditEvent.objects.values()), default=str)
     assert "s3cr3t" not in staff_client.get(AUDIT).content.decode()
     # Saving the same values again changes nothing and writes no row.
     staff_client.post(
-        reverse("jobs:settings"), {"sys.job.logRetentionDays": "7", "sys.job.alertChannels": HOOK}
+        reverse("jobs:settings"), {"sys.job.logRetentionDays": "7", "sys.job.alertChannels": "hook"}
     )
-    assert AuditEvent.objects.filter(subject__in=["settings", "channels"]).count() == 2
+    assert AuditEvent.objects.filter(subject__in=["settings", "channels"]).count() == 3
 
 
 def test_sign_ins_and_failed_sign_ins_are_audited_without_the_password(staff_user):

@@ -13,7 +13,7 @@ from apprise.manager_plugins import NotificationManager
 from django.core.exceptions import ValidationError
 
 from jobs import channels, fence
-from jobs.models import Job
+from jobs.models import AlertChannel
 
 REPO = Path(__file__).resolve().parent.parent
 OPERATIONS = (REPO / "docs" / "operations.md").read_text()
@@ -196,14 +196,11 @@ def test_a_hostile_channel_url_is_refused_with_a_human_message(url):
 
 @pytest.mark.parametrize("url", HOSTILE)
 def test_a_hostile_channel_url_is_a_400_from_the_api_and_saves_nothing(db, staff_api, url):
-    response = staff_api.post(
-        "/api/jobs",
-        {"name": "x", "handler": "demo.echo", "cron_expression": "0 * * * * *", "alert_channels": [url]},
-    )
+    response = staff_api.put("/api/channels/x", {"url": url})
     assert response.status_code == 400, response.content
     body = response.json()
-    assert body["field"] == "alert_channels" and body["message"]
-    assert not Job.objects.filter(name="x").exists()
+    assert body["field"] == "url" and body["message"]
+    assert not AlertChannel.objects.exists()
 
 
 def test_rsyslog_without_a_host_says_why_in_a_sentence():
@@ -251,13 +248,8 @@ def test_a_bad_unfenced_schemes_setting_stops_start_up(value, tmp_path):
 
 
 @pytest.mark.parametrize("url", ["rsyslog://", "syslog://", "RSysLog://"])
-def test_the_settings_page_refuses_a_global_channel_without_a_host(db, staff_client, url):
-    from jobs.config import get_setting
-
-    response = staff_client.post(
-        "/settings/",
-        {"sys.job.logRetentionDays": "30", "sys.job.alertEmails": "", "sys.job.alertChannels": url},
-    )
+def test_the_channels_page_refuses_a_channel_without_a_host(db, staff_client, url):
+    response = staff_client.post("/alerts/channels/", {"name": "logs", "url": url})
     assert response.status_code == 200
     assert "ALERT_CHANNEL_UNFENCED_SCHEMES" in response.content.decode()
-    assert get_setting("sys.job.alertChannels") == []
+    assert not AlertChannel.objects.exists()

@@ -11,7 +11,7 @@ from django.conf import settings as django_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs import cron, services
+from jobs import channelbook, cron, services
 from jobs.forms import JobForm
 from jobs.models import AuditEvent, Job
 from tests.factories import job_data
@@ -534,6 +534,9 @@ def test_every_form_variant_renders_each_field_exactly_once(client, superuser, s
     services.save_job(
         job=Job(name="upstream", kind="python", handler="demo.echo", schedule_type="none"), user=None
     )
+    # The channels' boxes: one per named channel (none without one).
+    channelbook.save_channel(name="ops", url="json://hooks.example.com/ops")
+    data["alert_channels"] = ["ops"]
     created = client.post(reverse("jobs:job_create"), data)
     assert created.status_code == 302, re.findall(r'class="error"[^>]*>(.*?)</', created.content.decode())
     job = Job.objects.get(name=data["name"])

@@ -8,7 +8,7 @@ import pytest
 
 from jobs import channels
 from jobs.checks import stored_refusals
-from jobs.models import Job, Setting
+from jobs.models import AlertChannel, Job, Setting
 from tests.fixtures import processes
 
 
@@ -24,9 +24,10 @@ def stored_before_the_rules(make_job):
     make_job(name="plain-command", kind=Job.Kind.COMMAND, handler="", properties={"command": "/bin/true"})
     make_job(name="locks", kind=Job.Kind.SQL, handler="", properties={"sql": "SELECT pg_advisory_lock(1)"})
     make_job(name="reads", kind=Job.Kind.SQL, handler="", properties={"sql": "SELECT 1"})
-    make_job(name="syslogged", alert_channels=[channels.encrypt("syslog://")])
-    make_job(name="hooked", alert_channels=[channels.encrypt("json://hooks.example.com/x")])
-    Setting.objects.create(key="sys.job.alertChannels", value=["syslog://"])
+    AlertChannel.objects.create(name="syslogged", url=channels.encrypt("syslog://"))
+    AlertChannel.objects.create(name="hooked", url=channels.encrypt("json://hooks.example.com/x"))
+    make_job(name="logs", alert_channels=["syslogged"])
+    Setting.objects.create(key="sys.job.alertChannels", value=["syslogged"])
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def enabled(settings):
 @pytest.mark.django_db
 def test_what_the_new_rules_refuse_is_listed_by_kind(enabled, make_job, django_assert_max_num_queries):
     stored_before_the_rules(make_job)
-    with django_assert_max_num_queries(4):  # one per kind (and the default channels' setting)
+    with django_assert_max_num_queries(3):  # one per kind
         found = stored_refusals()
     commands, sql, alerts = found
     assert commands.startswith("7 command job(s) are refused by the command guard"), commands
@@ -50,7 +51,8 @@ def test_what_the_new_rules_refuse_is_listed_by_kind(enabled, make_job, django_a
     assert "env may not set AWS_REGION: it is not in JOBS_COMMAND_ENV_ALLOWED" in commands
     assert sql.startswith("1 read-only SQL job(s) are refused by their statement's text") and "locks" in sql
     assert "reads" not in sql
-    assert "in 1 job(s) (syslogged) and in the default channels (sys.job.alertChannels)" in alerts, alerts
+    assert alerts.startswith("alert channels with a scheme Cronboard no longer sends to"), alerts
+    assert ": syslogged;" in alerts, alerts
     assert "ALERT_CHANNEL_UNFENCED_SCHEMES" in alerts and "hooked" not in alerts
 
 

@@ -61,10 +61,12 @@ class ApiError(Exception):
             self.body["errors"] = errors
 
     @classmethod
-    def invalid(cls, errors: list[dict]) -> "ApiError":
+    def invalid(cls, errors: list[dict], *, job: bool = True) -> "ApiError":
         """400 with every problem listed; 403 when one of them is a refusal
-        (a non-superuser's SQL job, demo mode) rather than a mistake."""
-        errors = [{**error, "field": _api_field(error["field"])} for error in errors]
+        (a non-superuser's SQL job, demo mode) rather than a mistake. A
+        job's kind fields are named as its properties (`job`)."""
+        if job:
+            errors = [{**error, "field": _api_field(error["field"])} for error in errors]
         refusals = [error for error in errors if error["code"] in REFUSAL_CODES]
         first = (refusals or errors)[0]
         return cls(403 if refusals else 400, first["code"], first["message"], first["field"], errors=errors)
@@ -342,7 +344,9 @@ def on_shape_error(request, exc):
         access.get_job_for_user(request.user, kwargs["job_id"])
     if "run_id" in kwargs:
         access.get_run_for_user(request.user, kwargs["run_id"])
-    return ApiError.invalid(_shape_errors(exc.errors)).response()
+    # A body that is not a job's (a channel's `url`) keeps its own field names.
+    job = not request.path.startswith("/api/channels")
+    return ApiError.invalid(_shape_errors(exc.errors), job=job).response()
 
 
 def on_http_error(request, exc):

@@ -13,7 +13,7 @@ from ninja.errors import HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.utils import normalize_path, replace_path_param_notation
 
-from jobs.api import alerts, calendars, jobs, overview, pools, preview, runs, secrets, tasks
+from jobs.api import alerts, calendars, channels, jobs, overview, pools, preview, runs, secrets, tasks
 from jobs.api.framework import (
     SAFE_METHODS,
     ApiError,
@@ -29,6 +29,7 @@ from jobs.api.openapi import finish
 ROUTERS = (
     jobs.router,
     pools.router,
+    channels.router,
     overview.router,
     runs.router,
     alerts.router,

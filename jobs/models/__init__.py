@@ -5,7 +5,7 @@ edges (`dependencies`), runs (`runs`), the alert outbox and messages
 every intent is written to a row before anything runs, every outcome is
 written back to that row. Import from here: `from jobs.models import Job`."""
 
-from jobs.models.alerts import Alert, AlertDelivery, Message
+from jobs.models.alerts import CHANNEL_NAME_PATTERN, Alert, AlertChannel, AlertDelivery, Message
 from jobs.models.base import (
     DEFAULT_ALERT_THRESHOLD,
     DEFAULT_MAX_RETRIES,
@@ -46,6 +46,7 @@ from jobs.models.trends import BOUNDS_MS, COUNTED, JobRollup, NamespaceRollup, R
 
 __all__ = [
     "BOUNDS_MS",
+    "CHANNEL_NAME_PATTERN",
     "COUNTED",
     "CURSOR_PATTERN",
     "DEFAULT_ALERT_THRESHOLD",
@@ -68,6 +69,7 @@ __all__ = [
     "WAITING_RUN",
     "APIToken",
     "Alert",
+    "AlertChannel",
     "AlertDelivery",
     "AuditEvent",
     "Backfill",

@@ -163,3 +163,33 @@ class AlertDelivery(ChoiceLabels, models.Model):
 
     def __str__(self):
         return f"{self.channel_masked} ({self.status})"
+
+
+# A channel's name, as a job's `alert_channels` and sys.job.alertChannels name
+# it: the pools' rule (jobs.models.pools.POOL_NAME_PATTERN).
+CHANNEL_NAME_PATTERN = r"[a-z0-9][a-z0-9_-]{0,99}"
+
+
+class AlertChannel(models.Model):
+    """A named Apprise URL that alerts are sent to: jobs and the global
+    setting name it. The URL is stored encrypted (jobs.channels.encrypt) and
+    shown masked; `kinds` narrows which alerts it receives (empty: every kind
+    the job or the global setting asks for)."""
+
+    name = models.CharField(max_length=100, unique=True)
+    url = models.TextField()
+    kinds = models.JSONField(default=list, blank=True)
+    description = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(default=_now)
+    updated_at = models.DateTimeField(default=_now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(name__regex=rf"^{CHANNEL_NAME_PATTERN}\Z"), name="alertchannel_name_valid"
+            ),
+        ]
+
+    def __str__(self):
+        return self.name

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from jobs import acknowledge, alerts, channels, links, refusals
+from jobs import acknowledge, alerts, channelnames, channels, links, refusals
 from jobs.access import (
     can_administer,
     can_edit,
@@ -21,7 +21,7 @@ from jobs.access import (
     login_required,
     visible_alerts,
 )
-from jobs.config import get_setting, parse_email_list
+from jobs.config import get_setting, get_stored, parse_email_list
 from jobs.core.mailfailures import describe_failure
 from jobs.i18n import alert_translation
 from jobs.models import Alert, AlertDelivery
@@ -92,52 +92,46 @@ def job_alerts(request, job_id):
 
 
 def channel_rows(job=None) -> list[dict]:
-    """The channels an alert of `job` (None: the global setting) goes to,
-    masked, each with its position for "Send test"."""
-    tokens = (
-        job.alert_channels if job is not None and job.alert_channels else get_setting("sys.job.alertChannels")
+    """The named channels an alert of `job` (None: the global setting) goes
+    to, masked, each with its name for "Send test"."""
+    names = (
+        job.alert_channels if job is not None and job.alert_channels else get_stored("sys.job.alertChannels")
     )
-    return [{"index": i, "masked": channels.mask(url)} for i, url in enumerate(channels.plain_list(tokens))]
+    return [{"name": name, "masked": channels.mask(url)} for name, url in channelnames.urls_for(names)]
 
 
 @login_required
 @require_POST
 def send_test_channel(request):
-    """Staff only. Send a test message now to one channel of a job (POST
-    `job`), or of the global setting, picked by its position (`index`): the
-    URL never travels through the browser. Bounded by ALERT_CHANNEL_TIMEOUT;
-    the fence is checked first."""
+    """Staff only. Send a test message now to one named channel (POST
+    `channel`): of a job (POST `job`; its editors), or any (administrators).
+    The URL never travels through the browser. Bounded by
+    ALERT_CHANNEL_TIMEOUT; the fence is checked first."""
     if not (can_edit(request.user) or can_administer(request.user)):
         raise PermissionDenied
     job = None
+    name = request.POST.get("channel", "")[:100]
     try:
         refusals.check_demo_mode("sending a test message")
     except refusals.DemoModeError as exc:
-        refused = {"ok": False, "error": str(exc)}
-        try:
-            refused["index"] = int(request.POST.get("index", ""))
-        except ValueError:
-            pass
+        refused = {"ok": False, "error": str(exc), "index": name}
         return render(request, "jobs/_test_channel.html", {"test_channel": refused, "job": None})
     if request.POST.get("job"):
         try:
             job = get_job_for_user(request.user, int(request.POST["job"]))
         except ValueError:
             raise PermissionDenied from None
-    # A job's own channels are its editors'; the global ones, the administrators'.
+    # A job's channels are its editors' to test; any channel, the administrators'.
     if not (can_edit(request.user, job) if job is not None else can_administer(request.user)):
         raise PermissionDenied
-    urls = channels.plain_list(
-        job.alert_channels if job is not None and job.alert_channels else get_setting("sys.job.alertChannels")
-    )
-    try:
-        index = int(request.POST.get("index", ""))
-        url = urls[index]
-        if index < 0:
-            raise IndexError
-    except (ValueError, IndexError):
+    names = [name]
+    if job is not None:
+        names = [name] if name in (job.alert_channels or get_stored("sys.job.alertChannels") or []) else []
+    found = channelnames.urls_for(names)
+    if not found:
         result = {"ok": False, "error": _("No such channel (the channels changed since the page was shown).")}
     else:
+        url = found[0][1]
         # In the alerts' language: the test shows what the alerts' readers will get.
         with alert_translation():
             if job is not None:
@@ -154,7 +148,7 @@ def send_test_channel(request):
             )
             title = "[Cronboard] " + _("Test message")
         sent = channels.send(url, title=title, body=body)
-        result = {"ok": sent.ok, "error": sent.reply, "masked": channels.mask(url), "index": index}
+        result = {"ok": sent.ok, "error": sent.reply, "masked": channels.mask(url), "index": name}
     return render(request, "jobs/_test_channel.html", {"test_channel": result, "job": job})
 
 

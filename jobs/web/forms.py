@@ -36,9 +36,10 @@ class SettingField(forms.Field):
 
     def __init__(self, spec, **kwargs):
         self.spec = spec
-        if spec.choices:
+        choices = spec.choices_from() if spec.choices_from is not None else spec.choices
+        if spec.choices_from is not None or choices:
             widget = forms.CheckboxSelectMultiple if spec.many else forms.Select
-            kwargs.setdefault("widget", widget(choices=spec.choices))
+            kwargs.setdefault("widget", widget(choices=choices))
         elif spec.multiline:
             kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 3}))
         super().__init__(label=spec.label, help_text=spec.help_text, **kwargs)
@@ -47,7 +48,7 @@ class SettingField(forms.Field):
         return self.spec.clean(value)
 
     def prepare_value(self, value):
-        if self.spec.choices:
+        if self.spec.choices or self.spec.choices_from is not None:
             return value
         if self.spec.show is not None and isinstance(value, (list, tuple)):
             return self.spec.show(value)

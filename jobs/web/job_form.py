@@ -65,15 +65,11 @@ def _form_context(form: JobForm, job: Job | None) -> dict:
     form.fields["body"].widget.attrs.update({"rows": 3})
     form.fields["sql"].widget.attrs.update({"rows": 4})
     form.fields["alert_emails"].help_text = _("Comma separated. Empty: the global alert emails (Settings).")
-    form.fields["alert_channels"].widget.attrs.update(
-        {"rows": 2, "placeholder": "json://hooks.example.com/path"}
-    )
     form.fields["alert_on"].help_text = _("None ticked: the kinds of alert in Settings.")
     form.fields["late_after_seconds"].help_text = _("Empty: the default in Settings.")
     form.fields["long_running_seconds"].help_text = _("Below the timeout. Empty: the default in Settings.")
     form.fields["alert_channels"].help_text = _(
-        "Apprise URLs, one per line. Empty: the global alert channels (Settings). "
-        "Secrets are masked once saved; leave a masked line as it is to keep it."
+        "None ticked: the global channels (Settings). An administrator creates channels under Alerts → Channels."
     )
     after = form["after"].value()
     return {

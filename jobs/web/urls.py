@@ -2,6 +2,7 @@ from django.urls import path
 
 from jobs.web import (
     account,
+    alert_channels,
     alerts,
     audit,
     calendars,
@@ -78,4 +79,6 @@ urlpatterns = [
     path("jobs/<int:job_id>/alerts/", alerts.job_alerts, name="job_alerts"),
     path("settings/test-email/", alerts.send_test_email, name="send_test_email"),
     path("alerts/test-channel/", alerts.send_test_channel, name="send_test_channel"),
+    path("alerts/channels/", alert_channels.channel_list, name="channel_list"),
+    path("alerts/channels/<str:name>/delete/", alert_channels.channel_delete, name="channel_delete"),
 ]

@@ -169,8 +169,9 @@ class JobFields(Schema):
         f"At most {MAX_EMAILS} distinct addresses (code too_many).", maxItems=MAX_EMAILS
     )
     alert_channels: list[ChannelUrl] | None = optional(
-        "Apprise URLs (slack://…, json://host/path …). Read back masked; "
-        "sending a masked URL back unchanged keeps the stored one.",
+        "Names of alert channels (GET /api/channels); empty: the global channels "
+        "(sys.job.alertChannels). A name no channel has: 400 47029. A URL stands for "
+        "the named channel that has it (47029 when none does).",
         maxItems=MAX_CHANNELS,
     )
     alert_on: list[choice(ALERT_KINDS)] | None = optional(

@@ -52,7 +52,7 @@ class Command(BaseCommand):
         p.add_argument(
             "--with-secrets",
             action="store_true",
-            help="Write alert channel URLs in full (they are masked otherwise).",
+            help="Accepted for older scripts: jobs name their alert channels, whose URLs are not exported.",
         )
         p = sub.add_parser("import-calendars", help="Create or update custom calendars from a JSON file.")
         p.add_argument("file")
@@ -136,7 +136,7 @@ class Command(BaseCommand):
             )
         )
 
-    def do_export(self, names, with_secrets=False, **_options):
+    def do_export(self, names, **_options):
         jobs = Job.objects.live().order_by("name")
         if names:
             names = [job_name(name) for name in names]
@@ -147,7 +147,7 @@ class Command(BaseCommand):
         # Written job by job: however large the jobs, one is held at a time.
         self.stdout.write("[", ending="")
         for index, job in enumerate(jobs.iterator(chunk_size=PAGE_CHUNK_ROWS)):
-            text = json.dumps(job_to_spec(job, with_secrets=with_secrets), indent=2, ensure_ascii=False)
+            text = json.dumps(job_to_spec(job), indent=2, ensure_ascii=False)
             self.stdout.write(("," if index else "") + "\n" + text, ending="")
         self.stdout.write("\n]")
 
