@@ -136,3 +136,22 @@ def test_alerts_and_messages_are_one_area_with_two_tabs(viewer_client, viewer_us
     assert '<a href="/messages/" aria-current="page">Messages <span class="count">1' in tabs
     # While a message is unread, the area's link leads to it.
     assert 'id="unread-count" href="/messages/"' in html
+
+
+def test_unticking_every_box_of_a_setting_saves_none_and_a_key_not_sent_keeps_its_value(staff_client):
+    """Browsers send nothing for boxes left unticked: the page names the keys
+    it shows (sent_keys), so all boxes unticked is "none", while a key a
+    post does not name at all (an old page, a script) keeps its value."""
+    from jobs.config import get_setting
+
+    staff_client.post(
+        reverse("jobs:settings"), {"sys.job.alertOn": ["crashed", "failed"], "sent_keys": ["sys.job.alertOn"]}
+    )
+    assert get_setting("sys.job.alertOn") == ["crashed", "failed"]
+    staff_client.post(reverse("jobs:settings"), {"sys.job.logRetentionDays": "9"})
+    assert get_setting("sys.job.alertOn") == ["crashed", "failed"], "not sent: kept"
+    response = staff_client.post(reverse("jobs:settings"), {"sent_keys": ["sys.job.alertOn"]})
+    assert response.status_code == 302
+    assert get_setting("sys.job.alertOn") == []
+    page = staff_client.get(reverse("jobs:settings")).content.decode()
+    assert 'name="sent_keys" value="sys.job.alertOn"' in page

@@ -198,7 +198,7 @@ def test_send_test_reaches_one_named_channel(db, webhook_server, loopback_fence_
 def test_upgrading_names_every_channel_of_the_jobs_and_the_setting():
     from django.db.migrations.executor import MigrationExecutor
 
-    before = [("jobs", "0032_audit_subjects_pools_and_secrets")]
+    before = [("jobs", "0034_audit_subjects_with_calendars")]
     executor = MigrationExecutor(connection)
     executor.migrate(before)
     old = executor.loader.project_state(before).apps

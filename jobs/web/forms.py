@@ -61,13 +61,18 @@ class SettingsForm(StorableTextMixin, forms.Form):
     """Every key of the config centre; saves only when all of them are valid.
     A key the posted form does not carry at all keeps its value (a page
     from before a release added a key, a script posting some keys); a key
-    sent empty is validated as typed."""
+    sent empty is validated as typed. The console's page names every key it
+    shows in SENT_KEYS, so boxes all unticked (which a browser does not
+    send) mean none rather than "not sent"."""
+
+    SENT_KEYS = "sent_keys"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        shown = set(self.data.getlist(self.SENT_KEYS)) if hasattr(self.data, "getlist") else set()
         for key, spec in SPECS.items():
             self.fields[key] = SettingField(spec, required=False, initial=get_setting(key))
-            if self.is_bound and key not in self.data:
+            if self.is_bound and key not in self.data and key not in shown:
                 self.fields[key].disabled = True  # Django then cleans the initial value
 
     def save(self, *, user=None) -> None:
