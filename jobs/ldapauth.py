@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import ldap
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django_auth_ldap.backend import LDAPBackend, _LDAPUser, ldap_error
 
 from jobs import rolemapping
@@ -47,7 +48,19 @@ def directory_failed(request) -> bool:
 class DirectoryBackend(LDAPBackend):
     """django-auth-ldap's backend, with the group mapping applied at every
     sign-in. Users are created at their first sign-in with an unusable
-    password (Cronboard never holds a directory user's password)."""
+    password (Cronboard never holds a directory user's password). A local
+    account (one with a Cronboard password) of the same name, in any case,
+    is never signed in by the directory: a directory entry named like the
+    local `admin` must not become it."""
+
+    def get_or_build_user(self, username, ldap_user):
+        model = self.get_user_model()
+        found = model._default_manager.filter(**{f"{model.USERNAME_FIELD}__iexact": username}).first()
+        if found is not None and found.has_usable_password():
+            logger.warning("LDAP: %s is a local account; the directory does not sign it in", username)
+            # Django's authenticate() stops at PermissionDenied: a failed sign-in.
+            raise PermissionDenied("a local account of this name exists")
+        return super().get_or_build_user(username, ldap_user)
 
     def authenticate(self, request, username=None, password=None, **kwargs):
         user = super().authenticate(request, username=username, password=password, **kwargs)

@@ -4,10 +4,10 @@ StaticDevice) and its session marking (django_otp.login). Who must use it
 is CRONBOARD_REQUIRE_2FA: `off` (each user chooses), `admins` (users who
 may administer: superusers and the admin role anywhere) or `everyone`.
 
-Users signed in through a single sign-on backend (OpenID Connect, LDAP)
-rely on their provider's own second factor and are never asked here: the
-rule reads the backend that signed the session in, the same set of local
-backends the audit trail tells sign-ins apart by (audit.LOCAL_BACKENDS)."""
+Users signed in through an identity provider (OpenID Connect) rely on its
+own second factor and are never asked here; a password typed here, a
+Cronboard one or a directory's (LDAP), is one factor and is asked for the
+second (PASSWORD_BACKENDS)."""
 
 import secrets as random_source
 
@@ -67,11 +67,18 @@ def owed(request) -> str | None:
     return step
 
 
+# The backends that sign in with a password typed here: Cronboard's own and
+# the directory's (an LDAP bind is one factor too). Only an identity
+# provider's sign-in (OpenID Connect) brings its own second factor.
+PASSWORD_BACKENDS = audit.LOCAL_BACKENDS | {"jobs.ldapauth.DirectoryBackend"}
+
+
 def signed_in_locally(request) -> bool:
-    """Whether this session was signed in with a Cronboard password (not by
-    an SSO backend, whose provider does the second factor)."""
+    """Whether this session was signed in with a password typed here (a
+    Cronboard password or a directory's), not by an identity provider, whose
+    own second factor counts."""
     backend = request.session.get(BACKEND_SESSION_KEY, "")
-    return not backend or backend in audit.LOCAL_BACKENDS
+    return not backend or backend in PASSWORD_BACKENDS
 
 
 def required_for(user) -> bool:

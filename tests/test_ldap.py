@@ -10,6 +10,7 @@ import time
 from io import StringIO
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -121,12 +122,30 @@ def test_group_changes_are_followed_at_the_next_sign_in_and_a_removed_users_toke
 
 def test_a_role_given_by_hand_survives_the_directorys_sign_ins(ldap_on):
     ldap_on.add_user("carol", "pw-carol-ldap", groups=["unmapped"])
-    carol = make_user("carol", "viewer", "ops")  # given by hand before her first sign-in
+    client, _response = sign_in("carol", "pw-carol-ldap")  # created, no role yet
+    assert not signed_in(client)
+    carol = get_user_model().objects.get(username="carol")
+    assert not carol.has_usable_password()
+    RoleGrant.objects.create(user=carol, role="viewer", namespace="ops")  # given by hand
     client, _response = sign_in("carol", "pw-carol-ldap")
     assert signed_in(client)
     assert roles_of("carol") == {"ops": ("viewer", "")}
-    carol.refresh_from_db()
-    assert carol.has_usable_password()  # a local account the directory now also signs in
+
+
+def test_a_local_account_is_never_signed_in_by_a_directory_entry_of_the_same_name(ldap_on):
+    """A directory entry named like a local account (any case) does not
+    become it: the local password still works, the directory's does not."""
+    ldap_on.add_user("Root", "pw-root-ldap", groups=["sre"])
+    local = get_user_model().objects.create_superuser("root", "root@example.com", "pw-root-local")
+    client, _response = sign_in("Root", "pw-root-ldap")
+    assert not signed_in(client)
+    client, _response = sign_in("root", "pw-root-ldap")
+    assert not signed_in(client)
+    local.refresh_from_db()
+    assert local.has_usable_password() and local.email == "root@example.com"
+    assert not RoleGrant.objects.filter(user=local).exists()
+    client, _response = sign_in("root", "pw-root-local")
+    assert signed_in(client)
 
 
 def test_a_wrong_password_and_an_unknown_user_are_refused_like_any_wrong_password(ldap_on):

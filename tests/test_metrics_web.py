@@ -45,6 +45,15 @@ def test_metrics_answer_only_a_token_or_an_allowed_address(client, settings, tok
         assert response["WWW-Authenticate"].startswith("Bearer")
 
 
+def test_an_allowed_address_is_the_connecting_one_never_a_forwarded_header(client, settings):
+    """Behind a proxy too: X-Forwarded-For is anyone's to send, so it never
+    opens /metrics (the console's sign-in throttling may read it, not this)."""
+    settings.JOBS_METRICS_ALLOW, settings.CRONBOARD_PROXY_COUNT = ["10.0.0.0/8"], 1
+    response = client.get("/metrics", HTTP_X_FORWARDED_FOR="10.1.2.3", REMOTE_ADDR="203.0.113.9")
+    assert response.status_code == 403 and b"cronboard_jobs" not in response.content
+    assert client.get("/metrics", REMOTE_ADDR="10.1.2.3").status_code == 200
+
+
 def test_metrics_are_served_whatever_the_host_header(client, settings):
     """Prometheus scrapes by address: /metrics is answered before the host check."""
     settings.JOBS_METRICS_ALLOW, settings.ALLOWED_HOSTS = ["127.0.0.1/32"], ["cron.example.com"]

@@ -248,3 +248,14 @@ def test_the_reset_command_removes_a_lost_phone(viewer):
         call_command("twofactor", "reset", "viewer")
     with pytest.raises(CommandError, match="No user"):
         call_command("twofactor", "reset", "nobody")
+
+
+def test_a_directory_password_sign_in_is_asked_for_the_code_too(viewer, settings):
+    """An LDAP bind is a password, one factor: only an identity provider's
+    sign-in brings its own second factor."""
+    backend = "jobs.ldapauth.DirectoryBackend"
+    settings.AUTHENTICATION_BACKENDS = [*settings.AUTHENTICATION_BACKENDS, backend]
+    enrol(sign_in("viewer"))
+    client = Client()
+    client.force_login(viewer, backend=backend)
+    assert client.get("/jobs/")["Location"].startswith("/sign-in/verify/")
