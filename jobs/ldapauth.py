@@ -56,10 +56,14 @@ class DirectoryBackend(LDAPBackend):
     def get_or_build_user(self, username, ldap_user):
         model = self.get_user_model()
         found = model._default_manager.filter(**{f"{model.USERNAME_FIELD}__iexact": username}).first()
-        if found is not None and found.has_usable_password():
-            logger.warning("LDAP: %s is a local account; the directory does not sign it in", username)
+        if found is not None and (
+            found.has_usable_password() or not rolemapping.may_sign_in(found, GrantSource.LDAP)
+        ):
+            logger.warning(
+                "LDAP: %s is another source's account; the directory does not sign it in", username
+            )
             # Django's authenticate() stops at PermissionDenied: a failed sign-in.
-            raise PermissionDenied("a local account of this name exists")
+            raise PermissionDenied("an account of this name is not the directory's")
         return super().get_or_build_user(username, ldap_user)
 
     def authenticate(self, request, username=None, password=None, **kwargs):
@@ -71,6 +75,8 @@ class DirectoryBackend(LDAPBackend):
         except ldap.LDAPError as exc:
             logger.warning("LDAP: reading the groups of %s failed: %s", user.get_username(), exc)
             _remember_error(request, exc)
+            return None
+        if not rolemapping.claim_source(user, GrantSource.LDAP):
             return None
         rolemapping.apply_group_mapping(user, groups, source=GrantSource.LDAP, request=request)
         return user

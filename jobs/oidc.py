@@ -273,6 +273,8 @@ class OIDCBackend(OIDCAuthenticationBackend):
             user = self.UserModel.objects.create_user(who.username, email=who.email)
         elif user.has_usable_password():
             raise SignInRefused("local-account", username=who.username)
+        if not rolemapping.claim_source(user, SOURCE):
+            raise SignInRefused("local-account", username=who.username)
         elif not user.is_active:
             raise SignInRefused("inactive", username=who.username)
         elif who.email and user.email != who.email:

@@ -217,3 +217,29 @@ def apply_group_mapping(
     if request is not None:
         request.cronboard_mapping = result
     return result
+
+
+def may_sign_in(user, source: str) -> bool:
+    """Whether `source` (ldap, oidc) may sign `user` in: an account is the
+    source's that first signed it in, and no other's, so that an identity
+    provider's user named like a directory's (or the other way round) never
+    becomes it, nor keeps the grants the other source gave."""
+    from jobs.models import Profile
+
+    found = Profile.objects.filter(user=user).values_list("sign_in_source", flat=True).first()
+    return found in (None, "", source)
+
+
+def claim_source(user, source: str) -> bool:
+    """may_sign_in, and the account becomes the source's if it was nobody's."""
+    from jobs.models import Profile
+
+    if not may_sign_in(user, source):
+        return False
+    profile, _created = Profile.objects.get_or_create(user=user)
+    if profile.sign_in_source in ("", source):
+        if not profile.sign_in_source:
+            profile.sign_in_source = source
+            profile.save(update_fields=["sign_in_source"])
+        return True
+    return False

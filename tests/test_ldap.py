@@ -148,6 +148,19 @@ def test_a_local_account_is_never_signed_in_by_a_directory_entry_of_the_same_nam
     assert signed_in(client)
 
 
+def test_the_directory_never_signs_in_an_identity_providers_account(ldap_on):
+    """With LDAP and OIDC both on, an account the provider made stays the
+    provider's: the directory's entry of the same name is refused."""
+    from jobs.models import Profile
+
+    ldap_on.add_user("omar", "pw-omar-ldap", groups=["sre"])
+    provider_user = get_user_model().objects.create_user("omar")
+    Profile.objects.create(user=provider_user, sign_in_source="oidc")
+    client, _response = sign_in("omar", "pw-omar-ldap")
+    assert not signed_in(client)
+    assert not RoleGrant.objects.filter(user=provider_user).exists()
+
+
 def test_a_wrong_password_and_an_unknown_user_are_refused_like_any_wrong_password(ldap_on):
     ldap_on.add_user("dave", "pw-dave-ldap", groups=["sre"])
     for username, password in [("dave", "wrong"), ("nobody", "pw-dave-ldap"), ("dave", "")]:

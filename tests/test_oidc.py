@@ -207,6 +207,22 @@ def test_single_sign_on_never_takes_over_a_local_account_of_the_same_name(oidc, 
     assert last_sign_in_row().changes["reason"] == "local-account"
 
 
+def test_single_sign_on_never_takes_over_a_directory_users_account(oidc, client):
+    """With LDAP and OIDC both on, an account the directory made stays the
+    directory's: a provider's user of the same name is refused."""
+    from jobs.models import Profile
+
+    directory_user = get_user_model().objects.create_user("dora")  # no usable password
+    Profile.objects.create(user=directory_user, sign_in_source="ldap")
+    oidc.add_user("dora", groups=["sre"])
+
+    response = oidc.sign_in(client, "dora")
+
+    assert response.status_code == 403
+    assert signed_in_as(client) is None
+    assert not directory_user.role_grants.exists()
+
+
 def test_the_username_claim_names_the_user(oidc, client, settings):
     settings.OIDC_USERNAME_CLAIM = "email"
     oidc.add_user("ann", groups=["sre"], email="ann@corp.example")

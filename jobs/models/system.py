@@ -198,6 +198,10 @@ class Profile(ChoiceLabels, models.Model):
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, primary_key=True, on_delete=models.CASCADE, related_name="profile"
     )
+    # The single sign-on source that signs this account in ("ldap", "oidc";
+    # blank: none yet). An account made by one source is never signed in by
+    # the other (jobs.rolemapping.claim_source).
+    sign_in_source = models.CharField(max_length=10, blank=True, default="")
     language = models.CharField(max_length=10, blank=True, choices=settings.LANGUAGES)
     # An IANA name as jobs.cron.zone_name spells it (its length limit too).
     time_zone = models.CharField(max_length=64, blank=True, default="", db_default="")
