@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 from django.db import DatabaseError
 
+from jobs.engine import planning
 from jobs.engine.metrics import OFF, EngineMetrics, serve
 from jobs.models import Run
 from tests.fixtures.core import T0, drain
@@ -157,3 +158,20 @@ def test_the_scheduler_serves_metrics_only_to_a_token_or_an_allowed_address(
         server.server_close()
     assert got == status
     assert ("process_cpu_seconds_total" in body) == (status == 200), "refused: no figures"
+
+
+def test_a_fire_the_schedule_check_finds_stuck_is_counted_as_a_skipped_misfire(
+    make_scheduler, make_job, clock
+):
+    """The schedule check records a fire nobody claimed as a skipped misfire:
+    the metric counts it like a skip the planner wrote."""
+    metrics = EngineMetrics(per_job=False)
+    scheduler = make_scheduler(clock=clock, metrics=metrics)
+    make_job(
+        next_fire_at=T0, namespace="ops", schedule_type="interval", interval_seconds=60, cron_expression=""
+    )
+    scheduler.check_schedules(T0)  # the first step starts the count
+    checked = scheduler.check_schedules(T0 + planning.CHECK_EVERY)
+
+    assert checked.counts()["stuck"] == 1
+    assert value(metrics, "cronboard_scheduler_fires_skipped_total", namespace="ops", reason="misfire") == 1

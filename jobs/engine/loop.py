@@ -304,7 +304,10 @@ class Scheduler:
         while planning has a backlog: fires it has not reached are not stuck."""
         if not self.leadership.is_leader():
             return None
-        return self.schedule_check.step(now)
+        checked = self.schedule_check.step(now)
+        if checked is not None:
+            self.metrics.planned(checked.skipped)
+        return checked
 
     def roll_up(self, now: datetime) -> bool:
         """On the node that plans: finished runs into the trends' rollup

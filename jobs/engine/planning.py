@@ -460,6 +460,7 @@ class Checked:
     counter would add up."""
 
     repairs: list[Repair] = field(default_factory=list)
+    skipped: list[Run] = field(default_factory=list)  # the stuck fires, recorded as misfires
 
     def counts(self) -> Counter:
         return Counter(repair.problem for repair in self.repairs)
@@ -489,12 +490,12 @@ class ScheduleCheck:
             return None
         checked = Checked()
         for job in off_schedule(now):
-            repair = self.repair(job, now)
+            repair = self.repair(job, now, checked.skipped)
             if repair is not None:
                 checked.repairs.append(repair)
         return checked
 
-    def repair(self, job: Job, now: datetime) -> Repair | None:
+    def repair(self, job: Job, now: datetime, skipped: list[Run] | None = None) -> Repair | None:
         was = job.next_fire_at
         if was is None:
             problem = Problem.MISSING
@@ -517,10 +518,10 @@ class ScheduleCheck:
                     f"missed: due since {was.isoformat()} but never claimed by the scheduler; "
                     f"the schedule check moved the job on"
                 )
-                Run.objects.bulk_create(
-                    [self.planner.skipped(job, was, Run.SkipReason.MISFIRE, now, message)],
-                    ignore_conflicts=True,
-                )
+                misfire = self.planner.skipped(job, was, Run.SkipReason.MISFIRE, now, message)
+                Run.objects.bulk_create([misfire], ignore_conflicts=True)
+                if skipped is not None:
+                    skipped.append(misfire)
         if not moved:
             return None
         log.warning(
