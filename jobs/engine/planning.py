@@ -32,7 +32,7 @@ from django.db.models.expressions import RawSQL
 from jobs import cluster, services
 from jobs.core.logcontext import about
 from jobs.core.wakeup import wake_schedulers
-from jobs.engine import leases
+from jobs.engine import leases, shards
 from jobs.engine.bulk import database, insert_rows, update_from_values
 from jobs.engine.clock import Cadence
 from jobs.engine.execution.starting import start_time, take
@@ -152,8 +152,10 @@ class Planner:
                 runs = [run for plan in claimed for run in _stamped(plan.runs, epoch)]
                 replace_live(claimed, now)
                 queued = [run for run in runs if run.status == Run.Status.QUEUED]
+                # A broadcast run pinned to another node is that node's to claim.
+                mine = [run for run in queued if run.node in ("", self.worker_id)]
                 planned.waiting = any(run.status == Run.Status.WAITING for run in runs)
-                planned.starting = queued[: max(0, free_slots)]
+                planned.starting = mine[: max(0, free_slots)]
                 take(planned.starting, start_time(now, self.clock), worker_id=self.worker_id)
                 # One INSERT for the batch's runs, inside the claims' transaction.
                 created = insert_rows(runs)
@@ -197,6 +199,13 @@ class Planner:
             wake_schedulers(sender=self.worker_id)  # the other nodes share the runs just queued
         return planned
 
+    def nodes(self, now: datetime) -> set[str]:
+        """The live nodes a broadcast fire runs on: every node whose lease is
+        current, this one included (on one node, only this one)."""
+        if not self.clustered:
+            return {self.worker_id}
+        return cluster.live_node_holders(now=now) | {self.worker_id}
+
     def _still_leader(self, now: datetime, epoch: int | None) -> bool:
         """After a refused claim: was it the lease? Then say so."""
         if not self.clustered or leases.holds(cluster.LEADER, self.worker_id, epoch, now=now):
@@ -237,19 +246,19 @@ class Planner:
             if overlap.skip:
                 runs.append(self.skipped(job, fire_at, Run.SkipReason.OVERLAP, now, overlap.skip))
             else:
-                runs.append(
-                    Run(
-                        job=job,
-                        fire_id=fire_id,
-                        scheduled_at=fire_at,
-                        run_after=now,
-                        trigger=trigger,
-                        # Waiting: admission lets it through (jobs.admission).
-                        status=Run.Status.WAITING if overlap.wait or job.pool else Run.Status.QUEUED,
-                        created_at=now,
-                        **job.run_policy(),
-                    )
+                fire = Run(
+                    job=job,
+                    fire_id=fire_id,
+                    scheduled_at=fire_at,
+                    run_after=now,
+                    trigger=trigger,
+                    # Waiting: admission lets it through (jobs.admission).
+                    status=Run.Status.WAITING if overlap.wait or job.pool else Run.Status.QUEUED,
+                    created_at=now,
+                    **job.run_policy(),
                 )
+                # A sharded or broadcast fire is several runs (jobs.engine.shards).
+                runs += shards.split(fire, job, nodes=self.nodes(now) if job.broadcast else ())
                 fired = True
 
         last_fire = fire_at or job.last_fire_at
