@@ -21,6 +21,8 @@ two shards ending at once on two nodes exactly one sees the other ended.
 import copy
 from collections.abc import Iterable
 
+from django.db.models.base import ModelState
+
 from jobs.models import Job, Run
 
 # The worse status first: what a fire whose shards ended differently ended as.
@@ -46,8 +48,12 @@ def split(run: Run, job: Job, *, nodes: Iterable[str]) -> list[Run]:
 
 
 def _piece(run: Run, index: int, total: int, *, node: str = "") -> Run:
-    piece = copy.copy(run)
-    piece._state = copy.copy(run._state)
+    # The first run's values, without a model's __init__ or copy.copy per
+    # piece: a thousand of either cost a planning pass a fifth of its time.
+    piece = Run.__new__(Run)
+    piece.__dict__.update(run.__dict__)
+    piece._state = ModelState()
+    piece._state.fields_cache = run._state.fields_cache  # its job, as read
     piece.shard_index, piece.shard_total, piece.node = index, total, node
     return piece
 
