@@ -62,9 +62,12 @@ def run(options: dict, workdir: Path) -> dict:
         fire_at = timezone.now() + fires.LEAD
         Job.objects.filter(pk=job.pk).update(state=Job.State.ENABLED, next_fire_at=fire_at)
         deadline = time.monotonic() + options["timeout"]
-        while Run.objects.filter(job=job, status=Run.Status.SUCCEEDED).count() < shards:
+        while (
+            Run.objects.filter(job=job).count() < shards
+            or Run.objects.filter(job=job, status__in=Run.LIVE).exists()
+        ):
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the fire's {shards} shards did not finish in {options['timeout']:g} s")
+                raise RuntimeError(f"the fire's {shards} shards did not end in {options['timeout']:g} s")
             time.sleep(0.1)
         cpu = schedulers.cpu_seconds()
     finally:
@@ -79,6 +82,7 @@ def run(options: dict, workdir: Path) -> dict:
         "first_started_after_s": round((ended["first"] - fire_at).total_seconds(), 3),
         "finished_after_s": round((ended["last"] - fire_at).total_seconds(), 3),
         "runs": runs.count(),
+        "statuses": dict(runs.values_list("status").annotate(n=Count("id")).order_by("status")),
         "per_node": per_node,
         "scheduler_cpu_s": cpu,
     }
@@ -93,7 +97,10 @@ def render(options: dict, figures: dict) -> str:
         ),
         ("fire time → first shard started", fmt(figures["first_started_after_s"], "s")),
         ("fire time → last shard finished", fmt(figures["finished_after_s"], "s")),
-        ("runs", fmt(figures["runs"])),
+        (
+            "runs",
+            f"{fmt(figures['runs'])} ({', '.join(f'{n:,} {s}' for s, n in figures['statuses'].items())})",
+        ),
         ("runs per node", ", ".join(f"{node} {n:,}" for node, n in figures["per_node"].items())),
         ("schedulers' CPU", ", ".join(fmt(s, "s") for s in figures["scheduler_cpu_s"])),
     ]
