@@ -199,13 +199,6 @@ class Planner:
             wake_schedulers(sender=self.worker_id)  # the other nodes share the runs just queued
         return planned
 
-    def nodes(self, now: datetime) -> set[str]:
-        """The live nodes a broadcast fire runs on: every node whose lease is
-        current, this one included (on one node, only this one)."""
-        if not self.clustered:
-            return {self.worker_id}
-        return cluster.live_node_holders(now=now) | {self.worker_id}
-
     def _still_leader(self, now: datetime, epoch: int | None) -> bool:
         """After a refused claim: was it the lease? Then say so."""
         if not self.clustered or leases.holds(cluster.LEADER, self.worker_id, epoch, now=now):
@@ -258,7 +251,12 @@ class Planner:
                     **job.run_policy(),
                 )
                 # A sharded or broadcast fire is several runs (jobs.engine.shards).
-                runs += shards.split(fire, job, nodes=self.nodes(now) if job.broadcast else ())
+                nodes = (
+                    shards.live_nodes(self.worker_id, clustered=self.clustered, now=now)
+                    if job.broadcast
+                    else ()
+                )
+                runs += shards.split(fire, job, nodes=nodes)
                 fired = True
 
         last_fire = fire_at or job.last_fire_at

@@ -20,9 +20,11 @@ two shards ending at once on two nodes exactly one sees the other ended.
 
 import copy
 from collections.abc import Iterable
+from datetime import datetime
 
 from django.db.models.base import ModelState
 
+from jobs import cluster
 from jobs.models import Job, Run
 
 # The worse status first: what a fire whose shards ended differently ended as.
@@ -45,6 +47,14 @@ def split(run: Run, job: Job, *, nodes: Iterable[str]) -> list[Run]:
     if job.shards <= 1:
         return [run]
     return [_piece(run, index, job.shards) for index in range(job.shards)]
+
+
+def live_nodes(worker_id: str, *, clustered: bool, now: datetime) -> set[str]:
+    """The nodes a broadcast fire runs on: every node whose lease is current,
+    the planning one (`worker_id`) included; on one node, only that one."""
+    if not clustered:
+        return {worker_id}
+    return cluster.live_node_holders(now=now) | {worker_id}
 
 
 def _piece(run: Run, index: int, total: int, *, node: str = "") -> Run:
