@@ -14,6 +14,7 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from jobs import alerts
 from jobs.engine.maintenance import STALE_AFTER
 from jobs.engine.planning import Planner
 from jobs.handlers import HandlerError, JobHandler, register
@@ -250,3 +251,12 @@ def test_a_broadcast_run_whose_node_died_is_interrupted_never_moved(both_databas
     job.refresh_from_db()
     assert job.last_status == "interrupted"
     assert "2 of 3 shards did not succeed" in job.last_error
+
+
+def test_a_split_fire_running_long_is_one_long_running_alert(both_databases, make_job):
+    job = make_job(shards=3, long_running_seconds=20, alert_on=["long_running"])
+    fire = dict(job=job, scheduled_at=T0, trigger="schedule", fire_id=uuid.uuid4(), shard_total=3)
+    for index in range(3):
+        Run.objects.create(**fire, shard_index=index, status="running", started_at=T0, worker_id="node-a")
+    assert alerts.check_long_running(T0 + timedelta(seconds=30)) == 1
+    assert Alert.objects.filter(job=job, kind=Alert.Kind.LONG_RUNNING).count() == 1
