@@ -145,7 +145,10 @@ def test_each_shard_retries_alone_and_the_fire_fails_once_with_one_alert(
     (alert,) = Alert.objects.filter(job=job)
     assert alert.kind == Alert.Kind.FAILED
     assert "2 of 3 shards did not succeed; shard 0 ended failed" in job.last_error
-    assert after.runs.count() == 1
+    (downstream,) = after.runs.all()
+    # It starts after the shard that failed the fire, whichever ended last.
+    assert (downstream.caused_by.shard_index, downstream.caused_by.status) == (0, "failed")
+    assert alert.run_id == downstream.caused_by_id
 
 
 def test_a_fire_that_fails_again_and_again_crashes_its_job_once_per_fire(

@@ -77,25 +77,27 @@ def fire_ended(run: Run) -> Run | None:
     """After the final attempt of `run`'s shard was written (in the same
     transaction): the fire's outcome as a stand-in run, or None while
     another of its shards is live. The stand-in is `run` with the fire's
-    status and, when the fire failed, its worst shard's error."""
+    status and, when the fire failed, its worst shard's id and error."""
     # The job's row lock orders the shards' ends (see the module's note).
     Job.objects.select_for_update().filter(pk=run.job_id).values_list("pk", flat=True).first()
-    latest: dict[int, tuple[int, str, str]] = {}
-    for index, attempt, status, error in Run.objects.filter(
+    latest: dict[int, tuple[int, str, str, int]] = {}
+    for index, attempt, status, error, pk in Run.objects.filter(
         job_id=run.job_id, scheduled_at=run.scheduled_at, fire_id=run.fire_id
-    ).values_list("shard_index", "attempt", "status", "error"):
+    ).values_list("shard_index", "attempt", "status", "error", "pk"):
         if status in Run.LIVE:
             return None
         if index not in latest or attempt > latest[index][0]:
-            latest[index] = (attempt, status, error)
+            latest[index] = (attempt, status, error, pk)
     ended = copy.copy(run)
-    failed = [(index, status, error) for index, (_attempt, status, error) in sorted(latest.items())]
+    failed = [(index, status, error, pk) for index, (_attempt, status, error, pk) in sorted(latest.items())]
     failed = [item for item in failed if item[1] != Run.Status.SUCCEEDED]
     if not failed:
         ended.status = Run.Status.SUCCEEDED
         return ended
-    index, status, error = min(failed, key=lambda item: (_rank(item[1]), item[0]))
-    ended.status = status
+    index, status, error, pk = min(failed, key=lambda item: (_rank(item[1]), item[0]))
+    # The worst shard stands for the fire: its alert and its downstream runs
+    # (ctx.upstream) point at the run that ended as the fire did.
+    ended.pk, ended.status = pk, status
     ended.error = (
         f"{len(failed)} of {run.shard_total} shards did not succeed; shard {index} ended {status}: {error}"
     )
