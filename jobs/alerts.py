@@ -480,7 +480,8 @@ def check_calendar(now: datetime) -> int:
 
 def check_long_running(now: datetime) -> int:
     """Runs still going N seconds after they started, N below their timeout
-    (a job's long_running_seconds, else the setting, else half the timeout)."""
+    (a job's long_running_seconds, else the setting, else half the timeout);
+    one alert per run, or per fire for the pieces of a split one."""
     cutoff = now - timedelta(seconds=MIN_ALERT_SECONDS)
     running = (
         Run.objects.filter(LIVE_RUN, status=Run.Status.RUNNING, started_at__lte=cutoff, job__isnull=False)
@@ -500,7 +501,8 @@ def check_long_running(now: datetime) -> int:
             job=job,
             run=run,
             kind=Alert.Kind.LONG_RUNNING,
-            event=f"long_running:{run.pk}",
+            # A split fire's pieces run long together: one alert for the fire.
+            event=f"long_running:fire:{run.fire_id}" if run.shard_total > 1 else f"long_running:{run.pk}",
             now=now,
             running_for=now - run.started_at,
             threshold_seconds=threshold,

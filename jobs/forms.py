@@ -40,6 +40,7 @@ from jobs.models import (
     job_name,
 )
 from jobs.overlapfields import OverlapFieldsMixin
+from jobs.shardfields import ShardFieldsMixin
 
 MAX_ALERT_THRESHOLD = 1000
 MAX_RETRIES = 100
@@ -91,7 +92,7 @@ def _no_constraint_queries(exclude=None, using=None):
     """Stands in for Model.validate_constraints in JobForm._post_clean."""
 
 
-class JobForm(StorableTextMixin, ErrorListMixin, OverlapFieldsMixin, forms.ModelForm):
+class JobForm(StorableTextMixin, ErrorListMixin, ShardFieldsMixin, OverlapFieldsMixin, forms.ModelForm):
     """Create or edit a job. Pass `user` (None = a trusted caller such as the
     shell) so SQL jobs can be limited to superusers."""
 

@@ -116,3 +116,23 @@ def test_bench_refuses_an_unknown_calendar():
     )
     assert result.returncode != 0
     assert "--calendar" in result.stderr and "XX" in result.stderr
+
+
+def test_bench_shards_runs_every_shard_of_one_fire_once():
+    figures = json.loads(bench("shards", "--shards", "20", "--repeat", "1", "--json"))
+    assert (figures["shards"], figures["runs"]) == (20, 20)
+    assert sum(figures["per_node"].values()) == 20
+    assert figures["finished_after_s"] >= figures["first_started_after_s"] >= 0
+    assert set(figures["planning_ms"]) == {"p50", "p95", "p99", "max"}
+
+
+def test_bench_shards_refuses_shards_out_of_range():
+    result = subprocess.run(
+        [sys.executable, "manage.py", "bench", "shards", "--shards", "1001"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "--shards: 1 to 1,000" in result.stderr

@@ -59,6 +59,7 @@ def test_the_environment_is_clean_plus_the_jobs_env(monkeypatch, settings):
     assert "leak-" not in line
     assert env["FOO"] == "bar" and env["CRONBOARD_RUN_ID"] == "7" and env["CRONBOARD_JOB"] == "cmd"
     assert env["CRONBOARD_UPSTREAM_RUN_ID"] == "5" and env["CRONBOARD_UPSTREAM_STATUS"] == "succeeded"
+    assert (env["CRONBOARD_SHARD_INDEX"], env["CRONBOARD_SHARD_TOTAL"]) == ("0", "1")
     assert set(env) <= {
         "PATH",
         "HOME",

@@ -91,6 +91,25 @@ def test_method_headers_and_body_are_sent(server):
     assert echoed["headers"]["Content-Type"] == "application/json"
 
 
+def test_a_shard_sends_its_numbers_as_headers_and_in_the_body(server):
+    props = {
+        "url": server.url("/echo"),
+        "method": "POST",
+        "body": '{"piece": {{shard_index}}, "of": {{shard_total}}}',
+    }
+    ctx = make_ctx(props)
+    ctx.shard_index, ctx.shard_total = 2, 5
+    echoed = json.loads(HttpJobHandler().run(ctx).split("\n", 1)[1])
+    assert echoed["body"] == '{"piece": 2, "of": 5}'
+    assert (echoed["headers"]["X-Cronboard-Shard-Index"], echoed["headers"]["X-Cronboard-Shard-Total"]) == (
+        "2",
+        "5",
+    )
+    # A fire that is not split sends no shard headers.
+    unsplit = json.loads(run({**props, "body": "{{shard_index}}"})[0].split("\n", 1)[1])
+    assert unsplit["body"] == "0" and "X-Cronboard-Shard-Index" not in unsplit["headers"]
+
+
 def test_headers_as_json(server):
     result, _ = run({"url": server.url("/echo"), "headers": '{"X-Token": "j"}'})
     assert json.loads(result.split("\n", 1)[1])["headers"]["X-Token"] == "j"

@@ -45,6 +45,17 @@ def test_query_rows_go_to_the_log(database):
     assert "read-only statement on" in lines[0]
 
 
+def test_a_sharded_run_reads_its_shard_numbers_where_the_statement_names_them(database):
+    ctx = make_ctx("SELECT :shard_index AS i, :shard_total AS n, ':shard_indexes' AS text")
+    ctx.shard_index, ctx.shard_total = 3, 8
+    assert SqlJobHandler().run(ctx) == "1 row"
+    assert ctx.log_text().splitlines()[-1].split(" ", 1)[1] == "3 | 8 | :shard_indexes"
+    assert (
+        validate_sql_properties({"sql": "SELECT x FROM t WHERE x % :shard_total = :shard_index"}, write=False)
+        == {}
+    )
+
+
 def test_rows_are_capped(database):
     result, ctx = run_sql(database.sql["many_rows"])
     assert result == f"more than {MAX_ROWS} rows; the first {MAX_ROWS} are in the log"

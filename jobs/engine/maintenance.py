@@ -4,7 +4,8 @@ runs.
 - `recover` (at start): runs this worker id left `running` (the process died
   or was killed) are recorded `interrupted`, retried if their job allows.
 - `Sweep` (every SWEEP_EVERY): runs of any node whose heartbeat is older than
-  STALE_AFTER and whose worker holds no node lease are `interrupted`.
+  STALE_AFTER and whose worker holds no node lease are `interrupted`, as are
+  broadcast runs still queued for a node that holds none.
 - `requeue_unstarted_claims` (after a database error): runs marked running
   for this node by a claim whose commit answer was lost go back to the queue.
 - `RunHeartbeat` (every HEARTBEAT_EVERY): touch this node's running runs,
@@ -19,7 +20,7 @@ from jobs import cluster
 from jobs.engine.clock import Cadence
 from jobs.engine.execution.pool import Pool
 from jobs.engine.outcomes import Recorded, Recorder, back_to_queue
-from jobs.models import LIVE_RUN, Run, cap_message
+from jobs.models import LIVE_RUN, QUEUED_RUN, Run, cap_message
 
 log = logging.getLogger("cronboard.scheduler")
 
@@ -78,6 +79,22 @@ class Sweep:
                 Run.Status.INTERRUPTED,
                 now,
                 error=f"worker {run.worker_id or '?'} stopped sending heartbeats (last {run.heartbeat_at.isoformat()})",
+            )
+        # A broadcast run still queued for a node that is gone would wait for
+        # it for ever: it is interrupted, never moved to another node.
+        stranded = (
+            Run.objects.filter(QUEUED_RUN)
+            .exclude(node="")
+            .exclude(node__in=alive_elsewhere | {self.worker_id})
+            .select_related("job")
+        )
+        for run in stranded:
+            recorded |= self.recorder.record(
+                run,
+                Run.Status.INTERRUPTED,
+                now,
+                error=f"node {run.node}, the only one this run may run on, stopped before it started",
+                was=Run.Status.QUEUED,
             )
         if recorded.written:
             log.warning("sweep interrupted %d stale run(s)", recorded.written)

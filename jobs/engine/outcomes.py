@@ -30,6 +30,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 
 from jobs import alerts
 from jobs.core.logcontext import about
+from jobs.engine import shards
 from jobs.engine.bulk import update_from_values, update_from_values_returning
 from jobs.engine.execution.pool import Flight, Outcome, Pool
 from jobs.models import LIVE_RUN, Job, JobDependency, Run, cap_message
@@ -147,8 +148,10 @@ class Recorder:
         runs_of_job = Counter(run.job_id for run, _ in items if run.job_id is not None)
         common, others = [], []
         for run, outcome in items:
-            plain = outcome.status == Run.Status.SUCCEEDED and (
-                run.job_id is None or (runs_of_job[run.job_id] == 1 and not _wants_recovery_notice(run))
+            plain = (
+                outcome.status == Run.Status.SUCCEEDED
+                and not shards.is_split(run)
+                and (run.job_id is None or (runs_of_job[run.job_id] == 1 and not _wants_recovery_notice(run)))
             )
             (common if plain else others).append((run, outcome))
         recorded = Recorded(runs=len(common))
@@ -293,21 +296,32 @@ class Recorder:
         }
 
     def record(
-        self, run: Run, status: str, now: datetime, *, result="", error="", log_text="", retry=True
+        self,
+        run: Run,
+        status: str,
+        now: datetime,
+        *,
+        result="",
+        error="",
+        log_text="",
+        retry=True,
+        was=Run.Status.RUNNING,
     ) -> Recorded:
-        """Write a run's outcome (only if it is still running: a run already
-        timed out or swept is left as it is), queue its retry (unless told
-        not to), and update its job, all in one transaction."""
+        """Write a run's outcome (only if it is still `was`, running: a run
+        already timed out or swept is left as it is), queue its retry (unless
+        told not to), and update its job, all in one transaction."""
         outcome = self.columns(run, status, now, result=result, error=error, log_text=log_text)
         duration_ms = outcome["duration_ms"]
         # No savepoint: inside write_finished's batch a failure rolls the whole
         # batch back, and the batch is written again on the next pass.
         with transaction.atomic(savepoint=False):
-            touched = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(**outcome)
+            touched = Run.objects.filter(pk=run.pk, status=was).update(**outcome)
             if not touched:
                 return Recorded(runs=1)
             recorded = Recorded(runs=1, written=1, ended=((run, status, duration_ms),))
             retry = retry and status in Run.AUTO_RETRIED and run.attempt <= run.max_retries
+            # A broadcast run belongs to its node: interrupted, it is not run elsewhere.
+            retry = retry and not (run.node and status == Run.Status.INTERRUPTED)
             if retry:
                 recorded.queued_at = self.queue_retry(run, now).run_after
             if run.job_id is not None:
@@ -317,10 +331,14 @@ class Recorder:
                     now,
                     duration_ms,
                 )
-                recorded.alerts = self.record_on_job(run, final=not retry, now=now)
-                if not retry:
-                    run.result = outcome["result"]
-                    downstream = self.start_downstream([run], now)
+                run.result = outcome["result"]
+                # A shard's end is its fire's only once every shard has ended.
+                fire = shards.fire_ended(run) if not retry and shards.is_split(run) else run
+                recorded.alerts = self.record_on_job(
+                    fire or run, final=not retry and fire is not None, now=now
+                )
+                if not retry and fire is not None:
+                    downstream = self.start_downstream([fire], now)
                     recorded |= Recorded(queued_at=_queued_at(downstream, now))
         return recorded
 
@@ -342,6 +360,9 @@ class Recorder:
             handler=run.handler,
             task_key=run.task_key,
             properties=run.properties,
+            shard_index=run.shard_index,
+            shard_total=run.shard_total,
+            node=run.node,
             caused_by_id=run.caused_by_id,
             chain_id=run.chain_id,
             chain_depth=run.chain_depth,

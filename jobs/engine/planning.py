@@ -32,7 +32,7 @@ from django.db.models.expressions import RawSQL
 from jobs import cluster, services
 from jobs.core.logcontext import about
 from jobs.core.wakeup import wake_schedulers
-from jobs.engine import leases
+from jobs.engine import leases, shards
 from jobs.engine.bulk import database, insert_rows, update_from_values
 from jobs.engine.clock import Cadence
 from jobs.engine.execution.starting import start_time, take
@@ -152,8 +152,10 @@ class Planner:
                 runs = [run for plan in claimed for run in _stamped(plan.runs, epoch)]
                 replace_live(claimed, now)
                 queued = [run for run in runs if run.status == Run.Status.QUEUED]
+                # A broadcast run pinned to another node is that node's to claim.
+                mine = [run for run in queued if run.node in ("", self.worker_id)]
                 planned.waiting = any(run.status == Run.Status.WAITING for run in runs)
-                planned.starting = queued[: max(0, free_slots)]
+                planned.starting = mine[: max(0, free_slots)]
                 take(planned.starting, start_time(now, self.clock), worker_id=self.worker_id)
                 # One INSERT for the batch's runs, inside the claims' transaction.
                 created = insert_rows(runs)
@@ -237,19 +239,24 @@ class Planner:
             if overlap.skip:
                 runs.append(self.skipped(job, fire_at, Run.SkipReason.OVERLAP, now, overlap.skip))
             else:
-                runs.append(
-                    Run(
-                        job=job,
-                        fire_id=fire_id,
-                        scheduled_at=fire_at,
-                        run_after=now,
-                        trigger=trigger,
-                        # Waiting: admission lets it through (jobs.admission).
-                        status=Run.Status.WAITING if overlap.wait or job.pool else Run.Status.QUEUED,
-                        created_at=now,
-                        **job.run_policy(),
-                    )
+                fire = Run(
+                    job=job,
+                    fire_id=fire_id,
+                    scheduled_at=fire_at,
+                    run_after=now,
+                    trigger=trigger,
+                    # Waiting: admission lets it through (jobs.admission).
+                    status=Run.Status.WAITING if overlap.wait or job.pool else Run.Status.QUEUED,
+                    created_at=now,
+                    **job.run_policy(),
                 )
+                # A sharded or broadcast fire is several runs (jobs.engine.shards).
+                nodes = (
+                    shards.live_nodes(self.worker_id, clustered=self.clustered, now=now)
+                    if job.broadcast
+                    else ()
+                )
+                runs += shards.split(fire, job, nodes=nodes)
                 fired = True
 
         last_fire = fire_at or job.last_fire_at

@@ -1,3 +1,4 @@
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +36,11 @@ class JobContext:
     # A run started after an upstream job's run (trigger `upstream`):
     # {"job": name, "run_id": id, "status": final status, "result": text}.
     upstream: dict | None = None
+    # Which piece of its fire the run is: shard `shard_index` of
+    # `shard_total` (a sharded job's, or a broadcast job's one per node);
+    # 0 of 1 for a fire that is not split.
+    shard_index: int = 0
+    shard_total: int = 1
     # The Job and Run rows as they were when the run started: read them, do
     # not save them (the scheduler owns every write to both).
     job: Any = None
@@ -127,3 +133,18 @@ class JobHandler:
 
     def run(self, ctx: JobContext) -> str | None:  # pragma: no cover - interface
         raise NotImplementedError
+
+
+def with_shard(text: str, *, index: int, total: int, style: str) -> str:
+    """`text` with a run's shard numbers where it names them
+    (docs/handlers.md): `{{shard_index}}` and `{{shard_total}}` in an HTTP
+    body (style "braces"), `:shard_index` and `:shard_total` in an SQL
+    statement (style "colon"). Whole numbers of ours, never a client's
+    text, so writing them in place is as safe as binding them."""
+    numbers = {"shard_index": index, "shard_total": total}
+    pattern = (
+        r"\{\{(shard_index|shard_total)\}\}"
+        if style == "braces"
+        else r"(?<![:\w]):(shard_index|shard_total)\b"
+    )
+    return re.sub(pattern, lambda match: str(numbers[match.group(1)]), text)

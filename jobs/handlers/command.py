@@ -197,6 +197,8 @@ def child_environment(ctx: JobContext, job_env: dict[str, str]) -> dict[str, str
         CRONBOARD_RUN_ID=str(ctx.run_id),
         CRONBOARD_FIRE_ID=ctx.fire_id,
         CRONBOARD_ATTEMPT=str(ctx.attempt),
+        CRONBOARD_SHARD_INDEX=str(ctx.shard_index),
+        CRONBOARD_SHARD_TOTAL=str(ctx.shard_total),
     )
     if ctx.upstream:
         env.update(

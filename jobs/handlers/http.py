@@ -11,7 +11,7 @@ import re
 
 from jobs import jsontext
 from jobs.fence import FenceError, RequestFailed, check_url, fenced_request
-from jobs.handlers.base import HandlerError, JobContext, JobHandler
+from jobs.handlers.base import HandlerError, JobContext, JobHandler, with_shard
 from jobs.models import Job
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
@@ -102,6 +102,11 @@ def upstream_headers(upstream: dict) -> dict[str, str]:
     }
 
 
+def shard_headers(ctx: JobContext) -> dict[str, str]:
+    """The headers an HTTP job's run sends when its fire is split in shards."""
+    return {"X-Cronboard-Shard-Index": str(ctx.shard_index), "X-Cronboard-Shard-Total": str(ctx.shard_total)}
+
+
 def validate_http_properties(props: dict) -> dict[str, str]:
     """Field → human error for an HTTP job's properties ({} if fine),
     including the fence check on `url` (with real DNS)."""
@@ -174,6 +179,10 @@ class HttpJobHandler(JobHandler):
             # (docs/handlers.md); the job's own headers are not overridden.
             own = {name.lower() for name, _ in headers}
             headers += [(n, v) for n, v in upstream_headers(ctx.upstream).items() if n.lower() not in own]
+        if ctx.shard_total > 1:
+            # One piece of a split fire: which one, as headers (docs/handlers.md).
+            own = {name.lower() for name, _ in headers}
+            headers += [(n, v) for n, v in shard_headers(ctx).items() if n.lower() not in own]
         remaining = ctx.remaining_seconds
         timeout = remaining if timeout is None else min(timeout, remaining)
         if timeout <= 0:
@@ -187,7 +196,10 @@ class HttpJobHandler(JobHandler):
                 method,
                 url,
                 headers=headers,
-                body=props.get("body") or None,
+                body=with_shard(
+                    str(props.get("body") or ""), index=ctx.shard_index, total=ctx.shard_total, style="braces"
+                )
+                or None,
                 timeout=timeout,
                 max_redirects=5 if follow else 0,
                 cancelled=ctx.cancelled,

@@ -35,7 +35,7 @@ import sqlparse
 from django.conf import settings
 from django.db import connections
 
-from jobs.handlers.base import HandlerError, JobContext, JobHandler
+from jobs.handlers.base import HandlerError, JobContext, JobHandler, with_shard
 from jobs.handlers.sqlguard import (
     ROLE_RECIPE,
     RolePowers,
@@ -452,6 +452,8 @@ def validate_sql_properties(props: dict, *, write: bool) -> dict[str, str]:
     sql = str(props.get("sql") or "").strip()
     if not sql:
         return {"sql": "Enter one SQL statement."}
+    # Checked as a run sends it: the shard placeholders are numbers by then.
+    sql = with_shard(sql, index=0, total=1, style="colon")
     statements = _statements(sql)
     if len(statements) > 1:
         return {"sql": f"Exactly one statement per job; this text has {len(statements)}."}
@@ -483,6 +485,7 @@ class SqlJobHandler(JobHandler):
         sql = str(ctx.properties.get("sql") or "").strip()
         if not sql:
             raise HandlerError("property 'sql' is empty")
+        sql = with_shard(sql, index=ctx.shard_index, total=ctx.shard_total, style="colon")
         write = bool(getattr(ctx, "sql_write", False))
         if not write:
             # Again at run time: the job may have been saved before this rule.

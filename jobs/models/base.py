@@ -20,6 +20,8 @@ MIN_INTERVAL_SECONDS = cron.MIN_INTERVAL_SECONDS
 MAX_TIMEOUT_SECONDS = 86_400
 # overlap_policy=allow: at most this many runs of one job live at once.
 MAX_PARALLEL = 100
+# A sharded job's fire is split into at most this many runs (Job.shards).
+MAX_SHARDS = 1_000
 # The longest stable delay a cron job's fires may get (Job.jitter_seconds).
 MAX_JITTER_SECONDS = 3_600
 

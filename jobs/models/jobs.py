@@ -18,6 +18,7 @@ from jobs.models.base import (
     DEFAULT_TIMEOUT_SECONDS,
     MAX_JITTER_SECONDS,
     MAX_PARALLEL,
+    MAX_SHARDS,
     MAX_TIMEOUT_SECONDS,
     MIN_INTERVAL_SECONDS,
     ChoiceLabels,
@@ -111,6 +112,7 @@ class Job(ChoiceLabels, models.Model):
     MAX_TIMEOUT_SECONDS = MAX_TIMEOUT_SECONDS
     NAMESPACE_RE = NAMESPACE_RE  # the module's, for callers that hold the model
     MAX_PARALLEL = MAX_PARALLEL
+    MAX_SHARDS = MAX_SHARDS
     MAX_JITTER_SECONDS = MAX_JITTER_SECONDS
     # What a person or program sets on a job (form, API, jobs-as-code file,
     # audit trail); everything else is the scheduler's bookkeeping.
@@ -134,6 +136,8 @@ class Job(ChoiceLabels, models.Model):
         "overlap_policy",
         "max_parallel",
         "pool",
+        "shards",
+        "broadcast",
         "run_once",
         "max_retries",
         "retry_interval_seconds",
@@ -180,6 +184,11 @@ class Job(ChoiceLabels, models.Model):
     # name rather than a key: it reads the same in the API, jobs-as-code and
     # the audit trail; a pool in use cannot be deleted (jobs.pools).
     pool = models.CharField(max_length=100, blank=True, default="")
+    # Each fire is this many runs, shard 0 to shards - 1, claimed by any node
+    # (jobs.shards); or, broadcast, one run on each live node, pinned to it.
+    # Both want the `skip` overlap policy and no pool (jobs.shardfields).
+    shards = models.PositiveSmallIntegerField(default=1)
+    broadcast = models.BooleanField(default=False)
     # Cron only: a built-in calendar code (CN, US-CA) or a custom calendar's
     # name, and which of its dates the job fires on (jobs.workdays).
     calendar = models.CharField(
@@ -264,6 +273,11 @@ class Job(ChoiceLabels, models.Model):
             models.CheckConstraint(
                 condition=Q(max_parallel__gte=1, max_parallel__lte=MAX_PARALLEL),
                 name="job_max_parallel_range",
+            ),
+            # One shard per fire unless sharded; a broadcast fire is split by node, not by shards.
+            models.CheckConstraint(
+                condition=Q(shards__gte=1, shards__lte=MAX_SHARDS) & (Q(broadcast=False) | Q(shards=1)),
+                name="job_shards_range",
             ),
             # The planner searches back this far for a delayed fire (Job.next_fire_after).
             models.CheckConstraint(

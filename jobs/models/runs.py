@@ -159,6 +159,14 @@ class Run(ChoiceLabels, models.Model):
     # insert paid for an entry at a random place in one.
     fire_id = models.UUIDField(default=uuid.uuid4)
     scheduled_at = models.DateTimeField()
+    # Which piece of its fire the run is (jobs.shards): shard_index of
+    # shard_total, 0 of 1 for a fire that is not split. A fire's runs share
+    # its fire_id; each shard retries on its own.
+    shard_index = models.PositiveSmallIntegerField(default=0)
+    shard_total = models.PositiveSmallIntegerField(default=1)
+    # A broadcast run is pinned to the node it was planned for (its worker
+    # id): only that node claims it, and it never moves. Blank: any node.
+    node = models.CharField(max_length=200, blank=True, default="")
     attempt = models.PositiveSmallIntegerField(default=1)
     trigger = models.CharField(max_length=10, choices=Trigger.choices)
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED)
@@ -227,12 +235,16 @@ class Run(ChoiceLabels, models.Model):
 
     class Meta:
         constraints = [
+            # One row per fire, shard and attempt, whatever crashes when:
+            # the planner's batch insert relies on it (a duplicate fire is
+            # refused whole and replanned job by job).
             models.UniqueConstraint(
                 "job",
                 "scheduled_at",
+                "shard_index",
                 "attempt",
                 condition=Q(trigger__in=["schedule", "catch_up"]),
-                name="run_unique_scheduled_attempt",
+                name="run_unique_scheduled_shard_attempt",
             ),
             models.UniqueConstraint(
                 "job",

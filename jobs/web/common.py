@@ -6,7 +6,9 @@ import hashlib
 import unicodedata
 from datetime import UTC, datetime, timedelta
 from functools import wraps
+from urllib.parse import urlencode
 
+from django.db.models import Count
 from django.db.models.functions import Substr
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -18,7 +20,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from jobs import access, admission, cron
 from jobs.i18n import describe_cron
-from jobs.models import Job
+from jobs.models import Job, Run
 from jobs.web.templatetags.console import duration
 
 RUNS_PER_PAGE = 25
@@ -135,7 +137,49 @@ RUN_ROW_FIELDS = (
     "status",
     "skip_reason",
     "worker_id",
+    "fire_id",
+    "shard_index",
+    "shard_total",
 )
+
+
+def one_row_per_fire(runs):
+    """A table's runs with each split fire (sharded or broadcast,
+    jobs.engine.shards) shown as its shard 0, the row that opens to its
+    pieces (`fire_pieces`); any other run has shard 0 only."""
+    return runs.filter(shard_index=0)
+
+
+def fire_pieces(runs) -> dict:
+    """Split fire id → (its pieces' statuses counted, the address of the
+    runs page that lists them), for the split runs of a page: one query,
+    on the job and scheduled time (run_history_idx)."""
+    split = [run for run in runs if run.shard_total > 1 and run.job_id is not None]
+    if not split:
+        return {}
+    counts: dict = {}
+    for fire_id, status, n in (
+        Run.objects.filter(
+            job_id__in={run.job_id for run in split},
+            scheduled_at__in={run.scheduled_at for run in split},
+            fire_id__in={run.fire_id for run in split},
+        )
+        .values_list("fire_id", "status")
+        .annotate(n=Count("id"))
+        .order_by()
+    ):
+        counts.setdefault(fire_id, []).append((status, n))
+    url = reverse("jobs:run_list")
+    return {
+        run.fire_id: {
+            "total": run.shard_total,
+            "counts": " · ".join(
+                f"{n} {Run.Status(status).label}" for status, n in sorted(counts.get(run.fire_id, []))
+            ),
+            "url": f"{url}?{urlencode({'job': run.job_id, 'fire': str(run.fire_id)})}",
+        }
+        for run in split
+    }
 
 
 def run_table(runs, *extra: str):
@@ -151,6 +195,7 @@ def run_rows(runs) -> list[dict]:
     run_url = url_maker("jobs:run_detail")
     zone = timezone.get_current_timezone()
     waiting = admission.waiting_reasons(runs)
+    fires = fire_pieces(runs)
     return [
         {
             "run": run,
@@ -162,6 +207,7 @@ def run_rows(runs) -> list[dict]:
             "finished": stamp(run.finished_at, zone, day=False) if run.finished_at else "",
             "duration": duration(run.duration_ms),
             "waiting": waiting.get(run.pk, ""),
+            "fire": fires.get(run.fire_id) if run.shard_total > 1 else None,
         }
         for run in runs
     ]

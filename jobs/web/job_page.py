@@ -23,6 +23,7 @@ from jobs.web.common import (
     describe_schedule,
     done,
     fingerprint,
+    one_row_per_fire,
     role_required,
     run_rows,
     run_table,
@@ -55,6 +56,8 @@ def _history_context(job: Job, params) -> dict:
     status = params.get("status", "")
     if status in Run.Status.values:
         runs = runs.filter(status=status)
+    else:
+        runs = one_row_per_fire(runs)  # filtered by status, every matching piece shows
     trigger = params.get("trigger", "")
     if trigger in Run.Trigger.values:
         runs = runs.filter(trigger=trigger)

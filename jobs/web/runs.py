@@ -2,6 +2,7 @@
 and cancel."""
 
 import csv
+import uuid
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
@@ -21,6 +22,7 @@ from jobs.web.common import (
     RUNS_PER_PAGE,
     done,
     fingerprint,
+    one_row_per_fire,
     partial_or_page,
     role_required,
     run_rows,
@@ -58,6 +60,13 @@ def _filtered(request, runs, now: datetime) -> tuple:
     if params.get("job", "").isdigit():
         job = access.visible_jobs(request.user).filter(pk=int(params["job"])).only("id", "name").first()
         runs = runs.filter(job_id=job.pk if job else -1)
+    # A split fire's pieces, every one: of one job (its runs' index; no index
+    # has fire_id alone).
+    fire = _fire_id(params.get("fire", "")) if job is not None else None
+    if fire is not None:
+        runs = runs.filter(fire_id=fire)
+    elif not status:
+        runs = one_row_per_fire(runs)
     since = params.get("since", "")
     if since in RUN_WINDOWS:
         start = RUN_WINDOWS[since]
@@ -79,6 +88,7 @@ def _filtered(request, runs, now: datetime) -> tuple:
             ("status", status),
             ("trigger", trigger),
             ("job", str(job.pk) if job else ""),
+            ("fire", str(fire) if fire else ""),
             ("since", since),
             ("q", query),
         )
@@ -94,6 +104,13 @@ def _filtered(request, runs, now: datetime) -> tuple:
         "filters": filters,
     }
     return runs, picked
+
+
+def _fire_id(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text) if text else None
+    except ValueError:
+        return None
 
 
 def _all_runs_context(request, *, now: datetime | None = None) -> dict:

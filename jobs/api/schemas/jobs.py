@@ -158,6 +158,14 @@ class JobFields(Schema):
         maxLength=100,
         pattern=NO_NUL_PATTERN,
     )
+    shards: WholeNumber | None = optional(
+        "Each fire as this many runs, shard 0 to shards - 1, on any node (1: not split); outside "
+        "the range 47036; above 1 with broadcast 47037. Sharded or broadcast: overlap_policy skip "
+        "(else 47038) and no pool (else 47039).",
+        minimum=1,
+        maximum=models.Job.MAX_SHARDS,
+    )
+    broadcast: StrictBool | None = optional("Each fire as one run on every live node, pinned to it.")
     run_once: StrictBool | None = None
     max_retries: WholeNumber | None = optional(minimum=0, maximum=MAX_RETRIES)
     retry_interval_seconds: WholeNumber | None = optional(minimum=0, maximum=models.Job.MAX_TIMEOUT_SECONDS)
@@ -270,6 +278,8 @@ class Job(Schema):
     overlap_policy: choice(models.Job.OverlapPolicy.values)
     max_parallel: int
     pool: str
+    shards: int
+    broadcast: bool
     run_once: bool
     max_retries: int
     retry_interval_seconds: int

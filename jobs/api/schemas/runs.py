@@ -35,6 +35,11 @@ class Run(Schema):
     )
     scheduled_at: str = Field(..., json_schema_extra={"format": "date-time"})
     attempt: int = Field(..., ge=1)
+    shard_index: int = Field(..., ge=0, description="Which shard of its fire the run is, from 0.")
+    shard_total: int = Field(
+        ..., ge=1, description="How many runs its fire is: its job's shards, or a broadcast's live nodes."
+    )
+    node: str = Field(..., description="A broadcast run: the node it is pinned to; empty for any node.")
     trigger: choice(models.Run.Trigger.values)
     status: choice(models.Run.Status.values)
     skip_reason: choice(["", *models.Run.SkipReason.values])

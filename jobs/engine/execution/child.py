@@ -45,6 +45,8 @@ CONTEXT_FIELDS = (
     "task_key",
     "sql_write",
     "upstream",
+    "shard_index",
+    "shard_total",
 )
 
 

@@ -98,7 +98,11 @@ class Starter:
             # The common pass: nothing queued. A read, not a write transaction
             # (on SQLite BEGIN IMMEDIATE takes the database's write lock).
             return Claimed(known=known)
-        queued = Run.objects.filter(QUEUED_RUN, run_after__lte=now).order_by("run_after", "id")
+        queued = (
+            Run.objects.filter(QUEUED_RUN, run_after__lte=now)
+            .filter(node__in=("", self.worker_id))  # a broadcast run only on its node
+            .order_by("run_after", "id")
+        )
         with transaction.atomic():
             ids = list(queued.values_list("id", flat=True)[:free])
             if not ids:
@@ -180,6 +184,8 @@ class Starter:
             task_key=run.task_key,
             sql_write=bool(job and job.sql_write),
             upstream=upstream_of(run),
+            shard_index=run.shard_index,
+            shard_total=run.shard_total,
             job=job,
             run=run,
             log_keep=self.log_keep,
@@ -203,7 +209,8 @@ class Starter:
 class ClusterClaim:
     """The PostgreSQL claim, one statement: the oldest due queued runs, up
     to a number, locked with SKIP LOCKED (another node's claim skips them
-    rather than waiting), marked running on this node, and returned with
+    rather than waiting), not pinned to another node (a broadcast run),
+    marked running on this node, and returned with
     their jobs (a task has none), oldest first.
 
     Due by the database's clock, read by the statement itself: a run
@@ -227,7 +234,7 @@ class ClusterClaim:
         if compiled is None or compiled["connection"] is not conn:
             compiled = self._compiled = self._compile(conn)
         prep = conn.ops.adapt_datetimefield_value
-        rows = fetch(conn, compiled["sql"], [worker_id, prep(started), prep(started), limit])
+        rows = fetch(conn, compiled["sql"], [worker_id, prep(started), prep(started), worker_id, limit])
         if compiled["converters"]:
             rows = compiled["compiler"].apply_converters(rows, compiled["converters"])
         runs = []
@@ -260,7 +267,7 @@ class ClusterClaim:
             for column in select
         ]
         run, job = qn(run_table), qn(job_table)
-        names = ("status", "worker_id", "started_at", "heartbeat_at", "run_after", "job")
+        names = ("status", "worker_id", "started_at", "heartbeat_at", "run_after", "job", "node")
         col = {name: qn(Run._meta.get_field(name).column) for name in names}
         run_pk, job_pk = qn(Run._meta.pk.column), qn(Job._meta.pk.column)
         sql = (
@@ -268,7 +275,8 @@ class ClusterClaim:
             f"{col['worker_id']} = %s, {col['started_at']} = GREATEST(%s, statement_timestamp()), "
             f"{col['heartbeat_at']} = GREATEST(%s, statement_timestamp()) "
             f"WHERE {run}.{run_pk} IN (SELECT {run_pk} FROM {run} "
-            f"WHERE {QUEUED_RUN.sql} AND {col['run_after']} <= statement_timestamp() ORDER BY {col['run_after']}, {run_pk} "
+            f"WHERE {QUEUED_RUN.sql} AND {col['run_after']} <= statement_timestamp() "
+            f"AND {col['node']} IN ('', %s) ORDER BY {col['run_after']}, {run_pk} "
             f"LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING {run}.*) "
             f"SELECT {', '.join(columns)} FROM claimed "
             f"LEFT JOIN {job} ON {job}.{job_pk} = claimed.{col['job']}"

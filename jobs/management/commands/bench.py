@@ -1,4 +1,4 @@
-"""python manage.py bench <scheduler|preview|pages|retention> [options] [--json]
+"""python manage.py bench <scheduler|shards|preview|pages|retention> [options] [--json]
 
 Benchmarks that print figures. Each creates its own throw-away database (a
 temporary SQLite file, or a new database on the PostgreSQL server named by
@@ -58,6 +58,15 @@ class Command(BaseCommand):
             "--calendar", default="", help="cron jobs on this calendar (CN, US-CA, …): the calendar's cost"
         )
         p.add_argument("--rule", default="working_days", help="with --calendar: the calendar rule")
+        self._common(p)
+
+        p = sub.add_parser("shards", help="one fire of a sharded job: planning it, and running every shard")
+        p.add_argument("--shards", type=int, default=1000)
+        p.add_argument(
+            "--schedulers", type=int, default=1, help="scheduler processes (PostgreSQL only for > 1)"
+        )
+        p.add_argument("--repeat", type=int, default=5, help="timed planning passes")
+        p.add_argument("--timeout", type=float, default=300, help="seconds to wait for the shards")
         self._common(p)
 
         p = sub.add_parser("preview", help="cron parse + next five fire times, beside croniter")
@@ -122,6 +131,10 @@ class Command(BaseCommand):
                 "skip_checks",
             )
         }
+        if what == "shards" and (
+            not 1 <= options["shards"] <= 1000 or (options["schedulers"] > 1 and not options["database_url"])
+        ):
+            raise CommandError("--shards: 1 to 1,000; --schedulers > 1 needs --database-url postgres://…")
         if what == "scheduler":
             self._check_scheduler_options(options)
             if options["find_max"]:
@@ -172,6 +185,11 @@ class Command(BaseCommand):
 
             figures = bench.run(options, workdir)
             out = json.dumps(bench.public(figures)) if options["json"] else bench.render(options, figures)
+        elif what == "shards":
+            from jobs.bench import shards as bench
+
+            figures = bench.run(options, workdir)
+            out = json.dumps(figures) if options["json"] else bench.render(options, figures)
         elif what == "retention":
             from jobs.bench import retention as bench
 
