@@ -159,7 +159,7 @@ def delete_channel(*, name: str, user=None, via: str = AuditEvent.Via.CONSOLE) -
         if users:
             raise ChannelRefused(
                 _("The channel “{name}” is used by {users}: choose other channels for them first.").format(
-                    name=name, users=", ".join(users[:5]) + (", …" if len(users) > 5 else "")
+                    name=name, users=text.first_names(users)
                 ),
                 code=CODE_CHANNEL_IN_USE,
                 field="name",

@@ -102,11 +102,16 @@ def delete_pool(*, name: str, user=None, via: str = AuditEvent.Via.CONSOLE) -> b
     """Delete a pool no job names (47022 otherwise); False if there was none."""
     _check_may_change(user)
     with transaction.atomic():
-        users = list(Job.objects.live().filter(pool=name).order_by("name").values_list("name", flat=True)[:6])
+        users = list(
+            Job.objects.live()
+            .filter(pool=name)
+            .order_by("name")
+            .values_list("name", flat=True)[: text.SHOWN_NAMES + 1]
+        )
         if users:
             raise PoolRefused(
                 _("The pool “{name}” is used by {jobs}: move them to another pool or none first.").format(
-                    name=name, jobs=", ".join(users[:5]) + (", …" if len(users) > 5 else "")
+                    name=name, jobs=text.first_names(users)
                 ),
                 code=CODE_POOL_IN_USE,
                 field="name",

@@ -53,12 +53,16 @@ class Command(BaseCommand):
 
     def do_grant(self, *, user, role, namespace, **_options):
         roles.grant_role(user=self._user(user), role=role, namespace=namespace, via=CLI)
-        self.stdout.write(_("{user}: {role} {where}.").format(user=user, role=role, where=_where(namespace)))
+        self.stdout.write(
+            _("{user}: {role} {where}.").format(user=user, role=role, where=roles.where(namespace))
+        )
 
     def do_revoke(self, *, user, namespace, **_options):
         if not roles.revoke_role(user=self._user(user), namespace=namespace, via=CLI):
-            raise CommandError(_("{user} holds no role {where}.").format(user=user, where=_where(namespace)))
-        self.stdout.write(_("{user}: no role {where}.").format(user=user, where=_where(namespace)))
+            raise CommandError(
+                _("{user} holds no role {where}.").format(user=user, where=roles.where(namespace))
+            )
+        self.stdout.write(_("{user}: no role {where}.").format(user=user, where=roles.where(namespace)))
 
     def do_list(self, *, user=None, **_options):
         grants = RoleGrant.objects.select_related("user", "group").order_by("user__username", "group__name")
@@ -72,14 +76,4 @@ class Command(BaseCommand):
             )
             # A grant a sign-in keeps says which (ldap, oidc): it changes with the groups.
             source = f"\t{grant.source}" if grant.source else ""
-            self.stdout.write(f"{holder}\t{grant.role}\t{_where(grant.namespace)}{source}")
-
-
-def _where(namespace: str | None) -> str:
-    if namespace is None:
-        return _("everywhere")
-    return (
-        _("in namespace “{namespace}”").format(namespace=namespace)
-        if namespace
-        else _("outside any namespace")
-    )
+            self.stdout.write(f"{holder}\t{grant.role}\t{roles.where(grant.namespace)}{source}")
