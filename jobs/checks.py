@@ -93,7 +93,8 @@ def stored_refusals() -> list[str]:
     by them now, a sentence per kind with the count and the first names:
     command jobs the command guard refuses (JOBS_COMMAND_ENV_ALLOWED,
     JOBS_COMMAND_ALLOWED), read-only SQL jobs refused by their text or by the
-    SQL role, and named alert channels with a scheme Cronboard no longer
+    SQL role, jobs naming an environment secret their namespace is not
+    given, and named alert channels with a scheme Cronboard no longer
     sends to. One query per kind, no DNS lookup.
     runscheduler warns with them at its start; the Settings page shows them."""
     from jobs import channels, kinds
@@ -141,6 +142,12 @@ def stored_refusals() -> list[str]:
                     f"{powers.user}: {first_names([name for name, _props in read_only])}; set "
                     "JOBS_SQL_DATABASE_URL to a role of their own (docs/operations.md, “A role for SQL jobs”)"
                 )
+    env_refused = _env_secrets_refused(Job)
+    if env_refused:
+        found.append(
+            f"{len(env_refused)} job(s) name an environment secret that CRONBOARD_ENV_SECRET_NAMESPACES "
+            f"does not give their namespace, and their runs fail until it does: {first_names(env_refused)}"
+        )
     refused_channels = [
         name
         for name, token in AlertChannel.objects.values_list("name", "url")
@@ -152,6 +159,26 @@ def stored_refusals() -> list[str]:
             f"{first_names(refused_channels)}; edit them, or allow the scheme with ALERT_CHANNEL_UNFENCED_SCHEMES"
         )
     return found
+
+
+def _env_secrets_refused(Job) -> list[str]:
+    """The live jobs of a namespace whose properties name an {{ env:NAME }}
+    the setting does not give that namespace (jobs.secrets.env_allows)."""
+    from jobs import secrets
+
+    return [
+        name
+        for name, namespace, props in Job.objects.live()
+        .exclude(namespace="")
+        .order_by("name")
+        .values_list("name", "namespace", "properties")
+        if isinstance(props, dict)
+        and any(
+            match.group(2) and not secrets.env_allows(match.group(2), namespace)
+            for value in props.values()
+            for match in secrets.REFERENCE_RE.finditer(str(value))
+        )
+    ]
 
 
 def _refused_channel(tokens, channels) -> bool:
