@@ -491,6 +491,20 @@ JOBS_SQL_ENABLED = _bool("JOBS_SQL_ENABLED", False)
 # Credentials in a job's properties (jobs.secrets.is_credential_name) must be
 # secret references, never typed in clear.
 JOBS_REQUIRE_SECRET_REFERENCES = _bool("JOBS_REQUIRE_SECRET_REFERENCES", False)
+# The namespaces whose jobs may use each environment secret ({{ env:NAME }},
+# jobs.secrets.env_allows): "NAME:NAMESPACE" pairs, "NAME:*" for every one.
+# Jobs outside any namespace and one-off tasks may use every one.
+CRONBOARD_ENV_SECRET_NAMESPACES: dict[str, frozenset[str]] = {}
+for _pair in env.list("CRONBOARD_ENV_SECRET_NAMESPACES", default=[]):
+    _match = re.fullmatch(r"\s*([A-Za-z0-9_]{1,100}):(\*|[a-z0-9][a-z0-9_-]{0,99})\s*", _pair)
+    if _match is None:
+        raise ImproperlyConfigured(
+            f"CRONBOARD_ENV_SECRET_NAMESPACES: {_pair.strip()!r} is not NAME:NAMESPACE "
+            "(NAME as in {{ env:NAME }}, NAMESPACE a namespace or *)"
+        )
+    CRONBOARD_ENV_SECRET_NAMESPACES[_match[1]] = CRONBOARD_ENV_SECRET_NAMESPACES.get(
+        _match[1], frozenset()
+    ) | {_match[2]}
 # The role a user created from now on holds everywhere (by the admin,
 # createsuperuser, an SSO backend's first sign-in); empty: none until
 # granted. Never admin: every new SSO user would administer the server.

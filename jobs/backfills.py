@@ -24,7 +24,7 @@ from jobs.core.wakeup import wake_schedulers
 from jobs.formfields import ErrorListMixin
 from jobs.forms import check_instant
 from jobs.models import MAX_BACKFILL_FIRES, MAX_BACKFILL_PARALLEL, AuditEvent, Backfill, Job, Run
-from jobs.refusals import ServiceError, check_demo_mode, check_job_change
+from jobs.refusals import CodedRefusal, ServiceError, check_demo_mode, check_job_change
 
 # The errors' codes (docs/api.md).
 CODE_TOO_MANY_FIRES = "47024"  # the range holds more than MAX_BACKFILL_FIRES fires
@@ -35,16 +35,8 @@ CODE_NO_SCHEDULE = "47027"  # the job has no schedule to backfill
 INSERT_BATCH = 1000
 
 
-class BackfillRefused(ServiceError):
+class BackfillRefused(CodedRefusal):
     """A backfill that is not made; nothing was written."""
-
-    def __init__(self, message: str, *, code: str, field: str):
-        super().__init__(message)
-        self.code = code
-        self.field = field
-
-    def error_list(self) -> list[dict]:
-        return [{"code": self.code, "message": str(self), "field": self.field}]
 
 
 @dataclass(frozen=True)

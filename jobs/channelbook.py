@@ -7,32 +7,22 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
-from jobs import access, audit, channels, text
+from jobs import audit, channels, text
 from jobs.channelnames import CODE_CHANNEL_IN_USE, CODE_CHANNEL_NAME, NAME_RE
 from jobs.config import get_stored, parse_alert_kinds
-from jobs.core import demo
 from jobs.models import AlertChannel, AuditEvent, Job
-from jobs.refusals import DemoModeError, ForbiddenError, ServiceError
+from jobs.refusals import CodedRefusal, ServiceError, check_demo_mode, require_admin
 
 
-class ChannelRefused(ServiceError):
-    """A channel change that is not allowed; `code` and `field` for the API and forms."""
-
-    def __init__(self, message: str, *, code: str, field: str):
-        super().__init__(message)
-        self.code = code
-        self.field = field
-
-    def error_list(self) -> list[dict]:
-        return [{"code": self.code, "message": str(self), "field": self.field}]
+class ChannelRefused(CodedRefusal):
+    """A channel change that is not allowed."""
 
 
-def _require_admin(user) -> None:
-    if user is not None and not access.can(user, access.ADMIN, namespace=None):
-        raise ForbiddenError(_("Only an administrator may change alert channels."))
-    if demo.is_on():
-        raise DemoModeError(demo.refusal("changing alert channels"))
+def _check_may_change(user) -> None:
+    require_admin(user, gettext_noop("change alert channels"))
+    check_demo_mode("changing alert channels")
 
 
 def check_name(name) -> str:
@@ -64,7 +54,7 @@ def save_channel(
     is (jobs.channels.validate: Apprise, the scheme, the fence without a host
     lookup) and stored encrypted; None, "" or the stored URL's mask keeps the
     stored URL (required for a new channel)."""
-    _require_admin(user)
+    _check_may_change(user)
     name = check_name(name)
     try:
         kinds = parse_alert_kinds(list(kinds or []))
@@ -163,13 +153,13 @@ def users_of(name: str) -> list[str]:
 
 def delete_channel(*, name: str, user=None, via: str = AuditEvent.Via.CONSOLE) -> bool:
     """Delete a channel nothing names (47035 otherwise); False if there was none."""
-    _require_admin(user)
+    _check_may_change(user)
     with transaction.atomic():
         users = users_of(name)
         if users:
             raise ChannelRefused(
                 _("The channel “{name}” is used by {users}: choose other channels for them first.").format(
-                    name=name, users=", ".join(users[:5]) + (", …" if len(users) > 5 else "")
+                    name=name, users=text.first_names(users)
                 ),
                 code=CODE_CHANNEL_IN_USE,
                 field="name",

@@ -227,7 +227,11 @@ def secret_parts(url: str) -> list[str]:
     found = [unquote(segment) for segment in parts.path.split("/")]
     found += [value for name, value in parse_qsl(parts.query) if name.lower() not in PLAIN_OPTIONS]
     if parts.scheme.lower() not in WEBHOOK_SCHEMAS and not _looks_like_host(host):
-        found.append(host)
+        # A "host" that is a token, as typed (urlsplit lowers hostname), and
+        # the halves of one that urlsplit reads as host and port: Telegram's
+        # bot token, tgram://123456:ABC-DEF/chat.
+        written = parts.netloc.rpartition("@")[2]
+        found += [written, *written.split(":")]
     if username is not None:
         found.append(unquote(username))
     if password:

@@ -15,6 +15,8 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.utils.translation import gettext as _
 
+from jobs.text import first_names
+
 # The tag of Cronboard's own checks.
 TAG = "cronboard"
 
@@ -86,21 +88,13 @@ def group_roles_readable(app_configs=None, **kwargs):
     return []
 
 
-# How many names a sentence of stored_refusals() shows before "…".
-SHOWN_NAMES = 5
-
-
-def _listed(names: list[str]) -> str:
-    shown = ", ".join(names[:SHOWN_NAMES])
-    return shown + (", …" if len(names) > SHOWN_NAMES else "")
-
-
 def stored_refusals() -> list[str]:
     """What was stored before this release's stricter rules and is refused
     by them now, a sentence per kind with the count and the first names:
     command jobs the command guard refuses (JOBS_COMMAND_ENV_ALLOWED,
     JOBS_COMMAND_ALLOWED), read-only SQL jobs refused by their text or by the
-    SQL role, and named alert channels with a scheme Cronboard no longer
+    SQL role, jobs naming an environment secret their namespace is not
+    given, and named alert channels with a scheme Cronboard no longer
     sends to. One query per kind, no DNS lookup.
     runscheduler warns with them at its start; the Settings page shows them."""
     from jobs import channels, kinds
@@ -119,7 +113,7 @@ def stored_refusals() -> list[str]:
             found.append(
                 f"{len(refused)} command job(s) are refused by the command guard and their runs fail until "
                 f"they are edited or JOBS_COMMAND_ENV_ALLOWED / JOBS_COMMAND_ALLOWED allow them: "
-                f"{_listed(list(refused))} (the first: {first})"
+                f"{first_names(list(refused))} (the first: {first})"
             )
     if kinds.get(Job.Kind.SQL).enabled():
         read_only = list(
@@ -133,7 +127,7 @@ def stored_refusals() -> list[str]:
         if by_text:
             found.append(
                 f"{len(by_text)} read-only SQL job(s) are refused by their statement's text (COPY to a file "
-                f"or program, server functions, advisory locks, DO/EXECUTE): {_listed(by_text)}"
+                f"or program, server functions, advisory locks, DO/EXECUTE): {first_names(by_text)}"
             )
         if read_only:
             import psycopg
@@ -145,9 +139,15 @@ def stored_refusals() -> list[str]:
             if powers is not None and powers.problems():
                 found.append(
                     f"{len(read_only)} read-only SQL job(s) are refused because SQL jobs run as "
-                    f"{powers.user}: {_listed([name for name, _props in read_only])}; set "
+                    f"{powers.user}: {first_names([name for name, _props in read_only])}; set "
                     "JOBS_SQL_DATABASE_URL to a role of their own (docs/operations.md, “A role for SQL jobs”)"
                 )
+    env_refused = _env_secrets_refused(Job)
+    if env_refused:
+        found.append(
+            f"{len(env_refused)} job(s) name an environment secret that CRONBOARD_ENV_SECRET_NAMESPACES "
+            f"does not give their namespace, and their runs fail until it does: {first_names(env_refused)}"
+        )
     refused_channels = [
         name
         for name, token in AlertChannel.objects.values_list("name", "url")
@@ -156,9 +156,29 @@ def stored_refusals() -> list[str]:
     if refused_channels:
         found.append(
             f"alert channels with a scheme Cronboard no longer sends to, whose deliveries fail: "
-            f"{_listed(refused_channels)}; edit them, or allow the scheme with ALERT_CHANNEL_UNFENCED_SCHEMES"
+            f"{first_names(refused_channels)}; edit them, or allow the scheme with ALERT_CHANNEL_UNFENCED_SCHEMES"
         )
     return found
+
+
+def _env_secrets_refused(Job) -> list[str]:
+    """The live jobs of a namespace whose properties name an {{ env:NAME }}
+    the setting does not give that namespace (jobs.secrets.env_allows)."""
+    from jobs import secrets
+
+    return [
+        name
+        for name, namespace, props in Job.objects.live()
+        .exclude(namespace="")
+        .order_by("name")
+        .values_list("name", "namespace", "properties")
+        if isinstance(props, dict)
+        and any(
+            match.group(2) and not secrets.env_allows(match.group(2), namespace)
+            for value in props.values()
+            for match in secrets.REFERENCE_RE.finditer(str(value))
+        )
+    ]
 
 
 def _refused_channel(tokens, channels) -> bool:

@@ -8,12 +8,13 @@ import re
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
-from jobs import access, audit, text
+from jobs import audit, text
 from jobs.admission import load as admitted_load
 from jobs.core.wakeup import wake_schedulers
 from jobs.models import MAX_POOL_SIZE, POOL_NAME_PATTERN, AuditEvent, Job, Pool
-from jobs.refusals import ForbiddenError, ServiceError
+from jobs.refusals import CodedRefusal, ServiceError, require_admin
 
 # The errors' codes (docs/api.md): a size out of range, a name that is not
 # one, a pool still in use, a job naming a pool that does not exist.
@@ -25,21 +26,12 @@ CODE_UNKNOWN_POOL = "47023"
 NAME_RE = re.compile(rf"{POOL_NAME_PATTERN}\Z")
 
 
-class PoolRefused(ServiceError):
-    """A pool change that is not allowed; `code` and `field` for the API and forms."""
-
-    def __init__(self, message: str, *, code: str, field: str):
-        super().__init__(message)
-        self.code = code
-        self.field = field
-
-    def error_list(self) -> list[dict]:
-        return [{"code": self.code, "message": str(self), "field": self.field}]
+class PoolRefused(CodedRefusal):
+    """A pool change that is not allowed."""
 
 
-def _require_admin(user) -> None:
-    if user is not None and not access.can(user, access.ADMIN, namespace=None):
-        raise ForbiddenError(_("Only an administrator may change concurrency pools."))
+def _check_may_change(user) -> None:
+    require_admin(user, gettext_noop("change concurrency pools"))
 
 
 def check_size(size) -> int:
@@ -70,7 +62,7 @@ def save_pool(
 ) -> Pool:
     """Create the pool or change its size and description. A smaller size
     stops admitting until the pool's live runs fall below it; none is cut short."""
-    _require_admin(user)
+    _check_may_change(user)
     name, size = check_name(name), check_size(size)
     description = description or ""
     if problem := text.find_unstorable(description):
@@ -108,13 +100,18 @@ def save_pool(
 
 def delete_pool(*, name: str, user=None, via: str = AuditEvent.Via.CONSOLE) -> bool:
     """Delete a pool no job names (47022 otherwise); False if there was none."""
-    _require_admin(user)
+    _check_may_change(user)
     with transaction.atomic():
-        users = list(Job.objects.live().filter(pool=name).order_by("name").values_list("name", flat=True)[:6])
+        users = list(
+            Job.objects.live()
+            .filter(pool=name)
+            .order_by("name")
+            .values_list("name", flat=True)[: text.SHOWN_NAMES + 1]
+        )
         if users:
             raise PoolRefused(
                 _("The pool “{name}” is used by {jobs}: move them to another pool or none first.").format(
-                    name=name, jobs=", ".join(users[:5]) + (", …" if len(users) > 5 else "")
+                    name=name, jobs=text.first_names(users)
                 ),
                 code=CODE_POOL_IN_USE,
                 field="name",

@@ -78,6 +78,21 @@ class ForbiddenError(ServiceError):
         self.field = field
 
 
+class CodedRefusal(ServiceError):
+    """A change refused with the spec's numeric code (docs/api.md) and the
+    field it concerns: the API answers it as a 400 of that code, a form as
+    the field's error, a command as its message. Nothing was written."""
+
+    def __init__(self, message: str, *, code: str, field: str):
+        super().__init__(message)
+        self.code = code
+        self.field = field
+
+    def error_list(self) -> list[dict]:
+        """[{code, message, field}], the shape of JobForm.error_list."""
+        return [{"code": self.code, "message": str(self), "field": self.field}]
+
+
 class GraphRefused(ServiceError):
     """The job's `after` breaks a rule of the workflow graph (jobs.workflows),
     found under the graph lock: a save committed since the form checked it
@@ -98,6 +113,15 @@ def check_demo_mode(action: str) -> None:
     message = demo.refusal(action)
     if message:
         raise DemoModeError(message)
+
+
+def require_admin(user, what: str) -> None:
+    """Refuse a change of what only an administrator everywhere changes
+    (channels, pools, calendars, secrets). `what`: the change's words,
+    marked with gettext_noop ("change alert channels"); `user` None: a
+    trusted caller such as a command."""
+    if user is not None and not access.can_administer(user):
+        raise ForbiddenError(_("Only an administrator may {what}.").format(what=_(what)))
 
 
 def fires_more_than_once_a_minute(*, schedule_type: str, cron_expression: str, interval_seconds) -> bool:

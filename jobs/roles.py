@@ -5,9 +5,22 @@ Each change is audited under the subject "roles"."""
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from jobs import audit
 from jobs.models import AuditEvent, GrantSource, Role, RoleGrant
+
+
+def where(namespace: str | None) -> str:
+    """Where a grant applies, in words: everywhere (None), outside any
+    namespace (""), or in one."""
+    if namespace is None:
+        return _("everywhere")
+    return (
+        _("in namespace “{namespace}”").format(namespace=namespace)
+        if namespace
+        else _("outside any namespace")
+    )
 
 
 def _holder(user, group) -> dict:

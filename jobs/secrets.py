@@ -19,10 +19,12 @@ cannot change the document's shape.
 
 Saving a job that names a stored secret that does not exist is refused
 (`unknown_errors`, code UNKNOWN_CODE), and so is one whose namespace is not
-among those the secret names (NOT_ALLOWED_CODE; none named: every one); an environment reference is not
-checked at save, since the web process need not share the scheduler's
-environment. A secret deleted since, or no longer allowed in the job's
-namespace (or an unset variable), fails the run.
+among those the secret names (NOT_ALLOWED_CODE; none named: every one); an
+environment reference's value is not checked at save, since the web process
+need not share the scheduler's environment; which namespaces may use it is
+the operator's setting (`env_allows`), checked at save and in the run. A
+secret deleted since, or no longer allowed in the job's namespace (or an unset
+variable), fails the run.
 """
 
 import base64
@@ -85,6 +87,18 @@ def allows(namespaces: list, namespace: str | None) -> bool:
     return not namespaces or namespace is None or namespace in namespaces
 
 
+def env_allows(name: str, namespace: str | None) -> bool:
+    """Whether a job in `namespace` may use the environment secret `name`.
+    The scheduler's environment is the operator's, not a team's: jobs
+    outside any namespace and one-off tasks (both changed only with a role
+    held everywhere) may use each; a namespace's jobs, those that
+    CRONBOARD_ENV_SECRET_NAMESPACES gives it (or gives "*")."""
+    if not namespace:
+        return True
+    given = settings.CRONBOARD_ENV_SECRET_NAMESPACES.get(name, frozenset())
+    return "*" in given or namespace in given
+
+
 def _where(namespace: str) -> str:
     return _("namespace “{namespace}”").format(namespace=namespace) if namespace else _("no namespace")
 
@@ -94,13 +108,18 @@ def unknown_errors(properties: dict, *, namespace: str | None = None) -> list[tu
     secret that does not exist, or one that jobs in `namespace` may not use
     (one error per property, naming the first)."""
     names = stored_names(properties)
-    if not names:
-        return []
-    scopes = dict(Secret.objects.filter(name__in=names).values_list("name", "namespaces"))
+    scopes = dict(Secret.objects.filter(name__in=names).values_list("name", "namespaces")) if names else {}
     errors = []
-    for key, value in properties.items():
+    for key, value in (properties or {}).items():
         for match in REFERENCE_RE.finditer(str(value)):
-            name = match.group(1)
+            name, env = match.group(1), match.group(2)
+            if env and not env_allows(env, namespace):
+                message = _(
+                    "The environment secret “{name}” may not be used by jobs in {where}: "
+                    "CRONBOARD_ENV_SECRET_NAMESPACES does not give it to them."
+                ).format(name=env, where=_where(namespace or ""))
+                errors.append((key, ValidationError(message, code=NOT_ALLOWED_CODE)))
+                break
             if name and name not in scopes:
                 message = _("No secret named “{name}” exists.").format(name=name)
                 errors.append((key, ValidationError(message, code=UNKNOWN_CODE)))
@@ -171,6 +190,11 @@ def resolve(properties: dict, *, namespace: str | None = None) -> Resolved:
                         f"the secret {stored!r} cannot be decrypted (was SECRET_KEY changed?)"
                     )
             else:
+                if not env_allows(env, namespace):
+                    raise SecretMissing(
+                        f"the environment secret {env!r} may not be used by jobs in namespace "
+                        f"{namespace!r} (CRONBOARD_ENV_SECRET_NAMESPACES does not give it to them)"
+                    )
                 value = os.environ.get(ENV_PREFIX + env)
                 if value is None:
                     raise SecretMissing(

@@ -32,6 +32,15 @@ NO_NUL_PATTERN = "^[^\\x00]*$"
 VISIBLE_PATTERN = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
 
 
+# How many names a refusal lists before "…" (a job still using a pool, …).
+SHOWN_NAMES = 5
+
+
+def first_names(names: list[str]) -> str:
+    """The first SHOWN_NAMES of `names`, comma-separated, and "…" for more."""
+    return ", ".join(names[:SHOWN_NAMES]) + (", …" if len(names) > SHOWN_NAMES else "")
+
+
 def storable(text: str) -> str:
     """`text` as both databases store it: a surrogate pair written as two
     code points becomes its character; a lone surrogate and a NUL become

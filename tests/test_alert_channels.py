@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from io import StringIO
 
 import pytest
+from apprise.plugins.telegram import NotifyTelegram
 from django.core.management import call_command
 from django.db import connection
 
@@ -508,3 +509,38 @@ def test_a_plain_url_written_to_the_database_by_hand_still_alerts_and_is_encrypt
     assert response.status_code == 200, response.content
     stored = AlertChannel.objects.get(name="by-hand").url
     assert stored != url and channels.decrypt(stored) == url
+
+
+def test_a_reply_that_echoes_a_telegram_bot_token_shows_neither_half(db, webhook_server, monkeypatch):
+    """urlsplit reads tgram://123456:ABC-DEF as host 123456 and port ABC-DEF:
+    both halves are the bot's secret. Telegram's endpoint is fixed, so the
+    plugin is pointed at the loopback echo for the test."""
+    webhook_server.echo = True
+    webhook_server.stop()
+    webhook_server.start()
+    monkeypatch.setattr(NotifyTelegram, "notify_url", f"http://127.0.0.1:{webhook_server.port}/bot")
+    bot_id, bot_secret = "987654321", "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
+    webhook_server.script.append(401)
+    result = channels.send(f"tgram://{bot_id}:{bot_secret}/", title="t", body="b")
+    (hook,) = webhook_server.received
+    assert hook.path == f"/bot{bot_id}:{bot_secret}/getUpdates"  # the echo did name the token
+    assert not result.ok and "refused" in result.reply
+    assert bot_secret not in result.reply and bot_id not in result.reply
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ",
+        "tgram://123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/12315544",
+        "pover://uQiRzpo4DXghDmr9QzzfQu27cmVRsG@AzGDORePK8gMaC0QOYAMyEEuzJnyUi",
+    ],
+)
+def test_a_token_host_is_masked_in_a_reply_as_it_was_typed(url):
+    """urlsplit lowers the host; a service echoes the token in its own case."""
+    host = url.split("://")[1].split("/")[0].rpartition("@")[2]
+    reply = f"POST https://service.example/{host}/send refused; token={host}"
+    masked = channels.mask_reply(url, reply)
+    assert host not in masked and host.lower() not in masked
+    for half in host.split(":"):
+        assert half not in masked

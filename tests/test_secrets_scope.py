@@ -167,3 +167,60 @@ def test_a_list_of_namespaces_is_counted_as_sent_before_repeats_are_dropped():
     with pytest.raises(ValidationError, match="at most 100 namespaces"):
         secrets.check_namespaces([""] * (secrets.MAX_NAMESPACES + 1))
     assert secrets.check_namespaces(["ops", "ops"]) == ["ops"]
+
+
+# -- environment secrets: the namespaces are the operator's setting -----------------
+
+ENV_REFERENCE = "Bearer {{ env:BILLING_TOKEN }}"
+
+
+def test_an_environment_secret_is_for_jobs_outside_namespaces_unless_the_setting_gives_it(
+    both_databases, settings
+):
+    from jobs.forms import JobForm
+
+    def valid(namespace: str) -> bool:
+        form = JobForm(
+            data=job_data(
+                name=f"j-{namespace or 'none'}",
+                namespace=namespace,
+                properties=json.dumps({"auth": ENV_REFERENCE}),
+            )
+        )
+        if not form.is_valid():
+            (error,) = form.errors.as_data()["properties"]
+            assert error.code == "secret_not_allowed" and "BILLING_TOKEN" in error.message
+            assert "CRONBOARD_ENV_SECRET_NAMESPACES" in error.message
+        return form.is_valid()
+
+    settings.CRONBOARD_ENV_SECRET_NAMESPACES = {}
+    assert [valid(ns) for ns in ("", "billing", "ops")] == [True, False, False]
+    settings.CRONBOARD_ENV_SECRET_NAMESPACES = {"BILLING_TOKEN": frozenset({"billing"})}
+    assert [valid(ns) for ns in ("", "billing", "ops")] == [True, True, False]
+    settings.CRONBOARD_ENV_SECRET_NAMESPACES = {"BILLING_TOKEN": frozenset({"*"})}
+    assert [valid(ns) for ns in ("", "billing", "ops")] == [True, True, True]
+
+
+@pytest.mark.django_db
+def test_the_api_refuses_an_environment_secret_the_namespace_is_not_given(staff_api, settings):
+    settings.CRONBOARD_ENV_SECRET_NAMESPACES = {"BILLING_TOKEN": frozenset({"billing"})}
+    body = assert_error(
+        staff_api.post("/api/jobs", {**JOB, "namespace": "ops", "properties": {"auth": ENV_REFERENCE}}),
+        400,
+        "secret_not_allowed",
+    )
+    assert "BILLING_TOKEN" in body["message"]
+    assert not Job.objects.filter(namespace="ops").exists()
+
+
+@pytest.mark.django_db
+def test_a_run_fails_clearly_when_the_setting_no_longer_gives_its_namespace(make_job, settings, monkeypatch):
+    monkeypatch.setenv("CRONBOARD_SECRET_BILLING_TOKEN", VALUE)
+    settings.CRONBOARD_ENV_SECRET_NAMESPACES = {"BILLING_TOKEN": frozenset({"ops"})}
+    job = make_job(namespace="ops", handler="hostile.leak", properties={"token": "{{ env:BILLING_TOKEN }}"})
+    assert run_handler(run_of(job), HandlerRef("python", "hostile.leak")).status == "succeeded"
+    settings.CRONBOARD_ENV_SECRET_NAMESPACES = {}
+    outcome = run_handler(run_of(job), HandlerRef("python", "hostile.leak"))
+    assert outcome.status == "failed"
+    assert "'BILLING_TOKEN' may not be used by jobs in namespace 'ops'" in outcome.error
+    assert VALUE not in outcome.error

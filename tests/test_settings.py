@@ -37,6 +37,8 @@ pytestmark = pytest.mark.slow
         ("JOBS_METRICS_TOKEN", "short"),
         ("JOBS_METRICS_ALLOW", "10.0.0.0/33"),
         ("JOBS_METRICS_PER_JOB", "maybe"),
+        ("CRONBOARD_ENV_SECRET_NAMESPACES", "DB_PASS"),
+        ("CRONBOARD_ENV_SECRET_NAMESPACES", "DB_PASS:Not A Namespace"),
     ],
 )
 def test_bad_environment_value_names_the_variable_without_a_traceback(name, value, tmp_path):

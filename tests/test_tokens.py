@@ -7,9 +7,10 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from jobs import tokens
-from jobs.models import APIToken
-from tests.fixtures.api import ApiClient
+from jobs import roles, tokens
+from jobs.models import APIToken, RoleGrant
+from tests.fixtures.api import ApiClient, assert_error
+from tests.fixtures.core import make_user
 
 
 def create_on_profile(client, name="deploy"):
@@ -100,3 +101,26 @@ def test_a_viewer_can_have_a_read_only_token(viewer_client):
     api = ApiClient(secret)
     assert api.get("/api/jobs").status_code == 200
     assert api.post("/api/jobs", {"name": "x"}).status_code == 403
+
+
+def test_a_token_stops_at_once_when_its_users_last_role_is_revoked(db):
+    user = make_user("eddie", "editor")
+    api = ApiClient(tokens.create_token(user=user, name="ci")[1])
+    assert api.get("/api/jobs").status_code == 200
+    assert roles.revoke_role(user=user, namespace=None, by=None, via="cli")
+    assert_error(api.get("/api/jobs"), 403, "no_role")
+
+
+def test_a_token_narrowed_to_a_namespace_its_user_lost_stops_there(db):
+    """The user keeps a role elsewhere; the token's own namespace is gone
+    from their grants, so it is refused rather than answering empty lists."""
+    user = make_user("eddie", "editor", namespace="team-a")
+    RoleGrant.objects.create(user=user, role="viewer", namespace="team-b")
+    api = ApiClient(tokens.create_token(user=user, name="ci", namespace="team-a")[1])
+    assert api.get("/api/jobs").status_code == 200
+    assert roles.revoke_role(user=user, namespace="team-a", by=None, via="cli")
+    body = assert_error(api.get("/api/jobs"), 403, "no_role")
+    assert "team-a" in body["message"]
+    # The same user's token for the namespace they keep still works.
+    other = ApiClient(tokens.create_token(user=user, name="ops", namespace="team-b")[1])
+    assert other.get("/api/jobs").status_code == 200

@@ -42,7 +42,7 @@ def enabled(settings):
 @pytest.mark.django_db
 def test_what_the_new_rules_refuse_is_listed_by_kind(enabled, make_job, django_assert_max_num_queries):
     stored_before_the_rules(make_job)
-    with django_assert_max_num_queries(3):  # one per kind
+    with django_assert_max_num_queries(4):  # one per kind
         found = stored_refusals()
     commands, sql, alerts = found
     assert commands.startswith("7 command job(s) are refused by the command guard"), commands
@@ -93,3 +93,17 @@ def test_the_scheduler_warns_at_its_start(tmp_path, migrated_sqlite):
         "WARNING: 1 command job(s) are refused by the command guard and their runs fail until they are edited"
         in started.stderr
     ), started.stderr
+
+
+@pytest.mark.django_db
+def test_jobs_naming_an_environment_secret_their_namespace_is_not_given_are_listed(make_job, settings):
+    settings.CRONBOARD_ENV_SECRET_NAMESPACES = {}
+    make_job(name="billing-sync", namespace="billing", properties={"auth": "Bearer {{ env:BILLING_TOKEN }}"})
+    make_job(name="global-sync", properties={"auth": "Bearer {{ env:BILLING_TOKEN }}"})
+    (listed,) = stored_refusals()
+    assert listed.startswith("1 job(s) name an environment secret that CRONBOARD_ENV_SECRET_NAMESPACES"), (
+        listed
+    )
+    assert listed.endswith(": billing-sync") and "global-sync" not in listed
+    settings.CRONBOARD_ENV_SECRET_NAMESPACES = {"BILLING_TOKEN": frozenset({"billing"})}
+    assert stored_refusals() == []

@@ -3,13 +3,15 @@ form names them); administrators create, replace and delete them. Each
 change counts the next fire of the jobs on the calendar again."""
 
 from django.http import HttpResponse, JsonResponse
+from django.utils.translation import gettext_noop
 from ninja import Path, Router
 
-from jobs import access, calendars, workdays
+from jobs import calendars, workdays
 from jobs.api.framework import VIA, ApiError
 from jobs.api.schemas.base import CHANGE_ERRORS, EDIT_ERRORS, OBJECT_ERRORS, Error
 from jobs.api.schemas.calendars import Calendar, CalendarInput, CalendarList
 from jobs.models import WorkCalendar
+from jobs.refusals import require_admin
 from jobs.text import NO_NUL_PATTERN, find_unstorable
 
 router = Router()
@@ -19,11 +21,6 @@ NAME = Path(
     max_length=workdays.MAX_CALENDAR_CHARS,
     pattern=NO_NUL_PATTERN,
 )
-
-
-def _require_admin(request) -> None:
-    if not access.can_administer(request.user):
-        raise ApiError(403, "forbidden", "Only an administrator may change calendars.")
 
 
 def _refused(exc: workdays.CalendarError, field: str) -> ApiError:
@@ -66,7 +63,7 @@ def get_calendar(request, name: str = NAME):
     response={200: Calendar, 201: Calendar, **EDIT_ERRORS},
 )
 def set_calendar(request, payload: CalendarInput, name: str = NAME):
-    _require_admin(request)
+    require_admin(request.user, gettext_noop("change calendars"))
     non_working = [item.dict() for item in payload.non_working]
     try:
         if payload.ics:
@@ -95,7 +92,7 @@ def set_calendar(request, payload: CalendarInput, name: str = NAME):
     response={204: None, **CHANGE_ERRORS},
 )
 def delete_calendar(request, name: str = NAME):
-    _require_admin(request)
+    require_admin(request.user, gettext_noop("change calendars"))
     try:
         calendars.delete_calendar(name=name, user=request.user, via=VIA)
     except workdays.CalendarError as exc:

@@ -109,9 +109,18 @@ def _authenticate(request) -> None:
             raise ApiError(
                 403, "no_role", "This token's user has no role in Cronboard; ask an administrator for one."
             )
-        request.user = token.user
         if token.namespace is not None or token.read_only:
             access.narrow(token.user, namespace=token.namespace, read_only=token.read_only)
+            if not access.has_role(token.user):
+                # Narrowed to a namespace where its user no longer holds a
+                # role: it would answer empty lists as if nothing were there.
+                raise ApiError(
+                    403,
+                    "no_role",
+                    f"This token is for the namespace “{token.namespace}”, where its user no longer "
+                    "has a role; ask an administrator for one.",
+                )
+        request.user = token.user
         request.api_token = token
         return
     request.api_token = None

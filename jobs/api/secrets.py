@@ -4,6 +4,7 @@ Setting and deleting are refused in demo mode."""
 
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse, JsonResponse
+from django.utils.translation import gettext_noop
 from ninja import Path, Router
 
 from jobs import access, secrets, services
@@ -13,6 +14,7 @@ from jobs.api.schemas.secrets import Secret, SecretInput, SecretList
 from jobs.formfields import SecretForm
 from jobs.models import Secret as SecretRow
 from jobs.models.secrets import NAME_PATTERN
+from jobs.refusals import require_admin
 
 router = Router()
 # The name's rule, checked (code invalid, field "name") and stated in the
@@ -37,11 +39,6 @@ def _require_user(request) -> None:
         raise ApiError(403, "forbidden", "Only editors and administrators may see secrets.")
 
 
-def _require_admin(request) -> None:
-    if not access.can_administer(request.user):
-        raise ApiError(403, "forbidden", "Only an administrator may change secrets.")
-
-
 @router.get(
     "/secrets",
     operation_id="listSecrets",
@@ -63,7 +60,7 @@ def list_secrets(request):
     response={200: Secret, 201: Secret, **EDIT_ERRORS},
 )
 def set_secret(request, payload: SecretInput, name: str = NAME):
-    _require_admin(request)
+    require_admin(request.user, gettext_noop("change secrets"))
     # The console's form checks the body, each problem under its own field.
     form = SecretForm({"name": name, "value": payload.value, "description": payload.description or ""})
     if not form.is_valid():
@@ -94,7 +91,7 @@ def set_secret(request, payload: SecretInput, name: str = NAME):
     response={204: None, **CHANGE_ERRORS},
 )
 def delete_secret(request, name: str = NAME):
-    _require_admin(request)
+    require_admin(request.user, gettext_noop("change secrets"))
     if not services.delete_secret(name=name, user=request.user, via=VIA):
         raise ApiError(404, "not_found", "No such secret.")
     return HttpResponse(status=204)

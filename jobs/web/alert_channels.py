@@ -4,7 +4,6 @@ channels, masked, with a form to create or change one, its delete and its
 
 from django import forms
 from django.contrib import messages
-from django.http import Http404
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -15,7 +14,7 @@ from jobs import access, channelbook
 from jobs.access import login_required
 from jobs.formfields import AlertKindsField, ErrorListMixin
 from jobs.refusals import DemoModeError
-from jobs.web.common import done, role_required
+from jobs.web.common import delete_then_list, done, role_required
 
 
 class ChannelForm(ErrorListMixin, forms.Form):
@@ -69,12 +68,11 @@ def channel_list(request):
 @require_POST
 @role_required(access.ADMIN)
 def channel_delete(request, name):
-    try:
-        deleted = channelbook.delete_channel(name=name, user=request.user)
-    except (channelbook.ChannelRefused, DemoModeError) as exc:
-        messages.error(request, str(exc))
-    else:
-        if not deleted:
-            raise Http404(_("No such channel."))
-        messages.success(request, _("Channel “{name}” deleted.").format(name=name))
-    return done(request, reverse("jobs:channel_list"))
+    return delete_then_list(
+        request,
+        lambda: channelbook.delete_channel(name=name, user=request.user),
+        refused=(channelbook.ChannelRefused, DemoModeError),
+        missing=_("No such channel."),
+        deleted=_("Channel “{name}” deleted.").format(name=name),
+        list_url=reverse("jobs:channel_list"),
+    )

@@ -8,8 +8,10 @@ from datetime import UTC, datetime, timedelta
 from functools import wraps
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.db.models import Count
 from django.db.models.functions import Substr
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -59,6 +61,21 @@ def done(request, url: str):
     if request.htmx:
         return HttpResponseClientRedirect(url)
     return redirect(url)
+
+
+def delete_then_list(request, delete, *, refused: tuple, missing: str, deleted: str, list_url: str):
+    """An admin list page's delete button: `delete()` refused (one of
+    `refused`, its sentence shown), nothing of that name (404 `missing`), or
+    done (`deleted` shown); back to the list at `list_url`."""
+    try:
+        found = delete()
+    except refused as exc:
+        messages.error(request, str(exc))
+    else:
+        if not found:
+            raise Http404(missing)
+        messages.success(request, deleted)
+    return done(request, list_url)
 
 
 def url_maker(name: str):

@@ -4,7 +4,6 @@ form that counts a range's fires and, confirmed, creates their runs
 
 from django import forms
 from django.contrib import messages
-from django.http import Http404
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -15,7 +14,7 @@ from jobs import access, backfills, pools
 from jobs.access import login_required
 from jobs.formfields import ErrorListMixin
 from jobs.models import Backfill
-from jobs.web.common import done, role_required
+from jobs.web.common import delete_then_list, done, role_required
 
 
 class PoolForm(ErrorListMixin, forms.Form):
@@ -54,15 +53,14 @@ def pool_list(request):
 @require_POST
 @role_required(access.ADMIN)
 def pool_delete(request, name):
-    try:
-        deleted = pools.delete_pool(name=name, user=request.user)
-    except pools.PoolRefused as exc:
-        messages.error(request, str(exc))
-    else:
-        if not deleted:
-            raise Http404(_("No such pool."))
-        messages.success(request, _("Pool “{name}” deleted.").format(name=name))
-    return done(request, reverse("jobs:pool_list"))
+    return delete_then_list(
+        request,
+        lambda: pools.delete_pool(name=name, user=request.user),
+        refused=(pools.PoolRefused,),
+        missing=_("No such pool."),
+        deleted=_("Pool “{name}” deleted.").format(name=name),
+        list_url=reverse("jobs:pool_list"),
+    )
 
 
 @login_required

@@ -16,16 +16,6 @@ from jobs.web.common import done, role_required
 from jobs.web.forms import RoleGrantForm
 
 
-def _where(namespace: str | None) -> str:
-    if namespace is None:
-        return _("everywhere")
-    return (
-        _("in namespace “{namespace}”").format(namespace=namespace)
-        if namespace
-        else _("outside any namespace")
-    )
-
-
 def _holder(grant: RoleGrant) -> str:
     return grant.user.get_username() if grant.user_id else _("group {name}").format(name=grant.group.name)
 
@@ -50,7 +40,7 @@ def role_list(request):
             messages.success(
                 request,
                 _("{holder}: {role} {where}.").format(
-                    holder=str(data["holder"]), role=data["role"], where=_where(data["namespace"])
+                    holder=str(data["holder"]), role=data["role"], where=roles.where(data["namespace"])
                 ),
             )
             return done(request, reverse("jobs:role_list"))
@@ -60,7 +50,7 @@ def role_list(request):
         "user__username", "group__name", "namespace"
     )
     rows = [
-        {"pk": g.pk, "holder": _holder(g), "role": g.get_role_display(), "where": _where(g.namespace)}
+        {"pk": g.pk, "holder": _holder(g), "role": g.get_role_display(), "where": roles.where(g.namespace)}
         for g in grants
     ]
     return render(request, "jobs/roles.html", {"form": form, "rows": rows})
@@ -76,6 +66,7 @@ def role_revoke(request, grant_id):
     holder = {"user": grant.user} if grant.user_id else {"group": grant.group}
     roles.revoke_role(namespace=grant.namespace, by=request.user, via=AuditEvent.Via.CONSOLE, **holder)
     messages.success(
-        request, _("{holder}: no role {where}.").format(holder=_holder(grant), where=_where(grant.namespace))
+        request,
+        _("{holder}: no role {where}.").format(holder=_holder(grant), where=roles.where(grant.namespace)),
     )
     return done(request, reverse("jobs:role_list"))

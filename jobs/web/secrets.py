@@ -4,7 +4,7 @@ form's value field is a password input that is never pre-filled."""
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.http import Http404, JsonResponse
+from django.http import JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -15,7 +15,7 @@ from jobs.access import login_required
 from jobs.core import demo
 from jobs.formfields import SecretForm
 from jobs.models import AuditEvent, Secret
-from jobs.web.common import done, role_required
+from jobs.web.common import delete_then_list, done, role_required
 
 
 def _rows() -> list[dict]:
@@ -74,15 +74,14 @@ def secret_list(request):
 @require_POST
 @role_required(access.ADMIN)
 def secret_delete(request, name):
-    try:
-        deleted = services.delete_secret(name=name, user=request.user, via=AuditEvent.Via.CONSOLE)
-    except refusals.ServiceError as exc:
-        messages.error(request, str(exc))
-    else:
-        if not deleted:
-            raise Http404(_("No such secret."))
-        messages.success(request, _("Secret “{name}” deleted.").format(name=name))
-    return done(request, reverse("jobs:secret_list"))
+    return delete_then_list(
+        request,
+        lambda: services.delete_secret(name=name, user=request.user, via=AuditEvent.Via.CONSOLE),
+        refused=(refusals.ServiceError,),
+        missing=_("No such secret."),
+        deleted=_("Secret “{name}” deleted.").format(name=name),
+        list_url=reverse("jobs:secret_list"),
+    )
 
 
 # -- "Move to a secret" on the job form -----------------------------------------------

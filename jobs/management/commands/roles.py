@@ -7,13 +7,13 @@ manage.py roles revoke USER [--namespace NS]
 manage.py roles list [USER]
 """
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.translation import gettext as _
 
 from jobs import checks, roles
 from jobs.forms import NAMESPACE_RE
 from jobs.i18n import activate_for_people_without_a_session
+from jobs.management import user_named
 from jobs.models import AuditEvent, Role, RoleGrant
 from jobs.text import find_unstorable
 
@@ -45,25 +45,23 @@ class Command(BaseCommand):
             raise CommandError(_("“{namespace}” is not a namespace.").format(namespace=namespace))
         getattr(self, f"do_{action}")(**options)
 
-    def _user(self, name: str):
-        try:
-            return get_user_model().objects.get_by_natural_key(name)
-        except get_user_model().DoesNotExist:
-            raise CommandError(_("No user “{name}”.").format(name=name)) from None
-
     def do_grant(self, *, user, role, namespace, **_options):
-        roles.grant_role(user=self._user(user), role=role, namespace=namespace, via=CLI)
-        self.stdout.write(_("{user}: {role} {where}.").format(user=user, role=role, where=_where(namespace)))
+        roles.grant_role(user=user_named(user), role=role, namespace=namespace, via=CLI)
+        self.stdout.write(
+            _("{user}: {role} {where}.").format(user=user, role=role, where=roles.where(namespace))
+        )
 
     def do_revoke(self, *, user, namespace, **_options):
-        if not roles.revoke_role(user=self._user(user), namespace=namespace, via=CLI):
-            raise CommandError(_("{user} holds no role {where}.").format(user=user, where=_where(namespace)))
-        self.stdout.write(_("{user}: no role {where}.").format(user=user, where=_where(namespace)))
+        if not roles.revoke_role(user=user_named(user), namespace=namespace, via=CLI):
+            raise CommandError(
+                _("{user} holds no role {where}.").format(user=user, where=roles.where(namespace))
+            )
+        self.stdout.write(_("{user}: no role {where}.").format(user=user, where=roles.where(namespace)))
 
     def do_list(self, *, user=None, **_options):
         grants = RoleGrant.objects.select_related("user", "group").order_by("user__username", "group__name")
         if user:
-            grants = grants.filter(user=self._user(user))
+            grants = grants.filter(user=user_named(user))
         for grant in grants:
             holder = (
                 grant.user.get_username()
@@ -72,14 +70,4 @@ class Command(BaseCommand):
             )
             # A grant a sign-in keeps says which (ldap, oidc): it changes with the groups.
             source = f"\t{grant.source}" if grant.source else ""
-            self.stdout.write(f"{holder}\t{grant.role}\t{_where(grant.namespace)}{source}")
-
-
-def _where(namespace: str | None) -> str:
-    if namespace is None:
-        return _("everywhere")
-    return (
-        _("in namespace “{namespace}”").format(namespace=namespace)
-        if namespace
-        else _("outside any namespace")
-    )
+            self.stdout.write(f"{holder}\t{grant.role}\t{roles.where(grant.namespace)}{source}")

@@ -13,6 +13,7 @@ from django.utils.translation import gettext as _
 
 from jobs import checks, twofactor
 from jobs.i18n import activate_for_people_without_a_session
+from jobs.management import user_named
 from jobs.models import AuditEvent
 from jobs.text import find_unstorable
 
@@ -35,15 +36,9 @@ class Command(BaseCommand):
             raise CommandError(_("The user name contains text that cannot be stored."))
         getattr(self, f"do_{action}")(**options)
 
-    def _user(self, name: str):
-        try:
-            return get_user_model().objects.get_by_natural_key(name)
-        except get_user_model().DoesNotExist:
-            raise CommandError(_("No user “{name}”.").format(name=name)) from None
-
     def do_status(self, *, user=None, **_options):
         users = (
-            [self._user(user)]
+            [user_named(user)]
             if user
             else get_user_model().objects.filter(is_active=True).order_by("username")
         )
@@ -57,7 +52,7 @@ class Command(BaseCommand):
             self.stdout.write(f"{person.get_username()}: {state}")
 
     def do_reset(self, *, user, **_options):
-        person = self._user(user)
+        person = user_named(user)
         if not twofactor.turn_off(person, via=AuditEvent.Via.CLI, reset=True):
             raise CommandError(_("{user} has no two-factor sign-in set up.").format(user=user))
         self.stdout.write(_("{user}: two-factor sign-in removed.").format(user=user))
