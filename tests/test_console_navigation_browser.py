@@ -134,6 +134,39 @@ def test_the_alerts_link_ends_the_bar_on_a_desktop_and_stays_out_of_a_phone_s_me
     assert console_problems(page) == []
 
 
+@pytest.mark.parametrize("locale", ["en-GB", "zh-CN"], ids=["english", "chinese"])
+def test_a_phone_shows_the_alert_filters_as_lines_of_links(open_page, staff, locale):
+    """The delivery-state filters are words with separators between them: on a
+    phone they wrap between links, never one link and one separator a line."""
+    page = sign_in_by_cookie(open_page(PHONE, locale=locale), "ada", "/alerts/")
+    links = page.locator("nav.filter-links a")
+    expect(links.first).to_be_visible()
+    rows = {round(links.nth(i).bounding_box()["y"]) for i in range(links.count())}
+    assert links.count() >= 6 and len(rows) <= 3, (links.count(), rows)
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    assert console_problems(page) == []
+
+
+@pytest.mark.parametrize("locale", ["en-GB", "zh-CN"], ids=["english", "chinese"])
+@pytest.mark.parametrize("path", ["/jobs/new/", "/alerts/channels/"])
+def test_a_list_of_tick_boxes_sits_under_its_label_one_option_a_line(open_page, staff, path, locale):
+    """The kinds of alert (and a job's channels) are a list of boxes: their
+    label above them, each box with its word on one line, at phone width."""
+    page = sign_in_by_cookie(open_page(PHONE, locale=locale), "ada", path)
+    field = page.locator("#field-alert_on" if path == "/jobs/new/" else "#field-kinds")
+    label = field.locator("> label")
+    options = field.locator("input[type=checkbox]")
+    expect(options.first).to_be_attached()
+    label_box = label.bounding_box()
+    for i in range(options.count()):
+        option = options.nth(i).locator("xpath=..")
+        option.scroll_into_view_if_needed()
+        box, label_box = option.bounding_box(), label.bounding_box()
+        assert box["y"] >= label_box["y"] + label_box["height"] - 0.5, (label_box, box)
+        assert box["height"] < 40, f"{option.inner_text()!r} wraps: {box}"
+    assert console_problems(page) == []
+
+
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_tick_boxes_are_24_px_and_beside_the_names(open_page, staff, viewport):
     for i in range(3):
