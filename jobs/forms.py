@@ -101,7 +101,7 @@ class JobForm(StorableTextMixin, ErrorListMixin, ShardFieldsMixin, OverlapFields
         required=False,
         label=gettext_lazy("Runs after"),
         help_text=gettext_lazy(
-            'Upstream jobs, a JSON list: [{"job": "name", "on": "success"}] — "on" is success, failure or finish. Each final run of an upstream that matches starts this job once.'
+            'Upstream jobs, a JSON list: `[{"job": "name", "on": "success"}]` — `on` is `success`, `failure` or `finish`. Each final run of an upstream that matches starts this job once.'
         ),
     )
     alert_emails = EmailListField(required=False, label=gettext_lazy("Alert emails"))

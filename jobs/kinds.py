@@ -130,6 +130,13 @@ def get(kind: str | None) -> JobKind:
     return KINDS[kind or Job.Kind.PYTHON]
 
 
+def never_starts(job: Job) -> bool:
+    """Nothing starts the job on its own (Job.nothing_schedules_it) and its
+    handler is no task handler, which code starts when it has work for it
+    (registry.register's `task`): the job page and the list warn about it."""
+    return job.nothing_schedules_it and not (get(job.kind).handler == "" and registry.is_task(job.handler))
+
+
 def property_errors(
     kind: str, properties: dict, *, sql_write: bool = False, namespace: str | None = None
 ) -> list:

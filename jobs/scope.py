@@ -57,9 +57,10 @@ class JobScope:
         name = name.strip()
         return name if name.startswith(self.prefix) else self.prefix + name
 
-    def handler(self, name: str):
-        """Class decorator registering a handler under this scope's prefix."""
-        return registry.register(self.handler_name(name))
+    def handler(self, name: str, *, task: bool = False):
+        """Class decorator registering a handler under this scope's prefix
+        (`task=True`: a task handler, as registry.register says)."""
+        return registry.register(self.handler_name(name), task=task)
 
     def handlers(self) -> list[HandlerInfo]:
         return [info for info in registry.available() if info.name.startswith(self.prefix)]

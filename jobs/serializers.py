@@ -222,6 +222,7 @@ def handler_to_dict(info: HandlerInfo) -> dict:
         "label": info.label,
         "description": info.description,
         "properties_help": dict(info.properties_help),
+        "task": info.task,
     }
 
 

@@ -566,6 +566,7 @@ def test_handlers_list_what_the_form_offers(staff_api):
     assert names == [name for name, _label in JobForm.handler_choices() if name]
     sleep = next(h for h in body["results"] if h["name"] == "demo.sleep")
     assert sleep["properties_help"] == {"seconds": "how long to sleep (default 1)"}
+    assert sleep["task"] is False
 
 
 def test_enqueue_a_task_then_get_the_same_one_back(staff_api):

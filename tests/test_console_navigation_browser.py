@@ -104,6 +104,69 @@ def test_a_phone_shows_the_unread_count_with_the_menu_folded(open_page, staff):
     assert console_problems(page) == []
 
 
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_alerts_link_ends_the_bar_on_a_desktop_and_stays_out_of_a_phone_s_menu(open_page, staff, width):
+    """On a desktop the Alerts link (with its count) follows the bar's other
+    entries, next to the user's; on a phone it stays beside the Menu button
+    with the menu folded. Either way the bar lists it once."""
+    Message.objects.create(user=staff, subject="job crashed")
+    page = sign_in_by_cookie(open_page({"width": width, "height": 844}), "ada", "/jobs/")
+    bar = page.locator("header.topbar")
+    alerts = bar.get_by_role("link", name=re.compile(r"^Alerts"))
+    expect(alerts).to_have_count(1)
+    expect(alerts).to_be_visible()
+    expect(alerts.locator(".count")).to_be_visible()
+    dashboard = bar.get_by_role("link", name="Dashboard", exact=True)
+    if width == 390:
+        expect(dashboard).to_be_hidden()
+        page.locator(".nav-toggle").click()
+        expect(dashboard).to_be_visible()
+        # Above the unfolded menu, in the bar's first row.
+        assert alerts.bounding_box()["y"] + alerts.bounding_box()["height"] <= dashboard.bounding_box()["y"]
+    else:
+        last = bar.locator("nav a").last
+        user = bar.get_by_role("link", name="ada", exact=True)
+        a, d, n, u = (x.bounding_box() for x in (alerts, dashboard, last, user))
+        # One row: after Dashboard and the nav's last entry, before the user's name.
+        assert abs(a["y"] - d["y"]) < d["height"] and abs(a["y"] - u["y"]) < u["height"], (a, d, u)
+        assert d["x"] < n["x"] + n["width"] <= a["x"] < a["x"] + a["width"] <= u["x"], (d, n, a, u)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert console_problems(page) == []
+
+
+@pytest.mark.parametrize("locale", ["en-GB", "zh-CN"], ids=["english", "chinese"])
+def test_a_phone_shows_the_alert_filters_as_lines_of_links(open_page, staff, locale):
+    """The delivery-state filters are words with separators between them: on a
+    phone they wrap between links, never one link and one separator a line."""
+    page = sign_in_by_cookie(open_page(PHONE, locale=locale), "ada", "/alerts/")
+    links = page.locator("nav.filter-links a")
+    expect(links.first).to_be_visible()
+    rows = {round(links.nth(i).bounding_box()["y"]) for i in range(links.count())}
+    assert links.count() >= 6 and len(rows) <= 3, (links.count(), rows)
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    assert console_problems(page) == []
+
+
+@pytest.mark.parametrize("locale", ["en-GB", "zh-CN"], ids=["english", "chinese"])
+@pytest.mark.parametrize("path", ["/jobs/new/", "/alerts/channels/"])
+def test_a_list_of_tick_boxes_sits_under_its_label_one_option_a_line(open_page, staff, path, locale):
+    """The kinds of alert (and a job's channels) are a list of boxes: their
+    label above them, each box with its word on one line, at phone width."""
+    page = sign_in_by_cookie(open_page(PHONE, locale=locale), "ada", path)
+    field = page.locator("#field-alert_on" if path == "/jobs/new/" else "#field-kinds")
+    label = field.locator("> label")
+    options = field.locator("input[type=checkbox]")
+    expect(options.first).to_be_attached()
+    label_box = label.bounding_box()
+    for i in range(options.count()):
+        option = options.nth(i).locator("xpath=..")
+        option.scroll_into_view_if_needed()
+        box, label_box = option.bounding_box(), label.bounding_box()
+        assert box["y"] >= label_box["y"] + label_box["height"] - 0.5, (label_box, box)
+        assert box["height"] < 40, f"{option.inner_text()!r} wraps: {box}"
+    assert console_problems(page) == []
+
+
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_tick_boxes_are_24_px_and_beside_the_names(open_page, staff, viewport):
     for i in range(3):

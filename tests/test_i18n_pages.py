@@ -6,8 +6,6 @@ differs from it, or a raw value the console must label) is flagged. Data
 
 import re
 from datetime import timedelta
-from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -16,105 +14,9 @@ from jobs import services
 from jobs.handlers import registry
 from jobs.models import Alert, Job, Message, Run
 from tests.factories import make_job
+from tests.fixtures.i18n import english_left
 
 pytestmark = pytest.mark.django_db
-
-CATALOG = Path(__file__).resolve().parents[1] / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"
-# Elements whose text is data or code, not interface words.
-DATA_TAGS = {"script", "style", "code", "pre", "textarea", "option", "datalist", "time"}
-# Values stored in rows that the console must show by their label.
-RAW_VALUES = {*Job.Kind.values, "retry_of", "failed_permanent", "long_running"}
-PLACEHOLDER = re.compile(r"%\(\w+\)[sd]|\{\w*\}|%s|%d")
-# A sentence left untranslated that no catalog has (a literal in a template):
-# three words or more, one of them a word English sentences are made of.
-SENTENCE_WORDS = {
-    "a",
-    "an",
-    "the",
-    "is",
-    "are",
-    "was",
-    "of",
-    "to",
-    "in",
-    "on",
-    "and",
-    "or",
-    "not",
-    "no",
-    "already",
-}
-
-
-def interface_strings() -> tuple[set[str], list[re.Pattern]]:
-    """The catalog's msgids that read differently in Chinese: plain ones as
-    strings, ones with placeholders as patterns of a whole run."""
-    import polib
-
-    plain, patterns = set(), []
-    for entry in polib.pofile(str(CATALOG)):
-        if entry.obsolete or (not entry.msgstr and not entry.msgstr_plural):
-            continue
-        for msgid in filter(None, (entry.msgid, entry.msgid_plural)):
-            msgid = " ".join(msgid.split())
-            if entry.msgstr and msgid in entry.msgstr:
-                continue  # the same in both languages (UTC, API, JSON…)
-            literal = PLACEHOLDER.sub(" ", msgid)
-            if not re.search(r"[A-Za-z]{2}", literal) or re.search(r"[^\x20-\x7e]", msgid):
-                continue
-            if PLACEHOLDER.search(msgid):
-                parts = [re.escape(part) for part in PLACEHOLDER.split(msgid)]
-                patterns.append(re.compile(r"\S+".join(parts) + r"$"))
-            else:
-                plain.add(msgid.rstrip(".:"))
-    return plain, patterns
-
-
-class VisibleText(HTMLParser):
-    """Text nodes outside data elements and .mono, and the title, aria-label
-    and placeholder attributes, each as a separate piece."""
-
-    VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
-
-    def __init__(self):
-        super().__init__()
-        self.stack: list[bool] = []  # per open element: is it data?
-        self.pieces: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        for name in ("title", "aria-label", "placeholder"):
-            if attrs.get(name):
-                self.pieces.append(attrs[name])
-        if tag in self.VOID:
-            return
-        data = tag in DATA_TAGS or "mono" in (attrs.get("class") or "").split()
-        self.stack.append(data or bool(self.stack and self.stack[-1]))
-
-    def handle_endtag(self, tag):
-        if tag not in self.VOID and self.stack:
-            self.stack.pop()
-
-    def handle_data(self, data):
-        if not (self.stack and self.stack[-1]) and data.strip():
-            self.pieces.append(data)
-
-
-def english_left(html: str, data: list[str]) -> list[str]:
-    parser = VisibleText()
-    parser.feed(html)
-    plain, patterns = interface_strings()
-    found = set()
-    for piece in parser.pieces:
-        for word in sorted(filter(None, data), key=len, reverse=True):
-            piece = piece.replace(word, " ")
-        for run in re.findall(r"[A-Za-z0-9][\x20-\x7e]*[A-Za-z)]|[A-Za-z]", piece):
-            run = " ".join(run.split()).rstrip(".:")
-            words = re.findall(r"[A-Za-z]+", run)
-            sentence = len(words) >= 3 and any(w.lower() in SENTENCE_WORDS for w in words)
-            if sentence or run in plain or run in RAW_VALUES or any(p.match(run) for p in patterns):
-                found.add(run)
-    return sorted(found)
 
 
 def seed(user) -> tuple[Job, Run]:

@@ -6,6 +6,7 @@ job the viewer may not see."""
 import pytest
 
 from jobs import services
+from jobs.handlers import JobHandler, registry
 from tests.fixtures.core import make_user
 
 pytestmark = pytest.mark.django_db
@@ -72,3 +73,27 @@ def test_a_job_nothing_starts_is_flagged_on_its_page_and_in_the_list(make_job, s
     assert 'id="never-starts"' not in staff_client.get(f"/jobs/{fed.pk}/").content.decode()
     listing = staff_client.get("/jobs/").content.decode()
     assert listing.count("Nothing starts it: no schedule, no upstream job") == 1
+
+
+@pytest.fixture
+def task_handler():
+    @registry.register("test.on-demand", task=True)
+    class OnDemand(JobHandler):
+        def run(self, ctx):
+            return "done"
+
+    yield "test.on-demand"
+    registry.unregister("test.on-demand")
+
+
+def test_a_job_running_a_task_handler_needs_nothing_to_start_it(make_job, staff_client, task_handler):
+    """Code starts a task handler's job when it has work for it (Run now, the
+    API), so neither its page nor the list warns; a plain handler's still does."""
+    on_demand = make_job(name="rebuild-index", handler=task_handler, schedule_type="none", cron_expression="")
+    idle = make_job(name="orphan", schedule_type="none", cron_expression="")
+    assert 'id="never-starts"' not in staff_client.get(f"/jobs/{on_demand.pk}/").content.decode()
+    assert 'id="never-starts"' in staff_client.get(f"/jobs/{idle.pk}/").content.decode()
+    listing = staff_client.get("/jobs/").content.decode()
+    assert listing.count("Nothing starts it: no schedule, no upstream job") == 1
+    assert registry.is_task(task_handler) and not registry.is_task(idle.handler)
+    assert {info.name: info.task for info in registry.available()}[task_handler] is True

@@ -25,10 +25,16 @@ class HandlerInfo:
     label: str
     description: str
     properties_help: dict
+    task: bool = False
 
 
-def register(name: str):
-    """Class decorator: `@register("reports.daily")`."""
+def register(name: str, *, task: bool = False):
+    """Class decorator: `@register("reports.daily")`.
+
+    `task=True` marks a task handler: one that code starts when it has work
+    for it (a one-off task, Run now, the API's run), not a schedule. A job
+    running it needs no schedule or upstream job, so the console does not
+    warn that nothing starts it."""
     if not name or not isinstance(name, str):
         raise ValueError("a handler needs a non-empty name")
 
@@ -40,6 +46,7 @@ def register(name: str):
             )
         _REGISTRY[name] = cls
         cls.handler_name = name
+        cls.task_handler = bool(task)
         return cls
 
     return decorator
@@ -63,6 +70,11 @@ def is_registered(name: str) -> bool:
     return name in _REGISTRY
 
 
+def is_task(name: str) -> bool:
+    """Whether `name` is a registered task handler (register(..., task=True))."""
+    return bool(getattr(_REGISTRY.get(name), "task_handler", False))
+
+
 def available() -> list[HandlerInfo]:
     """What the console's drop-down offers, sorted by name."""
     return [
@@ -71,6 +83,7 @@ def available() -> list[HandlerInfo]:
             label=getattr(cls, "label", "") or name,
             description=getattr(cls, "description", "") or (cls.__doc__ or "").strip().split("\n")[0],
             properties_help=dict(getattr(cls, "properties_help", {}) or {}),
+            task=bool(getattr(cls, "task_handler", False)),
         )
         for name, cls in sorted(_REGISTRY.items())
     ]

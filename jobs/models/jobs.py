@@ -343,10 +343,11 @@ class Job(ChoiceLabels, models.Model):
         return [item["job"] for item in self.after or () if isinstance(item, dict) and "job" in item]
 
     @property
-    def never_starts(self) -> bool:
+    def nothing_schedules_it(self) -> bool:
         """Enabled, yet nothing ever starts it on its own: no schedule and no
         upstream job, so it runs only when a person or a program asks (Run
-        now, the API, a scope). The job page and the list warn about it."""
+        now, the API, a scope). Whether that is a mistake depends on its
+        handler too: kinds.never_starts."""
         return (
             self.state == self.State.ENABLED
             and self.schedule_type == self.ScheduleType.NONE

@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from jobs import access, alerts, overview, refusals, secrets, services, trends, workflows
+from jobs import access, alerts, kinds, overview, refusals, secrets, services, trends, workflows
 from jobs.access import login_required
 from jobs.models import LIVE_RUN, AuditEvent, Job, Run, parse_run_cursor, run_cursor
 from jobs.web.charts import duration_chart, job_days_chart
@@ -126,6 +126,7 @@ def _job_panels(job: Job, user) -> dict:
         if access.sees_credentials(user, job)
         else secrets.mask_credentials(job.properties),
         "schedule": describe_schedule(job),
+        "never_starts": kinds.never_starts(job),
         "chart": _chart(job),
         "job_trends": (recent := _job_trends(job)),
         "days_chart": job_days_chart(recent["days"]),

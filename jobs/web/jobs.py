@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 
-from jobs import access, imports, refusals, services
+from jobs import access, imports, kinds, refusals, services
 from jobs.access import login_required
 from jobs.models import Job, job_name, parse_run_cursor
 from jobs.serializers import JOB_PAGE_DEFAULT, JOB_PAGE_MAX, job_page, job_to_spec
@@ -149,6 +149,7 @@ def _job_rows(jobs, *, user) -> list[dict]:
                 if name in upstream_ids
             ],
             "hidden_upstreams": sum(1 for name in names if name not in upstream_ids),
+            "never_starts": kinds.never_starts(job),
         }
         if job.schedule_type == Job.ScheduleType.INTERVAL:
             row["every"] = _("every %(seconds)s s") % {"seconds": job.interval_seconds}

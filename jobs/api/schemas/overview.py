@@ -31,6 +31,8 @@ class Handler(Schema):
     label: str
     description: str
     properties_help: dict[str, str]
+    # A task handler (registry.register's `task`): code starts its jobs.
+    task: bool
 
 
 class HandlerList(Schema):
