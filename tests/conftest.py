@@ -13,6 +13,7 @@ pytest_plugins = [
     "tests.fixtures.ldap",
     "tests.fixtures.cluster",
     "tests.fixtures.browser",
+    "tests.fixtures.console_pages",
     "tests.fixtures.smtp",
     "tests.fixtures.api",
     "tests.fixtures.databases",
@@ -31,6 +32,7 @@ pytest_plugins = [
 # other workers idle. Only the order of the files depends on this list: a
 # file missing from it (or renamed) merely starts later.
 LONGEST_FIRST = (
+    "test_console_walk_browser.py",
     "test_console_pages_browser.py",
     "test_cluster_processes.py",
     "test_cluster_clock.py",
