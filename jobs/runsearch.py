@@ -95,17 +95,20 @@ def newest(runs, text: str, count: int) -> list:
     that match `text`: the same rows as `matching(runs, text)` ordered and
     cut, without reading every match.
 
-    A run's id and its scheduled time rise together, except for a few runs
+    A run's id and its scheduled time go together, except for a few runs
     (catch-ups, retries, backfills: scheduled before they were created). So
-    the matches are read in a window of ids around the newest one the page
-    can show, widened WINDOW_GROWTH times until it gives `count` rows; then
+    on SQLite the matches are read in a window of ids around the newest run
+    the page can show, widened WINDOW_GROWTH times until it gives `count` rows; then
     one query over the runs scheduled between the last of them and the top
     of the page looks, row by row, for a match outside the window that sorts
     among them, and merges it in."""
     found = words(text)
     ordered = ("-scheduled_at", "-id")
-    if not found:
-        return list(runs.order_by(*ordered)[:count])
+    if not found or connection.vendor != "sqlite":
+        # PostgreSQL's GIN index reads every match of the words whatever
+        # range of ids is asked, and its planner read the look-up below
+        # through it too (seconds on 1,000,000 runs): one plain query there.
+        return list(matching(runs, text).order_by(*ordered)[:count])
     top = runs.order_by(*ordered).values_list("pk", flat=True).first()
     newest_id = Run.objects.aggregate(newest=Max("pk"))["newest"]
     if top is None or newest_id is None:
