@@ -136,3 +136,14 @@ def test_bench_shards_refuses_shards_out_of_range():
     )
     assert result.returncode != 0
     assert "--shards: 1 to 1,000" in result.stderr
+
+
+@pytest.mark.postgres
+def test_bench_pages_seeds_and_times_every_page_on_postgresql(postgres_server):
+    """The seed's SQL is each database's own (the log's newline was SQLite's
+    char(), which PostgreSQL does not have); every page answers."""
+    small = ["--jobs", "30", "--runs", "400", "--repeat", "1", "--json"]
+    figures = json.loads(bench("pages", *small, "--database-url", postgres_server.url()))
+    assert figures["runs"] == 400
+    searched = next(page for page in figures["pages"] if page["page"].startswith("all runs, searched"))
+    assert searched["queries"] > 0 and searched["kb"] > 0

@@ -54,6 +54,7 @@ def seed(jobs: int, runs: int) -> dict:
         },
         {"base": base},
     )
+    newline = "char(10)" if connection.vendor == "sqlite" else "chr(10)"
     first = Job.objects.filter(name__startswith="job-").order_by("id").values_list("id", flat=True)[0]
     heavy = runs // HEAVY_SHARE
     seconds["runs"] = insert_select(
@@ -75,7 +76,7 @@ def seed(jobs: int, runs: int) -> dict:
             "duration_ms": "n %% 5000",
             "worker_id": "'node-a'",
             "result": "'ok'",
-            "log": "'00:00:01 started' || char(10) || '00:00:02 done'",
+            "log": f"'00:00:01 started' || {newline} || '00:00:02 done'",
         },
         {"base": base},
     )

@@ -33,12 +33,13 @@ from jobs.web.common import (
 RUN_WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7), "today": None}
 
 
-def _filtered(request, runs, now: datetime) -> tuple:
+def _filtered(request, runs, now: datetime, *, search: bool = True) -> tuple:
     """`runs` (the user's) narrowed by the page's filters: ?status=live is
     "running now", ?status=failures every run that counts as failed
     (Run.FAILED_OUTCOMES, as the dashboard counts them), ?trigger, ?job,
-    ?since, ?q (words in the error or log, jobs.runsearch). Returns the
-    runs and what was picked (for the page, its links and the export)."""
+    ?since, ?q (words in the error or log, jobs.runsearch; checked, but
+    left to the caller when not `search`). Returns the runs and what was
+    picked (for the page, its links and the export)."""
     params = request.GET
     status = params.get("status", "")
     if status == "live":
@@ -79,7 +80,9 @@ def _filtered(request, runs, now: datetime) -> tuple:
         since = ""
     query, search_error = params.get("q", "").strip(), ""
     try:
-        runs = runsearch.matching(runs, query)
+        runsearch.words(query)
+        if search:
+            runs = runsearch.matching(runs, query)
     except runsearch.SearchError as exc:
         search_error, query = str(exc), ""
     filters = {
@@ -128,12 +131,13 @@ def _all_runs_context(request, *, now: datetime | None = None) -> dict:
             "task_key",
         ),
         now,
+        search=False,
     )
     filters = picked.pop("filters")
     before = parse_run_cursor(params.get("before"))
     if before:
         runs = runs.older_than(*before)
-    page = list(runs.order_by("-scheduled_at", "-id")[: RUNS_PER_PAGE + 1])
+    page = runsearch.newest(runs, picked["query"], RUNS_PER_PAGE + 1)
     older = len(page) > RUNS_PER_PAGE
     page = page[:RUNS_PER_PAGE]
     return {
