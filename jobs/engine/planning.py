@@ -29,7 +29,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import BooleanField, Min, Q, Subquery
 from django.db.models.expressions import RawSQL
 
-from jobs import cluster, services
+from jobs import admission, cluster, services
 from jobs.core.logcontext import about
 from jobs.core.wakeup import wake_schedulers
 from jobs.engine import leases
@@ -245,7 +245,7 @@ class Planner:
                         run_after=now,
                         trigger=trigger,
                         # Waiting: admission lets it through (jobs.admission).
-                        status=Run.Status.WAITING if overlap.wait or job.pool else Run.Status.QUEUED,
+                        status=admission.first_status(job, wait=overlap.wait),
                         created_at=now,
                         **job.run_policy(),
                     )
