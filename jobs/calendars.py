@@ -76,15 +76,28 @@ def preview_jitter(value) -> int:
     return seconds if 0 <= seconds <= Job.MAX_JITTER_SECONDS else 0
 
 
-def never_fires(*, expression: str, seed: str, zone: str, calendar: str, rule: str, now: datetime) -> bool:
-    """Whether the rule leaves the schedule no fire within DAY_SEARCH_LIMIT
-    days (a calendar marking every day a holiday). Reaching the end of the
-    calendar's data first is not this: it is the data-missing state."""
+def never_fires(
+    *,
+    expression: str,
+    interval: int | None = None,
+    seed: str,
+    zone: str,
+    calendar: str,
+    rule: str,
+    now: datetime,
+) -> bool:
+    """Whether the rule leaves the schedule (the cron `expression`, or every
+    `interval` seconds) no fire within DAY_SEARCH_LIMIT days (a calendar
+    marking every day a holiday). Reaching the end of the calendar's data
+    first is not this: it is the data-missing state."""
     days = workdays.DayRule(find_calendar(calendar), rule)
-    for step in cron.parse(expression, seed).walk(now, zone, days=days):
-        if isinstance(step, cron.Fire | cron.Uncovered):
-            return False
-    return True
+    if interval:
+        walk = cron.interval_walk(
+            now + timedelta(seconds=interval), timedelta(seconds=interval), zone, days=days
+        )
+    else:
+        walk = cron.parse(expression, seed).walk(now, zone, days=days)
+    return not any(isinstance(step, cron.Fire | cron.Uncovered) for step in walk)
 
 
 def clean_job_fields(form, data: dict) -> None:
@@ -100,8 +113,10 @@ def clean_job_fields(form, data: dict) -> None:
                 _("Jitter is 0 to {limit} seconds.").format(limit=Job.MAX_JITTER_SECONDS), code="invalid"
             ),
         )
-    is_cron = data.get("schedule_type", Job.ScheduleType.CRON) == Job.ScheduleType.CRON
+    schedule_type = data.get("schedule_type", Job.ScheduleType.CRON)
+    is_cron = schedule_type == Job.ScheduleType.CRON
     if jitter and not is_cron:
+        # An interval job's fires are spread already: each counts from its own last fire.
         form.add_error(
             "jitter_seconds", ValidationError(_("Jitter applies to cron schedules only."), code="invalid")
         )
@@ -109,9 +124,10 @@ def clean_job_fields(form, data: dict) -> None:
     data["calendar"] = name
     if not name:
         return
-    if not is_cron:
+    if schedule_type not in (Job.ScheduleType.CRON, Job.ScheduleType.INTERVAL):
         form.add_error(
-            "calendar", ValidationError(_("A calendar applies to cron schedules only."), code="invalid")
+            "calendar",
+            ValidationError(_("A calendar applies to cron and interval schedules only."), code="invalid"),
         )
         return
     try:
@@ -119,12 +135,14 @@ def clean_job_fields(form, data: dict) -> None:
     except workdays.CalendarError as exc:
         form.add_error("calendar", _error(exc))
         return
-    expression = data.get("cron_expression")
-    if not expression or "cron_expression" in form.errors or "timezone" in form.errors:
+    expression = data.get("cron_expression") if is_cron else None
+    interval = None if is_cron else data.get("interval_seconds")
+    if not (expression or interval) or {"cron_expression", "interval_seconds", "timezone"} & set(form.errors):
         return
     seed = data.get("name") or form.instance.name or ""
     if never_fires(
         expression=expression,
+        interval=interval,
         seed=seed,
         zone=data.get("timezone") or "UTC",
         calendar=data["calendar"],

@@ -539,7 +539,7 @@ class ScheduleCheck:
 
 def off_schedule(now: datetime):
     """Enabled jobs with a schedule whose next fire is missing, stuck due, or
-    (interval jobs) further away than their interval. One query; the last
+    (interval jobs without a calendar) further away than their interval. One query; the last
     part is arithmetic on two columns, in each database's own terms."""
     table = connection.ops.quote_name(Job._meta.db_table)
     if connection.vendor == "postgresql":
@@ -553,7 +553,8 @@ def off_schedule(now: datetime):
         .filter(
             Q(next_fire_at__isnull=True, run_once=False)
             | Q(next_fire_at__lte=now - CHECK_EVERY)
-            | Q(schedule_type=Job.ScheduleType.INTERVAL, next_fire_at__gt=now)
+            # A calendar moves an interval job's fire past the dates it refuses.
+            | Q(schedule_type=Job.ScheduleType.INTERVAL, calendar="", next_fire_at__gt=now)
             & Q(RawSQL(ahead, params, output_field=BooleanField()))
         )
         .order_by("pk")
