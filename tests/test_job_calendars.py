@@ -312,3 +312,19 @@ def test_an_interval_job_stops_where_the_calendar_data_ends(make_job):
     end = datetime(last.year, last.month, last.day, 23, 0, tzinfo=SHANGHAI)
     assert job.next_fire_after(end, last_fire=end) is None
     assert job.calendar_missing(datetime(last.year, 12, 5, tzinfo=UTC)) == last + timedelta(days=1)
+
+
+def test_a_country_whose_next_year_is_only_estimated_gets_the_missing_state_and_alert(make_job, monkeypatch):
+    """Indonesia's Eid al-Fitr of 2027 is only estimated by the installed
+    library: 30 days before 2027 the job says so, alerts, and stops at the
+    end of 2026 as a CN job does without next year's notice."""
+    monkeypatch.setattr(workdays, "_this_year", lambda: 2026)
+    job = make_job(
+        cron_expression="0 0 9 * * ?", timezone="Asia/Jakarta", calendar="ID", alert_on=["calendar"]
+    )
+    assert job.calendar_missing(datetime(2026, 11, 1, tzinfo=UTC)) is None
+    now = datetime(2026, 12, 5, tzinfo=UTC)
+    assert job.calendar_missing(now) == date(2027, 1, 1)
+    assert job.next_fire_after(datetime(2026, 12, 31, 3, tzinfo=UTC)) is None
+    assert alerts.check_calendar(now) == 1
+    assert "calendar data for 2027 missing" in Alert.objects.get(kind=Alert.Kind.CALENDAR).subject
