@@ -25,6 +25,7 @@ from jobs.core.wakeup import wake_schedulers
 from jobs.i18n import cron_error_message
 from jobs.models import AuditEvent, Job, WorkCalendar, find_calendar
 from jobs.models.calendars import MAX_BASE_DEPTH, base_chain, build
+from jobs.models.calendars import forget as forget_built
 from jobs.text import find_unstorable, storable
 
 IN_USE = 47034
@@ -366,7 +367,9 @@ def save_calendar(
             via=via,
             changes=changes,
         )
+        forget_built()  # replan reads the calendar as saved
         replan(name=row.name, now=now)
+    forget_built()  # and had it rolled back, nothing of it stays
     wake_schedulers()
     return row
 
@@ -394,14 +397,15 @@ def _dependents(name: str) -> set[str]:
 
 
 def replan(*, name: str, now: datetime) -> int:
-    """The enabled cron jobs on calendar `name` (or one based on it) count
-    their next fire afresh, from now (a fire already due stays owed)."""
+    """The enabled jobs on calendar `name` (or one based on it) count their
+    next fire afresh, from now (a fire already due stays owed; an interval
+    job stays on its grid)."""
     count = 0
-    jobs = Job.objects.scheduled().filter(schedule_type=Job.ScheduleType.CRON, calendar__in=_dependents(name))
-    for job in jobs.select_for_update():
+    jobs = Job.objects.scheduled().exclude(schedule_type=Job.ScheduleType.NONE)
+    for job in jobs.filter(calendar__in=_dependents(name)).select_for_update():
         if job.next_fire_at is not None and job.next_fire_at <= now:
             continue
-        job.next_fire_at = job.next_fire_after(now)
+        job.next_fire_at = job.next_fire_on_schedule(now)
         job.save(update_fields=["next_fire_at"])
         count += 1
     return count
@@ -430,6 +434,7 @@ def delete_calendar(*, name: str, user=None, via: str = AuditEvent.Via.CONSOLE) 
             )
         before = _snapshot(row)
         row.delete()
+        forget_built()
         audit.record(
             action="delete",
             subject=AuditEvent.Subject.CALENDAR,

@@ -328,3 +328,45 @@ def test_a_country_whose_next_year_is_only_estimated_gets_the_missing_state_and_
     assert job.next_fire_after(datetime(2026, 12, 31, 3, tzinfo=UTC)) is None
     assert alerts.check_calendar(now) == 1
     assert "calendar data for 2027 missing" in Alert.objects.get(kind=Alert.Kind.CALENDAR).subject
+
+
+def test_a_custom_calendar_s_versions_are_read_at_most_once_a_recheck(make_job, monkeypatch):
+    """A scheduler computes hundreds of next fires a second: a custom
+    calendar costs no query between version checks, and a change another
+    process made is seen at the first check after RECHECK_SECONDS."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from jobs.models import calendars as calendar_rows
+
+    now = [100.0]
+    monkeypatch.setattr(calendar_rows, "_clock", lambda: now[0])
+    calendars.save_calendar(name="office", base="CN")
+    job = make_job(cron_expression="0 0 9 * * ?", timezone="Asia/Shanghai", calendar="office")
+    after = datetime(2025, 9, 25, tzinfo=UTC)
+    assert local_days([job.next_fire_after(after)], "Asia/Shanghai") == [date(2025, 9, 25)]
+    with CaptureQueriesContext(connection) as queries:
+        for _ in range(50):
+            job.next_fire_after(after)
+    assert len(queries) == 0
+    # Another process's edit: the row and its version, not through this process's save.
+    WorkCalendar.objects.filter(name="office").update(
+        non_working=[{"date": "2025-09-25", "name": "Office move"}], version=2
+    )
+    now[0] += calendar_rows.RECHECK_SECONDS / 2
+    assert local_days([job.next_fire_after(after)], "Asia/Shanghai") == [date(2025, 9, 25)]
+    now[0] += calendar_rows.RECHECK_SECONDS
+    assert local_days([job.next_fire_after(after)], "Asia/Shanghai") == [date(2025, 9, 26)]
+
+
+def test_saving_a_custom_calendar_counts_its_interval_jobs_next_fire_again(make_job):
+    calendars.save_calendar(name="plant")
+    job = make_job(schedule_type="interval", interval_seconds=3600, calendar="plant")
+    job.next_fire_at = job.next_fire_after(datetime.now(UTC))
+    job.save()
+    day = job.next_fire_at.date()
+    calendars.save_calendar(
+        name="plant", original="plant", non_working=[{"date": day.isoformat(), "name": "x"}]
+    )
+    job.refresh_from_db()
+    assert job.next_fire_at.date() > day
