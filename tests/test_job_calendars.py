@@ -370,3 +370,16 @@ def test_saving_a_custom_calendar_counts_its_interval_jobs_next_fire_again(make_
     )
     job.refresh_from_db()
     assert job.next_fire_at.date() > day
+
+
+def test_an_interval_job_gets_the_calendar_alert_too(make_job, monkeypatch):
+    monkeypatch.setattr(workdays, "_this_year", lambda: 2026)
+    job = make_job(
+        schedule_type="interval",
+        interval_seconds=600,
+        timezone="Asia/Jakarta",
+        calendar="ID",
+        alert_on=["calendar"],
+    )
+    assert alerts.check_calendar(datetime(2026, 12, 5, tzinfo=UTC)) == 1
+    assert Alert.objects.get(kind=Alert.Kind.CALENDAR).job_id == job.pk
