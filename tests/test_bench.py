@@ -125,3 +125,19 @@ def test_bench_refuses_an_unknown_calendar():
     )
     assert result.returncode != 0
     assert "--calendar" in result.stderr and "XX" in result.stderr
+
+
+def test_bench_preview_view_times_the_console_s_preview_with_and_without_a_calendar(tmp_path):
+    figures = json.loads(
+        bench(
+            "preview",
+            "--view",
+            "--repeat",
+            "1",
+            "--json",
+            env={"DATABASE_URL": f"sqlite:///{tmp_path / 'configured.sqlite3'}"},
+        )
+    )
+    assert figures["calendar"] == "CN" and len(figures["rows"]) == 5
+    assert all(row["plain_ms"] > 0 and row["calendar_ms"] > 0 for row in figures["rows"])
+    assert figures["ratio"] > 0
