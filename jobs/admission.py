@@ -3,13 +3,17 @@
 heavy (2/2)").
 
 A run is written `waiting` instead of `queued` when something beyond a free
-worker slot must let it through: its job's earlier run (overlap policies
-`queue_one` and `replace`), its job's concurrency pool, or its backfill's
-`parallel`. Admission turns it `queued` once every limit it is under has
-room, counting the runs already admitted (queued or running) cluster-wide:
+worker slot must let it through (`first_status`): its job's earlier run
+(overlap policies `queue_one` and `replace`), its job's concurrency pool, or
+its backfill's `parallel`. Every run of a pool's job waits for the pool:
+fires, manual runs, downstream runs and retries alike. Admission turns it
+`queued` once every limit it is under has room, counting the runs already
+admitted (queued or running) cluster-wide:
 
-- its job: a job's own runs (a backfill's runs are not its own) up to
-  `max_parallel` under the `allow` policy, else one;
+- its job, for a fire of its schedule (the overlap policy governs fires; a
+  manual or downstream run starts beside a live fire as it always has): a
+  job's own runs (a backfill's runs are not its own) up to `max_parallel`
+  under the `allow` policy, else one;
 - its pool (`Job.pool`, by name): fewer admitted runs of the pool's jobs
   than the pool's size; a pool deleted since limits nothing;
 - its backfill: fewer admitted runs of it than its `parallel`.
@@ -74,6 +78,13 @@ class Wait:
         )
 
 
+def first_status(job: Job | None, *, wait: bool = False) -> str:
+    """The status a new run of `job` is written with: waiting when something
+    must let it through first (`wait`: its job's live run; the job's pool),
+    else queued for the claim."""
+    return Run.Status.WAITING if wait or (job is not None and job.pool) else Run.Status.QUEUED
+
+
 def job_limit(job: Job) -> int:
     """How many of a job's own runs may be admitted at once."""
     return job.max_parallel if job.overlap_policy == Job.OverlapPolicy.ALLOW else 1
@@ -122,7 +133,7 @@ def blocker(run: Run, counts: Load) -> Wait | None:
         parallel = counts.parallel.get(run.backfill_id, 1)
         if counts.backfills[run.backfill_id] >= parallel:
             return Wait("backfill", live=counts.backfills[run.backfill_id], limit=parallel)
-    elif job is not None:
+    elif job is not None and run.trigger in Run.SCHEDULED_TRIGGERS:
         limit = job_limit(job)
         if counts.jobs[job.pk] >= limit:
             return Wait("job", name=job.name, live=counts.jobs[job.pk], limit=limit)

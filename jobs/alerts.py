@@ -461,8 +461,19 @@ def check_calendar(now: datetime) -> int:
     """Jobs whose calendar's data ends within CALENDAR_WARNING: one alert per
     job and missing year (they stop firing there; nothing is guessed)."""
     wrote = 0
-    jobs = Job.objects.scheduled().filter(schedule_type=Job.ScheduleType.CRON).exclude(calendar="")
-    for job in jobs.order_by("id")[:WATCH_BATCH]:
+    jobs = Job.objects.scheduled().exclude(schedule_type=Job.ScheduleType.NONE).exclude(calendar="")
+    # Where the data ends depends on the calendar and the zone alone: each
+    # pair is asked once, and only the jobs of a pair whose data ends soon
+    # are read (the watch runs every few seconds; reading every job on a
+    # calendar each time cost a scheduler of 1,000 such jobs about a tenth
+    # of its CPU).
+    ending = Q()
+    for calendar, zone in jobs.values_list("calendar", "timezone").distinct().order_by():
+        if Job(schedule_type=Job.ScheduleType.CRON, calendar=calendar, timezone=zone).calendar_missing(now):
+            ending |= Q(calendar=calendar, timezone=zone)
+    if not ending:
+        return 0
+    for job in jobs.filter(ending).order_by("id")[:WATCH_BATCH]:
         missing = job.calendar_missing(now)
         if missing is None or "calendar" not in kinds_for(job):
             continue

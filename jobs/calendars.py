@@ -25,6 +25,7 @@ from jobs.core.wakeup import wake_schedulers
 from jobs.i18n import cron_error_message
 from jobs.models import AuditEvent, Job, WorkCalendar, find_calendar
 from jobs.models.calendars import MAX_BASE_DEPTH, base_chain, build
+from jobs.models.calendars import forget as forget_built
 from jobs.text import find_unstorable, storable
 
 IN_USE = 47034
@@ -76,15 +77,28 @@ def preview_jitter(value) -> int:
     return seconds if 0 <= seconds <= Job.MAX_JITTER_SECONDS else 0
 
 
-def never_fires(*, expression: str, seed: str, zone: str, calendar: str, rule: str, now: datetime) -> bool:
-    """Whether the rule leaves the schedule no fire within DAY_SEARCH_LIMIT
-    days (a calendar marking every day a holiday). Reaching the end of the
-    calendar's data first is not this: it is the data-missing state."""
+def never_fires(
+    *,
+    expression: str,
+    interval: int | None = None,
+    seed: str,
+    zone: str,
+    calendar: str,
+    rule: str,
+    now: datetime,
+) -> bool:
+    """Whether the rule leaves the schedule (the cron `expression`, or every
+    `interval` seconds) no fire within DAY_SEARCH_LIMIT days (a calendar
+    marking every day a holiday). Reaching the end of the calendar's data
+    first is not this: it is the data-missing state."""
     days = workdays.DayRule(find_calendar(calendar), rule)
-    for step in cron.parse(expression, seed).walk(now, zone, days=days):
-        if isinstance(step, cron.Fire | cron.Uncovered):
-            return False
-    return True
+    if interval:
+        walk = cron.interval_walk(
+            now + timedelta(seconds=interval), timedelta(seconds=interval), zone, days=days
+        )
+    else:
+        walk = cron.parse(expression, seed).walk(now, zone, days=days)
+    return not any(isinstance(step, cron.Fire | cron.Uncovered) for step in walk)
 
 
 def clean_job_fields(form, data: dict) -> None:
@@ -100,8 +114,10 @@ def clean_job_fields(form, data: dict) -> None:
                 _("Jitter is 0 to {limit} seconds.").format(limit=Job.MAX_JITTER_SECONDS), code="invalid"
             ),
         )
-    is_cron = data.get("schedule_type", Job.ScheduleType.CRON) == Job.ScheduleType.CRON
+    schedule_type = data.get("schedule_type", Job.ScheduleType.CRON)
+    is_cron = schedule_type == Job.ScheduleType.CRON
     if jitter and not is_cron:
+        # An interval job's fires are spread already: each counts from its own last fire.
         form.add_error(
             "jitter_seconds", ValidationError(_("Jitter applies to cron schedules only."), code="invalid")
         )
@@ -109,9 +125,10 @@ def clean_job_fields(form, data: dict) -> None:
     data["calendar"] = name
     if not name:
         return
-    if not is_cron:
+    if schedule_type not in (Job.ScheduleType.CRON, Job.ScheduleType.INTERVAL):
         form.add_error(
-            "calendar", ValidationError(_("A calendar applies to cron schedules only."), code="invalid")
+            "calendar",
+            ValidationError(_("A calendar applies to cron and interval schedules only."), code="invalid"),
         )
         return
     try:
@@ -119,12 +136,14 @@ def clean_job_fields(form, data: dict) -> None:
     except workdays.CalendarError as exc:
         form.add_error("calendar", _error(exc))
         return
-    expression = data.get("cron_expression")
-    if not expression or "cron_expression" in form.errors or "timezone" in form.errors:
+    expression = data.get("cron_expression") if is_cron else None
+    interval = None if is_cron else data.get("interval_seconds")
+    if not (expression or interval) or {"cron_expression", "interval_seconds", "timezone"} & set(form.errors):
         return
     seed = data.get("name") or form.instance.name or ""
     if never_fires(
         expression=expression,
+        interval=interval,
         seed=seed,
         zone=data.get("timezone") or "UTC",
         calendar=data["calendar"],
@@ -348,7 +367,9 @@ def save_calendar(
             via=via,
             changes=changes,
         )
+        forget_built()  # replan reads the calendar as saved
         replan(name=row.name, now=now)
+    forget_built()  # and had it rolled back, nothing of it stays
     wake_schedulers()
     return row
 
@@ -376,14 +397,15 @@ def _dependents(name: str) -> set[str]:
 
 
 def replan(*, name: str, now: datetime) -> int:
-    """The enabled cron jobs on calendar `name` (or one based on it) count
-    their next fire afresh, from now (a fire already due stays owed)."""
+    """The enabled jobs on calendar `name` (or one based on it) count their
+    next fire afresh, from now (a fire already due stays owed; an interval
+    job stays on its grid)."""
     count = 0
-    jobs = Job.objects.scheduled().filter(schedule_type=Job.ScheduleType.CRON, calendar__in=_dependents(name))
-    for job in jobs.select_for_update():
+    jobs = Job.objects.scheduled().exclude(schedule_type=Job.ScheduleType.NONE)
+    for job in jobs.filter(calendar__in=_dependents(name)).select_for_update():
         if job.next_fire_at is not None and job.next_fire_at <= now:
             continue
-        job.next_fire_at = job.next_fire_after(now)
+        job.next_fire_at = job.next_fire_on_schedule(now)
         job.save(update_fields=["next_fire_at"])
         count += 1
     return count
@@ -412,6 +434,7 @@ def delete_calendar(*, name: str, user=None, via: str = AuditEvent.Via.CONSOLE) 
             )
         before = _snapshot(row)
         row.delete()
+        forget_built()
         audit.record(
             action="delete",
             subject=AuditEvent.Subject.CALENDAR,

@@ -848,6 +848,41 @@ def _end_of_day(day: date, zone: tzinfo) -> datetime:
 
 
 _ONE_SECOND = timedelta(seconds=1)
+
+
+def interval_walk(first: datetime, step: timedelta, tz: ZoneInfo | tzinfo | str, *, days=None):
+    """The fires of an interval schedule from `first` on, on its grid (first
+    + k·step), with a calendar rule (`days`, as for CronSchedule.walk):
+    yields `Fire`s, a `Skipped` for each local date the rule refuses, and
+    ends with `Uncovered` at the first date past the calendar's data, or
+    after DAY_SEARCH_LIMIT days of refused dates in a row. A refused date's
+    slots are all skipped: the next fire is the grid's first slot of the
+    next date the rule allows (docs/cron.md)."""
+    zone = _zone(tz)
+    covered = getattr(days, "covered_until", None)
+    when, refused_since = first, None
+    while True:
+        try:
+            day = when.astimezone(zone).date()
+        except OverflowError:
+            return
+        fires, note = (True, "") if days is None else days.verdict(day)
+        if days is not None and covered is not None and day > covered:
+            yield Uncovered(day)
+            return
+        if fires:
+            refused_since = None
+            yield Fire(at=when, scheduled=when, mark=None, note=note)
+            when += step
+            continue
+        yield Skipped(day, note)
+        refused_since = refused_since or day
+        if (day - refused_since).days > DAY_SEARCH_LIMIT:
+            return
+        # The grid's first slot after the date's last second: the next date.
+        when += step * ((_end_of_day(day, zone) - when) // step + 1)
+
+
 _MONTH_LABELS = ("", *(n.title() for n in _MONTH_NAMES))
 
 

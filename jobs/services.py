@@ -14,7 +14,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobs import audit, config, secrets, workflows
+from jobs import admission, audit, config, secrets, workflows
 from jobs.core.dbclock import write_time
 from jobs.core.wakeup import wake_schedulers
 from jobs.models import (
@@ -518,6 +518,7 @@ def run_now(
                     trigger=trigger,
                     created_by=user if getattr(user, "pk", None) else None,
                     properties=overrides,
+                    status=admission.first_status(job),
                     **job.run_policy(),
                 )
                 changes = {"run": [None, run.pk]}

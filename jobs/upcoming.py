@@ -8,7 +8,7 @@ next_fire_at order (job_state_due_idx serves it), a batch at a time, and each jo
 taken off the heap pushes its following fire (Job.next_fire_after, the
 scheduler's own rule). A page of N fires costs about N steps, whatever the
 number of jobs; a series is counted by arithmetic for an interval job, by
-walking its fires (at most MAX_COUNTED) for a cron job."""
+walking its fires (at most MAX_COUNTED) for a cron job or one with a calendar."""
 
 import heapq
 from dataclasses import dataclass
@@ -72,6 +72,9 @@ def _merged(jobs, *, start: datetime, end: datetime, done: set[int]):
             "schedule_type",
             "cron_expression",
             "interval_seconds",
+            "calendar",
+            "calendar_rule",
+            "jitter_seconds",
             "run_once",
             "next_fire_at",
         )
@@ -138,7 +141,7 @@ class Series:
 
 def _series(job: Job, first: datetime, following: datetime, end: datetime) -> Series:
     every = following - first
-    if job.schedule_type == Job.ScheduleType.INTERVAL:
+    if job.schedule_type == Job.ScheduleType.INTERVAL and not job.calendar:
         count = (end - first - timedelta(microseconds=1)) // every + 1
         return Series(at=first, job=job, last=first + every * (count - 1), count=count, every=every)
     count, last = 1, first

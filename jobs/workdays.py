@@ -15,12 +15,16 @@ A job's `calendar_rule` says which dates count:
 * `skip_holidays`: every date but a holiday (the cron as written, minus
   holidays).
 
-Missing data is never guessed. Some countries' working days are set by a
-yearly notice (China's, usually published in November): the library knows
-the last year it has one for, and a date after that year is not covered
-(`covered_until`); a job fires by the data it has up to there and no
-further. Other countries' holidays follow rules the library computes for
-any year.
+Missing data is never guessed. A built-in calendar's data covers a year
+(`covered_until`) when the library has it for certain: the year is within
+the library's range for the country (its `end_year`), none of its holidays
+is only estimated (lunar and Islamic dates the library computes ahead of
+the official announcement, labelled "estimated"), and for a country whose
+working days follow a yearly notice (China's, usually published in
+November) the notice for that year is in. The first year from the current
+one that fails any of these is missing: a job fires by the data up to the
+end of the year before and no further. A custom calendar's own dates cover
+the years they fall in, so it can carry its base's data on.
 
 No Django here, like jobs.cron: the models build custom calendars out of
 rows and hand them in; the cron search asks `verdict` of each date.
@@ -30,8 +34,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import date
-from functools import lru_cache
+from datetime import UTC, date, datetime
+from functools import cached_property, lru_cache
 
 import holidays
 
@@ -162,15 +166,43 @@ def _read_year(code: str, year: int) -> _Year:
 _builtin_year = lru_cache(maxsize=1024)(_read_year)
 
 
-@lru_cache(maxsize=256)
+def _this_year() -> int:
+    return datetime.now(UTC).year
+
+
 def covered_until(code: str) -> date | None:
-    """The last date the installed data covers for a built-in calendar;
-    None: every year (the holidays follow fixed rules)."""
+    """The last date the installed data covers for a built-in calendar,
+    counted from the current year (the module's docstring has the rule);
+    None: the library sets no end."""
+    return _covered_from(code, _this_year())
+
+
+def _estimated_marker(data) -> str:
+    """The word the library puts in an estimated holiday's name ("estimated"
+    in English), in the language `data` speaks; "" if it estimates none."""
+    label = getattr(data, "estimated_label", None)
+    return data.tr(label).replace("%s", "").strip(" ()") if label else ""
+
+
+@lru_cache(maxsize=256)
+def _covered_from(code: str, since: int) -> date | None:
+    """covered_until, the years before `since` left as they are (a past
+    estimate is what the library knows of that year)."""
     country = code.partition("-")[0]
-    if country not in YEARLY_NOTICE:
-        return None
-    notices = getattr(_library_calendar(code, ()), "special_public_holidays", {}) or {}
-    return date(max(notices), 12, 31) if notices else None
+    data = _library_calendar(code, ())
+    end_year = getattr(data, "end_year", None)
+    ends = [date(end_year, 12, 31)] if end_year else []
+    if country in YEARLY_NOTICE:
+        notices = getattr(data, "special_public_holidays", {}) or {}
+        if notices:
+            ends.append(date(max(notices), 12, 31))
+    marker = _estimated_marker(data)
+    if marker and (end_year or since) >= since:
+        dated = _library_calendar(code, range(since, (end_year or since) + 1))
+        estimated = [day.year for day, name in dated.items() if marker in name]
+        if estimated:
+            ends.append(date(min(estimated) - 1, 12, 31))
+    return min(ends) if ends else None
 
 
 # eq=False: compared and hashed by identity, so a built-in calendar (one
@@ -210,8 +242,17 @@ class Calendar:
     @property
     def covered_until(self) -> date | None:
         if isinstance(self.base, Calendar):
-            return self.base.covered_until
-        return covered_until(self.base) if self.base else None
+            base = self.base.covered_until
+        else:
+            base = covered_until(self.base) if self.base else None
+        if base is None or self._last_own_year is None:
+            return base
+        # Dates of its own for a year the base lacks: whoever added them has the year.
+        return max(base, date(self._last_own_year, 12, 31))
+
+    @cached_property
+    def _last_own_year(self) -> int | None:
+        return max((day.year for day in (*self.off, *self.on)), default=None)
 
 
 @dataclass(frozen=True, eq=False)

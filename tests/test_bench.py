@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -79,8 +78,8 @@ def test_bench_scheduler_with_metrics_scrapes_each_scheduler():
     assert int(scrapes.split()[-1]) >= 1, out
 
 
-def test_bench_scheduler_runs_cron_jobs_on_a_calendar(tmp_path):
-    # skip_holidays: the figures do not depend on the day of the week the test runs.
+def test_bench_scheduler_runs_cron_jobs_on_a_working_days_calendar_on_any_day(tmp_path):
+    # working_days fires even on a weekend or a holiday: the bench declares the run's days working days.
     figures = json.loads(
         bench(
             "scheduler",
@@ -90,20 +89,30 @@ def test_bench_scheduler_runs_cron_jobs_on_a_calendar(tmp_path):
             "6",
             "--calendar",
             "cn",
-            "--rule",
-            "skip_holidays",
             "--json",
             env={"DATABASE_URL": f"sqlite:///{tmp_path / 'configured.sqlite3'}"},
         )
     )
-    from jobs import workdays
-
     assert figures["duplicates"] == 0
     assert figures["fires_run"] + figures["missed"] == figures["fires_expected"]
-    # Five jobs every 5 s for 6 s, unless today is a holiday in China (the jobs' zone is UTC).
-    today = datetime.now(UTC).date()
-    holiday = not workdays.DayRule(workdays.builtin("CN"), workdays.SKIP_HOLIDAYS).verdict(today)[0]
-    assert (figures["fires_expected"] == 0) == holiday
+    assert figures["fires_expected"] > 0, "five jobs every 5 s for 6 s, whatever the day"
+
+
+@pytest.mark.django_db
+def test_the_bench_declares_a_refused_day_a_working_day_of_a_calendar_based_on_the_one_asked():
+    from datetime import date
+
+    from jobs import workdays
+    from jobs.bench.scheduler import fire_on_the_run_s_days
+    from jobs.models import find_calendar
+
+    saturday, monday = date(2026, 12, 5), date(2026, 12, 7)
+    assert fire_on_the_run_s_days("CN", "working_days", [monday]) == ("CN", [])
+    name, declared = fire_on_the_run_s_days("CN", "working_days", [saturday, monday])
+    assert (name, declared) == ("bench-CN", [saturday])
+    days = workdays.DayRule(find_calendar(name), "working_days")
+    assert days.verdict(saturday)[0] and days.verdict(monday)[0]
+    assert not days.verdict(date(2026, 12, 6))[0], "the base's other days are as they were"
 
 
 def test_bench_refuses_an_unknown_calendar():
@@ -147,3 +156,19 @@ def test_bench_pages_seeds_and_times_every_page_on_postgresql(postgres_server):
     assert figures["runs"] == 400
     searched = next(page for page in figures["pages"] if page["page"].startswith("all runs, searched"))
     assert searched["queries"] > 0 and searched["kb"] > 0
+
+
+def test_bench_preview_view_times_the_console_s_preview_with_and_without_a_calendar(tmp_path):
+    figures = json.loads(
+        bench(
+            "preview",
+            "--view",
+            "--repeat",
+            "1",
+            "--json",
+            env={"DATABASE_URL": f"sqlite:///{tmp_path / 'configured.sqlite3'}"},
+        )
+    )
+    assert figures["calendar"] == "CN" and len(figures["rows"]) == 5
+    assert all(row["plain_ms"] > 0 and row["calendar_ms"] > 0 for row in figures["rows"])
+    assert figures["ratio"] > 0

@@ -76,7 +76,12 @@ def test_jitter_moves_each_fire_by_its_stable_amount(make_job):
         ({"calendar": "CN", "calendar_rule": "sometimes"}, "invalid_choice", "calendar_rule"),
         ({"jitter_seconds": 3601}, None, "jitter_seconds"),
         ({"jitter_seconds": -1}, None, "jitter_seconds"),
-        ({"schedule_type": "interval", "interval_seconds": 60, "calendar": "CN"}, "invalid", "calendar"),
+        ({"schedule_type": "none", "calendar": "CN"}, "invalid", "calendar"),
+        (
+            {"schedule_type": "interval", "interval_seconds": 60, "jitter_seconds": 5},
+            "invalid",
+            "jitter_seconds",
+        ),
         ({"cron_expression": "0 0 0 HL * ?"}, "47001", "cron_expression"),
     ],
 )
@@ -223,3 +228,158 @@ def test_the_console_describes_h_as_the_jobs_own_values(staff_client, make_job):
     minute = cron.parse("0 H 2 * * ?", "nightly-export").minutes[0]
     page = staff_client.get(reverse("jobs:job_detail", args=[job.pk])).content.decode()
     assert f"At 02:{minute:02d}" in page
+
+
+SHANGHAI = cron.get_zone("Asia/Shanghai")
+
+
+def local(*args) -> datetime:
+    return datetime(*args, tzinfo=SHANGHAI)
+
+
+def test_an_interval_job_on_working_days_skips_holidays_and_keeps_its_grid(make_job):
+    """Every 15 minutes on working days, on the grid of its last fire (:05,
+    :20, :35, :50): National Day's week is skipped whole, and the first fire
+    after it is the grid's first slot of October 9; the Sunday make-up day
+    before it fires, the Saturday does not."""
+    job = make_job(schedule_type="interval", interval_seconds=900, timezone="Asia/Shanghai", calendar="CN")
+    last = local(2025, 9, 30, 23, 50)
+    assert job.next_fire_after(last, last_fire=last) == local(2025, 10, 9, 0, 5)
+    friday = local(2025, 9, 26, 23, 50)
+    assert job.next_fire_after(friday, last_fire=friday) == local(2025, 9, 28, 0, 5)
+    # Within a working day it is the plain interval.
+    noon = local(2025, 9, 30, 12, 5)
+    assert job.next_fire_after(noon, last_fire=noon) == local(2025, 9, 30, 12, 20)
+    job.calendar_rule = "non_working_days"
+    assert job.next_fire_after(friday, last_fire=friday) == local(2025, 9, 27, 0, 5)
+
+
+def test_an_interval_job_with_a_calendar_is_saved_and_planned_on_its_days(staff_api):
+    body = {**JOB, "schedule_type": "interval", "interval_seconds": 900, "calendar": "cn"}
+    body.pop("cron_expression", None)
+    response = staff_api.post("/api/jobs", body)
+    assert response.status_code == 201, response.content
+    job = Job.objects.get(pk=response.json()["id"])
+    assert (job.calendar, job.calendar_rule) == ("CN", "working_days")
+    working, _reason, _holiday = workdays.builtin("CN").status(job.next_fire_at.astimezone(job.zone).date())
+    assert working
+
+
+def test_an_interval_rule_that_can_never_fire_is_refused(staff_api):
+    start = date.today() - timedelta(days=5)
+    calendars.save_calendar(
+        name="closed",
+        non_working=[{"date": (start + timedelta(days=i)).isoformat(), "name": "closed"} for i in range(800)],
+    )
+    body = {**JOB, "schedule_type": "interval", "interval_seconds": 900, "calendar": "closed"}
+    body.pop("cron_expression", None)
+    assert_error(staff_api.post("/api/jobs", body), 400, "47032", "calendar_rule")
+    assert not Job.objects.filter(name=JOB["name"]).exists()
+
+
+def test_upcoming_counts_an_interval_job_s_fires_by_its_calendar(make_job):
+    from jobs import upcoming
+
+    start = local(2025, 9, 30, 20, 0)
+    make_job(
+        schedule_type="interval",
+        interval_seconds=120,
+        timezone="Asia/Shanghai",
+        calendar="CN",
+        next_fire_at=start,
+    )
+    (series,), _more = upcoming.timeline(Job.objects.all(), start=start, end=start + timedelta(hours=24))
+    assert series.count == 120, "every two minutes until midnight; October 1 is a holiday"
+    assert series.last == local(2025, 9, 30, 23, 58)
+
+
+def test_the_schedule_check_leaves_an_interval_job_moved_past_a_holiday(make_job):
+    from jobs.engine.planning import off_schedule
+
+    job = make_job(
+        schedule_type="interval",
+        interval_seconds=900,
+        timezone="Asia/Shanghai",
+        calendar="CN",
+        next_fire_at=local(2025, 10, 9, 0, 5),
+    )
+    assert job not in off_schedule(local(2025, 10, 1, 12, 0))
+
+
+def test_an_interval_job_stops_where_the_calendar_data_ends(make_job):
+    last = workdays.builtin("CN").covered_until
+    job = make_job(schedule_type="interval", interval_seconds=3600, timezone="Asia/Shanghai", calendar="CN")
+    end = datetime(last.year, last.month, last.day, 23, 0, tzinfo=SHANGHAI)
+    assert job.next_fire_after(end, last_fire=end) is None
+    assert job.calendar_missing(datetime(last.year, 12, 5, tzinfo=UTC)) == last + timedelta(days=1)
+
+
+def test_a_country_whose_next_year_is_only_estimated_gets_the_missing_state_and_alert(make_job, monkeypatch):
+    """Indonesia's Eid al-Fitr of 2027 is only estimated by the installed
+    library: 30 days before 2027 the job says so, alerts, and stops at the
+    end of 2026 as a CN job does without next year's notice."""
+    monkeypatch.setattr(workdays, "_this_year", lambda: 2026)
+    job = make_job(
+        cron_expression="0 0 9 * * ?", timezone="Asia/Jakarta", calendar="ID", alert_on=["calendar"]
+    )
+    assert job.calendar_missing(datetime(2026, 11, 1, tzinfo=UTC)) is None
+    now = datetime(2026, 12, 5, tzinfo=UTC)
+    assert job.calendar_missing(now) == date(2027, 1, 1)
+    assert job.next_fire_after(datetime(2026, 12, 31, 3, tzinfo=UTC)) is None
+    assert alerts.check_calendar(now) == 1
+    assert "calendar data for 2027 missing" in Alert.objects.get(kind=Alert.Kind.CALENDAR).subject
+
+
+def test_a_custom_calendar_s_versions_are_read_at_most_once_a_recheck(make_job, monkeypatch):
+    """A scheduler computes hundreds of next fires a second: a custom
+    calendar costs no query between version checks, and a change another
+    process made is seen at the first check after RECHECK_SECONDS."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from jobs.models import calendars as calendar_rows
+
+    now = [100.0]
+    monkeypatch.setattr(calendar_rows, "_clock", lambda: now[0])
+    calendars.save_calendar(name="office", base="CN")
+    job = make_job(cron_expression="0 0 9 * * ?", timezone="Asia/Shanghai", calendar="office")
+    after = datetime(2025, 9, 25, tzinfo=UTC)
+    assert local_days([job.next_fire_after(after)], "Asia/Shanghai") == [date(2025, 9, 25)]
+    with CaptureQueriesContext(connection) as queries:
+        for _ in range(50):
+            job.next_fire_after(after)
+    assert len(queries) == 0
+    # Another process's edit: the row and its version, not through this process's save.
+    WorkCalendar.objects.filter(name="office").update(
+        non_working=[{"date": "2025-09-25", "name": "Office move"}], version=2
+    )
+    now[0] += calendar_rows.RECHECK_SECONDS / 2
+    assert local_days([job.next_fire_after(after)], "Asia/Shanghai") == [date(2025, 9, 25)]
+    now[0] += calendar_rows.RECHECK_SECONDS
+    assert local_days([job.next_fire_after(after)], "Asia/Shanghai") == [date(2025, 9, 26)]
+
+
+def test_saving_a_custom_calendar_counts_its_interval_jobs_next_fire_again(make_job):
+    calendars.save_calendar(name="plant")
+    job = make_job(schedule_type="interval", interval_seconds=3600, calendar="plant")
+    job.next_fire_at = job.next_fire_after(datetime.now(UTC))
+    job.save()
+    day = job.next_fire_at.date()
+    calendars.save_calendar(
+        name="plant", original="plant", non_working=[{"date": day.isoformat(), "name": "x"}]
+    )
+    job.refresh_from_db()
+    assert job.next_fire_at.date() > day
+
+
+def test_an_interval_job_gets_the_calendar_alert_too(make_job, monkeypatch):
+    monkeypatch.setattr(workdays, "_this_year", lambda: 2026)
+    job = make_job(
+        schedule_type="interval",
+        interval_seconds=600,
+        timezone="Asia/Jakarta",
+        calendar="ID",
+        alert_on=["calendar"],
+    )
+    assert alerts.check_calendar(datetime(2026, 12, 5, tzinfo=UTC)) == 1
+    assert Alert.objects.get(kind=Alert.Kind.CALENDAR).job_id == job.pk

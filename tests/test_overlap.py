@@ -266,3 +266,57 @@ def test_admission_asks_nothing_between_its_checks_while_no_run_waits(make_job):
     )
     assert step_of.step(T0 + timedelta(milliseconds=700)) == [], "written by another process: not seen yet"
     assert step_of.step(T0 + timedelta(seconds=2)) == [other.pk], "seen at the next check"
+
+
+def test_manual_runs_of_a_pool_s_jobs_wait_for_the_pool_and_start_in_order(
+    make_scheduler, make_job, held, clock
+):
+    scheduler = make_scheduler(max_workers=8, clock=clock, misfire_threshold=60)
+    pools.save_pool(name="heavy", size=1)
+    busy = make_job(next_fire_at=T0, handler="test.held", pool="heavy")
+    first, second = (make_job(handler="test.held", pool="heavy") for _ in range(2))
+    step(scheduler, T0)
+    assert runs_of(busy)[0].status == "running"
+
+    # A manual run of the busy job itself waits for the pool, not for its fire.
+    again, _created = services.run_now(job=busy, now=clock.advance(seconds=1))
+    one, _created = services.run_now(job=first, now=clock.advance(seconds=1))
+    two, _created = services.run_now(job=second, trigger=Run.Trigger.API, now=clock.advance(seconds=1))
+    assert [run.status for run in (again, one, two)] == ["waiting"] * 3
+    assert admission.waiting_reasons([one]) == {one.pk: "waiting for pool heavy (1/1)"}
+    assert services.run_now(job=first, now=clock())[0].pk == one.pk, "still one live manual run a job"
+    step(scheduler, clock.advance(seconds=1))
+    assert Run.objects.filter(job__pool="heavy", status__in=["queued", "running"]).count() == 1
+
+    # Each ends in turn; the next in order takes the one place, never two.
+    for run in (runs_of(busy)[0], again, one, two):
+        run.refresh_from_db()
+        wait_for(scheduler, clock(), lambda run=run: run.refresh_from_db() or run.status == "running")
+        assert Run.objects.filter(job__pool="heavy", status__in=["queued", "running"]).count() == 1
+        held.release(run.scheduled_at)
+        wait_for(scheduler, clock(), lambda run=run: run.refresh_from_db() or run.status == "succeeded")
+        step(scheduler, clock.advance(seconds=1))
+
+
+def test_a_downstream_run_of_a_pool_s_job_waits_for_the_pool(make_scheduler, make_job, held, clock):
+    from jobs.models import JobDependency
+
+    scheduler = make_scheduler(max_workers=8, clock=clock, misfire_threshold=60)
+    pools.save_pool(name="heavy", size=1)
+    busy = make_job(next_fire_at=T0, handler="test.held", pool="heavy")
+    upstream = make_job(next_fire_at=T0 + timedelta(seconds=1), handler="test.held")
+    downstream = make_job(handler="test.held", pool="heavy")
+    JobDependency.objects.create(upstream=upstream, downstream=downstream, on="success")
+    step(scheduler, clock.advance(seconds=1))
+    held.release(T0 + timedelta(seconds=1))
+    wait_for(scheduler, clock(), lambda: downstream.runs.exists())
+    (after,) = runs_of(downstream)
+    assert (after.trigger, after.status) == ("upstream", "waiting")
+    step(scheduler, clock.advance(seconds=1))
+    after.refresh_from_db()
+    assert after.status == "waiting", "the pool is full"
+    held.release(T0)
+    wait_for(scheduler, clock(), lambda: runs_of(busy)[0].status == "succeeded")
+    step(scheduler, clock.advance(seconds=1))
+    after.refresh_from_db()
+    assert after.status == "running"

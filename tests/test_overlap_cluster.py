@@ -1,8 +1,8 @@
 """Overlap and pools across three real scheduler processes on one PostgreSQL
 database. A concurrency pool's size holds cluster-wide: each node has one
 worker slot, so without the pool three of the pool's runs would run at
-once; with `heavy: 2`, never more than two are admitted or running, and the
-others start as those end. A queue_one job's next fire waits behind its live
+once; with `heavy: 2`, never more than two are admitted or running, fires
+and manual runs alike, and the others start as those end. A queue_one job's next fire waits behind its live
 run on whichever node runs it, a further fire is skipped, and the waiting
 run starts only once the live one has ended."""
 
@@ -13,6 +13,7 @@ from tests.fixtures.processes import wait_for
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 JOBS = 6
+MANUAL = 2  # of the JOBS runs, started by hand rather than fired
 LIVE_IN_POOL = (
     "SELECT count(*) FILTER (WHERE r.status = 'running'), count(*) FILTER (WHERE r.status IN ('queued', 'running')), "
     "count(*) FILTER (WHERE r.status = 'waiting'), count(*) FILTER (WHERE r.status = 'succeeded') "
@@ -38,14 +39,22 @@ def test_a_pool_of_two_never_runs_three_across_three_schedulers(cluster_factory,
         "from jobs import pools\n"
         "from jobs.models import Job\n"
         "pools.save_pool(name='heavy', size=2)\n"
-        f"Job.objects.bulk_create([Job(name=f'heavy-{{i}}', handler='test.file_gate', pool='heavy', "
+        f"Job.objects.bulk_create([Job(name=f'{{kind}}-{{i}}', handler='test.file_gate', pool='heavy', "
         f"properties={{'dir': {str(gates)!r}}}, schedule_type='interval', interval_seconds=3600, "
-        f"state='paused') for i in range({JOBS})])\n"
+        f"state='paused') for kind, i in [('heavy', i) for i in range({JOBS - MANUAL})] "
+        f"+ [('manual', i) for i in range({MANUAL})]])\n"
     )
     for worker_id in ("n1", "n2", "n3"):
         cluster.start_node(worker_id)
     wait_for(cluster.leader, 30, "a leader")
-    assert cluster.fire_all("heavy") == JOBS
+    assert cluster.fire_all("heavy") == JOBS - MANUAL
+    # Manual runs of the pool's jobs (Run now, the API) wait for it as fires do.
+    cluster.django(
+        "from jobs import services\n"
+        "from jobs.models import Job\n"
+        "for job in Job.objects.filter(name__startswith='manual-'):\n"
+        "    services.run_now(job=job)\n"
+    )
 
     peak = 0
 

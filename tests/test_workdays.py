@@ -4,6 +4,7 @@ zones; unknown codes; the end of the installed data."""
 
 from datetime import UTC, date, datetime, timedelta
 
+import holidays
 import pytest
 
 from jobs import cron, workdays
@@ -109,7 +110,34 @@ def test_china_data_ends_with_the_last_notice_and_nothing_is_guessed_after_it():
     )
     assert isinstance(steps[-1], cron.Uncovered) and steps[-1].day == last + timedelta(days=1)
     assert all(step.at.date() <= last for step in steps if isinstance(step, cron.Fire))
-    assert workdays.builtin("US-CA").covered_until is None
+    # California's holidays follow fixed rules: covered to the library's last year.
+    assert workdays.builtin("US-CA").covered_until == date(holidays.country_holidays("US").end_year, 12, 31)
+
+
+@pytest.mark.parametrize(
+    ("code", "covered"),
+    [
+        # Indonesia: Eid al-Fitr 2027 and later are only estimated by the library.
+        ("ID", date(2026, 12, 31)),
+        # Egypt: its 2026 Islamic holidays are still estimates, so 2026 is not covered.
+        ("EG", date(2025, 12, 31)),
+        # Japan: the library's range ends with 2099.
+        ("JP", date(2099, 12, 31)),
+        ("DE-BY", date(2100, 12, 31)),
+        ("CN", date(2026, 12, 31)),
+    ],
+)
+def test_a_year_with_an_estimated_holiday_or_past_the_library_s_range_is_not_covered(code, covered):
+    assert workdays._covered_from(code, 2026) == covered
+
+
+def test_a_custom_calendar_s_own_dates_carry_its_base_s_data_on():
+    base = workdays.builtin("ID")
+    last = base.covered_until
+    year = last.year + 1
+    custom = workdays.Calendar(name="office", base="ID", off={date(year, 3, 10): "Eid al-Fitr (official)"})
+    assert custom.covered_until == date(year, 12, 31)
+    assert workdays.Calendar(name="plain", base="ID").covered_until == last
 
 
 def test_a_calendar_that_leaves_nothing_to_fire_on_ends_the_search():

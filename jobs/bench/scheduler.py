@@ -3,7 +3,11 @@
 `--cron` (or `--calendar CODE`) they are cron jobs `H/INTERVAL * * * * *`
 (H spreads them over the interval's seconds), on that calendar with
 `--rule`: the same load, so the two runs side by side show what the
-calendar costs the planner.
+calendar costs the planner. A calendar whose rule fires nothing on the
+days the run spans (`working_days` on a weekend) would measure nothing:
+the jobs are then put on a custom calendar based on it that declares
+those days working days (`fire_on_the_run_s_days`), so every fire still
+asks the calendar on any day of the week.
 
 Runs in the child, on the throw-away database. The jobs are written with
 their first fires an hour ahead; once every scheduler is up, one UPDATE moves
@@ -30,7 +34,7 @@ from django.db.models import Count, F
 from django.utils import timezone
 
 from jobs.bench.report import fmt, summary, table
-from jobs.models import Job, Lease, Run
+from jobs.models import AuditEvent, Job, Lease, Run
 
 NOOP = "bench.noop"
 HANDLER_MODULE = "jobs.handlers.bench"
@@ -164,6 +168,26 @@ def seed_jobs(
                     for n in range(start, min(count, start + batch))
                 ]
             )
+
+
+def fire_on_the_run_s_days(code: str, rule: str, days: list) -> tuple[str, list]:
+    """The calendar the jobs are put on: `code` itself if `rule` fires on
+    every one of `days` (the jobs' local dates, UTC), else a custom calendar
+    `bench-<code>` based on it declaring the refused ones working days (for
+    `non_working_days`, non-working days). Returns its name and those days."""
+    from jobs import calendars, workdays
+
+    days_rule = workdays.DayRule(workdays.builtin(code), rule)
+    refused = [day for day in days if not days_rule.verdict(day)[0]]
+    if not refused:
+        return code, []
+    dates = [{"date": day.isoformat(), "name": "bench: a measured day"} for day in refused]
+    name = f"bench-{code}"
+    if rule == workdays.NON_WORKING_DAYS:
+        calendars.save_calendar(name=name, base=code, non_working=dates, via=AuditEvent.Via.SYSTEM)
+    else:
+        calendars.save_calendar(name=name, base=code, working=dates, via=AuditEvent.Via.SYSTEM)
+    return name, refused
 
 
 def release_cron_jobs(start: datetime) -> None:
@@ -320,14 +344,13 @@ def run(options: dict, workdir: Path) -> dict:
     park_other_jobs()
     parked_at = timezone.now() + PARKED
     cron = bool(options.get("cron") or options.get("calendar"))
-    seed_jobs(
-        jobs,
-        interval,
-        first_at=parked_at,
-        cron=cron,
-        calendar=options.get("calendar") or "",
-        rule=options.get("rule") or "",
-    )
+    calendar, rule = options.get("calendar") or "", options.get("rule") or Job.CalendarRule.WORKING_DAYS
+    if calendar:
+        today = timezone.now().date()
+        calendar, options["_declared"] = fire_on_the_run_s_days(
+            calendar, rule, [today, today + timedelta(days=1)]
+        )
+    seed_jobs(jobs, interval, first_at=parked_at, cron=cron, calendar=calendar, rule=rule)
     schedulers.start()
     try:
         # Releasing 100,000 jobs takes a moment: give the scheduler time to see them.
@@ -391,6 +414,9 @@ def render(options: dict, figures: dict) -> str:
     kind = "interval"
     if options.get("calendar"):
         kind = f"cron, calendar {options['calendar']} {options.get('rule') or 'working_days'}"
+        if options.get("_declared"):
+            days = ", ".join(day.isoformat() for day in options["_declared"])
+            kind += f" (through bench-{options['calendar']}, which declares {days} to fire)"
     elif options.get("cron"):
         kind = "cron"
     head = (

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 
-from jobs import alerts
+from jobs import admission, alerts
 from jobs.core.logcontext import about
 from jobs.engine import shards
 from jobs.engine.bulk import update_from_values, update_from_values_returning
@@ -344,14 +344,14 @@ class Recorder:
 
     def queue_retry(self, run: Run, now: datetime) -> Run:
         # A backfill's or a pool's retry waits for admission as its first attempt did.
-        gated = run.backfill_id is not None or (run.job is not None and bool(run.job.pool))
+        status = Run.Status.WAITING if run.backfill_id is not None else admission.first_status(run.job)
         return Run.objects.create(
             job_id=run.job_id,
             fire_id=run.fire_id,
             scheduled_at=run.scheduled_at,
             attempt=run.attempt + 1,
             trigger=run.trigger,
-            status=Run.Status.WAITING if gated else Run.Status.QUEUED,
+            status=status,
             backfill_id=run.backfill_id,
             run_after=now + timedelta(seconds=run.retry_interval_seconds),
             max_retries=run.max_retries,
@@ -505,7 +505,7 @@ class Recorder:
                     )
                 else:
                     busy.add(job.pk)
-                    rows.append(Run(**fields, status=Run.Status.QUEUED))
+                    rows.append(Run(**fields, status=admission.first_status(job)))
         Run.objects.bulk_create(rows, ignore_conflicts=True)
         return rows
 

@@ -29,7 +29,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import BooleanField, Min, Q, Subquery
 from django.db.models.expressions import RawSQL
 
-from jobs import cluster, services
+from jobs import admission, cluster, services
 from jobs.core.logcontext import about
 from jobs.core.wakeup import wake_schedulers
 from jobs.engine import leases, shards
@@ -246,7 +246,7 @@ class Planner:
                     run_after=now,
                     trigger=trigger,
                     # Waiting: admission lets it through (jobs.admission).
-                    status=Run.Status.WAITING if overlap.wait or job.pool else Run.Status.QUEUED,
+                    status=admission.first_status(job, wait=overlap.wait),
                     created_at=now,
                     **job.run_policy(),
                 )
@@ -546,7 +546,7 @@ class ScheduleCheck:
 
 def off_schedule(now: datetime):
     """Enabled jobs with a schedule whose next fire is missing, stuck due, or
-    (interval jobs) further away than their interval. One query; the last
+    (interval jobs without a calendar) further away than their interval. One query; the last
     part is arithmetic on two columns, in each database's own terms."""
     table = connection.ops.quote_name(Job._meta.db_table)
     if connection.vendor == "postgresql":
@@ -560,7 +560,8 @@ def off_schedule(now: datetime):
         .filter(
             Q(next_fire_at__isnull=True, run_once=False)
             | Q(next_fire_at__lte=now - CHECK_EVERY)
-            | Q(schedule_type=Job.ScheduleType.INTERVAL, next_fire_at__gt=now)
+            # A calendar moves an interval job's fire past the dates it refuses.
+            | Q(schedule_type=Job.ScheduleType.INTERVAL, calendar="", next_fire_at__gt=now)
             & Q(RawSQL(ahead, params, output_field=BooleanField()))
         )
         .order_by("pk")

@@ -3,11 +3,15 @@
 A custom calendar adjusts a base calendar (a built-in country code such as
 `CN` or `US-CA`, another custom calendar, or none: Monday to Friday) with
 dates of its own, each with a reason. jobs.workdays holds the rules; this
-module turns rows into its `Calendar`s, cached by name and version: every
-computation of a job's next fire reads the calendar's version (one indexed
-row), so an edit takes effect at the next computation on every node,
-without a restart."""
+module turns rows into its `Calendar`s, cached by name and version. A
+process reads a custom calendar's versions (one indexed row each) at most
+once every RECHECK_SECONDS, not at every computation of a job's next fire
+(a scheduler computes hundreds a second: a query each cost more than the
+calendar itself); the process that saves or deletes one forgets them at
+once (`forget`), and the others see the change within RECHECK_SECONDS,
+without a restart, as a scheduler sees an edited job within its poll."""
 
+import time
 from datetime import date
 
 from django.db import models
@@ -51,8 +55,15 @@ class WorkCalendar(models.Model):
         return {date.fromisoformat(item["date"]): item.get("name", "") for item in getattr(self, which)}
 
 
-# name → (version, Calendar) of custom calendars already built.
-_built: dict[str, tuple[tuple, workdays.Calendar]] = {}
+RECHECK_SECONDS = 1.0
+# name → ((name, version) of its chain, Calendar, monotonic time of the last version check).
+_built: dict[str, tuple[tuple, workdays.Calendar, float]] = {}
+_clock = time.monotonic  # a test's stand-in clock replaces it
+
+
+def forget() -> None:
+    """Drop every built custom calendar: the next computation reads them afresh."""
+    _built.clear()
 
 
 def base_chain(name: str) -> list[WorkCalendar]:
@@ -70,25 +81,30 @@ def base_chain(name: str) -> list[WorkCalendar]:
 def find_calendar(name: str) -> workdays.Calendar:
     """The calendar a job names: a built-in code, else the custom calendar
     of that name (a custom calendar may not take a built-in code's name, so
-    a built-in one costs no query; a custom one costs one, for versions).
+    a built-in one costs no query; a custom one costs one for its versions,
+    at most once every RECHECK_SECONDS).
     CalendarError 47030 if neither."""
     try:
         return workdays.builtin(name)  # cached by code: no query
     except workdays.CalendarError:
         pass
     cached = _built.get(name)
+    now = _clock()
     if cached is not None:
+        if now - cached[2] < RECHECK_SECONDS:
+            return cached[1]
         names = [n for n, _ in cached[0]]
         current = WorkCalendar.objects.filter(name__in=names).values_list("name", "version")
         # A base that changed changes every calendar built on it.
         if sorted(current) == sorted(cached[0]):
+            _built[name] = (cached[0], cached[1], now)
             return cached[1]
     rows = base_chain(name)
     if not rows:
         _built.pop(name, None)
         return workdays.builtin(name)
     calendar = build(rows)
-    _built[name] = (tuple((row.name, row.version) for row in rows), calendar)
+    _built[name] = (tuple((row.name, row.version) for row in rows), calendar, now)
     return calendar
 
 

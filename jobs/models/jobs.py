@@ -189,8 +189,8 @@ class Job(ChoiceLabels, models.Model):
     # Both want the `skip` overlap policy and no pool (jobs.shardfields).
     shards = models.PositiveSmallIntegerField(default=1)
     broadcast = models.BooleanField(default=False)
-    # Cron only: a built-in calendar code (CN, US-CA) or a custom calendar's
-    # name, and which of its dates the job fires on (jobs.workdays).
+    # Cron and interval schedules: a built-in calendar code (CN, US-CA) or a
+    # custom calendar's name, and which of its dates the job fires on (jobs.workdays).
     calendar = models.CharField(
         _("Calendar"),
         max_length=workdays.MAX_CALENDAR_CHARS,
@@ -359,14 +359,25 @@ class Job(ChoiceLabels, models.Model):
 
         Cron: the next matching instant in the job's zone. Interval: the last
         fire plus the interval, or `after` plus the interval when that is
-        already past: missed windows are never replayed."""
+        already past: missed windows are never replayed; with a calendar, the
+        first such slot on a date its rule allows (cron.interval_walk)."""
         if self.schedule_type == self.ScheduleType.NONE:
             return None
         if self.schedule_type == self.ScheduleType.INTERVAL:
             step = timedelta(seconds=self.interval_seconds)
-            if last_fire is not None and last_fire + step > after:
-                return last_fire + step
-            return after + step
+            first = last_fire + step if last_fire is not None and last_fire + step > after else after + step
+            days = self.day_rule()
+            if days is None:
+                return first
+            if days is False:
+                return None  # a calendar that is gone: never guess
+            # On the grid still: a refused date's slots are skipped.
+            for found in cron.interval_walk(first, step, self.zone, days=days):
+                if isinstance(found, cron.Fire):
+                    return found.at
+                if isinstance(found, cron.Uncovered):
+                    return None
+            return None
         try:
             schedule = cron.parse(self.cron_expression, self.name)
         except cron.CronError:
@@ -386,10 +397,10 @@ class Job(ChoiceLabels, models.Model):
         return None
 
     def day_rule(self) -> "workdays.DayRule | bool | None":
-        """The job's calendar with its rule; None without one (or for a
-        schedule other than cron); False when the calendar is unknown (a
-        custom calendar deleted since the job named it)."""
-        if not self.calendar or self.schedule_type != self.ScheduleType.CRON:
+        """The job's calendar with its rule; None without one (or without a
+        schedule); False when the calendar is unknown (a custom calendar
+        deleted since the job named it)."""
+        if not self.calendar or self.schedule_type == self.ScheduleType.NONE:
             return None
         try:
             return workdays.day_rule(find_calendar(self.calendar), self.calendar_rule)

@@ -248,7 +248,7 @@ class Run(ChoiceLabels, models.Model):
             ),
             models.UniqueConstraint(
                 "job",
-                condition=Q(trigger__in=["manual", "api"], status__in=["queued", "running"]),
+                condition=Q(trigger__in=["manual", "api"], status__in=["waiting", "queued", "running"]),
                 name="run_one_live_manual_per_job",
             ),
             models.UniqueConstraint(

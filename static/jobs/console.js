@@ -14,9 +14,10 @@
   };
   const loadedAt = Date.now();
 
+  // An element shows for each of the space-separated values of its attribute.
   function showMatching(root, attr, value) {
     root.querySelectorAll("[" + attr + "]").forEach(function (el) {
-      el.hidden = el.getAttribute(attr) !== value;
+      el.hidden = el.getAttribute(attr).split(" ").indexOf(value) === -1;
     });
   }
 

@@ -71,6 +71,11 @@ class Command(BaseCommand):
 
         p = sub.add_parser("preview", help="cron parse + next five fire times, beside croniter")
         p.add_argument("--repeat", type=int, default=200, help="timings per expression")
+        p.add_argument(
+            "--view",
+            action="store_true",
+            help="time the console's preview view (GET /cron/preview/) with and without a calendar instead",
+        )
         self._common(p, database=False)
 
         p = sub.add_parser("pages", help="console pages over a big, bulk-seeded history")
@@ -106,7 +111,7 @@ class Command(BaseCommand):
     def handle(self, *args, what, **options):
         if throwaway.inside():
             return self.inside(what)
-        if what == "preview":
+        if what == "preview" and not options["view"]:
             # Nothing to store: no database, no child.
             from jobs.bench import preview
 
@@ -178,9 +183,13 @@ class Command(BaseCommand):
         from django.core.management import call_command
 
         options, workdir = throwaway.ensure_inside()
-        if what != "preview":
-            call_command("migrate", verbosity=0, interactive=False)
-        if what == "scheduler":
+        call_command("migrate", verbosity=0, interactive=False)
+        if what == "preview":  # --view: the console's preview, signed in
+            from jobs.bench import previewview as bench
+
+            figures = bench.run(options)
+            out = json.dumps(figures) if options["json"] else bench.render(figures)
+        elif what == "scheduler":
             from jobs.bench import scheduler as bench
 
             figures = bench.run(options, workdir)
