@@ -88,3 +88,15 @@ def test_a_runs_fire_id_has_no_index_of_its_own(both_databases):
         indexes = connection.introspection.get_constraints(cursor, Run._meta.db_table)
     on_fire_id = [name for name, spec in indexes.items() if "fire_id" in spec["columns"]]
     assert on_fire_id == [], on_fire_id
+
+
+def test_the_runs_text_search_triggers_survive_every_migration(db):
+    """SQLite rebuilds a table for some changes (a foreign key added, a
+    constraint swapped) and a rebuilt table loses its triggers: after every
+    migration, the three that keep the runs' FTS5 index (0029) are there."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'jobs_run'")
+        triggers = {name for (name,) in cursor.fetchall()}
+    assert {"jobs_run_fts_insert", "jobs_run_fts_delete", "jobs_run_fts_update"} <= triggers
