@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections import defaultdict
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -28,6 +29,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count, F
 from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
 
 from jobs.bench.report import fmt, summary, table
 from jobs.models import Job, Lease, Run
@@ -294,12 +296,32 @@ class Scraper:
     def _loop(self) -> None:
         while not self._stop.wait(self.every):
             for port in self.ports:
-                request = urllib.request.Request(
-                    f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {self.TOKEN}"}
-                )
-                with urllib.request.urlopen(request, timeout=5) as response:
-                    response.read()
-                self.scrapes += 1
+                self.scrape(port)
+
+    def scrape(self, port: int) -> str:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {self.TOKEN}"}
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:
+            text = response.read().decode()
+        self.scrapes += 1
+        return text
+
+    def steps(self) -> dict:
+        """The engine's step counters, summed over the schedulers: by step,
+        [CPU seconds, statements, times run]."""
+        totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        wanted = {
+            "cronboard_scheduler_step_cpu_seconds_total": 0,
+            "cronboard_scheduler_step_statements_total": 1,
+            "cronboard_scheduler_step_duration_seconds_count": 2,
+        }
+        for port in self.ports:
+            for family in text_string_to_metric_families(self.scrape(port)):
+                for sample in family.samples:
+                    if sample.name in wanted:
+                        totals[sample.labels["step"]][wanted[sample.name]] += sample.value
+        return dict(totals)
 
 
 def _free_port() -> int:
@@ -342,11 +364,13 @@ def run(options: dict, workdir: Path) -> dict:
         _first_fires.update(Job.objects.filter(handler=NOOP).values_list("id", "next_fire_at"))
         window = Window(start, start + timedelta(seconds=duration))
         time.sleep(max(0.0, (window.start - timezone.now()).total_seconds()))
+        steps_before = scraper.steps() if scraper is not None else {}
         if scraper is not None:
             scraper.start()
         cpu_before = schedulers.cpu_seconds()
         time.sleep(max(0.0, (window.end - timezone.now()).total_seconds()))
         cpu = [b - a for a, b in zip(cpu_before, schedulers.cpu_seconds(), strict=True)]
+        steps_after = scraper.steps() if scraper is not None else {}
         if scraper is not None:
             scraper.stop()
         wait_settled(window.end, timeout=options.get("settle", 10))
@@ -358,7 +382,54 @@ def run(options: dict, workdir: Path) -> dict:
     figures["_cpu_ms_per_fire"] = round(sum(cpu) * 1000 / max(1, figures["fires_run"]), 2)
     figures["_cpu_share"] = [round(c / duration, 3) for c in cpu]
     figures["_scrapes"] = scraper.scrapes if scraper is not None else 0
+    figures["_steps"] = step_figures(steps_before, steps_after, sum(cpu), figures["fires_run"])
     return figures
+
+
+# The steps as the report groups them: the engine's step names under each.
+STEP_GROUPS = {
+    "planning": ("plan_due", "lead", "check_schedules", "rollup"),
+    "claim": ("claim_queued", "admit_waiting", "requeue"),
+    "hand-off": ("hand_off",),
+    "outcome written": ("collect", "enforce_deadlines"),
+    "upkeep": ("node_lease", "heartbeat", "sweep", "alert_watch", "send_alerts", "next_wakeup"),
+}
+
+
+def step_figures(before: dict, after: dict, cpu_seconds: float, fires: int) -> dict | None:
+    """From the step counters at the window's start and end: each group's
+    share of the schedulers' CPU, its statements per pass and per fire; the
+    CPU outside every step (waiting, reading the children's outcomes,
+    metrics, other threads) is the rest. None without --metrics."""
+    if not after:
+        return None
+
+    def delta(step: str, i: int) -> float:
+        return after.get(step, [0, 0, 0])[i] - before.get(step, [0, 0, 0])[i]
+
+    passes = delta("claim_queued", 2) or 1
+    groups = {}
+    for group, steps in STEP_GROUPS.items():
+        cpu = sum(delta(step, 0) for step in steps)
+        statements = sum(delta(step, 1) for step in steps)
+        groups[group] = {
+            "cpu_share": round(cpu / cpu_seconds, 3) if cpu_seconds else None,
+            "cpu_ms_per_fire": round(cpu * 1000 / max(1, fires), 3),
+            "statements_per_pass": round(statements / passes, 2),
+        }
+    in_steps = sum(delta(step, 0) for steps in STEP_GROUPS.values() for step in steps)
+    statements = sum(delta(step, 1) for steps in STEP_GROUPS.values() for step in steps)
+    groups["rest"] = {
+        "cpu_share": round(1 - in_steps / cpu_seconds, 3) if cpu_seconds else None,
+        "cpu_ms_per_fire": round((cpu_seconds - in_steps) * 1000 / max(1, fires), 3),
+        "statements_per_pass": None,
+    }
+    return {
+        "passes": int(passes),
+        "statements_per_pass": round(statements / passes, 2),
+        "statements_per_fire": round(statements / max(1, fires), 2),
+        "groups": groups,
+    }
 
 
 def public(figures: dict) -> dict:
@@ -388,6 +459,22 @@ def render(options: dict, figures: dict) -> str:
     ]
     for n, mb in enumerate(figures["rss_mb"], 1):
         rows.append((f"peak RSS, scheduler {n}", fmt(mb, "MB")))
+    if (steps := figures.get("_steps")) is not None:
+        rows.append(("passes (all schedulers)", fmt(steps["passes"])))
+        rows.append(
+            (
+                "SQL statements per pass / per fire",
+                f"{steps['statements_per_pass']} / {steps['statements_per_fire']}",
+            )
+        )
+        for group, g in steps["groups"].items():
+            share = "-" if g["cpu_share"] is None else f"{100 * g['cpu_share']:.0f} %"
+            per_pass = (
+                "" if g["statements_per_pass"] is None else f", {g['statements_per_pass']} statements/pass"
+            )
+            rows.append(
+                (f"  {group}: CPU share, per fire", f"{share}, {fmt(g['cpu_ms_per_fire'], 'ms')}{per_pass}")
+            )
     kind = "interval"
     if options.get("calendar"):
         kind = f"cron, calendar {options['calendar']} {options.get('rule') or 'working_days'}"

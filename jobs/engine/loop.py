@@ -48,6 +48,7 @@ from jobs.core.dbclock import REFUSE_FACTOR, describe, max_skew, refusal
 from jobs.engine import admission, maintenance, planning
 from jobs.engine import metrics as engine_metrics
 from jobs.engine.alertwatch import AlertWatch
+from jobs.engine.bulk import database
 from jobs.engine.clock import Cadence, Clock, Skew
 from jobs.engine.execution.executors import make_pool
 from jobs.engine.execution.pool import Outcome
@@ -127,6 +128,7 @@ class Scheduler:
         self.worker_id = worker_id or settings.JOBS_WORKER_ID
         # Prometheus (JOBS_METRICS_BIND): what each pass did; `OFF` does nothing.
         self.metrics = engine_metrics.for_settings() if metrics is None else metrics
+        self.metrics.count_statements(database())
         # Several nodes may share a PostgreSQL database; SQLite is single-node.
         self.clustered = connection.vendor == "postgresql" if clustered is None else clustered
         # The one clock every step judges by: the database's on PostgreSQL,
@@ -159,6 +161,7 @@ class Scheduler:
             recorder=self.recorder,
             log_keep=cap,
             remember_for=POLL,
+            step=self.metrics.step,
         )
         self.admission = admission.Admission(every=POLL)
         self.run_heartbeat = maintenance.RunHeartbeat(recorder=self.recorder)

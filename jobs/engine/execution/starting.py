@@ -18,6 +18,7 @@ due runs, loads those it does not hold, and marks them in one transaction.
 """
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -72,8 +73,10 @@ class Starter:
         recorder: Recorder,
         log_keep: int,
         remember_for: timedelta,
+        step: Callable[[str], AbstractContextManager] = lambda name: nullcontext(),
     ):
         self.worker_id = worker_id
+        self.step = step  # the loop's step timer: the hand-off is timed on its own
         # A run planning wrote queued starts from memory, with its job as
         # planning read it, only this long after it was written; after that
         # it is read again with its job as it is now (the loop's POLL: how
@@ -149,12 +152,15 @@ class Starter:
     def start_all(self, runs: list[Run]) -> Recorded:
         """Start runs this node took (`take`), each from its started_at."""
         recorded, started = Recorded(), []
-        for run in runs:
-            one = self.start(run, run.started_at)
-            if one.started:
-                started.append(run)
-            else:
-                recorded |= one
+        if not runs:
+            return recorded
+        with self.step("hand_off"):
+            for run in runs:
+                one = self.start(run, run.started_at)
+                if one.started:
+                    started.append(run)
+                else:
+                    recorded |= one
         return replace(recorded, started=tuple(started))
 
     def start(self, run: Run, now: datetime) -> Recorded:
