@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Count, F
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
@@ -324,6 +324,73 @@ class Scraper:
         return dict(totals)
 
 
+class ServerCounters:
+    """PostgreSQL only: the statements the server ran for the throw-away
+    database (pg_stat_statements, BEGIN and COMMIT included: one each a
+    round trip; None when the server does not load the extension), and the
+    CPU time of the server processes serving its connections, read from
+    /proc (the server must run on this machine; None otherwise)."""
+
+    def __init__(self):
+        self.statements = False
+        if connection.vendor != "postgresql":
+            return
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'pg_stat_statements'")
+            if cursor.fetchone() is None:
+                return
+            try:
+                with transaction.atomic():
+                    cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                    cursor.execute("SELECT count(*) FROM pg_stat_statements")
+                self.statements = True
+            except DatabaseError:
+                pass  # not in shared_preload_libraries
+
+    def read(self) -> dict | None:
+        if connection.vendor != "postgresql":
+            return None
+        with connection.cursor() as cursor:
+            calls = None
+            if self.statements:
+                cursor.execute(
+                    "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements "
+                    "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                )
+                calls = int(cursor.fetchone()[0])
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            pids = [pid for (pid,) in cursor.fetchall()]
+        ticks = os.sysconf("SC_CLK_TCK")
+        cpu: dict[int, float] = {}
+        for pid in pids:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            cpu[pid] = (int(fields[11]) + int(fields[12])) / ticks
+        return {"statements": calls, "cpu": cpu}
+
+
+def server_figures(before: dict | None, after: dict | None, *, passes: int | None, fires: int) -> dict | None:
+    """Round trips per pass and per fire, and the server's CPU per fire, from
+    two `ServerCounters.read()`s."""
+    if before is None or after is None:
+        return None
+    statements = None
+    if before["statements"] is not None and after["statements"] is not None:
+        # Less the two reads' own statements.
+        statements = after["statements"] - before["statements"] - 2
+    cpu = sum(after["cpu"][pid] - before["cpu"].get(pid, 0.0) for pid in after["cpu"])
+    return {
+        "round_trips": statements,
+        "round_trips_per_pass": None if statements is None or not passes else round(statements / passes, 2),
+        "round_trips_per_fire": None if statements is None else round(statements / max(1, fires), 2),
+        "server_cpu_ms_per_fire": round(cpu * 1000 / max(1, fires), 3),
+    }
+
+
 def _free_port() -> int:
     with closing(socket.socket()) as s:
         s.bind(("127.0.0.1", 0))
@@ -365,12 +432,15 @@ def run(options: dict, workdir: Path) -> dict:
         window = Window(start, start + timedelta(seconds=duration))
         time.sleep(max(0.0, (window.start - timezone.now()).total_seconds()))
         steps_before = scraper.steps() if scraper is not None else {}
+        server = ServerCounters()
+        server_before = server.read()
         if scraper is not None:
             scraper.start()
         cpu_before = schedulers.cpu_seconds()
         time.sleep(max(0.0, (window.end - timezone.now()).total_seconds()))
         cpu = [b - a for a, b in zip(cpu_before, schedulers.cpu_seconds(), strict=True)]
         steps_after = scraper.steps() if scraper is not None else {}
+        server_after = server.read()
         if scraper is not None:
             scraper.stop()
         wait_settled(window.end, timeout=options.get("settle", 10))
@@ -383,6 +453,12 @@ def run(options: dict, workdir: Path) -> dict:
     figures["_cpu_share"] = [round(c / duration, 3) for c in cpu]
     figures["_scrapes"] = scraper.scrapes if scraper is not None else 0
     figures["_steps"] = step_figures(steps_before, steps_after, sum(cpu), figures["fires_run"])
+    figures["_server"] = server_figures(
+        server_before,
+        server_after,
+        passes=figures["_steps"]["passes"] if figures["_steps"] else None,
+        fires=figures["fires_run"],
+    )
     return figures
 
 
@@ -459,6 +535,15 @@ def render(options: dict, figures: dict) -> str:
     ]
     for n, mb in enumerate(figures["rss_mb"], 1):
         rows.append((f"peak RSS, scheduler {n}", fmt(mb, "MB")))
+    if (server := figures.get("_server")) is not None:
+        rows.append(("PostgreSQL: server CPU per fire", fmt(server["server_cpu_ms_per_fire"], "ms")))
+        if server["round_trips"] is not None:
+            rows.append(
+                (
+                    "PostgreSQL: round trips per pass / per fire",
+                    f"{fmt(server['round_trips_per_pass'])} / {fmt(server['round_trips_per_fire'])}",
+                )
+            )
     if (steps := figures.get("_steps")) is not None:
         rows.append(("passes (all schedulers)", fmt(steps["passes"])))
         rows.append(
