@@ -491,3 +491,38 @@ def test_the_sqlite_claim_marks_the_oldest_due_runs_in_one_statement(
     for run in Run.objects.filter(pk__in=oldest):
         assert (run.status, run.worker_id, run.started_at) == ("running", "node-a", T0)
     assert set(Run.objects.filter(status="queued").values_list("pk", flat=True)) == {runs[0].pk, not_due.pk}
+
+
+def test_the_leader_wakes_the_other_nodes_only_for_fires_its_own_claim_left(
+    make_scheduler, make_job, clock, monkeypatch
+):
+    """The NOTIFY comes after the leader's claim in the same pass: runs its
+    claim took need nobody else, so nobody is woken for them."""
+    from jobs.engine import planning
+
+    woken = []
+    monkeypatch.setattr(planning, "wake_schedulers", lambda sender="": woken.append(sender))
+    scheduler = make_scheduler(max_workers=2, clock=clock, clustered=True)
+    scheduler.lead(T0)
+    make_job(next_fire_at=T0)
+    scheduler.run_pass(T0)
+    assert len(scheduler.pool.flights) == 1
+    assert woken == [], "its claim took the one fire"
+
+    for _ in range(3):
+        make_job(next_fire_at=T0 + timedelta(seconds=1))
+    scheduler.run_pass(T0 + timedelta(seconds=1))
+    assert woken == ["node-a"], "one slot was free for three fires: two are left for the others"
+
+
+def test_sharing_asks_what_is_left_of_the_runs_planning_wrote(planner, make_job):
+    from jobs.engine.planning import Planned
+
+    planner.clustered = True
+    running, queued = Run(status="running"), Run(status="queued")
+    assert not planner.share(Planned(did=True, queued={1: running}))
+    assert not planner.share(Planned(did=True, queued={1: queued}, lease_lost=True))
+    assert not planner.share(Planned())
+    assert planner.share(Planned(did=True, queued={1: running, 2: queued}))
+    assert planner.share(Planned(did=True, queued={1: running}, waiting=True))
+    assert planner.share(Planned(did=True, queued=None)), "a replan, one job at a time"

@@ -464,7 +464,7 @@ def run(options: dict, workdir: Path) -> dict:
 
 # The steps as the report groups them: the engine's step names under each.
 STEP_GROUPS = {
-    "planning": ("plan_due", "lead", "check_schedules", "rollup"),
+    "planning": ("plan_due", "lead", "check_schedules", "rollup", "share"),
     "claim": ("claim_queued", "admit_waiting", "requeue"),
     "hand-off": ("hand_off",),
     "outcome written": ("collect", "enforce_deadlines"),

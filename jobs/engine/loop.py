@@ -419,6 +419,8 @@ class Scheduler:
             did |= self.admit_waiting(now, wrote_waiting=planned.waiting)
         with step("claim_queued"):
             claimed = self._claim(now)
+        with step("share"):
+            self.planner.share(planned)
         self.metrics.passed(
             live=len(self.pool.flights),
             free=self.pool.free_slots,
