@@ -511,7 +511,12 @@ def step_figures(before: dict, after: dict, cpu_seconds: float, fires: int) -> d
 def public(figures: dict) -> dict:
     """Exactly the keys the --json output promises."""
     keys = ["fires_expected", "fires_run", "duplicates", "missed", "lateness_ms", "fires_per_s", "rss_mb"]
-    return {k: figures[k] for k in keys}
+    return {
+        **{k: figures[k] for k in keys},
+        "cpu_ms_per_fire": figures["_cpu_ms_per_fire"],
+        "cpu_share": figures["_cpu_share"],
+        "server": figures["_server"],
+    }
 
 
 def render(options: dict, figures: dict) -> str:
