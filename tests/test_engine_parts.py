@@ -498,10 +498,10 @@ def test_the_leader_wakes_the_other_nodes_only_for_fires_its_own_claim_left(
 ):
     """The NOTIFY comes after the leader's claim in the same pass: runs its
     claim took need nobody else, so nobody is woken for them."""
-    from jobs.engine import planning
+    from jobs.engine import loop
 
     woken = []
-    monkeypatch.setattr(planning, "wake_schedulers", lambda sender="": woken.append(sender))
+    monkeypatch.setattr(loop, "wake_schedulers", lambda sender="": woken.append(sender))
     scheduler = make_scheduler(max_workers=2, clock=clock, clustered=True)
     scheduler.lead(T0)
     make_job(next_fire_at=T0)
@@ -515,14 +515,16 @@ def test_the_leader_wakes_the_other_nodes_only_for_fires_its_own_claim_left(
     assert woken == ["node-a"], "one slot was free for three fires: two are left for the others"
 
 
-def test_sharing_asks_what_is_left_of_the_runs_planning_wrote(planner, make_job):
+def test_sharing_asks_what_is_left_of_the_runs_planning_wrote(make_scheduler, clock, monkeypatch):
+    from jobs.engine import loop
     from jobs.engine.planning import Planned
 
-    planner.clustered = True
+    monkeypatch.setattr(loop, "wake_schedulers", lambda sender="": None)
+    scheduler = make_scheduler(max_workers=1, clock=clock, clustered=True)
     running, queued = Run(status="running"), Run(status="queued")
-    assert not planner.share(Planned(did=True, queued={1: running}))
-    assert not planner.share(Planned(did=True, queued={1: queued}, lease_lost=True))
-    assert not planner.share(Planned())
-    assert planner.share(Planned(did=True, queued={1: running, 2: queued}))
-    assert planner.share(Planned(did=True, queued={1: running}, waiting=True))
-    assert planner.share(Planned(did=True, queued=None)), "a replan, one job at a time"
+    assert not scheduler.share(Planned(did=True, queued={1: running}))
+    assert not scheduler.share(Planned(did=True, queued={1: queued}, lease_lost=True))
+    assert not scheduler.share(Planned())
+    assert scheduler.share(Planned(did=True, queued={1: running, 2: queued}))
+    assert scheduler.share(Planned(did=True, queued={1: running}, waiting=True))
+    assert scheduler.share(Planned(did=True, queued=None)), "a replan, one job at a time"

@@ -45,6 +45,7 @@ from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
 from jobs.core.dbclock import REFUSE_FACTOR, describe, max_skew, refusal
+from jobs.core.wakeup import wake_schedulers
 from jobs.engine import admission, maintenance, planning
 from jobs.engine import metrics as engine_metrics
 from jobs.engine.alertwatch import AlertWatch
@@ -364,6 +365,21 @@ class Scheduler:
         self._took(claimed.recorded)
         return claimed
 
+    def share(self, planned: planning.Planned) -> bool:
+        """After this node's own claim in the pass that planned: wake the
+        other nodes (NOTIFY) when runs it wrote are left for them: queued
+        ones its claim did not take (all, when it did not claim), waiting
+        ones admission may let through, or any after a replan. When its claim
+        took them all nobody is woken: a NOTIFY would cost this node a round
+        trip and every other node an empty claim. Returns whether it woke them."""
+        if not self.clustered or not planned.did or planned.lease_lost:
+            return False
+        queued = planned.queued
+        if queued is None or planned.waiting or any(r.status == Run.Status.QUEUED for r in queued.values()):
+            wake_schedulers(sender=self.worker_id)
+            return True
+        return False
+
     def _took(self, recorded: Recorded) -> Recorded:
         """Pass on what a write did to whoever paces on it (and to the metrics)."""
         self.metrics.took(recorded)
@@ -420,7 +436,7 @@ class Scheduler:
         with step("claim_queued"):
             claimed = self._claim(now)
         with step("share"):
-            self.planner.share(planned)
+            self.share(planned)
         self.metrics.passed(
             live=len(self.pool.flights),
             free=self.pool.free_slots,

@@ -31,7 +31,6 @@ from django.db.models.expressions import RawSQL
 
 from jobs import cluster, services
 from jobs.core.logcontext import about
-from jobs.core.wakeup import wake_schedulers
 from jobs.engine import leases
 from jobs.engine.bulk import database, insert_rows, update_from_values
 from jobs.engine.clock import Cadence
@@ -194,24 +193,6 @@ class Planner:
                     with transaction.atomic():
                         self.claim_fire(plan, now, epoch=epoch, existing_ok=True)
         return planned
-
-    def share(self, planned: Planned) -> bool:
-        """After this node's own claim in the pass that planned: wake the
-        other nodes (NOTIFY) when runs it wrote are left for them — queued
-        ones its claim did not take (all, when it did not claim), waiting
-        ones admission may let through, or any after a replan. When its claim
-        took them all, nobody is woken: a NOTIFY would cost this node a round
-        trip and every other node an empty claim. Returns whether it woke them."""
-        if not self.clustered or not planned.did or planned.lease_lost:
-            return False
-        left = (
-            planned.queued is None
-            or planned.waiting
-            or any(run.status == Run.Status.QUEUED for run in planned.queued.values())
-        )
-        if left:
-            wake_schedulers(sender=self.worker_id)
-        return left
 
     def _still_leader(self, now: datetime, epoch: int | None) -> bool:
         """After a refused claim: was it the lease? Then say so."""
