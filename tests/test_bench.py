@@ -49,7 +49,12 @@ def test_bench_scheduler_json_has_the_promised_keys_and_no_duplicates(tmp_path):
         "lateness_ms",
         "fires_per_s",
         "rss_mb",
+        "cpu_ms_per_fire",
+        "cpu_share",
+        "server",
     }
+    assert figures["cpu_ms_per_fire"] > 0 and len(figures["cpu_share"]) == 1
+    assert figures["server"] is None, "no PostgreSQL server to count round trips on"
     assert set(figures["lateness_ms"]) == {"p50", "p95", "p99", "max"}
     assert figures["fires_expected"] == 3, "5 jobs × 5 s, first fires spread over 5 s, 3 s measured"
     assert figures["duplicates"] == 0
@@ -76,6 +81,19 @@ def test_bench_scheduler_with_metrics_scrapes_each_scheduler():
     assert "metrics on (scraped every 1 s)" in out
     scrapes = next(line for line in out.splitlines() if line.startswith("metrics scrapes"))
     assert int(scrapes.split()[-1]) >= 1, out
+
+
+def test_bench_scheduler_with_metrics_shows_each_steps_share_and_statements():
+    """Scraped at the window's two ends only: the engine's step counters as
+    shares of the scheduler's CPU, statements per pass."""
+    out = bench("scheduler", "--jobs", "5", "--duration", "3", "--metrics", "on", "--scrape-every", "100")
+    lines = {line.split(":")[0].strip(): line for line in out.splitlines()}
+    for group in ("planning", "claim", "hand-off", "outcome written", "upkeep", "rest"):
+        assert group in lines, out
+    passes = next(line for line in out.splitlines() if line.startswith("passes"))
+    assert int(passes.split()[-1].replace(",", "")) >= 3, out
+    per_pass = next(line for line in out.splitlines() if line.startswith("SQL statements per pass"))
+    assert float(per_pass.split()[-3]) > 0, out
 
 
 def test_bench_scheduler_runs_cron_jobs_on_a_working_days_calendar_on_any_day(tmp_path):

@@ -447,3 +447,84 @@ def test_the_claims_questions_read_the_queued_runs_index(db):
     for queryset in (_queued_due(T0), later):
         plan = " | ".join(query_plan(queryset))
         assert "USING INDEX run_queued_idx" in plan, plan
+
+
+def test_the_sqlite_claim_marks_the_oldest_due_runs_in_one_statement(
+    make_job, recorder, pool, clock, gate_handler
+):
+    """A question (is one due?), one UPDATE … RETURNING that marks the
+    oldest due queued runs running, and one read of the runs it does not
+    hold, whatever their number: nothing is compiled by the ORM per claim."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    if connection.vendor != "sqlite":
+        pytest.skip("the SQLite claim")
+    runs = [
+        Run.objects.create(
+            job=make_job(handler="test.gate"),
+            scheduled_at=T0,
+            trigger="manual",
+            status="queued",
+            run_after=T0 - timedelta(seconds=s),
+        )
+        for s in (1, 3, 2)
+    ]
+    not_due = Run.objects.create(
+        job=make_job(handler="test.gate"),
+        scheduled_at=T0,
+        trigger="manual",
+        status="queued",
+        run_after=T0 + timedelta(seconds=1),
+    )
+    starter = Starter(
+        worker_id="node-a", clock=clock, pool=pool, recorder=recorder, log_keep=1000, remember_for=POLL
+    )
+
+    with CaptureQueriesContext(connection) as queries:
+        claimed = starter.claim_queued(T0, known={})
+
+    assert len(queries) == 3, [q["sql"][:60] for q in queries]
+    assert claimed.did and claimed.waiting_for_slots, "both slots filled, one more due"
+    oldest = [runs[1].pk, runs[2].pk]
+    assert sorted(pool.flights) == sorted(oldest)
+    for run in Run.objects.filter(pk__in=oldest):
+        assert (run.status, run.worker_id, run.started_at) == ("running", "node-a", T0)
+    assert set(Run.objects.filter(status="queued").values_list("pk", flat=True)) == {runs[0].pk, not_due.pk}
+
+
+def test_the_leader_wakes_the_other_nodes_only_for_fires_its_own_claim_left(
+    make_scheduler, make_job, clock, monkeypatch
+):
+    """The NOTIFY comes after the leader's claim in the same pass: runs its
+    claim took need nobody else, so nobody is woken for them."""
+    from jobs.engine import loop
+
+    woken = []
+    monkeypatch.setattr(loop, "wake_schedulers", lambda sender="": woken.append(sender))
+    scheduler = make_scheduler(max_workers=2, clock=clock, clustered=True)
+    scheduler.lead(T0)
+    make_job(next_fire_at=T0)
+    scheduler.run_pass(T0)
+    assert len(scheduler.pool.flights) == 1
+    assert woken == [], "its claim took the one fire"
+
+    for _ in range(3):
+        make_job(next_fire_at=T0 + timedelta(seconds=1))
+    scheduler.run_pass(T0 + timedelta(seconds=1))
+    assert woken == ["node-a"], "one slot was free for three fires: two are left for the others"
+
+
+def test_sharing_asks_what_is_left_of_the_runs_planning_wrote(make_scheduler, clock, monkeypatch):
+    from jobs.engine import loop
+    from jobs.engine.planning import Planned
+
+    monkeypatch.setattr(loop, "wake_schedulers", lambda sender="": None)
+    scheduler = make_scheduler(max_workers=1, clock=clock, clustered=True)
+    running, queued = Run(status="running"), Run(status="queued")
+    assert not scheduler.share(Planned(did=True, queued={1: running}))
+    assert not scheduler.share(Planned(did=True, queued={1: queued}, lease_lost=True))
+    assert not scheduler.share(Planned())
+    assert scheduler.share(Planned(did=True, queued={1: running, 2: queued}))
+    assert scheduler.share(Planned(did=True, queued={1: running}, waiting=True))
+    assert scheduler.share(Planned(did=True, queued=None)), "a replan, one job at a time"

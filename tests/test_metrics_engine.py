@@ -175,3 +175,49 @@ def test_a_fire_the_schedule_check_finds_stuck_is_counted_as_a_skipped_misfire(
 
     assert checked.counts()["stuck"] == 1
     assert value(metrics, "cronboard_scheduler_fires_skipped_total", namespace="ops", reason="misfire") == 1
+
+
+def test_a_step_counts_its_own_cpu_time_and_statements_and_a_step_inside_it_its_own(db):
+    import time as _time
+
+    from django.db import connections
+
+    from jobs.models import Job
+
+    metrics = EngineMetrics(per_job=False)
+    metrics.count_statements(connections["default"])
+
+    def burn(seconds):
+        until = _time.thread_time() + seconds
+        while _time.thread_time() < until:
+            pass
+
+    with metrics.step("outer"):
+        Job.objects.count()
+        with metrics.step("inner"):
+            Job.objects.count()
+            Job.objects.exists()
+            burn(0.05)
+        Job.objects.count()
+
+    assert value(metrics, "cronboard_scheduler_step_statements_total", step="outer") == 2
+    assert value(metrics, "cronboard_scheduler_step_statements_total", step="inner") == 2
+    inner = value(metrics, "cronboard_scheduler_step_cpu_seconds_total", step="inner")
+    outer = value(metrics, "cronboard_scheduler_step_cpu_seconds_total", step="outer")
+    assert inner >= 0.05
+    assert 0 < outer < 0.05, "the inner step's CPU is not counted twice"
+
+
+def test_a_pass_times_the_hand_off_apart_from_planning(make_scheduler, make_job, clock):
+    metrics = EngineMetrics(per_job=False)
+    scheduler = make_scheduler(max_workers=2, clock=clock, metrics=metrics)
+    make_job(next_fire_at=T0)
+    scheduler.run_pass(T0)
+    drain(scheduler, clock())
+
+    assert value(metrics, "cronboard_scheduler_step_duration_seconds_count", step="hand_off") == 1
+    assert value(metrics, "cronboard_scheduler_step_statements_total", step="hand_off") == 0
+    assert value(metrics, "cronboard_scheduler_step_statements_total", step="plan_due") >= 3, (
+        "the due query, the claim of the fire, the insert of its run"
+    )
+    assert value(metrics, "cronboard_scheduler_step_cpu_seconds_total", step="plan_due") > 0

@@ -66,8 +66,16 @@ def fetch(conn, sql: str, params) -> list[tuple]:
     call in three layers. The same checks are made (a broken transaction
     refuses, errors come as Django's), and while anything watches the
     statements (a test capturing queries, DEBUG's query log, an execute
-    wrapper) they go through Django's cursor."""
-    if conn.vendor == "sqlite" and not conn.queries_logged and not conn.execute_wrappers:
+    wrapper) they go through Django's cursor; a wrapper that only counts
+    them (`counts_only`, the metrics' count) is counted here instead."""
+    wrappers = conn.execute_wrappers
+    if (
+        conn.vendor == "sqlite"
+        and not conn.queries_logged
+        and all(getattr(w, "counts_only", False) for w in wrappers)
+    ):
+        for wrapper in wrappers:
+            wrapper.count()
         conn.close_if_health_check_failed()
         conn.ensure_connection()
         conn.validate_thread_sharing()

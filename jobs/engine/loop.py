@@ -45,9 +45,11 @@ from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
 from jobs.core.dbclock import REFUSE_FACTOR, describe, max_skew, refusal
+from jobs.core.wakeup import wake_schedulers
 from jobs.engine import admission, maintenance, planning
 from jobs.engine import metrics as engine_metrics
 from jobs.engine.alertwatch import AlertWatch
+from jobs.engine.bulk import database
 from jobs.engine.clock import Cadence, Clock, Skew
 from jobs.engine.execution.executors import make_pool
 from jobs.engine.execution.pool import Outcome
@@ -127,6 +129,7 @@ class Scheduler:
         self.worker_id = worker_id or settings.JOBS_WORKER_ID
         # Prometheus (JOBS_METRICS_BIND): what each pass did; `OFF` does nothing.
         self.metrics = engine_metrics.for_settings() if metrics is None else metrics
+        self.metrics.count_statements(database())
         # Several nodes may share a PostgreSQL database; SQLite is single-node.
         self.clustered = connection.vendor == "postgresql" if clustered is None else clustered
         # The one clock every step judges by: the database's on PostgreSQL,
@@ -159,6 +162,7 @@ class Scheduler:
             recorder=self.recorder,
             log_keep=cap,
             remember_for=POLL,
+            step=self.metrics.step,
         )
         self.admission = admission.Admission(every=POLL)
         self.run_heartbeat = maintenance.RunHeartbeat(recorder=self.recorder)
@@ -361,6 +365,21 @@ class Scheduler:
         self._took(claimed.recorded)
         return claimed
 
+    def share(self, planned: planning.Planned) -> bool:
+        """After this node's own claim in the pass that planned: wake the
+        other nodes (NOTIFY) when runs it wrote are left for them: queued
+        ones its claim did not take (all, when it did not claim), waiting
+        ones admission may let through, or any after a replan. When its claim
+        took them all nobody is woken: a NOTIFY would cost this node a round
+        trip and every other node an empty claim. Returns whether it woke them."""
+        if not self.clustered or not planned.did or planned.lease_lost:
+            return False
+        queued = planned.queued
+        if queued is None or planned.waiting or any(r.status == Run.Status.QUEUED for r in queued.values()):
+            wake_schedulers(sender=self.worker_id)
+            return True
+        return False
+
     def _took(self, recorded: Recorded) -> Recorded:
         """Pass on what a write did to whoever paces on it (and to the metrics)."""
         self.metrics.took(recorded)
@@ -416,6 +435,8 @@ class Scheduler:
             did |= self.admit_waiting(now, wrote_waiting=planned.waiting)
         with step("claim_queued"):
             claimed = self._claim(now)
+        with step("share"):
+            self.share(planned)
         self.metrics.passed(
             live=len(self.pool.flights),
             free=self.pool.free_slots,

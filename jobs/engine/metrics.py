@@ -60,6 +60,9 @@ class Off:
     def step(self, name: str):
         return nullcontext()
 
+    def count_statements(self, conn) -> None:
+        pass
+
     def planned(self, runs) -> None:
         pass
 
@@ -86,6 +89,8 @@ class EngineMetrics(Off):
         self._jobs: dict[int, tuple[str, str, str]] = {}  # job id -> (namespace, name, kind)
         self._leader: bool | None = None
         self._timers: dict[str, _StepTimer] = {}  # by step: its histogram's child, looked up once
+        self._statements = StatementCount()  # statements this thread sent, for the step timers
+        self._current: list[_StepTimer | None] = [None]  # the step running now (steps may nest)
         r = self.registry
         run = ("namespace", "job") if per_job else ("namespace",)
         self.fires_planned = Counter(
@@ -172,6 +177,18 @@ class EngineMetrics(Off):
             ("channel_type", "result"),
             registry=r,
         )
+        self.step_cpu = Counter(
+            "cronboard_scheduler_step_cpu_seconds",
+            "CPU time of the loop's thread in each engine step (a step inside another counts in its own)",
+            ("step",),
+            registry=r,
+        )
+        self.step_statements = Counter(
+            "cronboard_scheduler_step_statements",
+            "SQL statements the loop's thread sent in each engine step (a step inside another counts in its own)",
+            ("step",),
+            registry=r,
+        )
         self.database_errors = Counter(
             "cronboard_scheduler_database_errors",
             "Database errors, by the engine step they stopped",
@@ -188,9 +205,21 @@ class EngineMetrics(Off):
         timer = self._timers.get(name)
         if timer is None:
             timer = self._timers[name] = _StepTimer(
-                name, self.step_seconds.labels(name), self.database_errors
+                name,
+                self.step_seconds.labels(name),
+                self.database_errors,
+                cpu=self.step_cpu.labels(name),
+                statements=self.step_statements.labels(name),
+                count=self._statements,
+                current=self._current,
             )
         return timer
+
+    def count_statements(self, conn) -> None:
+        """Count the statements the loop's thread sends on `conn` (its own
+        connection object) in the step timers."""
+        if self._statements not in conn.execute_wrappers:
+            conn.execute_wrappers.append(self._statements)
 
     def planned(self, runs) -> None:
         """The runs one pass's planning wrote: fires planned, and skipped by reason."""
@@ -290,21 +319,71 @@ class EngineMetrics(Off):
         return (namespace, name) if self.per_job else (namespace,)
 
 
+class StatementCount:
+    """An execute wrapper that counts the statements a connection sends.
+    It only counts: `jobs.engine.bulk.fetch` keeps its fast path with it
+    installed and counts the statements it sends itself."""
+
+    counts_only = True
+
+    def __init__(self):
+        self.n = 0
+
+    def count(self) -> None:
+        self.n += 1
+
+    def __call__(self, execute, sql, params, many, context):
+        self.n += 1
+        return execute(sql, params, many, context)
+
+
 class _StepTimer:
     """Times one step of the loop (used from the loop's thread only, never
-    nested in itself) and counts the database errors that stop it."""
+    nested in itself) and counts the database errors that stop it. Its CPU
+    time and statements are its own: a step run inside it (the hand-off
+    inside planning) counts them in its own name, not twice."""
 
-    __slots__ = ("errors", "name", "seconds", "started")
+    __slots__ = (
+        "count",
+        "cpu",
+        "cpu_mark",
+        "cpu_spent",
+        "current",
+        "errors",
+        "name",
+        "outer",
+        "seconds",
+        "sent",
+        "sent_mark",
+        "started",
+        "statements",
+    )
 
-    def __init__(self, name: str, seconds, errors: Counter):
+    def __init__(self, name: str, seconds, errors: Counter, *, cpu, statements, count, current):
         self.name, self.seconds, self.errors = name, seconds, errors
-        self.started = 0.0
+        self.cpu, self.statements, self.count, self.current = cpu, statements, count, current
+        self.started = self.cpu_mark = self.cpu_spent = 0.0
+        self.sent = self.sent_mark = 0
+        self.outer: _StepTimer | None = None
 
     def __enter__(self):
+        cpu, sent = time.thread_time(), self.count.n
+        outer = self.outer = self.current[0]
+        if outer is not None:
+            outer.cpu_spent += cpu - outer.cpu_mark
+            outer.sent += sent - outer.sent_mark
+        self.current[0] = self
+        self.cpu_mark, self.cpu_spent, self.sent_mark, self.sent = cpu, 0.0, sent, 0
         self.started = time.perf_counter()
 
     def __exit__(self, kind, exc, tb) -> bool:
         self.seconds.observe(time.perf_counter() - self.started)
+        cpu, sent = time.thread_time(), self.count.n
+        self.cpu.inc(self.cpu_spent + cpu - self.cpu_mark)
+        self.statements.inc(self.sent + sent - self.sent_mark)
+        outer = self.current[0] = self.outer
+        if outer is not None:
+            outer.cpu_mark, outer.sent_mark = cpu, sent
         if kind is not None and issubclass(kind, DatabaseError):
             self.errors.labels(self.name).inc()
         return False

@@ -31,7 +31,6 @@ from django.db.models.expressions import RawSQL
 
 from jobs import admission, cluster, services
 from jobs.core.logcontext import about
-from jobs.core.wakeup import wake_schedulers
 from jobs.engine import leases, shards
 from jobs.engine.bulk import database, insert_rows, update_from_values
 from jobs.engine.clock import Cadence
@@ -195,8 +194,6 @@ class Planner:
                     )
                     with transaction.atomic():
                         self.claim_fire(plan, now, epoch=epoch, existing_ok=True)
-        if self.clustered and epoch is not None:
-            wake_schedulers(sender=self.worker_id)  # the other nodes share the runs just queued
         return planned
 
     def _still_leader(self, now: datetime, epoch: int | None) -> bool:

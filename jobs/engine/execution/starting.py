@@ -13,15 +13,19 @@ On PostgreSQL, where every node claims on every pass and each round trip
 to the server is part of a fire's lateness, the claim is one statement
 (`ClusterClaim`): an UPDATE of the oldest due queued runs picked with
 `FOR UPDATE SKIP LOCKED` (so each run is taken by one node), which returns
-them with their job. On SQLite (one node, one writer) the claim reads the
-due runs, loads those it does not hold, and marks them in one transaction.
+them with their job. On SQLite (one node, one writer) the claim asks whether any run is due
+(a read: most passes find none), and if so marks the oldest running on
+this node in one UPDATE … RETURNING (`_single_claim`), then loads those it
+does not hold.
 """
 
+import functools
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Min
 
 from jobs.engine.bulk import database, fetch
@@ -72,8 +76,10 @@ class Starter:
         recorder: Recorder,
         log_keep: int,
         remember_for: timedelta,
+        step: Callable[[str], AbstractContextManager] = lambda name: nullcontext(),
     ):
         self.worker_id = worker_id
+        self.step = step  # the loop's step timer: the hand-off is timed on its own
         # A run planning wrote queued starts from memory, with its job as
         # planning read it, only this long after it was written; after that
         # it is read again with its job as it is now (the loop's POLL: how
@@ -98,30 +104,22 @@ class Starter:
             # The common pass: nothing queued. A read, not a write transaction
             # (on SQLite BEGIN IMMEDIATE takes the database's write lock).
             return Claimed(known=known)
-        queued = (
-            Run.objects.filter(QUEUED_RUN, run_after__lte=now)
-            .filter(node__in=("", self.worker_id))  # a broadcast run only on its node
-            .order_by("run_after", "id")
+        started = start_time(now, self.clock)
+        ids = _single_claim(free, worker_id=self.worker_id, started=started, now=now)
+        if not ids:
+            return Claimed(known=known)
+        # Runs planning just wrote are in memory; only the others (retries,
+        # manual runs, tasks, other nodes' fires) are loaded, with their job.
+        missing = [pk for pk in ids if pk not in known]
+        loaded = (
+            {run.pk: run for run in Run.objects.filter(pk__in=missing).select_related("job")}
+            if missing
+            else {}
         )
-        with transaction.atomic():
-            ids = list(queued.values_list("id", flat=True)[:free])
-            if not ids:
-                return Claimed(known=known)
-            # Runs planning just wrote are in memory; only the others (retries,
-            # manual runs, tasks, other nodes' fires) are loaded, with their job.
-            missing = [pk for pk in ids if pk not in known]
-            loaded = (
-                {run.pk: run for run in Run.objects.filter(pk__in=missing).select_related("job")}
-                if missing
-                else {}
-            )
-            runs = [run for pk in ids if (run := known.get(pk) or loaded.get(pk)) is not None]
-            claimed = self._claimed(runs, known, free)
-            started = start_time(now, self.clock)
-            take(runs, started, worker_id=self.worker_id)
-            Run.objects.filter(pk__in=[r.pk for r in runs], status=Run.Status.QUEUED).update(
-                status=Run.Status.RUNNING, worker_id=self.worker_id, started_at=started, heartbeat_at=started
-            )
+        runs = [run for pk in ids if (run := known.get(pk) or loaded.get(pk)) is not None]
+        runs.sort(key=lambda run: (run.run_after, run.pk))
+        claimed = self._claimed(runs, known, free)
+        take(runs, started, worker_id=self.worker_id)
         claimed.recorded = self.start_all(runs)
         return claimed
 
@@ -153,12 +151,15 @@ class Starter:
     def start_all(self, runs: list[Run]) -> Recorded:
         """Start runs this node took (`take`), each from its started_at."""
         recorded, started = Recorded(), []
-        for run in runs:
-            one = self.start(run, run.started_at)
-            if one.started:
-                started.append(run)
-            else:
-                recorded |= one
+        if not runs:
+            return recorded
+        with self.step("hand_off"):
+            for run in runs:
+                one = self.start(run, run.started_at)
+                if one.started:
+                    started.append(run)
+                else:
+                    recorded |= one
         return replace(recorded, started=tuple(started))
 
     def start(self, run: Run, now: datetime) -> Recorded:
@@ -296,6 +297,40 @@ class ClusterClaim:
 
 
 _cluster_claim = ClusterClaim()
+
+
+def _single_claim(limit: int, *, worker_id: str, started: datetime, now: datetime) -> list[int]:
+    """SQLite (one node, one writer): up to `limit` due queued runs, oldest
+    first, marked running on this node from `started`, in one statement (its
+    own transaction): their ids. A database error may hide that it
+    committed, as the PostgreSQL claim's may (the loop then requeues what
+    it did not start: maintenance.requeue_unstarted_claims)."""
+    conn = database()
+    prep = conn.ops.adapt_datetimefield_value
+    rows = fetch(
+        conn, _single_claim_sql(), [worker_id, prep(started), prep(started), prep(now), worker_id, limit]
+    )
+    return [pk for (pk,) in rows]
+
+
+@functools.cache
+def _single_claim_sql() -> str:
+    qn = database().ops.quote_name
+    run = qn(Run._meta.db_table)
+    col = {
+        name: qn(Run._meta.get_field(name).column)
+        for name in ("status", "worker_id", "started_at", "heartbeat_at", "run_after", "node")
+    }
+    run_pk = qn(Run._meta.pk.column)
+    return (
+        f"UPDATE {run} SET {col['status']} = '{Run.Status.RUNNING}', {col['worker_id']} = %s, "
+        f"{col['started_at']} = %s, {col['heartbeat_at']} = %s "
+        f"WHERE {run_pk} IN (SELECT {run_pk} FROM {run} WHERE {QUEUED_RUN.sql} AND {col['run_after']} <= %s "
+        # A broadcast run only on its node.
+        f"AND {col['node']} IN ('', %s) "
+        f"ORDER BY {col['run_after']}, {run_pk} LIMIT %s) AND {QUEUED_RUN.sql} "
+        f"RETURNING {run_pk}"
+    )
 
 
 def _queued_due(now: datetime):

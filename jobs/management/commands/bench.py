@@ -260,12 +260,29 @@ class Command(BaseCommand):
                 fmt(s["lateness_ms"]["p99"], "ms"),
                 fmt(s["missed"]),
                 fmt(s["duplicates"]),
+                fmt(s["cpu_ms_per_fire"], "ms"),
+                " / ".join(fmt(c) for c in s["cpu_share"]),
+                "-" if s["server"] is None else fmt(s["server"]["server_cpu_ms_per_fire"], "ms"),
                 "ok" if s["ok"] else "over",
             )
             for s in steps
         ]
         self.stdout.write(
             f"bench scheduler --find-max: {options['interval']} s interval jobs, {options['duration']:g} s per step\n"
-            + table(rows, ["target fires/s", "jobs", "fires/s run", "p99", "missed", "dup", ""])
+            + table(
+                rows,
+                [
+                    "target fires/s",
+                    "jobs",
+                    "fires/s run",
+                    "p99",
+                    "missed",
+                    "dup",
+                    "CPU/fire",
+                    "CPU use",
+                    "PostgreSQL CPU/fire",
+                    "",
+                ],
+            )
             + f"\nhighest sustained: {fmt(best)} fires/s"
         )
