@@ -238,6 +238,10 @@ def test_a_chain_is_built_with_the_picker_from_the_keyboard(open_page, staff, vi
     page = sign_in_by_cookie(open_page(viewport), "ada", f"/jobs/{job.pk}/edit/")
     picker = page.locator("#after-picker")
     expect(picker).to_be_visible()
+    # The JSON the picker writes is folded away, one click from view.
+    expect(page.locator("#id_after")).to_be_hidden()
+    page.locator("#after-json summary").click()
+    expect(page.locator("#id_after")).to_be_visible()
     page.locator("#after-q").press_sequentially("backup")
     add = page.locator("#after-results button")
     expect(add).to_have_text("Add “backup-db”")

@@ -580,6 +580,13 @@
     const pickers = root.matches && root.matches("#after-picker") ? [root] : root.querySelectorAll("#after-picker");
     pickers.forEach(function (picker) {
       picker.hidden = false;
+      // The JSON the picker writes stays one click away, folded (once: a
+      // later redraw of the picker leaves it as the user set it).
+      const json = document.getElementById("after-json");
+      if (json && !json.hasAttribute("data-folded")) {
+        json.setAttribute("data-folded", "");
+        if (!json.querySelector(".error")) json.open = false;
+      }
       const field = document.getElementById("id_after");
       if (field && picker.hasAttribute("data-after-text")) {
         field.value = picker.getAttribute("data-after-text");
