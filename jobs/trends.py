@@ -19,11 +19,11 @@ from datetime import UTC, datetime, timedelta
 
 from django.core.cache import cache
 from django.db import connection, transaction
-from django.db.models import BigIntegerField, Case, F, Func, Q, Sum, When
-from django.db.models.functions import TruncDay, TruncHour
+from django.db.models import BigIntegerField, Case, CharField, F, FloatField, Func, Q, Sum, Value, When
+from django.db.models.functions import Cast, TruncDay, TruncHour
 
 from jobs import access
-from jobs.models import BOUNDS_MS, COUNTED, Job, JobRollup, NamespaceRollup, RollupMark, Run
+from jobs.models import BOUNDS_MS, COUNTED, Job, JobRollup, JobWindowTotal, NamespaceRollup, RollupMark, Run
 from jobs.models.trends import DURATION_BUCKETS, LATENESS_BUCKETS
 
 ROLLUP_LAG = timedelta(seconds=30)
@@ -39,12 +39,30 @@ TOP_JOBS = 5
 # The dashboard's lists of jobs read every job's rows in the window; they are
 # kept this long per viewer's namespaces (the series are read every time).
 TOP_LISTS_FOR = 300
+# The columns of JobWindowTotal, each the sum of JobRollup's of that name.
+TOTAL_COLUMNS = ("succeeded", "failed", "timed_out", "interrupted", "duration_count", "duration_ms_sum")
 SLOW_FACTOR = 2  # a run slower than twice its job's usual (p50) time is marked slow
 SLOW_MIN_RUNS = 5  # ... once the job has this many timed runs in JOB_DAYS
 
 
 def hour_of(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def _day_of(moment: datetime) -> datetime:
+    return moment.replace(hour=0)
+
+
+def window_start(window: str, now: datetime) -> datetime:
+    """The first hour of `window` (WINDOWS) at `now`: 24 hours to this one,
+    or 7 or 30 days (UTC) to today."""
+    if window == "24h":
+        return hour_of(now) - timedelta(hours=23)
+    return _day_of(hour_of(now)) - timedelta(days=round(WINDOWS[window] / timedelta(days=1)) - 1)
+
+
+def _window_mark(window: str) -> str:
+    return f"window:{window}"
 
 
 class LatenessMs(Func):
@@ -146,14 +164,19 @@ def _figures_sql(quote) -> dict[str, str]:
     }
 
 
-def _add_slice(model, keys: dict, conflict: tuple[str, ...], start: datetime, end: datetime) -> None:
+def _add_slice(
+    model, keys: dict, conflict: tuple[str, ...], start: datetime, end: datetime, columns=None
+) -> None:
     """One statement: the runs that finished in [start, end), grouped by
     `keys` (column → expression) and added to `model`'s rows (inserted, or
-    summed into the row already there for the same keys)."""
+    summed into the row already there for the same keys); its figure
+    `columns`, all of the rollup's unless told."""
     select, params = _slice_runs(start, end, keys).query.sql_with_params()
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     figures = _figures_sql(quote)
+    if columns is not None:
+        figures = {name: figures[name] for name in columns}
     key_columns = [f"r.{quote('key_' + column)}" for column in keys]
     aggregated = (
         f"SELECT {', '.join(key_columns)}, "
@@ -169,6 +192,53 @@ def _add_slice(model, keys: dict, conflict: tuple[str, ...], start: datetime, en
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+
+
+def _add_rollup_hours(window: str, start: datetime, end: datetime | None, sign: int) -> None:
+    """One statement: the JobRollup rows of the hours from `start` to before
+    `end` (or on), summed per job and namespace, added to (sign 1) or taken
+    off (sign -1) `window`'s JobWindowTotal rows."""
+    hours = JobRollup.objects.filter(hour__gte=start)
+    if end is not None:
+        hours = hours.filter(hour__lt=end)
+    select, params = (
+        hours.values("job_id", "namespace")
+        .order_by()
+        .annotate(**{f"t_{name}": Sum(name) * sign for name in TOTAL_COLUMNS})
+        .query.sql_with_params()
+    )
+    quote = connection.ops.quote_name
+    table = quote(JobWindowTotal._meta.db_table)
+    columns = ", ".join(quote(name) for name in ("window", "job_id", "namespace", *TOTAL_COLUMNS))
+    values = ", ".join(f"g.{quote('t_' + name)}" for name in TOTAL_COLUMNS)
+    added = ", ".join(f"{quote(c)} = {table}.{quote(c)} + excluded.{quote(c)}" for c in TOTAL_COLUMNS)
+    sql = (
+        f"INSERT INTO {table} ({columns}) "
+        f"SELECT %s, g.{quote('job_id')}, g.{quote('namespace')}, {values} FROM ({select}) g WHERE true "
+        f"ON CONFLICT ({quote('window')}, {quote('job_id')}, {quote('namespace')}) DO UPDATE SET {added}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, (window, *params))
+
+
+def _move_window(window: str, now: datetime) -> datetime:
+    """Bring `window`'s JobWindowTotal rows to its start at `now`: the hours
+    that left it taken off; built afresh from the hourly rollup the first
+    time, or when the rows may hold hours no longer there (retention cut
+    into the window, or the clock went back). Returns the start they hold."""
+    target = window_start(window, now)
+    mark, _created = RollupMark.objects.get_or_create(name=_window_mark(window))
+    held = mark.finished_before
+    if held == target:
+        return target
+    if held is None or held > target:
+        JobWindowTotal.objects.filter(window=window).delete()
+        _add_rollup_hours(window, target, None, 1)
+    else:
+        _add_rollup_hours(window, held, target, -1)
+    mark.finished_before = target
+    mark.save(update_fields=["finished_before"])
+    return target
 
 
 @dataclass
@@ -281,6 +351,9 @@ def roll_up(now: datetime, *, lag: timedelta = ROLLUP_LAG) -> bool:
                 .values("finished_at")[:1]
             )
             start = hour_of(first[0]["finished_at"]) if first else end
+        # Before the slice: a window built afresh reads the hourly rollup
+        # without it, and the slice is added to it below like to the others.
+        held = {window: _move_window(window, now) for window in WINDOWS}
         if start >= end:
             return True
         slice_end = min(end, start + SLICE)
@@ -289,15 +362,32 @@ def roll_up(now: datetime, *, lag: timedelta = ROLLUP_LAG) -> bool:
         _add_slice(JobRollup, by_job, ("job_id", "hour"), start, slice_end)
         by_namespace = {"namespace": F("job__namespace"), "hour": hour}
         _add_slice(NamespaceRollup, by_namespace, ("namespace", "hour"), start, slice_end)
+        for window, since in held.items():
+            # The runs of the window's hours: those that finished from its start.
+            if max(start, since) < slice_end:
+                by_window = {
+                    "window": Value(window, output_field=CharField()),
+                    "job_id": F("job_id"),
+                    "namespace": F("job__namespace"),
+                }
+                conflict = ("window", "job_id", "namespace")
+                _add_slice(JobWindowTotal, by_window, conflict, max(start, since), slice_end, TOTAL_COLUMNS)
         mark.finished_before = slice_end
         mark.save(update_fields=["finished_before"])
     return slice_end >= end
 
 
 def delete_before(cutoff: datetime) -> int:
-    """Rollup rows of hours before `cutoff` (sys.job.rollupRetentionDays)."""
-    deleted = JobRollup.objects.filter(hour__lt=cutoff).delete()[0]
-    return deleted + NamespaceRollup.objects.filter(hour__lt=cutoff).delete()[0]
+    """Rollup rows of hours before `cutoff` (sys.job.rollupRetentionDays).
+    A window whose totals hold hours before it is built afresh by the next
+    roll-up (its readers read the hourly rollup until then)."""
+    with transaction.atomic():
+        # The roll-up's lock: no step moves a window's totals meanwhile.
+        RollupMark.objects.select_for_update().filter(name=MARK).first()
+        marks = [_window_mark(window) for window in WINDOWS]
+        RollupMark.objects.filter(name__in=marks, finished_before__lt=cutoff).delete()
+        deleted = JobRollup.objects.filter(hour__lt=cutoff).delete()[0]
+        return deleted + NamespaceRollup.objects.filter(hour__lt=cutoff).delete()[0]
 
 
 @dataclass
@@ -306,10 +396,6 @@ class Point:
 
     at: datetime
     figures: Figures
-
-
-def _day_of(moment: datetime) -> datetime:
-    return moment.replace(hour=0)
 
 
 def window_trends(user, window: str, *, now: datetime) -> dict:
@@ -323,7 +409,7 @@ def window_trends(user, window: str, *, now: datetime) -> dict:
     # 24 hours to this one; or 7 or 30 days (UTC) to today.
     step = timedelta(hours=1) if hourly else timedelta(days=1)
     slots = round(WINDOWS[window] / step)
-    start = (hour_of(now) if hourly else _day_of(hour_of(now))) - step * (slots - 1)
+    start = window_start(window, now)
     points = {start + step * i: Figures() for i in range(slots)}
     total = Figures()
     rows = access.visible_by_namespace(user, NamespaceRollup.objects.filter(hour__gte=start))
@@ -352,29 +438,7 @@ def _top_jobs(user, window: str, start: datetime) -> dict:
     )
     found = cache.get(key)
     if found is None:
-        rows = access.visible_by_namespace(user, JobRollup.objects.filter(hour__gte=start)).filter(
-            job__deleted_at__isnull=True
-        )
-        sums = (
-            rows.values("job_id")
-            .order_by()
-            .annotate(
-                timed=Sum("duration_count"),
-                duration=Sum("duration_ms_sum"),
-                failed=Sum("failed") + Sum("timed_out") + Sum("interrupted"),
-                succeeded=Sum("succeeded"),
-            )
-        )
-        slowest = sorted(
-            (row for row in sums if row["timed"]),
-            key=lambda row: row["duration"] / row["timed"],
-            reverse=True,
-        )[:TOP_JOBS]
-        failing = sorted(
-            (row for row in sums if row["failed"]),
-            key=lambda row: (row["failed"], row["failed"] / (row["failed"] + row["succeeded"])),
-            reverse=True,
-        )[:TOP_JOBS]
+        slowest, failing = _top_rows(user, window, start)
         names = dict(
             Job.objects.filter(pk__in={row["job_id"] for row in [*slowest, *failing]}).values_list(
                 "id", "name"
@@ -402,6 +466,40 @@ def _top_jobs(user, window: str, start: datetime) -> dict:
         }
         cache.set(key, found, TOP_LISTS_FOR)
     return found
+
+
+def _top_rows(user, window: str, start: datetime) -> tuple[list, list]:
+    """The slowest and the most-failing jobs over `window` from `start`
+    (ties by job id): from the window's per-job totals when they hold that
+    start, else (the seconds after a window moved, before the roll-up step
+    moved its totals) from every hour of the hourly rollup."""
+    if RollupMark.objects.filter(name=_window_mark(window), finished_before=start).exists():
+        rows = JobWindowTotal.objects.filter(window=window)
+    else:
+        rows = JobRollup.objects.filter(hour__gte=start)
+    rows = access.visible_by_namespace(user, rows).filter(job__deleted_at__isnull=True)
+    sums = (
+        rows.values("job_id")
+        .order_by()
+        .annotate(
+            timed=Sum("duration_count"),
+            duration=Sum("duration_ms_sum"),
+            failed=Sum("failed") + Sum("timed_out") + Sum("interrupted"),
+            succeeded=Sum("succeeded"),
+        )
+    )
+    real = FloatField()
+    slowest = (
+        sums.filter(timed__gt=0)
+        .annotate(mean=Cast("duration", real) / Cast("timed", real))
+        .order_by("-mean", "job_id")[:TOP_JOBS]
+    )
+    failing = (
+        sums.filter(failed__gt=0)
+        .annotate(rate=Cast("failed", real) / Cast(F("failed") + F("succeeded"), real))
+        .order_by("-failed", "-rate", "job_id")[:TOP_JOBS]
+    )
+    return list(slowest), list(failing)
 
 
 @dataclass

@@ -64,20 +64,9 @@ def _merged(jobs, *, start: datetime, end: datetime, done: set[int]):
     whose id the caller puts in `done` gives no further fires."""
     scheduled = (
         jobs.filter(state=Job.State.ENABLED, next_fire_at__isnull=False, next_fire_at__lt=end)
-        .only(
-            "id",
-            "name",
-            "namespace",
-            "timezone",
-            "schedule_type",
-            "cron_expression",
-            "interval_seconds",
-            "calendar",
-            "calendar_rule",
-            "jitter_seconds",
-            "run_once",
-            "next_fire_at",
-        )
+        # Every field next_fire_after reads (Job.SCHEDULE_FIELDS): one left
+        # out is a query per job that fires on the page.
+        .only("id", "name", "namespace", "run_once", "next_fire_at", *Job.SCHEDULE_FIELDS)
         .order_by("next_fire_at", "id")
     )
     heap: list[tuple[datetime, int, Job]] = []

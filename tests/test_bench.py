@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,21 @@ def test_bench_preview_view_times_the_console_s_preview_with_and_without_a_calen
     assert figures["calendar"] == "CN" and len(figures["rows"]) == 5
     assert all(row["plain_ms"] > 0 and row["calendar_ms"] > 0 for row in figures["rows"])
     assert figures["ratio"] > 0
+
+
+@pytest.mark.django_db
+def test_the_pages_seed_plans_every_job_in_the_next_hour_on_sqlite():
+    """The seed's jobs fire within the hour after it (`next_fire_at`: the
+    base less -(n % 3600) seconds). SQLite read that modifier as
+    '--5 seconds', no time at all, so its Upcoming pages showed no fires."""
+    from django.utils import timezone
+
+    from jobs.bench.pages import seed
+    from jobs.models import Job
+
+    before = timezone.now().replace(microsecond=0)
+    seed(40, 200)
+    after = timezone.now() + timedelta(hours=1)
+    planned = list(Job.objects.filter(name__startswith="job-").values_list("next_fire_at", flat=True))
+    assert len(planned) == 40
+    assert all(at is not None and before <= at <= after for at in planned)

@@ -147,3 +147,10 @@ def test_the_trend_pages_cost_a_fixed_number_of_queries(rolled_up, client, djang
         make_job(name=f"more-{_}", namespace="ops")
     with django_assert_max_num_queries(len(first.captured_queries)):
         client.get("/trends/?window=30d")
+
+
+@pytest.mark.django_db
+def test_the_lists_of_jobs_are_the_runs_counted_whether_read_from_window_totals_or_hours():
+    from tests.fixtures.trends import check_lists, lists_against_runs
+
+    check_lists(lists_against_runs())

@@ -18,3 +18,16 @@ def test_the_rollup_on_postgresql(postgres_site):
     result = json.loads(site.django(SCRIPT, timeout=180).strip().splitlines()[-1])
     result["failing"] = [tuple(pair) for pair in result["failing"]]
     check(result)
+
+
+LISTS = (
+    "import json; from tests.fixtures.trends import lists_against_runs; "
+    "print(json.dumps(lists_against_runs(), default=str))"
+)
+
+
+def test_the_lists_of_jobs_are_the_runs_counted_on_postgresql(postgres_site):
+    from tests.fixtures.trends import check_lists
+
+    site = postgres_site("trend_lists_pg", ALLOWED_HOSTS="testserver")
+    check_lists(json.loads(site.django(LISTS, timeout=240).strip().splitlines()[-1]))

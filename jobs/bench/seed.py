@@ -27,7 +27,7 @@ def timestamp_sql(base_param: str, seconds_expr: str) -> str:
     the ORM stores and compares (whole seconds)."""
     if connection.vendor == "postgresql":
         return f"(CAST({base_param} AS timestamptz) - ({seconds_expr}) * interval '1 second')"
-    return f"strftime('%%Y-%%m-%%d %%H:%%M:%%S', {base_param}, '-' || ({seconds_expr}) || ' seconds')"
+    return f"strftime('%%Y-%%m-%%d %%H:%%M:%%S', {base_param}, (-({seconds_expr})) || ' seconds')"
 
 
 def uuid_sql() -> str:

@@ -43,7 +43,7 @@ from jobs.models.runs import (
 )
 from jobs.models.secrets import Secret
 from jobs.models.system import APIToken, AuditEvent, LeadershipChange, Lease, Profile, Setting
-from jobs.models.trends import BOUNDS_MS, COUNTED, JobRollup, NamespaceRollup, RollupMark
+from jobs.models.trends import BOUNDS_MS, COUNTED, JobRollup, JobWindowTotal, NamespaceRollup, RollupMark
 
 __all__ = [
     "BOUNDS_MS",
@@ -81,6 +81,7 @@ __all__ = [
     "JobDependency",
     "JobQuerySet",
     "JobRollup",
+    "JobWindowTotal",
     "LeadershipChange",
     "Lease",
     "Message",

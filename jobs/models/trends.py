@@ -114,10 +114,39 @@ class NamespaceRollup(RollupFigures):
 
 class RollupMark(models.Model):
     """How far the rollup has read: runs finished before `finished_before`
-    are in it, later ones not yet."""
+    are in it, later ones not yet. The marks `window:<window>` hold the
+    start of the hours a window's JobWindowTotal rows add up."""
 
     name = models.CharField(max_length=50, primary_key=True)
     finished_before = models.DateTimeField(null=True, blank=True)
 
     def __str__(self):
         return f"{self.name} before {self.finished_before}"
+
+
+class JobWindowTotal(models.Model):
+    """A job's figures over one of the dashboard's windows (jobs.trends.WINDOWS),
+    for its lists of the slowest and most-failing jobs: the sum of its
+    JobRollup rows from the window's start, kept by the rollup step (each
+    slice added, the hours that leave the window taken off), so the lists
+    read a row per job and namespace instead of every hour of the window.
+    The start these rows hold is RollupMark `window:<window>`. Signed
+    columns: the step adds and takes off in one upsert."""
+
+    window = models.CharField(max_length=8)
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
+    # As JobRollup's: a job moved to another namespace has a row in each.
+    namespace = models.CharField(max_length=100, blank=True)
+    succeeded = models.BigIntegerField(default=0)
+    failed = models.BigIntegerField(default=0)
+    timed_out = models.BigIntegerField(default=0)
+    interrupted = models.BigIntegerField(default=0)
+    duration_count = models.BigIntegerField(default=0)
+    duration_ms_sum = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint("window", "job", "namespace", name="job_window_total_unique")]
+        verbose_name = _("job window total")
+
+    def __str__(self):
+        return f"job {self.job_id} over {self.window}"
