@@ -847,6 +847,12 @@ def _end_of_day(day: date, zone: tzinfo) -> datetime:
     return (following.replace(tzinfo=zone).astimezone(UTC) - _ONE_SECOND).astimezone(UTC)
 
 
+def _start_of_next_day(day: date, zone: tzinfo) -> datetime:
+    """The first instant of the local date after `day`, aware UTC."""
+    following = datetime.combine(day + timedelta(days=1), datetime.min.time())
+    return following.replace(tzinfo=zone).astimezone(UTC)
+
+
 _ONE_SECOND = timedelta(seconds=1)
 
 
@@ -879,8 +885,9 @@ def interval_walk(first: datetime, step: timedelta, tz: ZoneInfo | tzinfo | str,
         refused_since = refused_since or day
         if (day - refused_since).days > DAY_SEARCH_LIMIT:
             return
-        # The grid's first slot after the date's last second: the next date.
-        when += step * ((_end_of_day(day, zone) - when) // step + 1)
+        # The grid's first slot at or after the next date's midnight (a
+        # slot inside the date's last second, 23:59:59.5, is still the date).
+        when += step * max(1, -((when - _start_of_next_day(day, zone)) // step))
 
 
 _MONTH_LABELS = ("", *(n.title() for n in _MONTH_NAMES))

@@ -254,6 +254,17 @@ def test_an_interval_job_on_working_days_skips_holidays_and_keeps_its_grid(make_
     assert job.next_fire_after(friday, last_fire=friday) == local(2025, 9, 27, 0, 5)
 
 
+@pytest.mark.timeout(20)
+def test_an_interval_grid_inside_a_refused_date_s_last_second_moves_on_to_the_next_date(make_job):
+    """A job saved at hh:mm:59.5 has its slots at :59.5: one falls in a
+    refused date's last second (23:59:59.5), and the walk still leaves for the
+    next date (it used to step by nothing there, for ever, hanging the planner)."""
+    job = make_job(schedule_type="interval", interval_seconds=60, timezone="Asia/Shanghai", calendar="CN")
+    half = timedelta(seconds=59, microseconds=500_000)
+    friday = local(2025, 9, 26, 23, 59) + half  # the last slot of a working day
+    assert job.next_fire_after(friday, last_fire=friday) == local(2025, 9, 28, 0, 0) + half
+
+
 def test_an_interval_job_with_a_calendar_is_saved_and_planned_on_its_days(staff_api):
     body = {**JOB, "schedule_type": "interval", "interval_seconds": 900, "calendar": "cn"}
     body.pop("cron_expression", None)
