@@ -24,7 +24,8 @@ working days follow a yearly notice (China's, usually published in
 November) the notice for that year is in. The first year from the current
 one that fails any of these is missing: a job fires by the data up to the
 end of the year before and no further. A custom calendar's own dates cover
-the years they fall in, so it can carry its base's data on.
+the years they fall in, and only those, so it carries its base's data on
+year by year.
 
 No Django here, like jobs.cron: the models build custom calendars out of
 rows and hand them in; the cron search asks `verdict` of each date.
@@ -245,14 +246,19 @@ class Calendar:
             base = self.base.covered_until
         else:
             base = covered_until(self.base) if self.base else None
-        if base is None or self._last_own_year is None:
+        if base is None:
             return base
-        # Dates of its own for a year the base lacks: whoever added them has the year.
-        return max(base, date(self._last_own_year, 12, 31))
+        # Dates of its own for a year the base lacks: whoever added them has
+        # that year, and only that one; the first year after the base's
+        # with none of its own is missing, whatever comes later.
+        year = base.year
+        while year + 1 in self._own_years:
+            year += 1
+        return max(base, date(year, 12, 31))
 
     @cached_property
-    def _last_own_year(self) -> int | None:
-        return max((day.year for day in (*self.off, *self.on)), default=None)
+    def _own_years(self) -> frozenset[int]:
+        return frozenset(day.year for day in (*self.off, *self.on))
 
 
 @dataclass(frozen=True, eq=False)

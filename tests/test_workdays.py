@@ -140,6 +140,21 @@ def test_a_custom_calendar_s_own_dates_carry_its_base_s_data_on():
     assert workdays.Calendar(name="plain", base="ID").covered_until == last
 
 
+def test_a_custom_calendar_s_own_dates_cover_their_years_only():
+    # CN's data ends with a year; the custom calendar's dates three years on
+    # say nothing of the two between: they stay missing.
+    last = workdays.builtin("CN").covered_until
+    later = {date(last.year + 3, 10, 1): "National Day (official)"}
+    assert workdays.Calendar(name="office", base="CN", off=later).covered_until == last
+    # With the next year's dates too, that year is covered, and no further.
+    both = {**later, date(last.year + 1, 10, 1): "National Day (official)"}
+    assert workdays.Calendar(name="office", base="CN", off=both).covered_until == date(last.year + 1, 12, 31)
+    # On a custom calendar with dates of its own for the year after.
+    parent = workdays.Calendar(name="parent", base="CN", on={date(last.year + 1, 9, 27): "make-up"})
+    child = workdays.Calendar(name="child", base=parent, off=later)
+    assert child.covered_until == date(last.year + 1, 12, 31)
+
+
 def test_a_calendar_that_leaves_nothing_to_fire_on_ends_the_search():
     every_day = {date(2026, 1, 1) + timedelta(days=i): "closed" for i in range(800)}
     rule = DayRule(Calendar("closed", off=every_day), workdays.WORKING_DAYS)
