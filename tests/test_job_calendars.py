@@ -370,6 +370,35 @@ def test_a_custom_calendar_s_versions_are_read_at_most_once_a_recheck(make_job, 
     assert local_days([job.next_fire_after(after)], "Asia/Shanghai") == [date(2025, 9, 26)]
 
 
+def test_a_custom_calendar_deleted_and_made_again_elsewhere_is_read_afresh(make_job, monkeypatch):
+    """Another process deletes a calendar and makes one of the same name:
+    its version starts at 1 again, as the one this process built; the new
+    row's dates are used from the first check after RECHECK_SECONDS, and so
+    are those of a base made again under the same name."""
+    from jobs.models import calendars as calendar_rows
+
+    now = [100.0]
+    monkeypatch.setattr(calendar_rows, "_clock", lambda: now[0])
+    calendars.save_calendar(name="team", base="CN")
+    calendars.save_calendar(name="office", base="team")
+    job = make_job(cron_expression="0 0 9 * * ?", timezone="Asia/Shanghai", calendar="office")
+    after = datetime(2025, 9, 25, tzinfo=UTC)
+    assert local_days([job.next_fire_after(after)], "Asia/Shanghai") == [date(2025, 9, 25)]
+    # Not through this process's delete and save: no forget() here.
+    WorkCalendar.objects.filter(name="office").delete()
+    WorkCalendar.objects.create(
+        name="office", base="team", non_working=[{"date": "2025-09-25", "name": "Office move"}]
+    )
+    now[0] += calendar_rows.RECHECK_SECONDS
+    assert local_days([job.next_fire_after(after)], "Asia/Shanghai") == [date(2025, 9, 26)]
+    WorkCalendar.objects.filter(name="team").delete()
+    WorkCalendar.objects.create(
+        name="team", base="CN", non_working=[{"date": "2025-09-26", "name": "Team day"}]
+    )
+    now[0] += calendar_rows.RECHECK_SECONDS
+    assert local_days([job.next_fire_after(after)], "Asia/Shanghai") == [date(2025, 9, 28)]
+
+
 def test_saving_a_custom_calendar_counts_its_interval_jobs_next_fire_again(make_job):
     calendars.save_calendar(name="plant")
     job = make_job(schedule_type="interval", interval_seconds=3600, calendar="plant")

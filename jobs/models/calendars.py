@@ -3,7 +3,7 @@
 A custom calendar adjusts a base calendar (a built-in country code such as
 `CN` or `US-CA`, another custom calendar, or none: Monday to Friday) with
 dates of its own, each with a reason. jobs.workdays holds the rules; this
-module turns rows into its `Calendar`s, cached by name and version. A
+module turns rows into its `Calendar`s, cached by name, id and version. A
 process reads a custom calendar's versions (one indexed row each) at most
 once every RECHECK_SECONDS, not at every computation of a job's next fire
 (a scheduler computes hundreds a second: a query each cost more than the
@@ -34,7 +34,8 @@ class WorkCalendar(models.Model):
     # [{"date": "2025-10-01", "name": "National Day"}, ...], sorted by date.
     non_working = models.JSONField(default=list, blank=True)
     working = models.JSONField(default=list, blank=True)
-    # Bumped on every save: the cache below compares it.
+    # Bumped on every save: the cache below compares it with the row's id
+    # (a calendar deleted and made again starts at 1 again, under a new id).
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(default=_now)
     updated_at = models.DateTimeField(default=_now)
@@ -56,7 +57,10 @@ class WorkCalendar(models.Model):
 
 
 RECHECK_SECONDS = 1.0
-# name → ((name, version) of its chain, Calendar, monotonic time of the last version check).
+# name → ((name, id, version) of its chain, Calendar, monotonic time of the
+# last version check). The id as well: a calendar deleted and made again has
+# version 1 again, and ids are never reused (AUTOINCREMENT on SQLite, a
+# sequence on PostgreSQL), so (id, version) never repeats.
 _built: dict[str, tuple[tuple, workdays.Calendar, float]] = {}
 _clock = time.monotonic  # a test's stand-in clock replaces it
 
@@ -93,8 +97,8 @@ def find_calendar(name: str) -> workdays.Calendar:
     if cached is not None:
         if now - cached[2] < RECHECK_SECONDS:
             return cached[1]
-        names = [n for n, _ in cached[0]]
-        current = WorkCalendar.objects.filter(name__in=names).values_list("name", "version")
+        names = [n for n, *_ in cached[0]]
+        current = WorkCalendar.objects.filter(name__in=names).values_list("name", "pk", "version")
         # A base that changed changes every calendar built on it.
         if sorted(current) == sorted(cached[0]):
             _built[name] = (cached[0], cached[1], now)
@@ -104,7 +108,7 @@ def find_calendar(name: str) -> workdays.Calendar:
         _built.pop(name, None)
         return workdays.builtin(name)
     calendar = build(rows)
-    _built[name] = (tuple((row.name, row.version) for row in rows), calendar, now)
+    _built[name] = (tuple((row.name, row.pk, row.version) for row in rows), calendar, now)
     return calendar
 
 
