@@ -19,7 +19,22 @@ from datetime import UTC, datetime, timedelta
 
 from django.core.cache import cache
 from django.db import connection, transaction
-from django.db.models import BigIntegerField, Case, CharField, F, FloatField, Func, Q, Sum, Value, When
+from django.db.models import (
+    BigIntegerField,
+    Case,
+    CharField,
+    DateTimeField,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    Func,
+    OuterRef,
+    Q,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
 from django.db.models.functions import Cast, TruncDay, TruncHour
 
 from jobs import access
@@ -362,13 +377,22 @@ def roll_up(now: datetime, *, lag: timedelta = ROLLUP_LAG) -> bool:
         _add_slice(JobRollup, by_job, ("job_id", "hour"), start, slice_end)
         by_namespace = {"namespace": F("job__namespace"), "hour": hour}
         _add_slice(NamespaceRollup, by_namespace, ("namespace", "hour"), start, slice_end)
+        # A window's runs under the namespace of their hour's JobRollup row
+        # (written above, kept from its first slice even if the job moved
+        # since): the hours that leave the window are taken off under it.
+        rollup_namespace = Subquery(
+            JobRollup.objects.filter(
+                job_id=OuterRef("job_id"),
+                hour=HourOf(ExpressionWrapper(OuterRef("finished_at"), DateTimeField()), tzinfo=UTC),
+            ).values("namespace")[:1]
+        )
         for window, since in held.items():
             # The runs of the window's hours: those that finished from its start.
             if max(start, since) < slice_end:
                 by_window = {
                     "window": Value(window, output_field=CharField()),
                     "job_id": F("job_id"),
-                    "namespace": F("job__namespace"),
+                    "namespace": rollup_namespace,
                 }
                 conflict = ("window", "job_id", "namespace")
                 _add_slice(JobWindowTotal, by_window, conflict, max(start, since), slice_end, TOTAL_COLUMNS)

@@ -154,3 +154,10 @@ def test_the_lists_of_jobs_are_the_runs_counted_whether_read_from_window_totals_
     from tests.fixtures.trends import check_lists, lists_against_runs
 
     check_lists(lists_against_runs())
+
+
+@pytest.mark.django_db
+def test_a_job_moved_to_another_namespace_keeps_its_window_totals_with_its_hours():
+    from tests.fixtures.trends import check_totals_after_a_move, totals_against_hours_after_a_move
+
+    check_totals_after_a_move(totals_against_hours_after_a_move())
