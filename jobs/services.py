@@ -520,6 +520,7 @@ def run_now(
                     properties=overrides,
                     status=admission.first_status(job),
                     **job.run_policy(),
+                    **_same_piece(retry_of),
                 )
                 changes = {"run": [None, run.pk]}
                 if retry_of is not None:
@@ -537,6 +538,15 @@ def run_now(
     return existing, False
 
 
+def _same_piece(retry_of: Run | None) -> dict:
+    """A retry of one shard of a sharded fire runs that shard again, told
+    the same index and total (a handler that splits its data by them would
+    otherwise do all of it); any other run is shard 0 of 1."""
+    if retry_of is None or retry_of.shard_total <= 1:
+        return {}
+    return {"shard_index": retry_of.shard_index, "shard_total": retry_of.shard_total}
+
+
 def cancel_run(
     *, run: Run, user=None, via: str = AuditEvent.Via.CONSOLE, now: datetime | None = None
 ) -> bool:
@@ -551,7 +561,12 @@ def cancel_run(
         runs=False,
         namespaces=[run.job.namespace if run.job_id else None],
     )
-    if run.status in Run.NOT_STARTED:
+    if run.status in Run.NOT_STARTED and (run.shard_total > 1 or run.node):
+        # A piece of a sharded or broadcast fire: its end may decide the
+        # fire's outcome, which the scheduler writes (jobs.engine.shards).
+        # Due at once, it is claimed and recorded cancelled, never started.
+        done = Run.objects.filter(pk=run.pk, status=run.status).update(cancel_requested=True, run_after=now)
+    elif run.status in Run.NOT_STARTED:
         if run.is_task:
             fields = dict(status=Run.Status.FAILED, error="task cancelled")
         else:

@@ -151,6 +151,51 @@ def test_each_shard_retries_alone_and_the_fire_fails_once_with_one_alert(
     assert alert.run_id == downstream.caused_by_id
 
 
+def test_a_shard_cancelled_while_queued_still_ends_its_fire_once(
+    both_databases, make_job, make_scheduler, clock, shard_handler
+):
+    """The last live piece of a fire, cancelled before it started: the fire's
+    outcome is still written (its failure counted, its alert sent), and the
+    piece never runs."""
+    from jobs import services
+
+    one_slot = make_scheduler(max_workers=1, clock=clock, misfire_threshold=60, clustered=False)
+    job = sharded_job(make_job, shards=2, properties={"fail": "0"}, alert_threshold=0, alert_on=["failed"])
+    one_slot.plan_due(T0)
+    drain(one_slot, T0)  # shard 0 ran in the one slot and failed; shard 1 waits for it
+    assert job.runs.get(shard_index=1).status == "queued"
+    assert Alert.objects.filter(job=job).count() == 0, "shard 1 is still queued: the fire is not over"
+    assert services.cancel_run(run=job.runs.get(shard_index=1), now=T0) is True
+    run_all(one_slot, T0)
+
+    assert shards_of(job) == [(0, 1, "failed"), (1, 1, "cancelled")]
+    assert (1, 1) not in {(index, attempt) for index, _total, attempt in shard_handler}
+    job.refresh_from_db()
+    assert (job.last_status, job.consecutive_failures) == ("failed", 1)
+    assert Alert.objects.filter(job=job, kind=Alert.Kind.FAILED).count() == 1
+
+
+def test_retrying_a_failed_shard_runs_that_shard_again(both_databases, make_job, node, shard_handler):
+    """Retry on one failed piece: the same index and total, not the whole job
+    as shard 0 of 1 (a handler splitting its data by them would do all of it)."""
+    from jobs import services
+
+    job = sharded_job(make_job, shards=3, properties={"fail": "1"})
+    node.plan_due(T0)
+    run_all(node, T0)
+    failed = job.runs.get(shard_index=1, trigger="schedule")
+    retry, created = services.retry_run(run=failed)
+    assert created and (retry.shard_index, retry.shard_total) == (1, 3)
+    Run.objects.filter(pk=retry.pk).update(run_after=T0, scheduled_at=T0)
+    run_all(node, T0)
+
+    assert sorted(seen for seen in shard_handler if seen[0] == 1) == [(1, 3, 1), (1, 3, 1)]
+    retry.refresh_from_db()
+    job.refresh_from_db()
+    assert retry.status == "failed"
+    assert job.last_error.startswith("1 of 1 shards did not succeed; shard 1 ended failed")
+
+
 def test_a_fire_that_fails_again_and_again_crashes_its_job_once_per_fire(
     make_job, node, clock, shard_handler
 ):

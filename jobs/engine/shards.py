@@ -99,7 +99,7 @@ def fire_ended(run: Run) -> Run | None:
     # (ctx.upstream) point at the run that ended as the fire did.
     ended.pk, ended.status = pk, status
     ended.error = (
-        f"{len(failed)} of {run.shard_total} shards did not succeed; shard {index} ended {status}: {error}"
+        f"{len(failed)} of {len(latest)} shards did not succeed; shard {index} ended {status}: {error}"
     )
     return ended
 

@@ -105,7 +105,9 @@ class Starter:
             # (on SQLite BEGIN IMMEDIATE takes the database's write lock).
             return Claimed(known=known)
         started = start_time(now, self.clock)
-        ids = _single_claim(free, worker_id=self.worker_id, started=started, now=now)
+        claimed_rows = _single_claim(free, worker_id=self.worker_id, started=started, now=now)
+        ids = [pk for pk, _cancel in claimed_rows]
+        _note_cancels(known, {pk for pk, cancel in claimed_rows if cancel})
         if not ids:
             return Claimed(known=known)
         # Runs planning just wrote are in memory; only the others (retries,
@@ -130,6 +132,7 @@ class Starter:
         rows = _cluster_claim(free, worker_id=self.worker_id, started=start_time(now, self.clock))
         if not rows:
             return Claimed(known=known)
+        _note_cancels(known, {run.pk for run in rows if run.cancel_requested})
         runs = [known.get(run.pk) or run for run in rows]
         claimed = self._claimed(runs, known, free)
         # The ones from memory, as the statement marked them: from the time
@@ -168,6 +171,8 @@ class Starter:
         job = run.job
         if job is not None and job.is_deleted:
             return self.recorder.record(run, Run.Status.CANCELLED, now, error="job deleted")
+        if run.cancel_requested:  # a shard cancelled while queued (services.cancel_run)
+            return self.recorder.record(run, Run.Status.CANCELLED, now, error="cancelled before it started")
         deadline = now + timedelta(seconds=run.timeout_seconds)
         ctx = RunContext(
             run_id=run.pk,
@@ -299,10 +304,19 @@ class ClusterClaim:
 _cluster_claim = ClusterClaim()
 
 
-def _single_claim(limit: int, *, worker_id: str, started: datetime, now: datetime) -> list[int]:
+def _note_cancels(known: dict[int, Run], cancelled: set[int]) -> None:
+    """Runs planning holds in memory that were cancelled since (a queued
+    shard: services.cancel_run) learn it from the claim's row."""
+    for pk in cancelled:
+        if pk in known:
+            known[pk].cancel_requested = True
+
+
+def _single_claim(limit: int, *, worker_id: str, started: datetime, now: datetime) -> list[tuple[int, bool]]:
     """SQLite (one node, one writer): up to `limit` due queued runs, oldest
     first, marked running on this node from `started`, in one statement (its
-    own transaction): their ids. A database error may hide that it
+    own transaction): their ids, each with whether it was cancelled while
+    queued. A database error may hide that it
     committed, as the PostgreSQL claim's may (the loop then requeues what
     it did not start: maintenance.requeue_unstarted_claims)."""
     conn = database()
@@ -310,7 +324,7 @@ def _single_claim(limit: int, *, worker_id: str, started: datetime, now: datetim
     rows = fetch(
         conn, _single_claim_sql(), [worker_id, prep(started), prep(started), prep(now), worker_id, limit]
     )
-    return [pk for (pk,) in rows]
+    return [(pk, bool(cancel)) for pk, cancel in rows]
 
 
 @functools.cache
@@ -329,7 +343,7 @@ def _single_claim_sql() -> str:
         # A broadcast run only on its node.
         f"AND {col['node']} IN ('', %s) "
         f"ORDER BY {col['run_after']}, {run_pk} LIMIT %s) AND {QUEUED_RUN.sql} "
-        f"RETURNING {run_pk}"
+        f"RETURNING {run_pk}, {qn(Run._meta.get_field('cancel_requested').column)}"
     )
 
 
