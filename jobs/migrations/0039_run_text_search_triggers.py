@@ -1,7 +1,6 @@
-"""SQLite only: migrations 0037 and 0038 changed the runs table in ways
-SQLite cannot alter in place (a foreign key added, a unique constraint
-swapped), so Django rebuilt the table, and a rebuilt table loses its
-triggers: the FTS5 index of 0029 stopped following new runs. The triggers
+"""SQLite only: migration 0037 changed the runs table in ways SQLite
+cannot alter in place (a foreign key added among its columns), so Django
+rebuilt the table, and a rebuilt table loses its triggers: the FTS5 index of 0029 stopped following new runs. The triggers
 are made again, and the index refilled from the runs as they are now."""
 
 import importlib
