@@ -1,7 +1,8 @@
 """SQLite only: migration 0037 changed the runs table in ways SQLite
 cannot alter in place (a foreign key added among its columns), so Django
-rebuilt the table, and a rebuilt table loses its triggers: the FTS5 index of 0029 stopped following new runs. The triggers
-are made again, and the index refilled from the runs as they are now."""
+rebuilt the table, and a rebuilt table loses its triggers: the FTS5 index
+of 0029 stopped following new runs. The triggers are made again, and the
+index refilled from the runs as they are now."""
 
 import importlib
 
