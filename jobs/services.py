@@ -520,7 +520,7 @@ def run_now(
                     properties=overrides,
                     status=admission.first_status(job),
                     **job.run_policy(),
-                    **_same_piece(retry_of),
+                    **(retry_of.piece() if retry_of is not None else {}),
                 )
                 changes = {"run": [None, run.pk]}
                 if retry_of is not None:
@@ -536,15 +536,6 @@ def run_now(
     if existing is None:
         raise ServiceError(_("Another run of “{name}” was being started; try again.").format(name=job.name))
     return existing, False
-
-
-def _same_piece(retry_of: Run | None) -> dict:
-    """A retry of one shard of a sharded fire runs that shard again, told
-    the same index and total (a handler that splits its data by them would
-    otherwise do all of it); any other run is shard 0 of 1."""
-    if retry_of is None or retry_of.shard_total <= 1:
-        return {}
-    return {"shard_index": retry_of.shard_index, "shard_total": retry_of.shard_total}
 
 
 def cancel_run(

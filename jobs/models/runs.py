@@ -317,6 +317,15 @@ class Run(ChoiceLabels, models.Model):
     def __str__(self):
         return f"run {self.pk} ({self.status})"
 
+    def piece(self) -> dict:
+        """What a retry of this run keeps of its place in a fire: one shard
+        of a sharded fire is run again as that shard, told the same index
+        and total (a handler that splits its data by them would otherwise
+        do all of it); any other run's retry is shard 0 of 1."""
+        if self.shard_total <= 1:
+            return {}
+        return {"shard_index": self.shard_index, "shard_total": self.shard_total}
+
     @property
     def is_task(self):
         return self.trigger == self.Trigger.TASK
