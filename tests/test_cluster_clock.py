@@ -247,7 +247,9 @@ def test_a_node_whose_clock_is_far_off_stops_planning_and_claiming_until_it_come
     cluster.start("steady")
     steady_epoch = cluster.wait_for_leader("steady")
     site.wait_for(lambda: len(cluster.fires("tick")) >= 2, 4 * TICK, "the tick to fire under steady")
-    assert {f[4] for f in cluster.fires("tick") if f[2] != "skipped"} == {"steady"}
+    # Every fire that was claimed, steady claimed (the newest may still be
+    # queued, claimed by nobody yet, as the test looks).
+    assert {f[4] for f in cluster.fires("tick") if f[2] not in ("skipped", "queued")} == {"steady"}
     assert {f[3] for f in cluster.fires("tick")} == {steady_epoch}
 
     # Drift's clock comes back: it plans and claims again.
