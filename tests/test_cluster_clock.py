@@ -216,7 +216,7 @@ def test_a_node_whose_clock_is_far_off_stops_planning_and_claiming_until_it_come
         "its clock is 30 s ahead of the database's: it went more than 10 x JOBS_MAX_CLOCK_SKEW (20 s) off"
         in (site.log("drift"))
     )
-    site.wait_for(lambda: cluster.leader() is None, 10, "drift to hand back the leader lease")
+    site.wait_for(lambda: cluster.leader() is None, 20, "drift to hand back the leader lease")
     status = site.wait_for(
         lambda: (node := cluster.status().get("drift")) and node["clock_refused"] and node,
         10,
@@ -246,16 +246,22 @@ def test_a_node_whose_clock_is_far_off_stops_planning_and_claiming_until_it_come
     # A node whose clock is right takes over the work.
     cluster.start("steady")
     steady_epoch = cluster.wait_for_leader("steady")
-    site.wait_for(lambda: len(cluster.fires("tick")) >= 2, 4 * TICK, "the tick to fire under steady")
-    # Every fire that was claimed, steady claimed (the newest may still be
-    # queued, claimed by nobody yet, as the test looks).
-    assert {f[4] for f in cluster.fires("tick") if f[2] not in ("skipped", "queued")} == {"steady"}
+
+    def claimed() -> list[tuple]:
+        # A fire is claimed once it left the queue; the overdue first fire may
+        # be skipped as a misfire, and on a loaded machine the newest may wait
+        # queued for a free slot while the test looks.
+        return [f for f in cluster.fires("tick") if f[2] not in ("skipped", "queued")]
+
+    site.wait_for(lambda: claimed(), 6 * TICK, "steady to claim a fire of the tick")
+    # Every fire that was claimed, steady claimed.
+    assert {f[4] for f in claimed()} == {"steady"}
     assert {f[3] for f in cluster.fires("tick")} == {steady_epoch}
 
     # Drift's clock comes back: it plans and claims again.
     cluster.set_clock("drift", 0)
     site.wait_for(lambda: "planning and claiming again" in site.log("drift"), 30, "drift to work again")
-    site.wait_for(lambda: not cluster.status()["drift"]["clock_refused"], 10, "cluster status to show it")
+    site.wait_for(lambda: not cluster.status()["drift"]["clock_refused"], 20, "cluster status to show it")
     assert site.manage("health", JOBS_WORKER_ID="drift").stdout.startswith("ok: scheduler drift is alive")
     cluster.stop("steady")
     drift_epoch = cluster.wait_for_leader("drift")

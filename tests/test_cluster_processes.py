@@ -210,7 +210,7 @@ def test_a_leader_stalled_past_its_lease_claims_nothing_when_it_wakes(cluster_fa
         f"the stalled leader planned {by_epoch.get(old_epoch)} fires after waking"
     )
     assert sum(by_epoch.values()) == 300
-    assert wait_for(lambda: "fire claims refused" in cluster.log(stalled), 5, "the woken node to try")
+    assert wait_for(lambda: "fire claims refused" in cluster.log(stalled), 20, "the woken node to try")
     assert cluster.nodes[stalled].poll() is None, "the woken node keeps running, as a standby"
 
     # Phase 2: an outside SIGSTOP of whoever leads now.

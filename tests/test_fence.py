@@ -440,8 +440,9 @@ def test_body_is_capped(allowed_server, allow_test_server):
 def test_timeout_bounds_the_whole_request(allowed_server, allow_test_server):
     started = time.monotonic()
     with pytest.raises(RequestFailed, match="timed out"):
-        fenced_request("GET", allowed_server.url("/slow?s=3"), headers={}, body=None, timeout=0.5)
-    assert time.monotonic() - started < 2
+        fenced_request("GET", allowed_server.url("/slow?s=30"), headers={}, body=None, timeout=0.5)
+    # Far below the server's 30 s: a loaded machine's stalls are no failure.
+    assert time.monotonic() - started < 10
 
 
 def test_cancel_aborts_a_request_in_flight(allowed_server, allow_test_server):
@@ -450,9 +451,9 @@ def test_cancel_aborts_a_request_in_flight(allowed_server, allow_test_server):
     started = time.monotonic()
     with pytest.raises(RequestFailed, match="cancelled"):
         fenced_request(
-            "GET", allowed_server.url("/slow?s=3"), headers={}, body=None, timeout=10, cancelled=cancelled
+            "GET", allowed_server.url("/slow?s=30"), headers={}, body=None, timeout=60, cancelled=cancelled
         )
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 10  # far below the server's 30 s
 
 
 def test_refused_connection_is_a_request_failure(settings):

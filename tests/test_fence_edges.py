@@ -206,7 +206,7 @@ def test_a_connect_that_never_completes_times_out():
         )
         assert isinstance(error, RequestFailed), error
         assert str(error) == f"timed out talking to secure.test:{port}"
-        assert 0.45 <= elapsed < 5
+        assert 0.45 <= elapsed < 15  # the server holds until the test ends
     finally:
         for filler in fillers:
             filler.close()
@@ -226,7 +226,7 @@ def test_a_tls_handshake_that_never_completes_times_out(scripted, client_tls):
     )
     assert isinstance(error, RequestFailed), error
     assert str(error) == f"timed out talking to secure.test:{server.port}"
-    assert 0.45 <= elapsed < 5
+    assert 0.45 <= elapsed < 15  # the server holds until the test ends
 
 
 def test_https_headers_that_never_come_time_out(scripted, server_tls, client_tls):
@@ -242,16 +242,17 @@ def test_https_headers_that_never_come_time_out(scripted, server_tls, client_tls
     )
     assert isinstance(error, RequestFailed), error
     assert str(error) == f"timed out talking to secure.test:{server.port}"
-    assert 0.45 <= elapsed < 5
+    assert 0.45 <= elapsed < 15  # the server holds until the test ends
     assert server.requests[0].startswith(b"GET / HTTP/1.1\r\n")
 
 
 def test_an_https_body_that_stalls_times_out_at_the_deadline(scripted, server_tls, client_tls):
-    """Headers arrive late (0.6 s of a 1 s limit), then part of the body and
-    silence: the read must stop at the deadline, not a full second later."""
+    """Headers arrive late (3 s of a 5 s limit), then part of the body and
+    silence: the read must stop at the deadline, not a full limit after the
+    headers (8 s). The 2 s between them are a loaded machine's room."""
 
     def script(conn, srv):
-        srv.stopped.wait(0.6)
+        srv.stopped.wait(3)
         conn.sendall(headers(length=100) + b"x" * 10)
         srv.hold()
 
@@ -260,14 +261,14 @@ def test_an_https_body_that_stalls_times_out_at_the_deadline(scripted, server_tl
         lambda: fenced_request(
             "GET",
             server.url(host="secure.test", scheme="https"),
-            timeout=1.0,
+            timeout=5.0,
             resolver=secure_resolver,
             ssl_context=client_tls,
         )
     )
     assert isinstance(error, RequestFailed), error
     assert str(error) == f"timed out talking to secure.test:{server.port}"
-    assert 0.95 <= elapsed < 1.5
+    assert 4.95 <= elapsed < 7
 
 
 def test_a_body_that_trickles_forever_stops_at_the_deadline(scripted):
@@ -283,7 +284,7 @@ def test_a_body_that_trickles_forever_stops_at_the_deadline(scripted):
     error, elapsed = timed(lambda: fenced_request("GET", server.url(), timeout=0.6))
     assert isinstance(error, RequestFailed), error
     assert str(error) == f"timed out talking to {HOST}:{server.port}"
-    assert 0.55 <= elapsed < 3
+    assert 0.55 <= elapsed < 15  # the trickle never ends by itself
 
 
 def test_a_timeout_of_zero_fails_without_connecting(scripted):

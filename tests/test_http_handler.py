@@ -143,8 +143,8 @@ def test_redirect_to_a_blocked_address_fails_the_run(server, victim):
 def test_job_deadline_bounds_the_request(server):
     started = time.monotonic()
     with pytest.raises(HandlerError, match="timed out"):
-        run({"url": server.url("/slow?s=3")}, seconds=0.5)
-    assert time.monotonic() - started < 2
+        run({"url": server.url("/slow?s=30")}, seconds=0.5)
+    assert time.monotonic() - started < 10  # far below the server's 30 s
 
 
 def test_timeout_property_is_capped_by_the_job(server):

@@ -95,7 +95,7 @@ def test_timeout_cancels_the_statement_from_outside(database):
     started = time.monotonic()
     with pytest.raises(HandlerError, match="statement cancelled: the job's timeout was reached"):
         run_sql(database.sql["forever"], seconds=1)
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 10  # the statement never ends by itself
 
 
 def test_cancelling_the_run_stops_the_statement(database):
@@ -104,7 +104,7 @@ def test_cancelling_the_run_stops_the_statement(database):
     started = time.monotonic()
     with pytest.raises(HandlerError, match="^statement cancelled$"):
         SqlJobHandler().run(ctx)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10  # the statement never ends by itself
 
 
 def test_disabled_sql_fails_with_a_clear_message(database, settings):
@@ -245,16 +245,16 @@ def test_postgres_session_is_read_only(postgres_db):
 def test_postgres_statement_timeout_escape_is_refused_before_running(postgres_db):
     started = time.monotonic()
     with pytest.raises(HandlerError, match="cannot insert multiple commands"):
-        run_sql("SET statement_timeout=0; SELECT pg_sleep(10)", seconds=30)
-    assert time.monotonic() - started < 1
+        run_sql("SET statement_timeout=0; SELECT pg_sleep(60)", seconds=120)
+    assert time.monotonic() - started < 10  # refused, not slept through
 
 
 @pytest.mark.postgres
 def test_postgres_watchdog_beats_a_timeout_set_inside_the_statement(postgres_db):
     started = time.monotonic()
     with pytest.raises(HandlerError, match="the job's timeout was reached"):
-        run_sql("SELECT set_config('statement_timeout', '0', false), pg_sleep(10)", seconds=1)
-    assert 0.9 < time.monotonic() - started < 2.5
+        run_sql("SELECT set_config('statement_timeout', '0', false), pg_sleep(60)", seconds=1)
+    assert 0.9 < time.monotonic() - started < 10  # far below the sleep's 60 s
 
 
 @pytest.mark.postgres
