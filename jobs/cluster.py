@@ -33,11 +33,19 @@ def current(name: str, *, now: datetime) -> tuple[Lease | None, datetime]:
 
 
 def live_node_holders(*, now: datetime) -> set[str]:
-    return set(
-        Lease.objects.filter(
+    return set(node_refusals(now=now))
+
+
+def node_refusals(*, now: datetime) -> dict[str, bool]:
+    """Each node whose lease is current → whether it refuses work: its clock
+    is too far from the database's, so it plans and claims nothing
+    (jobs.engine.clock), as its last lease renewal said."""
+    return {
+        holder: refused_in(info)
+        for holder, info in Lease.objects.filter(
             name__startswith=NODE_PREFIX, holder__gt="", expires_at__gte=clock_for(now)
-        ).values_list("holder", flat=True)
-    )
+        ).values_list("holder", "info")
+    }
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -15,8 +14,6 @@ from pathlib import Path
 import pytest
 
 from jobs.config import set_setting
-from jobs.handlers import JobHandler, register
-from jobs.handlers.registry import unregister
 from jobs.models import Alert, AlertDelivery, Job, Run
 from tests.fixtures.core import T0, drain
 from tests.fixtures.processes import copy_sqlite
@@ -29,21 +26,6 @@ def scheduler(make_scheduler, clock):
     return make_scheduler(
         worker_id="node-a", max_workers=1, clock=clock, misfire_threshold=60, clustered=False
     )
-
-
-@pytest.fixture
-def gate():
-    gate = threading.Event()
-
-    @register("test.kinds_gate")
-    class Gate(JobHandler):
-        def run(self, ctx):
-            gate.wait(10)
-            return "through"
-
-    yield gate
-    gate.set()
-    unregister("test.kinds_gate")
 
 
 def fire(scheduler, clock, job):
@@ -140,8 +122,8 @@ def test_not_late_before_its_threshold(make_scheduler, make_job, clock):
     assert kinds() == ["late"]
 
 
-def test_a_fire_queued_without_a_free_slot_is_late(make_job, scheduler, clock, gate):
-    make_job(next_fire_at=T0, handler="test.kinds_gate", timeout_seconds=3600)
+def test_a_fire_queued_without_a_free_slot_is_late(make_job, scheduler, clock, gate_handler):
+    make_job(next_fire_at=T0, handler="test.gate", timeout_seconds=3600)
     waiting = make_job(next_fire_at=T0, alert_on=["late"], late_after_seconds=30)
     scheduler.plan_due(T0)
     scheduler.claim_queued(T0)
@@ -162,10 +144,10 @@ def test_a_job_that_did_not_ask_for_late_gets_none(make_scheduler, make_job, clo
 # -- long running --------------------------------------------------------------------------
 
 
-def test_a_long_run_is_one_alert_before_its_timeout(make_job, scheduler, clock, gate):
+def test_a_long_run_is_one_alert_before_its_timeout(make_job, scheduler, clock, gate_handler):
     job = make_job(
         next_fire_at=T0,
-        handler="test.kinds_gate",
+        handler="test.gate",
         timeout_seconds=60,
         long_running_seconds=20,
         alert_on=["long_running"],
@@ -181,8 +163,8 @@ def test_a_long_run_is_one_alert_before_its_timeout(make_job, scheduler, clock, 
     assert "running for 25 s" in alert.subject
 
 
-def test_long_running_defaults_to_half_the_timeout(make_job, scheduler, clock, gate):
-    make_job(next_fire_at=T0, handler="test.kinds_gate", timeout_seconds=100, alert_on=["long_running"])
+def test_long_running_defaults_to_half_the_timeout(make_job, scheduler, clock, gate_handler):
+    make_job(next_fire_at=T0, handler="test.gate", timeout_seconds=100, alert_on=["long_running"])
     scheduler.plan_due(T0)
     scheduler.claim_queued(T0)
     assert not scheduler.alert_watch.step(T0 + timedelta(seconds=49))

@@ -410,7 +410,7 @@ BACK = timedelta(hours=1)  # a host's clock set back (NTP stepping it, a VM rest
 
 def test_a_clock_stepped_back_an_hour_does_not_stall_the_sweep(make_job):
     recorder = Recorder(worker_id="node-a", cap=1000)
-    sweep = maintenance.Sweep(worker_id="node-a", recorder=recorder)
+    sweep = maintenance.Sweep(worker_id="node-a", recorder=recorder, misfire_threshold=timedelta(seconds=60))
     sweep.step(T0, executing=())
     stale = Run.objects.create(
         job=make_job(),

@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 from jobs.models import Job, Run
 from tests.factories import make_job
 from tests.fixtures.browser import sign_in_by_cookie
+from tests.fixtures.console_pages import sample_jobs
 from tests.fixtures.core import drain
 
 pytestmark = [
@@ -31,53 +32,7 @@ def assert_not_reloaded(page):
 
 
 def test_sign_in_and_see_the_job_list(page, login, staff, screenshot):
-    now = timezone.now()
-    make_job(
-        name="billing-sync",
-        description="Pushes invoices to the ledger",
-        namespace="finance",
-        cron_expression="0 */15 * * * *",
-        timezone="Europe/Berlin",
-        next_fire_at=now + timedelta(minutes=7),
-        last_status="succeeded",
-        last_duration_ms=1840,
-        last_fire_at=now - timedelta(minutes=8),
-    )
-    make_job(
-        name="nightly-report",
-        description="Daily KPI mail",
-        namespace="reports",
-        cron_expression="0 30 2 * * *",
-        timezone="America/New_York",
-        next_fire_at=now + timedelta(hours=9),
-        last_status="failed",
-        last_duration_ms=12_400,
-        last_fire_at=now - timedelta(hours=15),
-    )
-    make_job(
-        name="cache-warmer",
-        kind=Job.Kind.HTTP,
-        handler="",
-        properties={"url": "https://example.com/warm"},
-        schedule_type=Job.ScheduleType.INTERVAL,
-        cron_expression="",
-        interval_seconds=300,
-        state=Job.State.PAUSED,
-        last_status="succeeded",
-        last_duration_ms=230,
-        last_fire_at=now - timedelta(days=2),
-    )
-    make_job(
-        name="import-orders",
-        description="Pulls orders from the shop",
-        cron_expression="0 0 */2 * * *",
-        state=Job.State.CRASHED,
-        consecutive_failures=3,
-        last_status="timed_out",
-        last_duration_ms=600_000,
-        last_fire_at=now - timedelta(hours=3),
-    )
-
+    sample_jobs()
     page.goto("/jobs/")
     expect(page).to_have_url(re.compile(r"/login/\?next=/jobs/$"))
     login("ada", "pw-ada-123")

@@ -17,6 +17,7 @@ from jobs import services
 from jobs.models import Message, Profile, Run
 from tests.factories import make_job
 from tests.fixtures.browser import close_contexts, new_page, sign_in_by_cookie, sign_in_with_form
+from tests.fixtures.console_pages import job_with_history
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -61,18 +62,7 @@ def serious_violations(page) -> list[str]:
 
 
 def test_a_run_has_its_own_url_and_back_returns_to_the_job_where_it_was(open_page, staff):
-    job = make_job(name="many")
-    now = timezone.now()
-    Run.objects.bulk_create(
-        Run(
-            job=job,
-            scheduled_at=now - timedelta(minutes=i),
-            trigger="schedule",
-            status="succeeded",
-            log=f"run {i}",
-        )
-        for i in range(25)
-    )
+    job = job_with_history("many", 25)
     page = sign_in_by_cookie(open_page(), "ada", f"/jobs/{job.pk}/")
     last = page.locator("#run-history tbody tr").last.locator("a")
     last.scroll_into_view_if_needed()

@@ -21,6 +21,7 @@ from tests.fixtures.console_pages import (
     DESKTOP,
     PHONE,
     fits_width,
+    job_with_history,
     save_screenshot,
     serious_violations,
     sign_in,
@@ -439,17 +440,7 @@ def test_a_new_token_fits_a_phone_and_passes_axe(open_page, staff):
 
 
 def test_history_filters_and_pages_are_in_the_url(open_page, staff):
-    job = make_job(name="busy")
-    now = timezone.now()
-    Run.objects.bulk_create(
-        Run(
-            job=job,
-            scheduled_at=now - timedelta(minutes=i),
-            trigger="schedule",
-            status="failed" if i % 2 else "succeeded",
-        )
-        for i in range(60)
-    )
+    job = job_with_history("busy", 60, odd_ones_failed=True)
     page = sign_in(open_page(), f"/jobs/{job.pk}/")
     page.select_option("#run-history select[name=status]", "failed")
     expect(page).to_have_url(re.compile(rf"/jobs/{job.pk}/\?status=failed"))
@@ -467,18 +458,7 @@ def test_history_filters_and_pages_are_in_the_url(open_page, staff):
 
 
 def test_the_run_viewer_opens_in_view(open_page, staff):
-    job = make_job(name="many")
-    now = timezone.now()
-    Run.objects.bulk_create(
-        Run(
-            job=job,
-            scheduled_at=now - timedelta(minutes=i),
-            trigger="schedule",
-            status="succeeded",
-            log=f"run {i}",
-        )
-        for i in range(25)
-    )
+    job = job_with_history("many", 25)
     page = sign_in(open_page(), f"/jobs/{job.pk}/")
     last = page.locator("#run-history tbody tr").last.locator("a")
     last.scroll_into_view_if_needed()

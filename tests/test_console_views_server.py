@@ -16,12 +16,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def web(request, tmp_path):
-    if request.param == "sqlite":
-        url = processes.copy_sqlite(request.getfixturevalue("migrated_sqlite"), tmp_path / "views.sqlite3")
-    else:
-        template = request.getfixturevalue("migrated_postgres")
-        url = request.getfixturevalue("postgres_server").create_database("console_views", template=template)
-    server = processes.Web(tmp_path, url)
+    server = processes.Web.on_either_database(request, tmp_path, "console_views")
     yield server
     server.stop_all(timeout=15)
 

@@ -7,126 +7,22 @@ axe-core comes from the PyPI package axe-playwright-python (pinned in
 requirements-dev.txt), evaluated into the page through Playwright."""
 
 import re
-from datetime import timedelta
 
 import pytest
-from django.utils import timezone
 from playwright.sync_api import expect
 
-from jobs.models import Alert, Job, LeadershipChange, Lease, Message, Run
-from tests.factories import make_job
+from jobs.models import Job
 from tests.fixtures.browser import sign_in_with_form
 from tests.fixtures.console_pages import (
     PHONE,
     fits_width,
     one_character_per_line,
     save_screenshot,
+    seed_console,
     serious_violations,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def seed_console(staff_user):
-    """A bit of everything, so every badge colour and table is on some page."""
-    now = timezone.now()
-    billing = make_job(
-        name="billing-sync",
-        description="Pushes invoices to the ledger",
-        namespace="finance",
-        cron_expression="0 */15 * * * *",
-        timezone="Europe/Berlin",
-        next_fire_at=now + timedelta(minutes=7),
-        last_status="succeeded",
-        last_duration_ms=1840,
-        last_fire_at=now - timedelta(minutes=8),
-        properties={"region": "eu-west", "endpoint": "https://ledger.example/api/v2/invoices/push"},
-    )
-    make_job(
-        name="cache-warmer",
-        kind=Job.Kind.HTTP,
-        handler="",
-        properties={"url": "https://example.com/warm"},
-        schedule_type=Job.ScheduleType.INTERVAL,
-        cron_expression="",
-        interval_seconds=300,
-        state=Job.State.PAUSED,
-        last_status="cancelled",
-        last_fire_at=now - timedelta(days=2),
-    )
-    crashed = make_job(
-        name="import-orders",
-        description="Pulls orders from the shop",
-        state=Job.State.CRASHED,
-        consecutive_failures=3,
-        last_status="timed_out",
-        last_error="timed out after 600 s",
-        last_fire_at=now - timedelta(hours=3),
-    )
-    statuses = [
-        "succeeded",
-        "failed",
-        "skipped",
-        "cancelled",
-        "timed_out",
-        "interrupted",
-        "queued",
-        "running",
-    ]
-    runs = [
-        Run.objects.create(
-            job=billing,
-            scheduled_at=now - timedelta(minutes=10 * (len(statuses) - i)),
-            started_at=now - timedelta(minutes=10 * (len(statuses) - i)),
-            finished_at=None
-            if status in ("queued", "running")
-            else now - timedelta(minutes=10 * (len(statuses) - i) - 1),
-            duration_ms=None if status in ("queued", "running", "skipped") else 1200 + i,
-            trigger="schedule",
-            status=status,
-            worker_id="node-1",
-            skip_reason="overlap" if status == "skipped" else "",
-            error="boom" if status == "failed" else "",
-            log="line 1\nline 2\n",
-        )
-        for i, status in enumerate(statuses)
-    ]
-    for i, status in enumerate(["sent", "pending", "failed", "undeliverable"]):
-        Alert.objects.create(
-            job=crashed,
-            kind="crash",
-            status=status,
-            recipients=["ops@example.com"] if status != "undeliverable" else [],
-            subject="import-orders crashed",
-            body_text="x",
-            body_html="x",
-            message_id=f"<alert-{i}@cronboard>",
-            next_attempt_at=now if status == "pending" else None,
-            sent_at=now if status == "sent" else None,
-            last_error="550 refused" if status == "failed" else "",
-        )
-    Message.objects.create(
-        user=staff_user,
-        job=crashed,
-        subject="“import-orders” crashed",
-        body=f"Re-enable it on the job page: http://testserver/jobs/{crashed.pk}/",
-    )
-    from jobs import tokens
-
-    tokens.create_token(user=staff_user, name="deploy script")
-    # A scheduler node and a leadership change, so the cluster page has its
-    # tables (their visually-hidden "Role" header once widened the phone page).
-    Lease.objects.create(
-        name="node:node-1",
-        holder="node-1",
-        expires_at=now + timedelta(seconds=30),
-        renewed_at=now,
-        info={"host": "sched-host-1.internal", "pid": 4242, "version": "1.4.0"},
-    )
-    LeadershipChange.objects.create(
-        epoch=1, worker_id="node-1", host="sched-host-1.internal", acquired_at=now
-    )
-    return billing, crashed, runs
 
 
 def console_urls(billing, runs) -> list[str]:

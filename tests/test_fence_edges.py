@@ -8,7 +8,6 @@ never answer) are raw sockets driven by a script; TLS uses a self-signed
 certificate made here with `cryptography`. Time limits are asserted with wide
 margins: a lower bound the deadline guarantees, an upper bound far from it."""
 
-import datetime as dt
 import ipaddress
 import json
 import socket
@@ -22,6 +21,7 @@ import pytest
 from jobs import fence
 from jobs.fence import FenceError, Policy, RequestFailed, check_url, fenced_request, resolve_target
 from tests.fixtures.http import TestServer
+from tests.fixtures.tls import write_self_signed
 
 HOST = "127.0.0.2"
 OTHER = "127.0.0.3"
@@ -40,34 +40,9 @@ def _allow_loopback_test_hosts(settings):
 
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory):
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "secure.test")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(hours=1))
-        .not_valid_after(now + dt.timedelta(days=2))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("secure.test")]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
     directory = tmp_path_factory.mktemp("tls-edges")
     cert_file, key_file = directory / "cert.pem", directory / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
+    write_self_signed(cert_file, key_file, names=["secure.test"])
     return cert_file, key_file
 
 

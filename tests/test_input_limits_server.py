@@ -16,12 +16,7 @@ JOB = {"name": "limits", "handler": "demo.echo", "cron_expression": "0 0 3 * * *
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def web(request, tmp_path):
-    if request.param == "sqlite":
-        url = processes.copy_sqlite(request.getfixturevalue("migrated_sqlite"), tmp_path / "limits.sqlite3")
-    else:
-        template = request.getfixturevalue("migrated_postgres")
-        url = request.getfixturevalue("postgres_server").create_database("input_limits", template=template)
-    server = processes.Web(tmp_path, url)
+    server = processes.Web.on_either_database(request, tmp_path, "input_limits")
     yield server
     server.stop_all(timeout=15)
 

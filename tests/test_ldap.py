@@ -256,9 +256,10 @@ def test_starttls_with_the_directorys_certificate(ldap_on, settings):
 
 
 def test_starttls_refuses_a_certificate_it_cannot_verify(ldap_on, settings, tmp_path):
-    from tests.fixtures.ldap import _self_signed
+    from tests.fixtures.tls import write_self_signed
 
-    _self_signed(tmp_path)  # another CA than the server's
+    # Another CA than the server's.
+    write_self_signed(tmp_path / "server.pem", tmp_path / "server.key", names=["localhost", "127.0.0.1"])
     ldap_on.add_user("fay", "pw-fay-ldap", groups=["sre"])
     ldap_on.use(settings, start_tls=True, ca_file=str(tmp_path / "server.pem"))
     client, response = sign_in("fay", "pw-fay-ldap")

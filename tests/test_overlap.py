@@ -320,3 +320,39 @@ def test_a_downstream_run_of_a_pool_s_job_waits_for_the_pool(make_scheduler, mak
     step(scheduler, clock.advance(seconds=1))
     after.refresh_from_db()
     assert after.status == "running"
+
+
+def test_queue_one_queues_a_fire_behind_a_manual_run_waiting_for_its_pool(
+    make_scheduler, make_job, held, clock
+):
+    """The run queue_one keeps behind the live one is a fire: a manual run
+    waiting for the job's pool is not one, so the fire is written waiting
+    instead of skipped, and starts after the manual run, in order."""
+    scheduler = make_scheduler(max_workers=8, clock=clock, misfire_threshold=60)
+    pools.save_pool(name="heavy", size=1)
+    other = make_job(next_fire_at=T0, handler="test.held", pool="heavy")
+    job = make_job(next_fire_at=T0 + MINUTE, handler="test.held", pool="heavy", overlap_policy="queue_one")
+    step(scheduler, T0)
+    manual, _created = services.run_now(job=job, now=clock.advance(seconds=1))
+    assert manual.status == "waiting", "the pool is full"
+
+    step(scheduler, clock.advance(minutes=1))
+    fire = Run.objects.get(job=job, scheduled_at=T0 + MINUTE)
+    assert (fire.status, fire.skip_reason) == ("waiting", "")
+    step(scheduler, clock.advance(minutes=1))
+    further = Run.objects.get(job=job, scheduled_at=T0 + 2 * MINUTE)
+    assert (further.status, further.skip_reason) == ("skipped", "overlap"), "one fire waits, not two"
+
+    held.release(T0)
+    wait_for(scheduler, clock(), lambda: runs_of(other)[0].status == "succeeded")
+    step(scheduler, clock.advance(seconds=1))
+    manual.refresh_from_db()
+    fire.refresh_from_db()
+    assert (manual.status, fire.status) == ("running", "waiting"), "the manual run came first"
+    held.release(manual.scheduled_at)
+    wait_for(scheduler, clock(), lambda: manual.refresh_from_db() or manual.status == "succeeded")
+    step(scheduler, clock.advance(seconds=1))
+    fire.refresh_from_db()
+    assert fire.status == "running"
+    held.release(fire.scheduled_at)
+    drain(scheduler, clock())

@@ -244,9 +244,10 @@ def test_a_broadcast_fire_on_one_node_is_one_run_pinned_to_it(both_databases, ma
     ]
 
 
-def live_nodes(*names, until):
+def live_nodes(*names, until, refusing=False):
     for name in names:
-        Lease.objects.create(name=f"node:{name}", holder=name, expires_at=until)
+        info = {"clock_skew_seconds": 31.4, "clock_refused": True} if refusing else {}
+        Lease.objects.create(name=f"node:{name}", holder=name, expires_at=until, info=info)
 
 
 def test_a_broadcast_fire_is_one_run_per_live_node(both_databases, make_job):
@@ -262,6 +263,54 @@ def test_a_broadcast_fire_is_one_run_per_live_node(both_databases, make_job):
         ("node-c", 2, 3),
     ]
     assert len({run.fire_id for run in runs}) == 1
+
+
+def test_a_broadcast_fire_pins_no_run_to_a_node_that_refuses_work_for_its_clock(both_databases, make_job):
+    job = make_job(broadcast=True, next_fire_at=T0)
+    until = max(T0, timezone.now()) + timedelta(hours=1)
+    live_nodes("node-b", until=until)
+    live_nodes("node-skewed", until=until, refusing=True)
+    planner = Planner(worker_id="node-a", clustered=True, misfire_threshold=timedelta(60), clock=None)
+    runs = planner.plan_fire(job, T0, busy=False).runs
+    assert [(run.node, run.shard_index, run.shard_total) for run in runs] == [
+        ("node-a", 0, 2),
+        ("node-b", 1, 2),
+    ]
+
+
+def test_a_broadcast_run_queued_for_a_refusing_node_past_the_misfire_threshold_is_interrupted(
+    both_databases, make_job, node, shard_handler
+):
+    """Pinned before its node began refusing work for its clock: it waits
+    as a late fire may (the misfire threshold, 60 s here), then is recorded
+    interrupted with the reason, so the fire ends and the job's next fire
+    runs instead of being skipped as an overlap for as long as the clock is
+    off."""
+    job = make_job(handler="test.shard", broadcast=True, max_retries=3, retry_interval_seconds=0)
+    live_nodes("node-skewed", until=max(T0, timezone.now()) + timedelta(hours=1), refusing=True)
+    fire = dict(
+        job=job, scheduled_at=T0, trigger="schedule", fire_id=uuid.uuid4(), shard_total=2, run_after=T0
+    )
+    Run.objects.create(**fire, shard_index=0, node="node-a")
+    pinned = Run.objects.create(**fire, shard_index=1, node="node-skewed")
+    run_all(node, T0)
+    node.sweep(T0 + timedelta(seconds=59))
+    pinned.refresh_from_db()
+    assert pinned.status == "queued", "within the misfire threshold it may still start late"
+
+    node.sweep(T0 + timedelta(seconds=59) + timedelta(minutes=2))
+    pinned.refresh_from_db()
+    assert (pinned.status, pinned.attempt) == ("interrupted", 1), "never retried elsewhere"
+    assert "node-skewed" in pinned.error and "refuses work: its clock" in pinned.error
+    assert "misfire threshold (60 s)" in pinned.error
+    job.refresh_from_db()
+    assert (job.last_status, job.runs.filter(status__in=["queued", "running"]).count()) == ("interrupted", 0)
+
+    job.next_fire_at = T0 + timedelta(minutes=3)
+    job.save(update_fields=["next_fire_at"])
+    node.plan_due(job.next_fire_at)
+    (next_fire,) = job.runs.filter(scheduled_at=job.next_fire_at)
+    assert (next_fire.status, next_fire.node) == ("running", "node-a"), "not skipped as an overlap"
 
 
 def test_a_node_claims_only_the_broadcast_runs_pinned_to_it(both_databases, make_job, node, shard_handler):

@@ -166,7 +166,9 @@ class Scheduler:
         )
         self.admission = admission.Admission(every=POLL)
         self.run_heartbeat = maintenance.RunHeartbeat(recorder=self.recorder)
-        self.sweeper = maintenance.Sweep(worker_id=self.worker_id, recorder=self.recorder)
+        self.sweeper = maintenance.Sweep(
+            worker_id=self.worker_id, recorder=self.recorder, misfire_threshold=self.planner.misfire_threshold
+        )
         self.rollup = Rollup()
         self.alert_watch = AlertWatch()  # late and long-running alerts
         self.alert_sender = AlertSender(wake=self.pool.wake, read_every=POLL, metrics=self.metrics)

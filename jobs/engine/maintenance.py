@@ -5,7 +5,8 @@ runs.
   or was killed) are recorded `interrupted`, retried if their job allows.
 - `Sweep` (every SWEEP_EVERY): runs of any node whose heartbeat is older than
   STALE_AFTER and whose worker holds no node lease are `interrupted`, as are
-  broadcast runs still queued for a node that holds none.
+  broadcast runs still queued for a node that holds none, or for one that
+  refuses work for its clock after they waited past the misfire threshold.
 - `requeue_unstarted_claims` (after a database error): runs marked running
   for this node by a claim whose commit answer was lost go back to the queue.
 - `RunHeartbeat` (every HEARTBEAT_EVERY): touch this node's running runs,
@@ -15,6 +16,8 @@ runs.
 import logging
 from collections.abc import Collection
 from datetime import datetime, timedelta
+
+from django.db.models import Q
 
 from jobs import cluster
 from jobs.engine.clock import Cadence
@@ -53,9 +56,10 @@ class Sweep:
     """Every SWEEP_EVERY: runs whose heartbeat is older than STALE_AFTER and
     whose worker holds no lease are interrupted."""
 
-    def __init__(self, *, worker_id: str, recorder: Recorder):
+    def __init__(self, *, worker_id: str, recorder: Recorder, misfire_threshold: timedelta):
         self.worker_id = worker_id
         self.recorder = recorder
+        self.misfire_threshold = misfire_threshold
         self.cadence = Cadence(SWEEP_EVERY)
 
     def step(self, now: datetime, *, executing: Collection[int]) -> Recorded:
@@ -64,7 +68,8 @@ class Sweep:
         # This node's own runs are stale only if it is not executing them (a
         # claim whose commit was lost with the connection): its real flights
         # heartbeat every few seconds.
-        alive_elsewhere = cluster.live_node_holders(now=now) - {self.worker_id}
+        refusals = cluster.node_refusals(now=now)
+        alive_elsewhere = set(refusals) - {self.worker_id}
         stale = (
             # LIVE_RUN: read the small partial index, not the whole history.
             Run.objects.filter(LIVE_RUN, status=Run.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER)
@@ -80,21 +85,32 @@ class Sweep:
                 now,
                 error=f"worker {run.worker_id or '?'} stopped sending heartbeats (last {run.heartbeat_at.isoformat()})",
             )
-        # A broadcast run still queued for a node that is gone would wait for
-        # it for ever: it is interrupted, never moved to another node.
+        # A broadcast run still queued for a node that is gone, or that refuses
+        # work for its clock, would wait for it (and hold its job's later
+        # fires up as an overlap) for as long: it is interrupted, never moved
+        # to another node; on a refusing node once it is later than a fire
+        # may run late (the misfire threshold), as a stopped scheduler's is.
+        refusing = {node for node, refused in refusals.items() if refused}
         stranded = (
             Run.objects.filter(QUEUED_RUN)
             .exclude(node="")
-            .exclude(node__in=alive_elsewhere | {self.worker_id})
+            .filter(
+                ~Q(node__in=alive_elsewhere | {self.worker_id})
+                | Q(node__in=refusing, run_after__lt=now - self.misfire_threshold)
+            )
             .select_related("job")
         )
         for run in stranded:
+            if run.node in refusing:
+                error = (
+                    f"node {run.node}, the only one this run may run on, refuses work: its clock is too far "
+                    f"from the database's (JOBS_MAX_CLOCK_SKEW); the run waited more than the misfire "
+                    f"threshold ({self.misfire_threshold.total_seconds():g} s)"
+                )
+            else:
+                error = f"node {run.node}, the only one this run may run on, stopped before it started"
             recorded |= self.recorder.record(
-                run,
-                Run.Status.INTERRUPTED,
-                now,
-                error=f"node {run.node}, the only one this run may run on, stopped before it started",
-                was=Run.Status.QUEUED,
+                run, Run.Status.INTERRUPTED, now, error=error, was=Run.Status.QUEUED
             )
         if recorded.written:
             log.warning("sweep interrupted %d stale run(s)", recorded.written)

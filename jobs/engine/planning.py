@@ -85,16 +85,18 @@ def overlap_of(job: Job) -> Overlap:
     live = list(
         Run.objects.filter(LIVE_RUN, job_id=job.pk, backfill__isnull=True)
         .order_by("pk")
-        .values_list("pk", "status")
+        .values_list("pk", "status", "trigger")
     )
     if not live:
         return Overlap()  # it ended since the due query
     if policy == Job.OverlapPolicy.QUEUE_ONE:
-        if any(status == Run.Status.WAITING for _pk, status in live):
-            return Overlap(skip="a run was already queued behind the live one")
+        # The one run kept behind the live one is a fire, not a manual or downstream run in the job's pool.
+        waiting = {trigger for _pk, status, trigger in live if status == Run.Status.WAITING}
+        if waiting & set(Run.SCHEDULED_TRIGGERS):
+            return Overlap(skip="a fire was already queued behind the live run")
         return Overlap(wait=True)
     if policy == Job.OverlapPolicy.REPLACE:
-        return Overlap(wait=True, cancel=tuple(pk for pk, _status in live))
+        return Overlap(wait=True, cancel=tuple(pk for pk, _status, _trigger in live))
     if len(live) >= job.max_parallel:
         return Overlap(skip=f"{job.max_parallel} runs of the job were live (its max_parallel)")
     return Overlap()

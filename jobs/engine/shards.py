@@ -3,8 +3,9 @@ fire's one outcome once they have all ended.
 
 A sharded job (`Job.shards` = N > 1) fires as N runs, shard 0 to N - 1,
 which any node claims like other runs. A broadcast job fires as one run per
-live node (a node lease that is current, jobs.cluster), each pinned to its
-node (`Run.node`): only that node claims it, and it never moves. Both share
+working node (a node lease that is current, jobs.cluster, of a node that
+does not refuse work for its clock), each pinned to its node (`Run.node`):
+only that node claims it, and it never moves. Both share
 the fire's `fire_id` and `scheduled_at`, and the database allows one row per
 fire, shard and attempt (run_unique_scheduled_shard_attempt), so a planner
 that crashes at any moment never leaves two rows for one shard.
@@ -50,11 +51,13 @@ def split(run: Run, job: Job, *, nodes: Iterable[str]) -> list[Run]:
 
 
 def live_nodes(worker_id: str, *, clustered: bool, now: datetime) -> set[str]:
-    """The nodes a broadcast fire runs on: every node whose lease is current,
-    the planning one (`worker_id`) included; on one node, only that one."""
+    """The nodes a broadcast fire runs on: every node whose lease is current
+    and that does not refuse work for its clock (it would claim nothing, and
+    its run would hold the job's later fires up as an overlap), the planning
+    one (`worker_id`) included; on one node, only that one."""
     if not clustered:
         return {worker_id}
-    return cluster.live_node_holders(now=now) | {worker_id}
+    return {node for node, refusing in cluster.node_refusals(now=now).items() if not refusing} | {worker_id}
 
 
 def _piece(run: Run, index: int, total: int, *, node: str = "") -> Run:
