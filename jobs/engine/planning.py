@@ -31,7 +31,7 @@ from django.db.models.expressions import RawSQL
 
 from jobs import admission, cluster, services
 from jobs.core.logcontext import about
-from jobs.engine import leases, shards
+from jobs.engine import leases, newrows, shards
 from jobs.engine.bulk import database, insert_rows, update_from_values
 from jobs.engine.clock import Cadence
 from jobs.engine.execution.starting import start_time, take
@@ -236,7 +236,8 @@ class Planner:
             if overlap.skip:
                 runs.append(self.skipped(job, fire_at, Run.SkipReason.OVERLAP, now, overlap.skip))
             else:
-                fire = Run(
+                fire = newrows.new(
+                    Run,
                     job=job,
                     fire_id=fire_id,
                     scheduled_at=fire_at,
@@ -379,7 +380,8 @@ class Planner:
         return latest, latest is not None and latest > due_at
 
     def skipped(self, job: Job, scheduled_at: datetime, reason: str, now: datetime, message: str) -> Run:
-        return Run(
+        return newrows.new(
+            Run,
             job=job,
             scheduled_at=scheduled_at,
             trigger=Run.Trigger.SCHEDULE,
