@@ -292,6 +292,14 @@ def update_from_values_returning(
 def _update_sql(
     model, vendor: str, match: tuple, assign: tuple, where: str, returning: tuple, rows: int
 ) -> str:
+    values, update = _update_parts(model, vendor, match, assign, where, returning, rows, "v")
+    return f"WITH {values} {update}"
+
+
+def _update_parts(
+    model, vendor: str, match: tuple, assign: tuple, where: str, returning: tuple, rows: int, alias: str
+) -> tuple[str, str]:
+    """(`alias(…) AS (VALUES …)`, `UPDATE … FROM alias … RETURNING …`)."""
     conn = database()
     qn = conn.ops.quote_name
     meta = model._meta
@@ -303,13 +311,188 @@ def _update_sql(
         row_sql = "(" + ", ".join(f"%s::{f.db_type(conn)}" for f in fields) + ")"
     else:
         row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    sets = ", ".join(f"{qn(meta.get_field(n).column)} = v.{qn('a_' + n)}" for n in assign)
-    conditions = [f"{table}.{qn(pk_field.column)} = v.pk"]
-    conditions += [f"{table}.{qn(meta.get_field(n).column)} = v.{qn('m_' + n)}" for n in match]
+    sets = ", ".join(f"{qn(meta.get_field(n).column)} = {alias}.{qn('a_' + n)}" for n in assign)
+    conditions = [f"{table}.{qn(pk_field.column)} = {alias}.pk"]
+    conditions += [f"{table}.{qn(meta.get_field(n).column)} = {alias}.{qn('m_' + n)}" for n in match]
     if where:
         conditions.append(f"({where})")
     return (
-        f"WITH v({', '.join(qn(a) for a in aliases)}) AS (VALUES {', '.join([row_sql] * rows)}) "
-        f"UPDATE {table} SET {sets} FROM v WHERE {' AND '.join(conditions)} "
-        f"RETURNING {', '.join([f'{table}.{qn(pk_field.column)}', *returning])}"
+        f"{alias}({', '.join(qn(a) for a in aliases)}) AS (VALUES {', '.join([row_sql] * rows)})",
+        f"UPDATE {table} SET {sets} FROM {alias} WHERE {' AND '.join(conditions)} "
+        f"RETURNING {', '.join([f'{table}.{qn(pk_field.column)}', *returning])}",
     )
+
+
+# -- UPDATE, then INSERT of the rows it allows, in one statement (PostgreSQL) -----------
+
+
+def update_then_insert(
+    model,
+    rows: Sequence[Sequence],
+    objs: Sequence,
+    *,
+    key: str,
+    match: Sequence[str] = (),
+    assign: Sequence[str],
+    where: str = "",
+    where_params: Sequence = (),
+) -> tuple[set, list]:
+    """PostgreSQL only: `update_from_values(model, rows, …)` and then
+    `insert_rows` of those of `objs` whose `key` field (a foreign key to
+    `model`, e.g. a run's job) points at a row the update changed, as ONE
+    statement (data-modifying WITH): one round trip where there were two.
+    Returns (the primary keys the update changed, the objs inserted, their
+    primary keys set). At most CHUNK rows and CHUNK objs."""
+    rows, objs = list(rows), list(objs)
+    if not rows:
+        return set(), []
+    if len(rows) > CHUNK or len(objs) > CHUNK:
+        raise ValueError(f"at most {CHUNK} rows and {CHUNK} objects in one statement")
+    conn = database()
+    if conn.vendor != "postgresql":
+        raise ValueError("one statement for an update and an insert is PostgreSQL's")
+    match, assign = tuple(match), tuple(assign)
+    params: list = []
+    prep = preparer(model, ("pk", *match, *assign), conn=conn)
+    for row in rows:
+        params += prep.values(row)
+    params += where_params
+    inserted_model = type(objs[0]) if objs else model
+    names = _insert_fields(inserted_model)
+    insert_prep = preparer(inserted_model, names, save=True, conn=conn)
+    for obj in objs:
+        params += insert_prep.of(obj)
+    sql = _update_then_insert_sql(model, inserted_model, key, match, assign, where, len(rows), len(objs))
+    changed: set = set()
+    inserted: list = []
+    for tag, pk, key_value in fetch(conn, sql, params):
+        if tag == 0:
+            changed.add(pk)
+        else:
+            inserted.append((pk, key_value))
+    if not objs:
+        return changed, []
+    key_attname = inserted_model._meta.get_field(key).attname
+    wanted = [obj for obj in objs if getattr(obj, key_attname) in changed]
+    # RETURNING gives the rows in the order they were inserted, which the
+    # SELECT orders as `objs` are: checked against the key of each.
+    if [getattr(obj, key_attname) for obj in wanted] != [key_value for _pk, key_value in inserted]:
+        raise RuntimeError("the inserted rows came back in another order than they were given")
+    pk_attname, db = inserted_model._meta.pk.attname, conn.alias
+    for obj, (pk, _key_value) in zip(wanted, inserted, strict=True):
+        setattr(obj, pk_attname, pk)
+        obj._state.adding, obj._state.db = False, db
+    return changed, wanted
+
+
+@functools.cache
+def _update_then_insert_sql(
+    model, inserted_model, key: str, match: tuple, assign: tuple, where: str, rows: int, objs: int
+) -> str:
+    conn = database()
+    qn = conn.ops.quote_name
+    values, update = _update_parts(model, "postgresql", match, assign, where, (), rows, "v")
+    sql = f"WITH {values}, u AS ({update})"
+    if objs:
+        meta = inserted_model._meta
+        fields = [meta.get_field(name) for name in _insert_fields(inserted_model)]
+        columns = [qn(field.column) for field in fields]
+        key_column = qn(meta.get_field(key).column)
+        table = qn(meta.db_table)
+        pk_column = qn(meta.pk.column)
+        row_sql = ", ".join(f"%s::{f.db_type(conn)}" for f in fields)
+        values = ", ".join(f"({row_sql}, {n})" for n in range(objs))
+        sql += (
+            f", n({', '.join(columns)}, ord) AS (VALUES {values}), "
+            f"i AS (INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(f'n.{c}' for c in columns)} "
+            f"FROM n WHERE n.{key_column} IN (SELECT * FROM u) ORDER BY n.ord "
+            f"RETURNING {table}.{pk_column}, {table}.{key_column}) "
+            f"SELECT 0, u.*, NULL FROM u UNION ALL SELECT 1, i.* FROM i"
+        )
+    else:
+        sql += " SELECT 0, u.*, NULL FROM u"
+    return sql
+
+
+def update_then_update(
+    first,
+    first_rows: Sequence[Sequence],
+    second,
+    second_rows: Sequence[Sequence],
+    *,
+    key: str,
+    match: Sequence[str] = (),
+    assign: Sequence[str],
+    then_assign: Sequence[str],
+    then_returning: Sequence[str] = (),
+) -> tuple[set, dict]:
+    """PostgreSQL only: `update_from_values(first, first_rows, match=…,
+    assign=…)`, then `update_from_values_returning(second, second_rows,
+    assign=then_assign, returning=then_returning)` of only the rows of
+    `second` that the changed rows of `first` point at by their `key`
+    field, as ONE statement: (the primary keys of `first` changed, {the
+    primary key of each `second` row changed: its `then_returning` values}).
+    At most CHUNK rows each."""
+    first_rows, second_rows = list(first_rows), list(second_rows)
+    if not first_rows:
+        return set(), {}
+    if len(first_rows) > CHUNK or len(second_rows) > CHUNK:
+        raise ValueError(f"at most {CHUNK} rows of each in one statement")
+    conn = database()
+    if conn.vendor != "postgresql":
+        raise ValueError("one statement for two updates is PostgreSQL's")
+    match, assign, then_assign, then_returning = (
+        tuple(match),
+        tuple(assign),
+        tuple(then_assign),
+        tuple(then_returning),
+    )
+    params: list = []
+    prep = preparer(first, ("pk", *match, *assign), conn=conn)
+    for row in first_rows:
+        params += prep.values(row)
+    then_prep = preparer(second, ("pk", *then_assign), conn=conn)
+    for row in second_rows:
+        params += then_prep.values(row)
+    sql = _update_then_update_sql(
+        first, second, key, match, assign, then_assign, then_returning, len(first_rows), len(second_rows)
+    )
+    changed: set = set()
+    then_changed: dict = {}
+    for tag, pk, *values in fetch(conn, sql, params):
+        if tag == 0:
+            changed.add(pk)
+        else:
+            then_changed[pk] = tuple(values)
+    return changed, then_changed
+
+
+@functools.cache
+def _update_then_update_sql(
+    first,
+    second,
+    key: str,
+    match: tuple,
+    assign: tuple,
+    then_assign: tuple,
+    then_returning: tuple,
+    rows: int,
+    then_rows: int,
+) -> str:
+    qn = database().ops.quote_name
+    key_column = qn(first._meta.get_field(key).column)
+    first_table = qn(first._meta.db_table)
+    values, update = _update_parts(
+        first, "postgresql", match, assign, "", (f"{first_table}.{key_column}",), rows, "v"
+    )
+    sql = f"WITH {values}, r AS ({update})"
+    if then_rows:
+        where = f"{qn(second._meta.db_table)}.{qn(second._meta.pk.column)} IN (SELECT r.{key_column} FROM r)"
+        then_values, then_update = _update_parts(
+            second, "postgresql", (), then_assign, where, then_returning, then_rows, "w"
+        )
+        nulls = "".join(", NULL" for _ in then_returning)
+        sql += f", {then_values}, s AS ({then_update}) SELECT 0, r.{qn(first._meta.pk.column)}{nulls} FROM r UNION ALL SELECT 1, s.* FROM s"
+    else:
+        sql += f" SELECT 0, r.{qn(first._meta.pk.column)} FROM r"
+    return sql

@@ -31,7 +31,13 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from jobs import admission, alerts
 from jobs.core.logcontext import about
 from jobs.engine import shards
-from jobs.engine.bulk import update_from_values, update_from_values_returning
+from jobs.engine.bulk import (
+    CHUNK,
+    database,
+    update_from_values,
+    update_from_values_returning,
+    update_then_update,
+)
 from jobs.engine.execution.pool import Flight, Outcome, Pool
 from jobs.models import LIVE_RUN, Job, JobDependency, Run, cap_message
 
@@ -169,17 +175,10 @@ class Recorder:
         }
         columns = list(next(iter(written.values())))
         # Only runs still running: one already timed out or swept stays as it is.
-        touched = update_from_values(
-            Run,
-            [(pk, Run.Status.RUNNING, *values.values()) for pk, values in written.items()],
-            match=["status"],
-            assign=columns,
-        )
-        # The jobs' update also says which of them others run after, so a
-        # batch of jobs without dependents reads no dependency rows at all.
-        jobs = update_from_values_returning(
-            Job,
-            [
+        run_rows = [(pk, Run.Status.RUNNING, *values.values()) for pk, values in written.items()]
+
+        def job_rows(touched) -> list:
+            return [
                 (
                     run.job_id,
                     outcome.status,
@@ -188,11 +187,31 @@ class Recorder:
                     0,
                 )
                 for run, outcome in common
-                if run.pk in touched and run.job_id is not None
-            ],
+                if (touched is None or run.pk in touched) and run.job_id is not None
+            ]
+
+        # The jobs' update also says which of them others run after, so a
+        # batch of jobs without dependents reads no dependency rows at all.
+        job_terms = dict(
             assign=["last_status", "last_error", "last_duration_ms", "consecutive_failures"],
             returning=[HAS_DOWNSTREAM],
         )
+        if database().vendor == "postgresql" and len(run_rows) <= CHUNK:
+            # One statement: the jobs of the runs it moved, by the run's job.
+            touched, jobs = update_then_update(
+                Run,
+                run_rows,
+                Job,
+                job_rows(None),
+                key="job",
+                match=["status"],
+                assign=columns,
+                then_assign=job_terms["assign"],
+                then_returning=job_terms["returning"],
+            )
+        else:
+            touched = update_from_values(Run, run_rows, match=["status"], assign=columns)
+            jobs = update_from_values_returning(Job, job_rows(touched), **job_terms)
         finished = []
         for run, outcome in common:
             if run.pk in touched and run.job_id is not None:

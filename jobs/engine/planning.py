@@ -31,8 +31,9 @@ from django.db.models.expressions import RawSQL
 
 from jobs import admission, cluster, services
 from jobs.core.logcontext import about
-from jobs.engine import leases, shards
-from jobs.engine.bulk import database, insert_rows, update_from_values
+from jobs.engine import leases, newrows, shards
+from jobs.engine.bulk import CHUNK, database, insert_rows, update_from_values
+from jobs.engine.claims import ClaimStatement
 from jobs.engine.clock import Cadence
 from jobs.engine.execution.starting import start_time, take
 from jobs.engine.prepared import Prepared
@@ -132,7 +133,7 @@ class Planner:
         self.clustered = clustered
         self.misfire_threshold = misfire_threshold
         self.clock = clock
-        self._fence_compiled: tuple | None = None  # ((connection, epoch), (sql, params)), see _fence
+        self.claims = ClaimStatement(worker_id=worker_id, clustered=clustered)
 
     def plan_due(self, now: datetime, *, epoch: int | None, free_slots: int) -> Planned:
         """Claim every due fire (up to a batch) and write its run. `epoch`: the
@@ -145,8 +146,14 @@ class Planner:
         planned = Planned(did=True, full=len(due) == PLAN_BATCH)
         plans = [self.plan_fire(job, now, busy=job.busy) for job in due]
         try:
+            one_statement = _one_statement(plans, free_slots)
             with transaction.atomic():
-                won = self.claim_batch(plans, now, epoch=epoch)
+                if one_statement:
+                    # The claims and the runs of the fires they won, one round trip.
+                    every_run = [run for plan in plans for run in _stamped(plan.runs, epoch)]
+                    won, created = self.claims.write(plans, every_run, now, epoch)
+                else:
+                    won = self.claim_batch(plans, now, epoch=epoch)
                 claimed = [plan for plan in plans if plan.job.pk in won]
                 if len(claimed) < len(plans) and not self._still_leader(now, epoch):
                     planned.lease_lost, epoch = True, None
@@ -158,8 +165,9 @@ class Planner:
                 planned.waiting = any(run.status == Run.Status.WAITING for run in runs)
                 planned.starting = mine[: max(0, free_slots)]
                 take(planned.starting, start_time(now, self.clock), worker_id=self.worker_id)
-                # One INSERT for the batch's runs, inside the claims' transaction.
-                created = insert_rows(runs)
+                if not one_statement:
+                    # One INSERT for the batch's runs, inside the claims' transaction.
+                    created = insert_rows(runs)
             planned.written = runs
             planned.queued = {run.pk: run for run in created if run.status == Run.Status.QUEUED and run.pk}
             if len(claimed) == len(plans) and not planned.full:
@@ -238,7 +246,8 @@ class Planner:
             if overlap.skip:
                 runs.append(self.skipped(job, fire_at, Run.SkipReason.OVERLAP, now, overlap.skip))
             else:
-                fire = Run(
+                fire = newrows.new(
+                    Run,
                     job=job,
                     fire_id=fire_id,
                     scheduled_at=fire_at,
@@ -302,55 +311,8 @@ class Planner:
         not hold up the others."""
         if not plans:
             return set()
-        qn = connection.ops.quote_name
-
-        def column(name: str) -> str:
-            return f"{qn(Job._meta.db_table)}.{qn(Job._meta.get_field(name).column)}"
-
-        where = f"{column('state')} = %s AND {column('deleted_at')} IS NULL"
-        where_params: list = [str(Job.State.ENABLED)]
-        if self.clustered:
-            # The epoch fence, in the claim's own statement (see `_claimable`).
-            sql, fence_params = self._fence(epoch, now)
-            where += f" AND EXISTS ({sql})"
-            where_params += fence_params
-        rows = [
-            (
-                plan.job.pk,
-                plan.expected_next,
-                plan.job.version,
-                plan.new_next,
-                plan.last_fire,
-                str(Job.State.PAUSED if plan.disable else Job.State.ENABLED),
-                # Disabling a run-once job bumps its version, as in `claim_fire`.
-                plan.job.version + 1 if plan.disable else plan.job.version,
-            )
-            for plan in plans
-        ]
-        return update_from_values(
-            Job,
-            rows,
-            match=["next_fire_at", "version"],
-            assign=["next_fire_at", "last_fire_at", "state", "version"],
-            where=where,
-            where_params=where_params,
-        )
-
-    def _fence(self, epoch: int | None, now: datetime) -> tuple[str, tuple]:
-        """The epoch fence's SQL and parameters. On PostgreSQL it judges by
-        the database's clock, so it takes no time of ours: compiled once per
-        epoch and connection, not on every pass."""
-        key = (database(), epoch)
-        if self._fence_compiled is not None and self._fence_compiled[0] == key:
-            return self._fence_compiled[1]
-        compiled = (
-            leases.holding(cluster.LEADER, self.worker_id, epoch, now=now)
-            .values("pk")
-            .query.sql_with_params()
-        )
-        if key[0].vendor == "postgresql":
-            self._fence_compiled = (key, compiled)
-        return compiled
+        rows, terms = self.claims.terms(plans, now, epoch)
+        return update_from_values(Job, rows, **terms)
 
     def _claimable(self, job: Job, expected_next: datetime, now: datetime, epoch: int | None):
         claimable = Job.objects.scheduled().filter(pk=job.pk, next_fire_at=expected_next, version=job.version)
@@ -381,7 +343,8 @@ class Planner:
         return latest, latest is not None and latest > due_at
 
     def skipped(self, job: Job, scheduled_at: datetime, reason: str, now: datetime, message: str) -> Run:
-        return Run(
+        return newrows.new(
+            Run,
             job=job,
             scheduled_at=scheduled_at,
             trigger=Run.Trigger.SCHEDULE,
@@ -408,6 +371,19 @@ def replace_live(plans: list[FirePlan], now: datetime) -> None:
             continue
         for run in Run.objects.filter(pk__in=plan.cancel).select_related("job"):
             services.cancel_run(run=run, via=AuditEvent.Via.SYSTEM, now=now)
+
+
+def _one_statement(plans: list[FirePlan], free_slots: int) -> bool:
+    """Whether the claims and their runs' INSERT go as one statement
+    (jobs.engine.claims): on PostgreSQL, when no run starts from planning
+    and none is replaced, the two things done between them."""
+    return (
+        database().vendor == "postgresql"
+        and free_slots <= 0
+        and not any(plan.cancel for plan in plans)
+        and len(plans) <= CHUNK
+        and sum(len(plan.runs) for plan in plans) <= CHUNK
+    )
 
 
 def due_query(now: datetime):
