@@ -30,6 +30,8 @@ TESTS_BY_MODULE = {
         "tests/test_engine_parts.py",  # each part alone
         "tests/test_scheduler.py",  # planning, misfire, overlap, the batched claim
         "tests/test_cluster.py",  # the epoch fence
+        "tests/test_newrows.py",  # runs built without Model.__init__
+        "tests/test_one_statement.py",  # the claim and the runs' insert as one statement
     ],
     "jobs/engine/outcomes.py": [
         "tests/test_engine_parts.py",
@@ -39,6 +41,7 @@ TESTS_BY_MODULE = {
         "tests/test_workflows.py",  # downstream runs
         "tests/test_alerts.py",  # alert transitions
         "tests/test_alert_kinds.py",
+        "tests/test_one_statement.py",  # successes' run and job updates as one statement
     ],
 }
 
