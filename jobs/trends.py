@@ -496,11 +496,22 @@ def _top_rows(user, window: str, start: datetime) -> tuple[list, list]:
     """The slowest and the most-failing jobs over `window` from `start`
     (ties by job id): from the window's per-job totals when they hold that
     start, else (the seconds after a window moved, before the roll-up step
-    moved its totals) from every hour of the hourly rollup."""
-    if RollupMark.objects.filter(name=_window_mark(window), finished_before=start).exists():
-        rows = JobWindowTotal.objects.filter(window=window)
-    else:
-        rows = JobRollup.objects.filter(hour__gte=start)
+    moved its totals) from every hour of the hourly rollup.
+
+    The roll-up step moves a window's start and its totals in one
+    transaction, forward (back only when the clock went back): the totals
+    read are that start's if the window's mark held it before and still
+    holds it after them. If the step moved it meanwhile, the lists are read
+    from the hours."""
+    holds = RollupMark.objects.filter(name=_window_mark(window), finished_before=start)
+    if holds.exists():
+        lists = _ranked(user, JobWindowTotal.objects.filter(window=window))
+        if holds.exists():
+            return lists
+    return _ranked(user, JobRollup.objects.filter(hour__gte=start))
+
+
+def _ranked(user, rows) -> tuple[list, list]:
     rows = access.visible_by_namespace(user, rows).filter(job__deleted_at__isnull=True)
     sums = (
         rows.values("job_id")

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from jobs import trends
-from jobs.models import BOUNDS_MS, JobRollup, Run
+from jobs.models import BOUNDS_MS, JobRollup, JobWindowTotal, Run
 from tests.factories import make_job
 from tests.fixtures.trends import NOW, check, finished_run, scenario
 
@@ -161,3 +161,39 @@ def test_a_job_moved_to_another_namespace_keeps_its_window_totals_with_its_hours
     from tests.fixtures.trends import check_totals_after_a_move, totals_against_hours_after_a_move
 
     check_totals_after_a_move(totals_against_hours_after_a_move())
+
+
+@pytest.mark.django_db
+def test_the_lists_are_the_asked_window_when_the_roll_up_moves_it_meanwhile(monkeypatch):
+    """The roll-up step moves the 24-hour window (and its totals) while a
+    page is reading the window before it: the page's lists are still that
+    window's, the run that is about to leave it included."""
+    from django.contrib.auth import get_user_model
+
+    from jobs import access
+
+    admin = get_user_model().objects.create_user("admin", is_superuser=True)
+    leaving, staying = make_job(name="leaving"), make_job(name="staying")
+    boundary = trends.hour_of(NOW) + timedelta(hours=1)
+    # `leaving` failed in the hour that leaves the window at `boundary`.
+    finished_run(leaving, "failed", finished=boundary - timedelta(hours=23, minutes=55), duration_ms=9000)
+    finished_run(staying, "failed", finished=NOW - timedelta(minutes=10), duration_ms=10)
+    while not trends.roll_up(NOW):
+        pass
+    before = boundary - timedelta(seconds=1)
+    trends.roll_up(before)
+
+    real = access.visible_by_namespace
+    moved = []
+
+    def moving(user, rows):
+        # The scheduler's roll-up step commits while the page builds its lists.
+        if rows.model in (JobRollup, JobWindowTotal) and not moved:
+            moved.append(trends.roll_up(boundary + timedelta(seconds=5)))
+        return real(user, rows)
+
+    monkeypatch.setattr(trends.access, "visible_by_namespace", moving)
+    seen = trends.window_trends(admin, "24h", now=before)
+    assert moved == [True]
+    assert [row["name"] for row in seen["failing"]] == ["leaving", "staying"]
+    assert [row["name"] for row in seen["slowest"]] == ["leaving", "staying"]
