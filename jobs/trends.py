@@ -14,7 +14,6 @@ success rate, lateness p95, the slowest and the most-failing jobs) and
 `job_trends` (a job's page: duration p50/p95 and success rate per day, and
 the duration above which a run is marked slow)."""
 
-import heapq
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -27,6 +26,7 @@ from django.db.models import (
     DateTimeField,
     ExpressionWrapper,
     F,
+    FloatField,
     Func,
     OuterRef,
     Q,
@@ -35,7 +35,7 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.functions import TruncDay, TruncHour
+from django.db.models.functions import Cast, TruncDay, TruncHour
 
 from jobs import access
 from jobs.models import BOUNDS_MS, COUNTED, Job, JobRollup, JobWindowTotal, NamespaceRollup, RollupMark, Run
@@ -512,35 +512,18 @@ def _top_rows(user, window: str, start: datetime) -> tuple[list, list]:
             succeeded=Sum("succeeded"),
         )
     )
-    # One read of the per-job sums, both lists picked from it here: two
-    # ORDER BY … LIMIT queries summed the same rows twice.
-    totals = [
-        {
-            "job_id": job_id,
-            "timed": int(timed or 0),
-            "duration": int(duration or 0),
-            "failed": int(failed or 0),
-            "succeeded": int(succeeded or 0),
-        }
-        for job_id, timed, duration, failed, succeeded in sums.values_list(
-            "job_id", "timed", "duration", "failed", "succeeded"
-        )
-    ]
-    slowest = heapq.nsmallest(
-        TOP_JOBS,
-        (row for row in totals if row["timed"] > 0),
-        key=lambda row: (-(float(row["duration"]) / float(row["timed"])), row["job_id"]),
+    real = FloatField()
+    slowest = (
+        sums.filter(timed__gt=0)
+        .annotate(mean=Cast("duration", real) / Cast("timed", real))
+        .order_by("-mean", "job_id")[:TOP_JOBS]
     )
-    failing = heapq.nsmallest(
-        TOP_JOBS,
-        (row for row in totals if row["failed"] > 0),
-        key=lambda row: (
-            -row["failed"],
-            -(float(row["failed"]) / float(row["failed"] + row["succeeded"])),
-            row["job_id"],
-        ),
+    failing = (
+        sums.filter(failed__gt=0)
+        .annotate(rate=Cast("failed", real) / Cast(F("failed") + F("succeeded"), real))
+        .order_by("-failed", "-rate", "job_id")[:TOP_JOBS]
     )
-    return slowest, failing
+    return list(slowest), list(failing)
 
 
 @dataclass

@@ -161,29 +161,3 @@ def test_a_job_moved_to_another_namespace_keeps_its_window_totals_with_its_hours
     from tests.fixtures.trends import check_totals_after_a_move, totals_against_hours_after_a_move
 
     check_totals_after_a_move(totals_against_hours_after_a_move())
-
-
-@pytest.mark.django_db
-def test_the_lists_of_jobs_sum_the_window_once_and_keep_the_order_and_ties(django_assert_num_queries):
-    from tests.fixtures.core import make_user
-
-    jobs = [make_job(name=f"job-{i}") for i in range(8)]
-    # Means 40, 40, 30, 20, ... ms; failures 2, 2, 1, 1, ... with rates to
-    # break the ties, and job ids for the rest.
-    for i, job in enumerate(jobs):
-        mean = 40 if i < 2 else 40 - 5 * i
-        failed = 2 if i < 2 else 1
-        for minute, status in enumerate(["failed"] * failed + ["succeeded"] * (i % 3)):
-            finished = NOW - timedelta(hours=2, minutes=minute)
-            finished_run(job, status, finished=finished, duration_ms=mean, late_ms=1)
-    while not trends.roll_up(NOW):
-        pass
-    admin = make_user("ada", "admin")
-    start = trends.window_start("7d", NOW)
-    # The window's mark, the viewer's grants, then one read of the per-job
-    # sums for both lists.
-    with django_assert_num_queries(3):
-        slowest, failing = trends._top_rows(admin, "7d", start)
-    ids = [job.pk for job in jobs]
-    assert [row["job_id"] for row in slowest] == ids[:5]
-    assert [row["job_id"] for row in failing] == [ids[0], ids[1], ids[3], ids[6], ids[4]]
