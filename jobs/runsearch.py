@@ -9,7 +9,8 @@ way. Words, not substrings: "timeout" finds "Timeout: 30 s" but not
 The runs page shows the newest matches first (`newest`): it reads the index
 for a window of run ids at a time, newest first, rather than every match
 (a word in one run in ten is 100,000 matches in 1,000,000 runs, all read
-and sorted for one page of 25)."""
+and sorted for one page of 25). PostgreSQL's GIN index still reads every
+match's id for a word (not the rows), whatever range of ids is asked."""
 
 import re
 
@@ -50,24 +51,34 @@ def _fts_query(found: list[str]) -> str:
     return " ".join('"' + word.replace('"', '""') + '"' for word in found)
 
 
+def _text_condition(found: list[str], *, indexed: bool) -> RawSQL:
+    """On PostgreSQL, the run's text holds every word: `indexed`, as the GIN
+    index's expression and operator (run_text_search_idx), so that the
+    index finds the matches; otherwise through the operator's function
+    (ts_match_vq, the same test), which no index serves, so the planner
+    reads the rows the other conditions give and tests each."""
+    error, log = '"jobs_run"."error"', '"jobs_run"."log"'
+    vector = f"to_tsvector('simple'::regconfig, {error} || ' ' || {log})"
+    query = "plainto_tsquery('simple'::regconfig, %s)"
+    test = f"{vector} @@ {query}" if indexed else f"ts_match_vq({vector}, {query})"
+    return RawSQL(
+        f"({error} <> '' OR {log} <> '') AND {test}", (" ".join(found),), output_field=BooleanField()
+    )
+
+
 def _row_matches(found: list[str]) -> RawSQL:
-    """The condition on one run row: its text holds every word. On
-    PostgreSQL the GIN index's expression and condition
-    (run_text_search_idx); on SQLite a look-up of that row in the FTS index,
-    for a few rows (the whole index is read the other way: matching)."""
+    """The condition on one run row, for a few rows (the whole index is read
+    the other way: matching): a look-up of that row in SQLite's FTS index;
+    on PostgreSQL the text tested row by row, since the planner, which
+    cannot tell a word's share of the runs (no statistics on a partial
+    index's expression), read it through the GIN index: every match."""
     if connection.vendor == "sqlite":
         return RawSQL(
             'EXISTS (SELECT 1 FROM jobs_run_fts WHERE jobs_run_fts MATCH %s AND rowid = "jobs_run"."id")',
             (_fts_query(found),),
             output_field=BooleanField(),
         )
-    error, log = '"jobs_run"."error"', '"jobs_run"."log"'
-    return RawSQL(
-        f"({error} <> '' OR {log} <> '') AND to_tsvector('simple'::regconfig, {error} || ' ' || {log}) "
-        "@@ plainto_tsquery('simple'::regconfig, %s)",
-        (" ".join(found),),
-        output_field=BooleanField(),
-    )
+    return _text_condition(found, indexed=False)
 
 
 def matching(runs, text: str, *, ids: tuple[int, int] | None = None):
@@ -87,7 +98,7 @@ def matching(runs, text: str, *, ids: tuple[int, int] | None = None):
             sql += " AND rowid > %s AND rowid <= %s"
             params += ids
         return runs.filter(pk__in=RawSQL(sql, params))
-    return runs.filter(_row_matches(found))
+    return runs.filter(_text_condition(found, indexed=True))
 
 
 def newest(runs, text: str, count: int) -> list:
@@ -97,18 +108,15 @@ def newest(runs, text: str, count: int) -> list:
 
     A run's id and its scheduled time go together, except for a few runs
     (catch-ups, retries, backfills: scheduled before they were created). So
-    on SQLite the matches are read in a window of ids around the newest run
+    the matches are read in a window of ids around the newest run
     the page can show, widened WINDOW_GROWTH times until it gives `count` rows; then
     one query over the runs scheduled between the last of them and the top
     of the page looks, row by row, for a match outside the window that sorts
     among them, and merges it in."""
     found = words(text)
     ordered = ("-scheduled_at", "-id")
-    if not found or connection.vendor != "sqlite":
-        # PostgreSQL's GIN index reads every match of the words whatever
-        # range of ids is asked, and its planner read the look-up below
-        # through it too (seconds on 1,000,000 runs): one plain query there.
-        return list(matching(runs, text).order_by(*ordered)[:count])
+    if not found:
+        return list(runs.order_by(*ordered)[:count])
     top = runs.order_by(*ordered).values_list("pk", flat=True).first()
     newest_id = Run.objects.aggregate(newest=Max("pk"))["newest"]
     if top is None or newest_id is None:
@@ -116,7 +124,7 @@ def newest(runs, text: str, count: int) -> list:
     width = FIRST_WINDOW
     while True:
         low, high = top - width, top + width
-        window = list(matching(runs, text, ids=(low, high)).order_by(*ordered)[:count])
+        window = _window(runs, text, (low, high), count)
         whole = low < 0 and high >= newest_id
         if len(window) >= count or whole:
             break
@@ -134,3 +142,19 @@ def newest(runs, text: str, count: int) -> list:
         return window
     merged = sorted([*window, *strays], key=lambda run: (run.scheduled_at, run.pk), reverse=True)
     return merged[:count]
+
+
+def _window(runs, text: str, ids: tuple[int, int], count: int) -> list:
+    """The first `count` matches, newest first, among the runs whose id is
+    in (low, high]. On PostgreSQL the matches' ids and times are read
+    unordered and the newest picked here: with ORDER BY … LIMIT the planner,
+    which takes any word for a rare one, walks the runs backwards testing
+    each row's text until it has `count` (every run, seconds, for a word
+    that is in none), where the GIN index and the id range together read
+    only the window's matches."""
+    ordered = ("-scheduled_at", "-id")
+    matches = matching(runs, text, ids=ids)
+    if connection.vendor == "sqlite":
+        return list(matches.order_by(*ordered)[:count])
+    pairs = sorted(matches.order_by().values_list("scheduled_at", "pk"), reverse=True)[:count]
+    return list(runs.filter(pk__in=[pk for _at, pk in pairs]).order_by(*ordered))

@@ -7,13 +7,17 @@ A merge of each job's own sequence: jobs come from the database in
 next_fire_at order (job_state_due_idx serves it), a batch at a time, and each job
 taken off the heap pushes its following fire (Job.next_fire_after, the
 scheduler's own rule). A page of N fires costs about N steps, whatever the
-number of jobs; a series is counted by arithmetic for an interval job, by
-walking its fires (at most MAX_COUNTED) for a cron job or one with a calendar."""
+number of jobs; a series is counted by arithmetic: for an interval job
+from its step, for a cron job from its fields day by day
+(CronSchedule.count_between, which walks only a day with a clock change);
+by walking its fires (at most MAX_COUNTED) for a cron job with jitter or an
+interval job with a calendar."""
 
 import heapq
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from jobs import cron
 from jobs.models import Job, parse_run_cursor, run_cursor
 
 WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7)}
@@ -133,6 +137,12 @@ def _series(job: Job, first: datetime, following: datetime, end: datetime) -> Se
     if job.schedule_type == Job.ScheduleType.INTERVAL and not job.calendar:
         count = (end - first - timedelta(microseconds=1)) // every + 1
         return Series(at=first, job=job, last=first + every * (count - 1), count=count, every=every)
+    if job.schedule_type == Job.ScheduleType.CRON and not job.jitter_seconds:
+        # Counted from the fields, day by day (the walk's own count).
+        counted, last = cron.parse(job.cron_expression, job.name).count_between(
+            first, end, job.zone, days=job.day_rule()
+        )
+        return Series(at=first, job=job, last=last or first, count=counted + 1, every=every)
     count, last = 1, first
     while following is not None and following < end and count < MAX_COUNTED:
         count, last = count + 1, following

@@ -81,3 +81,16 @@ def test_the_pages_make_the_same_few_queries_however_many_jobs_fire():
 
     for window, (few, many) in page_queries().items():
         assert few == many, window
+
+
+def test_a_frequent_cron_series_is_counted_to_the_windows_end(make_job):
+    # Every 5 s for 7 days in Berlin, across the night clocks go forward:
+    # far more fires than a walk would count.
+    start = datetime(2026, 3, 25, 12, 0, 0, tzinfo=UTC)
+    job = make_job(
+        name="cron-5s", cron_expression="*/5 * * * * *", timezone="Europe/Berlin", next_fire_at=start
+    )
+    rows, _more = timeline(Job.objects.live(), start=start, end=start + timedelta(days=7))
+    (series,) = [row for row in rows if row.job.pk == job.pk]
+    assert isinstance(series, Series) and series.counted_all
+    assert series.count == 7 * 86_400 // 5 and series.last == start + timedelta(days=7, seconds=-5)
