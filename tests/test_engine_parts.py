@@ -8,11 +8,11 @@ import pytest
 
 from jobs.engine.execution.executors import make_pool
 from jobs.engine.execution.pool import Outcome
-from jobs.engine.execution.starting import Starter
 from jobs.engine.loop import POLL, NextQueued
 from jobs.engine.outbox import AlertSender
 from jobs.engine.outcomes import Recorded, Recorder
 from jobs.engine.planning import PLAN_BATCH, Planner, due_jobs, due_query, next_fire
+from jobs.engine.starting import Starter
 from jobs.models import QUEUED_RUN, Alert, Job, Run
 from tests.fixtures.core import T0
 from tests.fixtures.databases import query_plan
@@ -439,7 +439,7 @@ def test_the_claims_questions_read_the_queued_runs_index(db):
     `=` (bound, or written `IN ('queued')`, it scanned another index)."""
     from django.db import connection
 
-    from jobs.engine.execution.starting import _queued_due
+    from jobs.engine.starting import _queued_due
 
     if connection.vendor != "sqlite":
         pytest.skip("SQLite's plan")

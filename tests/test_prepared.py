@@ -172,12 +172,12 @@ def test_values_are_prepared_as_each_field_prepares_them(both_databases, model, 
 
 @pytest.mark.postgres
 def test_the_cluster_claim_takes_what_the_orm_would_read_and_marks_it(postgres_database, make_job):
-    """jobs.engine.execution.starting's one-statement claim on PostgreSQL:
+    """jobs.engine.starting's one-statement claim on PostgreSQL:
     the oldest queued runs due by the database's clock up to the limit,
     marked running on this node,
     each read back as `select_related("job")` reads it (its job cached, a
     task's None), oldest first; later, running and finished runs untouched."""
-    from jobs.engine.execution.starting import ClusterClaim
+    from jobs.engine.starting import ClusterClaim
 
     job = make_job(properties={"é": [1, None, "\u2713"]}, last_fire_at=T0)
     other = make_job()

@@ -6,7 +6,7 @@ under a transaction-level advisory lock: the counts it reads are taken
 after the lock, so every admission another node committed before is seen,
 and no two nodes admit against the same count. Nothing is locked while a
 run runs: the limit is enforced where a run becomes claimable, and the
-claim (jobs.engine.execution.starting) starts what admission let through.
+claim (jobs.engine.starting) starts what admission let through.
 On SQLite (one node, one writer) the transaction alone serialises it.
 """
 

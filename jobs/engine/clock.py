@@ -18,7 +18,7 @@ database's clock. Of a few readings the one with the shortest round trip is
 kept: a reading held up by a descheduled process or a busy server would put
 the clock behind by its delay. Whether a queued run is due is judged by the
 database's clock itself, in the claim's statement
-(jobs.engine.execution.starting.ClusterClaim): each node's estimate lags by
+(jobs.engine.starting.ClusterClaim): each node's estimate lags by
 its own amount, and a run one node queued must be due on all of them; the
 claim starts them from the later of the two. A pass that measures does so
 first and judges by the new estimate throughout (jobs.engine.loop). A step

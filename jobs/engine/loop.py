@@ -53,7 +53,6 @@ from jobs.engine.bulk import database
 from jobs.engine.clock import Cadence, Clock, Skew
 from jobs.engine.execution.executors import make_pool
 from jobs.engine.execution.pool import Outcome
-from jobs.engine.execution.starting import Claimed, Starter, next_queued_after
 from jobs.engine.heartbeat_ping import HeartbeatPinger
 from jobs.engine.leadership import Leadership
 from jobs.engine.listener import WakeListener
@@ -61,6 +60,7 @@ from jobs.engine.metrics import Off
 from jobs.engine.outbox import AlertSender
 from jobs.engine.outcomes import Recorded, Recorder
 from jobs.engine.rollup import Rollup
+from jobs.engine.starting import Claimed, Starter, next_queued_after
 from jobs.models import Run
 
 log = logging.getLogger("cronboard.scheduler")

@@ -35,8 +35,8 @@ from jobs.engine import leases, newrows, shards
 from jobs.engine.bulk import CHUNK, database, insert_rows, update_from_values
 from jobs.engine.claims import ClaimStatement
 from jobs.engine.clock import Cadence
-from jobs.engine.execution.starting import start_time, take
 from jobs.engine.prepared import Prepared
+from jobs.engine.starting import start_time, take
 from jobs.models import LIVE_RUN, AuditEvent, Job, Run
 
 log = logging.getLogger("cronboard.scheduler")
