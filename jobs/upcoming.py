@@ -132,8 +132,7 @@ class Series:
     counted_all: bool = True
 
 
-def _series(job: Job, first: datetime, following: datetime, end: datetime) -> Series:
-    every = following - first
+def _series(job: Job, first: datetime, following: datetime, end: datetime, every: timedelta) -> Series:
     if job.schedule_type == Job.ScheduleType.INTERVAL and not job.calendar:
         count = (end - first - timedelta(microseconds=1)) // every + 1
         return Series(at=first, job=job, last=first + every * (count - 1), count=count, every=every)
@@ -168,12 +167,26 @@ def timeline(
     done: set[int] = set()
     out: list[Fire | Series] = []
     for at, job, following in _merged(jobs, start=start, end=end, done=done):
-        frequent = following is not None and following - at < FREQUENT
+        gap = _gap(job, at, following, start)
+        frequent = gap is not None and gap < FREQUENT
         if frequent:
             done.add(job.pk)
         if after is not None and (at, job.pk) <= after:
             continue
         if len(out) == limit:
             return out, True
-        out.append(_series(job, at, following, end) if frequent else Fire(at=at, job=job))
+        out.append(_series(job, at, following, end, gap) if frequent else Fire(at=at, job=job))
     return out, False
+
+
+def _gap(job: Job, at: datetime, following: datetime | None, start: datetime) -> timedelta | None:
+    """The time between the job's fires from `at`: to `following`, except
+    for an overdue job, whose fire is shown at `start` ("now") while the next
+    one keeps the schedule's time (a cron job every 5 minutes overdue at
+    12:03:30 fires next at 12:05): then from `following` to the one after."""
+    if following is None:
+        return None
+    if following - at < FREQUENT and job.next_fire_at < start:
+        after_next = job.next_fire_after(following, last_fire=following)
+        return None if after_next is None else after_next - following
+    return following - at

@@ -94,3 +94,21 @@ def test_a_frequent_cron_series_is_counted_to_the_windows_end(make_job):
     (series,) = [row for row in rows if row.job.pk == job.pk]
     assert isinstance(series, Series) and series.counted_all
     assert series.count == 7 * 86_400 // 5 and series.last == start + timedelta(days=7, seconds=-5)
+
+
+def test_an_overdue_cron_job_keeps_its_own_period(make_job):
+    """An overdue job shows its fire "now", then its next by the schedule:
+    the gap between those two is not the job's period, so a cron job every
+    5 minutes overdue at 12:03:30 is not a series "every 1 min 30 s", and
+    one every minute is a series every minute."""
+    start = NOW + timedelta(minutes=3, seconds=30)
+    five = make_job(name="every-5-min", cron_expression="0 */5 * * * ?", next_fire_at=NOW)
+    one = make_job(name="every-minute", cron_expression="0 * * * * ?", next_fire_at=NOW)
+    rows, more = timeline(Job.objects.live(), start=start, end=start + timedelta(minutes=20))
+    assert not more
+    fires = [row for row in rows if row.job == five]
+    assert not any(isinstance(row, Series) for row in fires)
+    assert [row.at for row in fires] == [start] + [NOW + timedelta(minutes=m) for m in (5, 10, 15, 20)]
+    (series,) = [row for row in rows if row.job == one]
+    assert isinstance(series, Series) and series.every == timedelta(minutes=1)
+    assert series.at == start and series.count == 1 + 20 and series.last == NOW + timedelta(minutes=23)
