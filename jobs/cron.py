@@ -828,16 +828,23 @@ class CronSchedule:
         5 s for 7 days reads about 8 days, not 120,960 fires."""
         zone = _zone(tz)
         after, end = after.astimezone(UTC).replace(microsecond=0), end.astimezone(UTC)
+        if end <= after:
+            return 0, None
         if end.year >= MAX_YEAR:
             return self._count_walking(after, end, zone, days)
         covered = getattr(days, "covered_until", None)
         count, last, cursor = 0, None, after
         day = after.astimezone(zone).date()
         first_day, last_day = day, end.astimezone(zone).date()
+        walk_next = False
         while day <= last_day:
-            if not _plain_day(zone, day):
+            plain = _plain_day(zone, day)
+            if not plain or walk_next:
                 # Walk on from the walk's own state (a fire, or `after`) to
-                # the next day's start: a clock change's folds and gaps.
+                # the next day's start: a clock change's folds and gaps, and
+                # the day after one, on which a fire moved out of a gap that
+                # ends at midnight lands (America/Nuuk: 23:00 → 00:00).
+                walk_next = not plain
                 bound = min(end, _day_start(day + timedelta(days=1), zone))
                 for step in self.walk(cursor, zone, days=days):
                     if isinstance(step, Uncovered):
@@ -950,6 +957,20 @@ def _day_start(day: date, zone: tzinfo) -> datetime:
 
 
 @lru_cache(maxsize=4096)
+def plain_days(tz: ZoneInfo | tzinfo | str, after: datetime, end: datetime) -> bool:
+    """Whether every local date from `after`'s to `end`'s, and the one after
+    (a fire moved out of a gap that ends at midnight lands there), keeps one
+    UTC offset all day in the zone: then count_between counts without
+    walking."""
+    zone = _zone(tz)
+    day, last_day = after.astimezone(zone).date(), end.astimezone(zone).date() + timedelta(days=1)
+    while day <= last_day:
+        if not _plain_day(zone, day):
+            return False
+        day += timedelta(days=1)
+    return True
+
+
 def _plain_day(zone: tzinfo, day: date) -> bool:
     """Whether the zone keeps one UTC offset through the whole local date
     (24 hours from midnight to midnight, no gap or fold): then its wall

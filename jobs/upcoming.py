@@ -9,9 +9,9 @@ taken off the heap pushes its following fire (Job.next_fire_after, the
 scheduler's own rule). A page of N fires costs about N steps, whatever the
 number of jobs; a series is counted by arithmetic: for an interval job
 from its step, for a cron job from its fields day by day
-(CronSchedule.count_between, which walks only a day with a clock change);
-by walking its fires (at most MAX_COUNTED) for a cron job with jitter or an
-interval job with a calendar."""
+(CronSchedule.count_between); by walking its fires (at most MAX_COUNTED)
+for a cron job with jitter, a window with a clock change in the cron job's
+zone, or an interval job with a calendar."""
 
 import heapq
 from dataclasses import dataclass
@@ -136,8 +136,15 @@ def _series(job: Job, first: datetime, following: datetime, end: datetime, every
     if job.schedule_type == Job.ScheduleType.INTERVAL and not job.calendar:
         count = (end - first - timedelta(microseconds=1)) // every + 1
         return Series(at=first, job=job, last=first + every * (count - 1), count=count, every=every)
-    if job.schedule_type == Job.ScheduleType.CRON and not job.jitter_seconds:
-        # Counted from the fields, day by day (the walk's own count).
+    if (
+        job.schedule_type == Job.ScheduleType.CRON
+        and not job.jitter_seconds
+        and cron.plain_days(job.zone, first, end)
+    ):
+        # Counted from the fields, day by day (the walk's own count); a
+        # window with a clock change in the job's zone is walked below, to
+        # at most MAX_COUNTED fires (a day of a job every second walked fire
+        # by fire takes seconds).
         counted, last = cron.parse(job.cron_expression, job.name).count_between(
             first, end, job.zone, days=job.day_rule()
         )
@@ -186,7 +193,7 @@ def _gap(job: Job, at: datetime, following: datetime | None, start: datetime) ->
     12:03:30 fires next at 12:05): then from `following` to the one after."""
     if following is None:
         return None
-    if following - at < FREQUENT and job.next_fire_at < start:
+    if following - at < FREQUENT and at == start and job.next_fire_at < start:
         after_next = job.next_fire_after(following, last_fire=following)
         return None if after_next is None else after_next - following
     return following - at

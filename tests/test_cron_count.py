@@ -25,6 +25,7 @@ EXPRESSIONS = [
     "59 59 23 * * *",
     "*/30 * 1-3 * * *",
     "0 15,45 0-4 L-3 * ?",
+    "0 30 23 * * *",
 ]
 ZONES = [
     "UTC",
@@ -33,6 +34,7 @@ ZONES = [
     "Australia/Lord_Howe",
     "America/Havana",
     "Pacific/Chatham",
+    "America/Nuuk",  # a gap that ends at midnight: the moved fire lands on the next day
 ]
 STARTS = [
     datetime(2026, 3, 27, 22, tzinfo=UTC),  # Berlin's spring forward inside the week
@@ -40,6 +42,7 @@ STARTS = [
     datetime(2026, 3, 7, 5, tzinfo=UTC),  # New York's spring forward, Havana's midnight gap
     datetime(2026, 10, 31, 12, 0, 0, 500_000, tzinfo=UTC),  # mid-second start; New York's fall back
     datetime(2026, 4, 4, 13, 17, tzinfo=UTC),  # Lord Howe's half-hour fold, Chatham's change
+    datetime(2026, 3, 27, 12, tzinfo=UTC),  # Nuuk's 23:00 → 00:00 on 28 March
     datetime(2026, 11, 1, 5, 59, 59, tzinfo=UTC),  # inside New York's repeated hour
     datetime(2026, 1, 31, 23, 59, 59, tzinfo=UTC),
     datetime(2028, 2, 26, 7, 0, 0, 999_999, tzinfo=UTC),  # a leap February's end
@@ -97,6 +100,13 @@ def test_a_calendars_refused_days_and_its_end_count_as_the_walk_counts_them(cove
         assert schedule.count_between(start, end, zone, days=days) == walked(
             schedule, start, end, zone, days
         ), (expression, zone, start)
+
+
+def test_an_empty_or_reversed_window_counts_none():
+    schedule = cron.parse("0 0 12 * * *")
+    noon = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    assert schedule.count_between(noon, noon, "UTC") == (0, None)
+    assert schedule.count_between(noon, noon - timedelta(days=1), "UTC") == (0, None)
 
 
 def test_a_window_without_fires_counts_none():

@@ -84,9 +84,9 @@ def test_the_pages_make_the_same_few_queries_however_many_jobs_fire():
 
 
 def test_a_frequent_cron_series_is_counted_to_the_windows_end(make_job):
-    # Every 5 s for 7 days in Berlin, across the night clocks go forward:
+    # Every 5 s for 7 days in Berlin (the week before clocks go forward):
     # far more fires than a walk would count.
-    start = datetime(2026, 3, 25, 12, 0, 0, tzinfo=UTC)
+    start = datetime(2026, 3, 18, 12, 0, 0, tzinfo=UTC)
     job = make_job(
         name="cron-5s", cron_expression="*/5 * * * * *", timezone="Europe/Berlin", next_fire_at=start
     )
@@ -112,3 +112,29 @@ def test_an_overdue_cron_job_keeps_its_own_period(make_job):
     (series,) = [row for row in rows if row.job == one]
     assert isinstance(series, Series) and series.every == timedelta(minutes=1)
     assert series.at == start and series.count == 1 + 20 and series.last == NOW + timedelta(minutes=23)
+
+
+def test_only_an_overdue_jobs_first_fire_measures_from_the_next_one(make_job):
+    """Minutes 0 and 3 of each hour: overdue at 11:30, its fire "now" is a
+    row of its own (30 minutes to 12:00), and from 12:00 on it is what the
+    same job on time is, a series (3 minutes to 12:03)."""
+    start = NOW - timedelta(minutes=30)
+    late = make_job(name="late", cron_expression="0 0,3 * * * *", next_fire_at=NOW - timedelta(hours=1))
+    on_time = make_job(name="on-time", cron_expression="0 0,3 * * * *", next_fire_at=NOW)
+    rows, _more = timeline(Job.objects.live(), start=start, end=start + timedelta(hours=2))
+    late_rows = [(row.at, isinstance(row, Series)) for row in rows if row.job == late]
+    on_time_rows = [(row.at, isinstance(row, Series)) for row in rows if row.job == on_time]
+    assert on_time_rows == [(NOW, True)]
+    assert late_rows == [(start, False), (NOW, True)]
+
+
+def test_a_frequent_cron_job_over_a_clock_change_is_counted_to_the_cap(make_job):
+    """Europe/Berlin springs forward on 29 March 2026: a window with that
+    day is walked fire by fire, so a job every second is counted to
+    MAX_COUNTED (shown as "1,000+"), not walked through 600,000 fires."""
+    from jobs.upcoming import MAX_COUNTED
+
+    start = datetime(2026, 3, 27, 12, tzinfo=UTC)
+    make_job(name="every-second", cron_expression="* * * * * *", timezone="Europe/Berlin", next_fire_at=start)
+    (series,) = timeline(Job.objects.live(), start=start, end=start + timedelta(days=7))[0]
+    assert isinstance(series, Series) and series.count == MAX_COUNTED and not series.counted_all

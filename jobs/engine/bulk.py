@@ -385,7 +385,7 @@ def update_then_insert(
     return changed, wanted
 
 
-@functools.cache
+@functools.lru_cache(maxsize=128)  # keyed by row counts too: bounded
 def _update_then_insert_sql(
     model, inserted_model, key: str, match: tuple, assign: tuple, where: str, rows: int, objs: int
 ) -> str:
@@ -467,7 +467,7 @@ def update_then_update(
     return changed, then_changed
 
 
-@functools.cache
+@functools.lru_cache(maxsize=128)  # keyed by row counts too: bounded
 def _update_then_update_sql(
     first,
     second,
