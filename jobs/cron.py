@@ -956,7 +956,6 @@ def _day_start(day: date, zone: tzinfo) -> datetime:
     return datetime.combine(day, time()).replace(tzinfo=zone).astimezone(UTC)
 
 
-@lru_cache(maxsize=4096)
 def plain_days(tz: ZoneInfo | tzinfo | str, after: datetime, end: datetime) -> bool:
     """Whether every local date from `after`'s to `end`'s, and the one after
     (a fire moved out of a gap that ends at midnight lands there), keeps one
@@ -971,6 +970,7 @@ def plain_days(tz: ZoneInfo | tzinfo | str, after: datetime, end: datetime) -> b
     return True
 
 
+@lru_cache(maxsize=4096)
 def _plain_day(zone: tzinfo, day: date) -> bool:
     """Whether the zone keeps one UTC offset through the whole local date
     (24 hours from midnight to midnight, no gap or fold): then its wall
