@@ -198,11 +198,17 @@ def _add_slice(
         + ", ".join(f"{sql} AS {quote(name)}" for name, sql in figures.items())
         + f" FROM ({select}) r GROUP BY {', '.join(key_columns)}"
     )
-    columns = [*keys, *figures]
-    added = ", ".join(f"{quote(c)} = {table}.{quote(c)} + excluded.{quote(c)}" for c in figures)
+    _insert_or_add(table, [*keys, *figures], f"SELECT * FROM ({aggregated}) g", conflict, figures, params)
+
+
+def _insert_or_add(table: str, columns, select: str, conflict, summed, params) -> None:
+    """INSERT `select`'s rows into `columns` of `table` (quoted); a row whose
+    `conflict` columns are taken adds its `summed` columns to the row there."""
+    quote = connection.ops.quote_name
+    added = ", ".join(f"{quote(c)} = {table}.{quote(c)} + excluded.{quote(c)}" for c in summed)
+    # WHERE true: SQLite's parser needs it between a SELECT and ON CONFLICT.
     sql = (
-        f"INSERT INTO {table} ({', '.join(quote(c) for c in columns)}) "
-        f"SELECT * FROM ({aggregated}) g WHERE true "
+        f"INSERT INTO {table} ({', '.join(quote(c) for c in columns)}) {select} WHERE true "
         f"ON CONFLICT ({', '.join(quote(c) for c in conflict)}) DO UPDATE SET {added}"
     )
     with connection.cursor() as cursor:
@@ -223,17 +229,16 @@ def _add_rollup_hours(window: str, start: datetime, end: datetime | None, sign: 
         .query.sql_with_params()
     )
     quote = connection.ops.quote_name
-    table = quote(JobWindowTotal._meta.db_table)
-    columns = ", ".join(quote(name) for name in ("window", "job_id", "namespace", *TOTAL_COLUMNS))
+    keys = ("window", "job_id", "namespace")
     values = ", ".join(f"g.{quote('t_' + name)}" for name in TOTAL_COLUMNS)
-    added = ", ".join(f"{quote(c)} = {table}.{quote(c)} + excluded.{quote(c)}" for c in TOTAL_COLUMNS)
-    sql = (
-        f"INSERT INTO {table} ({columns}) "
-        f"SELECT %s, g.{quote('job_id')}, g.{quote('namespace')}, {values} FROM ({select}) g WHERE true "
-        f"ON CONFLICT ({quote('window')}, {quote('job_id')}, {quote('namespace')}) DO UPDATE SET {added}"
+    _insert_or_add(
+        quote(JobWindowTotal._meta.db_table),
+        [*keys, *TOTAL_COLUMNS],
+        f"SELECT %s, g.{quote('job_id')}, g.{quote('namespace')}, {values} FROM ({select}) g",
+        keys,
+        TOTAL_COLUMNS,
+        (window, *params),
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, (window, *params))
 
 
 def _move_window(window: str, now: datetime) -> datetime:
