@@ -14,9 +14,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django.utils.functional import lazystr
 
-from jobs.engine.bulk import insert_rows, preparer
+from jobs.engine.bulk import insert_rows, preparer, with_literals
 from jobs.engine.planning import due_jobs, due_query
-from jobs.engine.prepared import Prepared
+from jobs.engine.prepared import MARKER, Prepared
 from jobs.models import Job, Run
 from tests.fixtures.core import T0
 
@@ -57,6 +57,36 @@ def test_the_due_jobs_of_the_planner_follow_the_connection(both_databases, make_
     make_job(next_fire_at=T0)
     assert [job.next_fire_at for job in due_jobs(T0)] == [T0]
     assert due_jobs._compiled.connection is connections["default"]
+
+
+def test_on_sqlite_the_prepared_due_query_binds_only_the_time(db, make_job):
+    """SQLite prepares a statement again on each execution when a bound value
+    might change its plan (it checks the job's state against the partial
+    indexes): the constants are written into the statement, only the time
+    is bound, and the rows are the queryset's."""
+    make_job(next_fire_at=T0)
+    make_job(next_fire_at=T0, state="paused")
+    prepared = Prepared(due_query)
+    assert [job.next_fire_at for job in prepared(T0)] == [T0]
+    compiled = prepared._compiled
+    marker = connections["default"].ops.adapt_datetimefield_value(MARKER)
+    assert compiled.params == [marker, marker] and compiled.slots == [0, 1]
+    assert "\"state\" = 'enabled'" in compiled.sql
+
+
+def test_with_literals_writes_constants_and_keeps_the_rest_bound():
+    sql, params, kept = with_literals(
+        "SELECT 1 FROM t WHERE a = %s AND b LIKE '50%%' AND c = %s AND d = %s AND e = %s AND f = %s AND g = %s",
+        ["it's", "2026-01-01", 7, True, None, "100%"],
+        keep=[1],
+    )
+    assert sql == (
+        "SELECT 1 FROM t WHERE a = 'it''s' AND b LIKE '50%%' AND c = %s AND d = 7 AND e = 1 "
+        "AND f = %s AND g = '100%%'"
+    )
+    assert params == ["2026-01-01", None] and kept == [0]
+    with pytest.raises(ValueError, match="2 parameters for 1 placeholders"):
+        with_literals("SELECT %s", [1, 2])
 
 
 def test_a_query_that_ignores_the_time_or_follows_relations_is_refused(db):

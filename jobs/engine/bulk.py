@@ -34,6 +34,7 @@ on both databases.
 
 import functools
 import operator
+import re
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -85,6 +86,60 @@ def fetch(conn, sql: str, params) -> list[tuple]:
     with conn.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
+
+
+# -- constants written into the statement (SQLite) ---------------------------------------
+
+_PLACEHOLDER = re.compile(r"%%|%s")
+
+
+def sql_literal(value) -> str | None:
+    """`value` as an SQL literal (standard quoting, which both databases
+    read), or None for a value kept as a parameter (None, a float, anything
+    but a string, an integer or a boolean). Only for the engine's own
+    constants: a state, a status, a limit."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, str):
+        return "'" + str.replace(value, "'", "''") + "'"
+    return None
+
+
+def with_literals(sql: str, params: Sequence, keep: Iterable[int] = ()) -> tuple[str, list, list[int]]:
+    """Statement `sql` (Django's %s placeholders) with each parameter not in
+    `keep` (positions) written into it as a literal, where it has one
+    (`sql_literal`): (the SQL, the parameters left, where each position
+    of `keep` went among them).
+
+    SQLite prepares a statement again on every execution when the value
+    bound to one of its parameters might change the plan, which it decides
+    while it checks whether a partial index applies: the due query, with
+    the job's state bound, was prepared anew on every pass (0.36 ms of
+    CPU; 0.02 ms with the state as a literal). The engine's statements
+    bind only what changes between executions, and write their constants."""
+    keep = set(keep)
+    left: list = []
+    moved: dict[int, int] = {}
+    position = 0
+
+    def place(match: re.Match) -> str:
+        nonlocal position
+        if match.group() == "%%":
+            return "%%"
+        value, position = params[position], position + 1
+        literal = None if position - 1 in keep else sql_literal(value)
+        if literal is None:
+            moved[position - 1] = len(left)
+            left.append(value)
+            return "%s"
+        return literal.replace("%", "%%")
+
+    sql = _PLACEHOLDER.sub(place, sql)
+    if position != len(params):
+        raise ValueError(f"{len(params)} parameters for {position} placeholders")
+    return sql, left, [moved[slot] for slot in sorted(keep)]
 
 
 @functools.lru_cache(maxsize=512)

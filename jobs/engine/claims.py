@@ -21,7 +21,7 @@ from django.db import connection
 
 from jobs import cluster
 from jobs.engine import leases
-from jobs.engine.bulk import database, update_then_insert
+from jobs.engine.bulk import database, sql_literal, update_then_insert
 from jobs.models import Job
 
 MATCH = ("next_fire_at", "version")
@@ -42,8 +42,10 @@ class ClaimStatement:
         def column(name: str) -> str:
             return f"{qn(Job._meta.db_table)}.{qn(Job._meta.get_field(name).column)}"
 
-        where = f"{column('state')} = %s AND {column('deleted_at')} IS NULL"
-        where_params: list = [str(Job.State.ENABLED)]
+        # The state as a literal: bound, SQLite would prepare the statement
+        # on every claim (bulk.with_literals).
+        where = f"{column('state')} = {sql_literal(Job.State.ENABLED)} AND {column('deleted_at')} IS NULL"
+        where_params: list = []
         if self.clustered:
             # The epoch fence, in the claim's own statement (Planner._claimable).
             sql, fence_params = self._fence(epoch, now)

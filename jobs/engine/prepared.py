@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import QuerySet
 
-from jobs.engine.bulk import fetch
+from jobs.engine.bulk import fetch, with_literals
 
 # A time no query of this project asks about, so that it is found only where
 # the call's `now` goes.
@@ -40,6 +40,10 @@ class _Compiled:
         self.slots = [i for i, value in enumerate(self.params) if value == marker]
         if not self.slots:
             raise ValueError("the query does not use the time it is given as a parameter")
+        if connection.vendor == "sqlite":
+            # Everything but the time is fixed: written into the statement,
+            # which SQLite then prepares once (bulk.with_literals).
+            self.sql, self.params, self.slots = with_literals(self.sql, self.params, keep=self.slots)
         self.connection = connection
         self.compiler = compiler
         self.converters = compiler.get_converters(
