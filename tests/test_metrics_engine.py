@@ -208,6 +208,33 @@ def test_a_step_counts_its_own_cpu_time_and_statements_and_a_step_inside_it_its_
     assert 0 < outer < 0.05, "the inner step's CPU is not counted twice"
 
 
+def test_steps_run_back_to_back_count_the_threads_cpu_once(db):
+    """A step that starts right after another takes the other's last CPU
+    reading as its start (NEAR_SECONDS): nothing is counted twice, and each
+    step keeps what it spent."""
+    import time as _time
+
+    metrics = EngineMetrics(per_job=False)
+
+    def burn(seconds):
+        until = _time.thread_time() + seconds
+        while _time.thread_time() < until:
+            pass
+
+    before = _time.thread_time()
+    for _ in range(3):
+        for name, seconds in (("a", 0.01), ("b", 0.0), ("c", 0.02)):
+            with metrics.step(name):
+                burn(seconds)
+    spent = _time.thread_time() - before
+
+    steps = {name: value(metrics, "cronboard_scheduler_step_cpu_seconds_total", step=name) for name in "abc"}
+    assert steps["a"] >= 0.03 and steps["c"] >= 0.06
+    assert sum(steps.values()) <= spent
+    assert value(metrics, "cronboard_scheduler_step_duration_seconds_count", step="b") == 3
+    assert value(metrics, "cronboard_scheduler_step_duration_seconds_bucket", step="b", le="0.0005") == 3
+
+
 def test_a_pass_times_the_hand_off_apart_from_planning(make_scheduler, make_job, clock):
     metrics = EngineMetrics(per_job=False)
     scheduler = make_scheduler(max_workers=2, clock=clock, metrics=metrics)

@@ -15,6 +15,7 @@ With JOBS_METRICS_BIND empty the loop gets `OFF`, whose methods do nothing:
 no metric is touched and no thread started.
 """
 
+import bisect
 import logging
 import socket
 import threading
@@ -40,7 +41,8 @@ from prometheus_client import (
     Summary,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 
 from jobs.core.metricsaccess import refusal
 from jobs.models import Alert, AlertDelivery, Job, Run
@@ -88,9 +90,11 @@ class EngineMetrics(Off):
         self.per_job = per_job
         self._jobs: dict[int, tuple[str, str, str]] = {}  # job id -> (namespace, name, kind)
         self._leader: bool | None = None
-        self._timers: dict[str, _StepTimer] = {}  # by step: its histogram's child, looked up once
+        self._timers: dict[str, _StepTimer] = {}  # by step, in the order first run
         self._statements = StatementCount()  # statements this thread sent, for the step timers
         self._current: list[_StepTimer | None] = [None]  # the step running now (steps may nest)
+        self._last = _Reading()  # the loop thread's CPU time when a step last read it
+        self._children: dict = {}  # (metric, label values) -> the metric's child, looked up once
         r = self.registry
         run = ("namespace", "job") if per_job else ("namespace",)
         self.fires_planned = Counter(
@@ -148,13 +152,6 @@ class EngineMetrics(Off):
             "Passes whose claim found every worker slot taken with runs still queued",
             registry=r,
         )
-        self.step_seconds = Histogram(
-            "cronboard_scheduler_step_duration_seconds",
-            "Time of one engine step in one pass",
-            ("step",),
-            buckets=STEP_BUCKETS,
-            registry=r,
-        )
         self.leader = Gauge(
             "cronboard_scheduler_leader", "1 while this node plans fires (the leader)", registry=r
         )
@@ -177,18 +174,6 @@ class EngineMetrics(Off):
             ("channel_type", "result"),
             registry=r,
         )
-        self.step_cpu = Counter(
-            "cronboard_scheduler_step_cpu_seconds",
-            "CPU time of the loop's thread in each engine step (a step inside another counts in its own)",
-            ("step",),
-            registry=r,
-        )
-        self.step_statements = Counter(
-            "cronboard_scheduler_step_statements",
-            "SQL statements the loop's thread sent in each engine step (a step inside another counts in its own)",
-            ("step",),
-            registry=r,
-        )
         self.database_errors = Counter(
             "cronboard_scheduler_database_errors",
             "Database errors, by the engine step they stopped",
@@ -198,6 +183,7 @@ class EngineMetrics(Off):
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         r.register(DatabaseGauges())
+        r.register(StepCollector(self._timers))
 
     # -- what the loop hands over ---------------------------------------------------
 
@@ -205,13 +191,7 @@ class EngineMetrics(Off):
         timer = self._timers.get(name)
         if timer is None:
             timer = self._timers[name] = _StepTimer(
-                name,
-                self.step_seconds.labels(name),
-                self.database_errors,
-                cpu=self.step_cpu.labels(name),
-                statements=self.step_statements.labels(name),
-                count=self._statements,
-                current=self._current,
+                name, self.database_errors, count=self._statements, current=self._current, last=self._last
             )
         return timer
 
@@ -232,8 +212,8 @@ class EngineMetrics(Off):
                 skipped[(*labels, run.skip_reason)] += 1
             else:
                 planned[labels] += 1
-        _add(self.fires_planned, planned)
-        _add(self.fires_skipped, skipped)
+        self._add(self.fires_planned, planned)
+        self._add(self.fires_skipped, skipped)
 
     def took(self, recorded) -> None:
         """The runs a write started and ended (a `Recorded`): each label set's
@@ -245,7 +225,7 @@ class EngineMetrics(Off):
                 started[(namespace, name) if self.per_job else (namespace,)] += 1
                 if run.trigger in Run.SCHEDULED_TRIGGERS and run.attempt == 1 and run.started_at:
                     late[(namespace, name)].append((run.started_at - run.scheduled_at).total_seconds())
-            _add(self.fires_started, started)
+            self._add(self.fires_started, started)
             self._observe(self.lateness, getattr(self, "job_lateness", None), late)
         if recorded.ended:
             self._know([run for run, _status, _ms in recorded.ended])
@@ -254,7 +234,7 @@ class EngineMetrics(Off):
                 namespace, name, kind = self._job(run)
                 ended[((namespace, name) if self.per_job else (namespace,)) + (status, kind)] += 1
                 durations[(namespace, name, kind)].append(duration_ms / 1000)
-            _add(self.runs_finished, ended)
+            self._add(self.runs_finished, ended)
             self._observe(self.duration, getattr(self, "job_duration", None), durations)
 
     def _observe(self, histogram: Histogram, per_job: Summary | None, values: dict) -> None:
@@ -264,11 +244,11 @@ class EngineMetrics(Off):
         for (namespace, name, *rest), seconds in values.items():
             by_namespace[(namespace, *rest)].extend(seconds)
             if per_job is not None:
-                child = per_job.labels(namespace, name, *rest)
+                child = self._child(per_job, (namespace, name, *rest))
                 for value in seconds:
                     child.observe(max(0.0, value))
         for labels, seconds in by_namespace.items():
-            child = histogram.labels(*labels)
+            child = self._child(histogram, labels)
             for value in seconds:
                 child.observe(max(0.0, value))
 
@@ -291,6 +271,19 @@ class EngineMetrics(Off):
         self.deliveries.labels(channel_type, outcome).inc()
 
     # -- labels ---------------------------------------------------------------------------
+
+    def _child(self, metric, labels: tuple):
+        """`metric.labels(*labels)`, looked up once: the client checks and
+        converts the values and takes a lock on every call."""
+        key = (metric, labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
+    def _add(self, counter: Counter, tally: Tally) -> None:
+        for labels, n in tally.items():
+            self._child(counter, labels).inc(n)
 
     def _know(self, runs) -> None:
         """Jobs of runs whose job is not loaded (a swept run of another node):
@@ -337,61 +330,134 @@ class StatementCount:
         return execute(sql, params, many, context)
 
 
+class _Reading:
+    """The loop thread's CPU time as a step last read it, and the wall clock
+    then."""
+
+    __slots__ = ("cpu", "wall")
+
+    def __init__(self):
+        self.cpu = self.wall = -1.0
+
+
+# Reading the thread's CPU time is a system call (about 1 us here, two a
+# step, fifteen steps a pass). A step that starts this soon (wall time)
+# after the last reading takes that reading as its start: the steps of a
+# pass follow each other, and the few microseconds between two count in
+# the second. A step that lasts no longer, with no step inside it, counts
+# its wall time as its CPU time: a thread descheduled in those microseconds
+# has them counted as CPU (no more than this much a step), and the next
+# reading gives the step it ends no less than nothing.
+NEAR_SECONDS = 0.00005
+
+
 class _StepTimer:
     """Times one step of the loop (used from the loop's thread only, never
     nested in itself) and counts the database errors that stop it. Its CPU
     time and statements are its own: a step run inside it (the hand-off
-    inside planning) counts them in its own name, not twice."""
+    inside planning) counts them in its own name, not twice.
+
+    What it measures is kept in plain numbers (a bucket's count is one
+    list item), which `StepCollector` hands to Prometheus when it scrapes:
+    the client's histogram and counters take a lock and check their values
+    on every call, and a pass runs fifteen steps."""
 
     __slots__ = (
+        "buckets",
         "count",
-        "cpu",
         "cpu_mark",
         "cpu_spent",
+        "cpu_total",
         "current",
         "errors",
+        "last",
         "name",
+        "nested",
         "outer",
-        "seconds",
+        "seconds_total",
         "sent",
         "sent_mark",
         "started",
-        "statements",
+        "statements_total",
     )
 
-    def __init__(self, name: str, seconds, errors: Counter, *, cpu, statements, count, current):
-        self.name, self.seconds, self.errors = name, seconds, errors
-        self.cpu, self.statements, self.count, self.current = cpu, statements, count, current
+    def __init__(self, name: str, errors: Counter, *, count, current, last: _Reading):
+        self.name, self.errors = name, errors
+        self.count, self.current, self.last = count, current, last
+        self.buckets = [0] * (len(STEP_BUCKETS) + 1)  # by bucket, not cumulative; the last is +Inf
+        self.seconds_total = self.cpu_total = 0.0
+        self.statements_total = 0
         self.started = self.cpu_mark = self.cpu_spent = 0.0
         self.sent = self.sent_mark = 0
         self.outer: _StepTimer | None = None
+        self.nested = False  # a step ran inside this one
 
     def __enter__(self):
-        cpu, sent = time.thread_time(), self.count.n
+        sent, last = self.count.n, self.last
+        started = time.perf_counter()
         outer = self.outer = self.current[0]
-        if outer is not None:
-            outer.cpu_spent += cpu - outer.cpu_mark
-            outer.sent += sent - outer.sent_mark
+        if outer is None and started - last.wall <= NEAR_SECONDS:
+            cpu = last.cpu
+        else:
+            cpu = time.thread_time()
+            if outer is not None:
+                outer.cpu_spent += max(0.0, cpu - outer.cpu_mark)
+                outer.sent += sent - outer.sent_mark
+                outer.nested = True
         self.current[0] = self
         self.cpu_mark, self.cpu_spent, self.sent_mark, self.sent = cpu, 0.0, sent, 0
-        self.started = time.perf_counter()
+        self.started, self.nested = started, False
 
     def __exit__(self, kind, exc, tb) -> bool:
-        self.seconds.observe(time.perf_counter() - self.started)
-        cpu, sent = time.thread_time(), self.count.n
-        self.cpu.inc(self.cpu_spent + cpu - self.cpu_mark)
-        self.statements.inc(self.sent + sent - self.sent_mark)
+        sent, ended = self.count.n, time.perf_counter()
+        seconds = ended - self.started
+        cpu = self.cpu_mark + seconds if seconds <= NEAR_SECONDS and not self.nested else time.thread_time()
+        self.buckets[bisect.bisect_left(STEP_BUCKETS, seconds)] += 1
+        self.seconds_total += seconds
+        self.cpu_total += self.cpu_spent + max(0.0, cpu - self.cpu_mark)
+        self.statements_total += self.sent + sent - self.sent_mark
         outer = self.current[0] = self.outer
         if outer is not None:
             outer.cpu_mark, outer.sent_mark = cpu, sent
+        self.last.cpu, self.last.wall = cpu, ended
         if kind is not None and issubclass(kind, DatabaseError):
             self.errors.labels(self.name).inc()
         return False
 
 
-def _add(counter: Counter, tally: Tally) -> None:
-    for labels, n in tally.items():
-        counter.labels(*labels).inc(n)
+class StepCollector:
+    """The step timers' figures, read when Prometheus scrapes (from the
+    server's thread; the loop's thread writes them: a scrape may see a
+    step's count one observation ahead of its sum)."""
+
+    def __init__(self, timers: dict[str, _StepTimer]):
+        self.timers = timers
+
+    def collect(self):
+        seconds = HistogramMetricFamily(
+            "cronboard_scheduler_step_duration_seconds",
+            "Time of one engine step in one pass",
+            labels=["step"],
+        )
+        cpu = CounterMetricFamily(
+            "cronboard_scheduler_step_cpu_seconds",
+            "CPU time of the loop's thread in each engine step (a step inside another counts in its own)",
+            labels=["step"],
+        )
+        statements = CounterMetricFamily(
+            "cronboard_scheduler_step_statements",
+            "SQL statements the loop's thread sent in each engine step (a step inside another counts in its own)",
+            labels=["step"],
+        )
+        for name, timer in list(self.timers.items()):
+            counts, cumulative, buckets = list(timer.buckets), 0, []
+            for bound, n in zip([*STEP_BUCKETS, float("inf")], counts, strict=True):
+                cumulative += n
+                buckets.append((floatToGoString(bound), cumulative))
+            seconds.add_metric([name], buckets, timer.seconds_total)
+            cpu.add_metric([name], timer.cpu_total)
+            statements.add_metric([name], timer.statements_total)
+        yield from (seconds, cpu, statements)
 
 
 class DatabaseGauges:
