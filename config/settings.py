@@ -590,6 +590,10 @@ for _cidr in JOBS_METRICS_ALLOW:
 # A job label on the scheduler's counters, and per-job duration and lateness
 # summaries: about 13 series per job, a cardinality the operator chooses.
 JOBS_METRICS_PER_JOB = _bool("JOBS_METRICS_PER_JOB", False)
+# Each engine step's CPU time (cronboard_scheduler_step_cpu_seconds_total):
+# a reading of the thread's CPU time is a system call, one or two a step,
+# fifteen steps a pass. For finding where a scheduler's CPU goes.
+JOBS_METRICS_STEP_CPU = _bool("JOBS_METRICS_STEP_CPU", False)
 
 JOBS_HTTP_BLOCKED_CIDRS = env.list("JOBS_HTTP_BLOCKED_CIDRS", default=list(DEFAULT_BLOCKED))
 for _cidr in JOBS_HTTP_BLOCKED_CIDRS:

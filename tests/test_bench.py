@@ -85,16 +85,35 @@ def test_bench_scheduler_with_metrics_scrapes_each_scheduler():
 
 def test_bench_scheduler_with_metrics_shows_each_steps_share_and_statements():
     """Scraped at the window's two ends only: the engine's step counters as
-    shares of the scheduler's CPU, statements per pass."""
-    out = bench("scheduler", "--jobs", "5", "--duration", "3", "--metrics", "on", "--scrape-every", "100")
+    shares of the scheduler's CPU (--step-cpu), statements per pass."""
+    out = bench(
+        "scheduler",
+        "--jobs",
+        "5",
+        "--duration",
+        "3",
+        "--metrics",
+        "on",
+        "--scrape-every",
+        "100",
+        "--step-cpu",
+    )
     lines = {line.split(":")[0].strip(): line for line in out.splitlines()}
     for group in ("planning", "claim", "hand-off", "outcome written", "upkeep", "rest"):
         assert group in lines, out
+    assert " %, " in lines["planning"] and " ms" in lines["planning"], out
     passes = next(line for line in out.splitlines() if line.startswith("passes"))
     # An idle scheduler passes about once a second; a loaded machine may give it fewer.
     assert int(passes.split()[-1].replace(",", "")) >= 1, out
     per_pass = next(line for line in out.splitlines() if line.startswith("SQL statements per pass"))
     assert float(per_pass.split()[-3]) > 0, out
+
+
+def test_bench_scheduler_without_step_cpu_shows_statements_but_no_cpu_shares():
+    out = bench("scheduler", "--jobs", "5", "--duration", "3", "--metrics", "on", "--scrape-every", "100")
+    planning = next(line for line in out.splitlines() if line.strip().startswith("planning:"))
+    assert planning.split(":", 1)[1].split()[:2] == ["CPU", "share,"] and "-, -" in planning, out
+    assert "statements/pass" in planning, out
 
 
 def test_bench_scheduler_runs_cron_jobs_on_a_working_days_calendar_on_any_day(tmp_path):

@@ -184,7 +184,7 @@ def test_a_step_counts_its_own_cpu_time_and_statements_and_a_step_inside_it_its_
 
     from jobs.models import Job
 
-    metrics = EngineMetrics(per_job=False)
+    metrics = EngineMetrics(per_job=False, step_cpu=True)
     metrics.count_statements(connections["default"])
 
     def burn(seconds):
@@ -214,7 +214,7 @@ def test_steps_run_back_to_back_count_the_threads_cpu_once(db):
     step keeps what it spent."""
     import time as _time
 
-    metrics = EngineMetrics(per_job=False)
+    metrics = EngineMetrics(per_job=False, step_cpu=True)
 
     def burn(seconds):
         until = _time.thread_time() + seconds
@@ -235,8 +235,28 @@ def test_steps_run_back_to_back_count_the_threads_cpu_once(db):
     assert value(metrics, "cronboard_scheduler_step_duration_seconds_bucket", step="b", le="0.0005") == 3
 
 
-def test_a_pass_times_the_hand_off_apart_from_planning(make_scheduler, make_job, clock):
+def test_step_cpu_is_counted_only_when_asked_for(db, monkeypatch):
+    """Reading the thread's CPU time is a system call: without
+    JOBS_METRICS_STEP_CPU no step asks for it, and the counter is not served."""
+    import time as _time
+
     metrics = EngineMetrics(per_job=False)
+    monkeypatch.setattr(_time, "thread_time", lambda: pytest.fail("the CPU time was read"))
+    with metrics.step("outer"), metrics.step("inner"):
+        pass
+    monkeypatch.undo()
+    assert value(metrics, "cronboard_scheduler_step_duration_seconds_count", step="inner") == 1
+    assert (
+        metrics.registry.get_sample_value("cronboard_scheduler_step_cpu_seconds_total", {"step": "inner"})
+        is None
+    )
+    assert (
+        metrics.registry.get_sample_value("cronboard_scheduler_step_statements_total", {"step": "inner"}) == 0
+    )
+
+
+def test_a_pass_times_the_hand_off_apart_from_planning(make_scheduler, make_job, clock):
+    metrics = EngineMetrics(per_job=False, step_cpu=True)
     scheduler = make_scheduler(max_workers=2, clock=clock, metrics=metrics)
     make_job(next_fire_at=T0)
     scheduler.run_pass(T0)

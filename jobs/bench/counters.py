@@ -90,13 +90,19 @@ STEP_GROUPS = {
 }
 
 
-def step_figures(before: dict, after: dict, cpu_seconds: float, fires: int) -> dict | None:
+def step_figures(
+    before: dict, after: dict, cpu_seconds: float, fires: int, *, cpu_counted: bool = True
+) -> dict | None:
     """From the step counters at the window's start and end: each group's
     share of the schedulers' CPU, its statements per pass and per fire; the
     CPU outside every step (waiting, reading the children's outcomes,
-    metrics, other threads) is the rest. None without --metrics."""
+    metrics, other threads) is the rest. None without --metrics; the CPU
+    figures None unless the schedulers counted each step's CPU time
+    (`cpu_counted`: --step-cpu, JOBS_METRICS_STEP_CPU)."""
     if not after:
         return None
+    if not cpu_counted:
+        cpu_seconds = 0.0
 
     def delta(step: str, i: int) -> float:
         return after.get(step, [0, 0, 0])[i] - before.get(step, [0, 0, 0])[i]
@@ -108,14 +114,14 @@ def step_figures(before: dict, after: dict, cpu_seconds: float, fires: int) -> d
         statements = sum(delta(step, 1) for step in steps)
         groups[group] = {
             "cpu_share": round(cpu / cpu_seconds, 3) if cpu_seconds else None,
-            "cpu_ms_per_fire": round(cpu * 1000 / max(1, fires), 3),
+            "cpu_ms_per_fire": round(cpu * 1000 / max(1, fires), 3) if cpu_seconds else None,
             "statements_per_pass": round(statements / passes, 2),
         }
     in_steps = sum(delta(step, 0) for steps in STEP_GROUPS.values() for step in steps)
     statements = sum(delta(step, 1) for steps in STEP_GROUPS.values() for step in steps)
     groups["rest"] = {
         "cpu_share": round(1 - in_steps / cpu_seconds, 3) if cpu_seconds else None,
-        "cpu_ms_per_fire": round((cpu_seconds - in_steps) * 1000 / max(1, fires), 3),
+        "cpu_ms_per_fire": round((cpu_seconds - in_steps) * 1000 / max(1, fires), 3) if cpu_seconds else None,
         "statements_per_pass": None,
     }
     return {

@@ -296,9 +296,10 @@ class Scraper:
 
     TOKEN = "bench-metrics-token-0000"
 
-    def __init__(self, count: int, *, per_job: bool, every: float):
+    def __init__(self, count: int, *, per_job: bool, every: float, step_cpu: bool = False):
         self.ports = [_free_port() for _ in range(count)]
         self.per_job = per_job
+        self.step_cpu = step_cpu
         self.every = every
         self.scrapes = 0
         self._stop = threading.Event()
@@ -309,6 +310,7 @@ class Scraper:
             "JOBS_METRICS_BIND": f"127.0.0.1:{self.ports[n]}",
             "JOBS_METRICS_TOKEN": self.TOKEN,
             "JOBS_METRICS_PER_JOB": "true" if self.per_job else "false",
+            "JOBS_METRICS_STEP_CPU": "true" if self.step_cpu else "false",
         }
 
     def start(self) -> None:
@@ -359,7 +361,12 @@ def run(options: dict, workdir: Path) -> dict:
     jobs, interval, duration = options["jobs"], options["interval"], options["duration"]
     metrics = options.get("metrics", "off")
     scraper = (
-        Scraper(options["schedulers"], per_job=metrics == "per-job", every=options.get("scrape_every", 15))
+        Scraper(
+            options["schedulers"],
+            per_job=metrics == "per-job",
+            every=options.get("scrape_every", 15),
+            step_cpu=bool(options.get("step_cpu")),
+        )
         if metrics != "off"
         else None
     )
@@ -409,7 +416,9 @@ def run(options: dict, workdir: Path) -> dict:
     figures["_cpu_ms_per_fire"] = round(sum(cpu) * 1000 / max(1, figures["fires_run"]), 2)
     figures["_cpu_share"] = [round(c / duration, 3) for c in cpu]
     figures["_scrapes"] = scraper.scrapes if scraper is not None else 0
-    figures["_steps"] = step_figures(steps_before, steps_after, sum(cpu), figures["fires_run"])
+    figures["_steps"] = step_figures(
+        steps_before, steps_after, sum(cpu), figures["fires_run"], cpu_counted=bool(options.get("step_cpu"))
+    )
     figures["_server"] = server_figures(
         server_before,
         server_after,

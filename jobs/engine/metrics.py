@@ -85,9 +85,10 @@ OFF = Off()
 
 
 class EngineMetrics(Off):
-    def __init__(self, *, per_job: bool, registry: CollectorRegistry | None = None):
+    def __init__(self, *, per_job: bool, step_cpu: bool = False, registry: CollectorRegistry | None = None):
         self.registry = registry or CollectorRegistry()
         self.per_job = per_job
+        self.step_cpu = step_cpu
         self._jobs: dict[int, tuple[str, str, str]] = {}  # job id -> (namespace, name, kind)
         self._leader: bool | None = None
         self._timers: dict[str, _StepTimer] = {}  # by step, in the order first run
@@ -183,7 +184,7 @@ class EngineMetrics(Off):
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         r.register(DatabaseGauges())
-        r.register(StepCollector(self._timers))
+        r.register(StepCollector(self._timers, cpu=step_cpu))
 
     # -- what the loop hands over ---------------------------------------------------
 
@@ -191,7 +192,12 @@ class EngineMetrics(Off):
         timer = self._timers.get(name)
         if timer is None:
             timer = self._timers[name] = _StepTimer(
-                name, self.database_errors, count=self._statements, current=self._current, last=self._last
+                name,
+                self.database_errors,
+                count=self._statements,
+                current=self._current,
+                last=self._last,
+                cpu=self.step_cpu,
             )
         return timer
 
@@ -364,6 +370,7 @@ class _StepTimer:
 
     __slots__ = (
         "buckets",
+        "clock",
         "count",
         "cpu_mark",
         "cpu_spent",
@@ -381,9 +388,10 @@ class _StepTimer:
         "statements_total",
     )
 
-    def __init__(self, name: str, errors: Counter, *, count, current, last: _Reading):
+    def __init__(self, name: str, errors: Counter, *, count, current, last: _Reading, cpu: bool):
         self.name, self.errors = name, errors
         self.count, self.current, self.last = count, current, last
+        self.clock = time.thread_time if cpu else None  # None: CPU time not counted
         self.buckets = [0] * (len(STEP_BUCKETS) + 1)  # by bucket, not cumulative; the last is +Inf
         self.seconds_total = self.cpu_total = 0.0
         self.statements_total = 0
@@ -396,14 +404,17 @@ class _StepTimer:
         sent, last = self.count.n, self.last
         started = time.perf_counter()
         outer = self.outer = self.current[0]
-        if outer is None and started - last.wall <= NEAR_SECONDS:
+        clock = self.clock
+        if clock is None:
+            cpu = 0.0
+        elif outer is None and started - last.wall <= NEAR_SECONDS:
             cpu = last.cpu
         else:
-            cpu = time.thread_time()
-            if outer is not None:
-                outer.cpu_spent += max(0.0, cpu - outer.cpu_mark)
-                outer.sent += sent - outer.sent_mark
-                outer.nested = True
+            cpu = clock()
+        if outer is not None:
+            outer.cpu_spent += max(0.0, cpu - outer.cpu_mark)
+            outer.sent += sent - outer.sent_mark
+            outer.nested = True
         self.current[0] = self
         self.cpu_mark, self.cpu_spent, self.sent_mark, self.sent = cpu, 0.0, sent, 0
         self.started, self.nested = started, False
@@ -411,7 +422,12 @@ class _StepTimer:
     def __exit__(self, kind, exc, tb) -> bool:
         sent, ended = self.count.n, time.perf_counter()
         seconds = ended - self.started
-        cpu = self.cpu_mark + seconds if seconds <= NEAR_SECONDS and not self.nested else time.thread_time()
+        if self.clock is None:
+            cpu = 0.0
+        elif seconds <= NEAR_SECONDS and not self.nested:
+            cpu = self.cpu_mark + seconds
+        else:
+            cpu = self.clock()
         self.buckets[bisect.bisect_left(STEP_BUCKETS, seconds)] += 1
         self.seconds_total += seconds
         self.cpu_total += self.cpu_spent + max(0.0, cpu - self.cpu_mark)
@@ -430,8 +446,9 @@ class StepCollector:
     server's thread; the loop's thread writes them: a scrape may see a
     step's count one observation ahead of its sum)."""
 
-    def __init__(self, timers: dict[str, _StepTimer]):
+    def __init__(self, timers: dict[str, _StepTimer], *, cpu: bool):
         self.timers = timers
+        self.cpu = cpu  # the timers count CPU time (JOBS_METRICS_STEP_CPU)
 
     def collect(self):
         seconds = HistogramMetricFamily(
@@ -457,7 +474,7 @@ class StepCollector:
             seconds.add_metric([name], buckets, timer.seconds_total)
             cpu.add_metric([name], timer.cpu_total)
             statements.add_metric([name], timer.statements_total)
-        yield from (seconds, cpu, statements)
+        yield from (seconds, cpu, statements) if self.cpu else (seconds, statements)
 
 
 class DatabaseGauges:
@@ -540,4 +557,4 @@ def for_settings() -> Off:
     """EngineMetrics when JOBS_METRICS_BIND is set, else OFF."""
     if not settings.JOBS_METRICS_BIND:
         return OFF
-    return EngineMetrics(per_job=settings.JOBS_METRICS_PER_JOB)
+    return EngineMetrics(per_job=settings.JOBS_METRICS_PER_JOB, step_cpu=settings.JOBS_METRICS_STEP_CPU)

@@ -44,6 +44,12 @@ class Command(BaseCommand):
             "and scrape them while measuring",
         )
         p.add_argument(
+            "--step-cpu",
+            action="store_true",
+            help="--metrics: the schedulers count each engine step's CPU time (JOBS_METRICS_STEP_CPU) "
+            "and the bench shows each step's share",
+        )
+        p.add_argument(
             "--scrape-every",
             type=float,
             default=15,
