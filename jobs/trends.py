@@ -516,16 +516,24 @@ def _top_rows(user, window: str, start: datetime) -> tuple[list, list]:
     return _ranked(user, JobRollup.objects.filter(hour__gte=start))
 
 
+def _count_sum(expression):
+    """SUM of a count or a sum of milliseconds, added as double precision and
+    given back as an integer: PostgreSQL adds bigints as `numeric`, two to
+    three times slower over the lists' 10,000 rows, and a double adds
+    integers exactly up to 2**53 (in milliseconds, 285,000 years of runs)."""
+    return Cast(Sum(Cast(expression, FloatField())), BigIntegerField())
+
+
 def _ranked(user, rows) -> tuple[list, list]:
     rows = access.visible_by_namespace(user, rows).filter(job__deleted_at__isnull=True)
     sums = (
         rows.values("job_id")
         .order_by()
         .annotate(
-            timed=Sum("duration_count"),
-            duration=Sum("duration_ms_sum"),
-            failed=Sum("failed") + Sum("timed_out") + Sum("interrupted"),
-            succeeded=Sum("succeeded"),
+            timed=_count_sum("duration_count"),
+            duration=_count_sum("duration_ms_sum"),
+            failed=_count_sum(F("failed") + F("timed_out") + F("interrupted")),
+            succeeded=_count_sum("succeeded"),
         )
     )
     real = FloatField()
