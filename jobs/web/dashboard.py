@@ -17,7 +17,7 @@ from jobs.access import login_required
 from jobs.models import Job, Run, job_name
 from jobs.web.charts import trend_chart
 from jobs.web.common import fingerprint, interval_text, partial_or_page, short, url_maker
-from jobs.web.templatetags.console import relative_time, when
+from jobs.web.templatetags.console import relative_element, relative_time, time_element
 
 
 def _status_bars(counts: dict) -> list[dict]:
@@ -109,10 +109,9 @@ def dashboard_trends(request):
 _GROUPS = {"1h": (600, "H:i"), "24h": (3600, "D H:00"), "7d": (86400, "l, Y-m-d")}
 
 
-def _group_start(at, window: str):
-    """The start of the group `at` falls in, in the page's zone."""
+def _group_start(local, window: str):
+    """The start of the group `local` (a time in the page's zone) falls in."""
     size = _GROUPS[window][0]
-    local = timezone.localtime(at)
     seconds = local.hour * 3600 + local.minute * 60 + local.second
     return local.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(
         seconds=seconds - seconds % size
@@ -124,10 +123,16 @@ def _timeline_rows(page: list, window: str) -> list[dict]:
     list's are): a page is 100 rows, and each template lookup and filter
     per cell was most of its time."""
     job_url = url_maker("jobs:job_detail")
+    # What every row would look up again: the page's zone and time, the
+    # translated day names and wording, each gap's text.
+    zone, now = timezone.get_current_timezone(), timezone.now()
+    weekdays = {number: str(name) for number, name in WEEKDAYS_ABBR.items()}
+    series_text, gaps = _("every {every}, {count} fires"), {}
     rows, group = [], None
     for item in page:
         job = item.job
-        start = _group_start(item.at, window)
+        shown = item.at.astimezone(zone)
+        start = _group_start(shown, window)
         # By its text: the two 01:00 of a night the clocks fall back are two
         # groups, which equal datetimes in one zone are not.
         key = start.isoformat()
@@ -139,15 +144,16 @@ def _timeline_rows(page: list, window: str) -> list[dict]:
             "name": job.name,
             "namespace": job.namespace,
             "zone": job.timezone,
-            "at": when(item.at, "H:i:s"),
-            "relative": relative_time(item.at),
+            "at": time_element(item.at, shown, "H:i:s"),
+            "relative": relative_element(item.at, now),
         }
         group = key
         if isinstance(item, fires.Series):
-            row["last"] = when(item.last, "H:i:s")
-            row["series"] = _("every {every}, {count} fires").format(
-                every=interval_text(item.every),
-                count=item.count if item.counted_all else f"{item.count}+",
+            row["last"] = time_element(item.last, item.last.astimezone(zone), "H:i:s")
+            if item.every not in gaps:
+                gaps[item.every] = interval_text(item.every)
+            row["series"] = series_text.format(
+                every=gaps[item.every], count=item.count if item.counted_all else f"{item.count}+"
             )
         else:
             local = item.local
@@ -156,7 +162,7 @@ def _timeline_rows(page: list, window: str) -> list[dict]:
             row["local"] = (
                 ""
                 if job.zone_is_unknown
-                else f"{WEEKDAYS_ABBR[local.weekday()]} {local.hour:02d}:{local.minute:02d}:{local.second:02d}"
+                else f"{weekdays[local.weekday()]} {local.hour:02d}:{local.minute:02d}:{local.second:02d}"
             )
             row["local_zone"] = local.tzname()
             row["dst"] = item.dst
