@@ -4,7 +4,8 @@ console's Upcoming timeline shows them, where a job that fires more often
 than every FREQUENT is one row (`Series`: "every 20 s, 180 fires").
 
 A merge of each job's own sequence: jobs come from the database in
-next_fire_at order (job_state_due_idx serves it), a batch at a time, and each job
+next_fire_at order (job_state_due_idx serves it), those overdue at the
+start (whose fire is the start) by id, a batch at a time, and each job
 taken off the heap pushes its following fire (Job.next_fire_after, the
 scheduler's own rule). A page of N fires costs about N steps, whatever the
 number of jobs; a series is counted by arithmetic: for an interval job
@@ -13,9 +14,12 @@ from its step, for a cron job from its fields day by day
 for a cron job with jitter, a window with a clock change in the cron job's
 zone, or an interval job with a calendar."""
 
+import functools
 import heapq
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from django.db.models import Q
 
 from jobs import cron
 from jobs.models import Job, parse_run_cursor, run_cursor
@@ -62,44 +66,70 @@ def parse_cursor(value: str | None) -> tuple[datetime, int] | None:
     return parse_run_cursor(value)
 
 
+@functools.cache
+def _fields() -> tuple[str, ...]:
+    """The job fields the timeline reads, in the model's order (Job.from_db
+    takes the values of a subset in that order): every field
+    next_fire_after reads (Job.SCHEDULE_FIELDS), since one left out is a
+    query per job that fires on the page."""
+    wanted = {"id", "name", "namespace", "run_once", "next_fire_at", *Job.SCHEDULE_FIELDS}
+    return tuple(field.attname for field in Job._meta.concrete_fields if field.attname in wanted)
+
+
+def _rows(jobs, *, overdue: bool):
+    """The rows (value tuples, _fields()) of one of the merge's two runs of
+    jobs, in its order, read BATCH at a time from where the last batch ended
+    (not by OFFSET, which reads every row before it again): the jobs overdue
+    at the window's start, which all fire at the start, by id; the others
+    by next fire, then id (job_state_due_idx's order)."""
+    at_index = _fields().index("next_fire_at")
+    order = ("id",) if overdue else ("next_fire_at", "id")
+    rows = jobs.order_by(*order).values_list(*_fields())
+    while True:
+        batch = list(rows[:BATCH])
+        yield from batch
+        if len(batch) < BATCH:
+            return
+        at, pk = batch[-1][at_index], batch[-1][0]
+        after = Q(pk__gt=pk) if overdue else Q(next_fire_at__gt=at) | Q(next_fire_at=at, pk__gt=pk)
+        rows = jobs.filter(after).order_by(*order).values_list(*_fields())
+
+
 def _merged(jobs, *, start: datetime, end: datetime, done: set[int]):
     """(time, job, its following fire or None) for every fire of `jobs`
     from `start` to before `end`, in time order (ties by job id); a job
-    whose id the caller puts in `done` gives no further fires."""
-    scheduled = (
-        jobs.filter(state=Job.State.ENABLED, next_fire_at__isnull=False, next_fire_at__lt=end)
-        # Every field next_fire_after reads (Job.SCHEDULE_FIELDS): one left
-        # out is a query per job that fires on the page.
-        .only("id", "name", "namespace", "run_once", "next_fire_at", *Job.SCHEDULE_FIELDS)
-        .order_by("next_fire_at", "id")
-    )
-    heap: list[tuple[datetime, int, Job]] = []
-    offset, exhausted, fetched_until = 0, False, start
+    whose id the caller puts in `done` gives no further fires.
 
-    def fetch():
-        nonlocal offset, exhausted, fetched_until
-        rows = list(scheduled[offset : offset + BATCH])
-        offset += len(rows)
-        exhausted = len(rows) < BATCH
-        for job in rows:
-            heapq.heappush(heap, (max(job.next_fire_at, start), job.pk, job))
-        fetched_until = rows[-1].next_fire_at if rows else end
+    The heap holds the next row of each run of jobs (_rows) and the
+    following fire of each job taken off it, so a page of N fires reads
+    about N rows, however many jobs are overdue; a Job is made of a row only
+    when its first fire is taken."""
+    scheduled = jobs.filter(state=Job.State.ENABLED, next_fire_at__isnull=False, next_fire_at__lt=end)
+    fields = _fields()
+    at_index = fields.index("next_fire_at")
+    # (time, job id, the run the row came from or None, the row or the Job):
+    # a job is in the heap once, so the first two decide every comparison.
+    heap: list[tuple] = []
 
-    fetch()
-    while True:
-        # A job not fetched yet cannot fire before the last one fetched.
-        if not exhausted and (not heap or heap[0][0] >= fetched_until):
-            fetch()
-            continue
-        if not heap or heap[0][0] >= end:
-            return
-        at, job_id, job = heapq.heappop(heap)
+    def take(rows) -> None:
+        row = next(rows, None)
+        if row is not None:
+            heapq.heappush(heap, (max(row[at_index], start), row[0], rows, row))
+
+    take(_rows(scheduled.filter(next_fire_at__lt=start), overdue=True))
+    take(_rows(scheduled.filter(next_fire_at__gte=start), overdue=False))
+    while heap and heap[0][0] < end:
+        at, job_id, rows, item = heapq.heappop(heap)
+        job = item if rows is None else Job.from_db(scheduled.db, fields, item)
         following = None if job.run_once else job.next_fire_after(at, last_fire=at)
         if following is not None and following >= end:
             following = None
         yield at, job, following
+        # After the yield: a caller that stops here reads no further batch.
+        if rows is not None:
+            take(rows)
         if following is not None and job_id not in done:
-            heapq.heappush(heap, (following, job_id, job))
+            heapq.heappush(heap, (following, job_id, None, job))
 
 
 def upcoming_fires(

@@ -32,3 +32,18 @@ def test_the_newest_matches_are_never_asked_for_in_order_of_the_whole_index(post
     assert indexed, queries
     for sql in indexed:
         assert "ORDER BY" not in sql and '"jobs_run"."id" >' in sql, sql
+
+
+def test_a_frequent_word_is_found_among_the_newest_runs_without_the_index(postgres_site):
+    # The GIN index reads every match's id, whatever range of ids is asked
+    # (100,000 for a word in one run in ten): the newest runs, tested one by
+    # one, fill the page of a frequent word first.
+    site = postgres_site("run_search_pg_walk", ALLOWED_HOSTS="testserver")
+    script = (
+        "import json; from tests.fixtures.runsearch import frequent_word_queries; "
+        "print(json.dumps(frequent_word_queries()))"
+    )
+    found = json.loads(site.django(script, timeout=180).strip().splitlines()[-1])
+    assert found["same"] and found["rows"] == 26
+    assert not [sql for sql in found["queries"] if " @@ " in sql], found["queries"]
+    assert len(found["queries"]) == 2, found["queries"]

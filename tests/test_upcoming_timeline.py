@@ -138,3 +138,42 @@ def test_a_frequent_cron_job_over_a_clock_change_is_counted_to_the_cap(make_job)
     make_job(name="every-second", cron_expression="* * * * * *", timezone="Europe/Berlin", next_fire_at=start)
     (series,) = timeline(Job.objects.live(), start=start, end=start + timedelta(days=7))[0]
     assert isinstance(series, Series) and series.count == MAX_COUNTED and not series.counted_all
+
+
+def test_overdue_jobs_are_read_by_id_as_far_as_the_page_goes(make_job, monkeypatch):
+    """Every overdue job fires at the window's start, so their order is by
+    id: read in that order, a page takes the batches it shows and no more,
+    however many jobs are overdue, and gives the fires in the order of
+    reading every job (the overdue ones at the start, ties by id, and the
+    jobs due later among them)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from jobs import upcoming
+    from jobs.upcoming import upcoming_fires
+
+    monkeypatch.setattr(upcoming, "BATCH", 4)
+    # Overdue by different times, created out of order; two due at the start
+    # exactly, and daily jobs due in the window after it.
+    for n in (7, 3, 11, 0, 5, 9, 1, 13, 2, 12, 4, 8, 6, 10):
+        every(make_job, f"late-{n}", 86_400, NOW - timedelta(minutes=n + 1))
+    for n in range(2):
+        every(make_job, f"on-the-start-{n}", 86_400, NOW)
+    for n in range(6):
+        every(make_job, f"later-{n}", 86_400, NOW + timedelta(minutes=n))
+    jobs = list(Job.objects.live().exclude(next_fire_at=None))
+    expected = sorted((max(job.next_fire_at, NOW), job.pk) for job in jobs)
+    end = NOW + timedelta(hours=1)
+
+    fires, more = upcoming_fires(Job.objects.live(), start=NOW, end=end, limit=len(jobs))
+    assert not more and [(fire.at, fire.job.pk) for fire in fires] == expected
+    with CaptureQueriesContext(connection) as queries:
+        first, more = upcoming_fires(Job.objects.live(), start=NOW, end=end, limit=3)
+    assert more and [(fire.at, fire.job.pk) for fire in first] == expected[:3]
+    # A batch of the overdue and one of the rest: not the 14 overdue jobs
+    # in four batches before the first fire could be known.
+    assert len(queries) == 2
+    rest, more = upcoming_fires(
+        Job.objects.live(), start=NOW, end=end, limit=100, after=(first[-1].at, first[-1].job.pk)
+    )
+    assert not more and [(fire.at, fire.job.pk) for fire in first + rest] == expected

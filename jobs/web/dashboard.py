@@ -6,6 +6,7 @@ from urllib.parse import urlencode
 from django.shortcuts import render
 from django.template.defaultfilters import pluralize
 from django.utils import dateformat, timezone
+from django.utils.dates import WEEKDAYS_ABBR
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
@@ -16,7 +17,7 @@ from jobs.access import login_required
 from jobs.models import Job, Run, job_name
 from jobs.web.charts import trend_chart
 from jobs.web.common import fingerprint, interval_text, partial_or_page, short, url_maker
-from jobs.web.templatetags.console import relative_time
+from jobs.web.templatetags.console import relative_element, relative_time, time_element
 
 
 def _status_bars(counts: dict) -> list[dict]:
@@ -108,15 +109,65 @@ def dashboard_trends(request):
 _GROUPS = {"1h": (600, "H:i"), "24h": (3600, "D H:00"), "7d": (86400, "l, Y-m-d")}
 
 
-def _group(at, window: str) -> tuple[str, str]:
-    """(key, heading) of the group `at` falls in, in the page's zone."""
-    size, heading = _GROUPS[window]
-    local = timezone.localtime(at)
+def _group_start(local, window: str):
+    """The start of the group `local` (a time in the page's zone) falls in."""
+    size = _GROUPS[window][0]
     seconds = local.hour * 3600 + local.minute * 60 + local.second
-    start = local.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(
+    return local.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(
         seconds=seconds - seconds % size
     )
-    return start.isoformat(), dateformat.format(start, heading)
+
+
+def _timeline_rows(page: list, window: str) -> list[dict]:
+    """The timeline's cells, worked out once per row in Python (as the job
+    list's are): a page is 100 rows, and each template lookup and filter
+    per cell was most of its time."""
+    job_url = url_maker("jobs:job_detail")
+    # What every row would look up again: the page's zone and time, the
+    # translated day names and wording, each gap's text.
+    zone, now = timezone.get_current_timezone(), timezone.now()
+    weekdays = {number: str(name) for number, name in WEEKDAYS_ABBR.items()}
+    series_text, gaps = _("every {every}, {count} fires"), {}
+    rows, group = [], None
+    for item in page:
+        job = item.job
+        shown = item.at.astimezone(zone)
+        start = _group_start(shown, window)
+        # By its text: the two 01:00 of a night the clocks fall back are two
+        # groups, which equal datetimes in one zone are not.
+        key = start.isoformat()
+        row = {
+            "opens": key != group,
+            "heading": dateformat.format(start, _GROUPS[window][1]) if key != group else "",
+            "job": job.pk,
+            "url": job_url(job.pk),
+            "name": job.name,
+            "namespace": job.namespace,
+            "zone": job.timezone,
+            "at": time_element(item.at, shown, "H:i:s"),
+            "relative": relative_element(item.at, now),
+        }
+        group = key
+        if isinstance(item, fires.Series):
+            row["last"] = time_element(item.last, item.last.astimezone(zone), "H:i:s")
+            if item.every not in gaps:
+                gaps[item.every] = interval_text(item.every)
+            row["series"] = series_text.format(
+                every=gaps[item.every], count=item.count if item.counted_all else f"{item.count}+"
+            )
+        else:
+            local = item.local
+            # The `date` filter's "D H:i:s" in the job's zone; nothing for a
+            # zone the system no longer knows, as the `timezone` filter gives.
+            row["local"] = (
+                ""
+                if job.zone_is_unknown
+                else f"{weekdays[local.weekday()]} {local.hour:02d}:{local.minute:02d}:{local.second:02d}"
+            )
+            row["local_zone"] = local.tzname()
+            row["dst"] = item.dst
+        rows.append(row)
+    return rows
 
 
 @login_required
@@ -139,17 +190,7 @@ def upcoming(request):
         jobs = jobs.filter(namespace=namespace)
     after = fires.parse_cursor(params.get("after"))
     page, more = fires.timeline(jobs, start=now, end=now + fires.WINDOWS[window], after=after)
-    job_url = url_maker("jobs:job_detail")
-    rows = []
-    for item in page:
-        key, heading = _group(item.at, window)
-        row = {"item": item, "url": job_url(item.job.pk), "group": key, "heading": heading}
-        if isinstance(item, fires.Series):
-            row["series"] = _("every {every}, {count} fires").format(
-                every=interval_text(item.every),
-                count=item.count if item.counted_all else f"{item.count}+",
-            )
-        rows.append(row)
+    rows = _timeline_rows(page, window)
     filters = {k: v for k, v in (("window", window), ("q", query), ("namespace", namespace)) if v}
     context = {
         "rows": rows,

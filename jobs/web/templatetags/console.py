@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from django import template
 from django.utils import dateformat, timezone
-from django.utils.html import conditional_escape, escape, format_html
+from django.utils.html import conditional_escape, escape
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 
@@ -71,7 +71,12 @@ def relative(when: datetime | None) -> str:
     """A short "in 3 min" / "2 h ago" next to an absolute time."""
     if when is None:
         return ""
-    delta = when - timezone.now()
+    return relative_at(when, timezone.now())
+
+
+def relative_at(when: datetime, now: datetime) -> str:
+    """`relative` from `now`, which a table's rows can share."""
+    delta = when - now
     future = delta >= timedelta(0)
     seconds = abs(delta.total_seconds())
     # The same msgids as console.js's relativeText (the djangojs catalog).
@@ -195,8 +200,14 @@ def relative_time(when: datetime | None) -> str:
     counting (the same wording) between refreshes of the page part around it."""
     if when is None:
         return ""
-    return format_html(
-        '<time datetime="{}" data-relative>{}</time>', when.astimezone(UTC).isoformat(), relative(when)
+    return relative_element(when, timezone.now())
+
+
+def relative_element(when: datetime, now: datetime) -> str:
+    """`relative_time` from `now`, which a table's rows can share."""
+    return mark_safe(
+        f'<time datetime="{when.astimezone(UTC).isoformat()}" data-relative>'
+        f"{conditional_escape(relative_at(when, now))}</time>"
     )
 
 
@@ -245,9 +256,15 @@ def when(value: datetime | None, fmt: str = "Y-m-d H:i:s") -> str:
     and in the `datetime` attribute; "—" when there is none."""
     if value is None or value == "":
         return "—"
+    return time_element(value, timezone.localtime(value), fmt)
+
+
+def time_element(value: datetime, local: datetime, fmt: str) -> str:
+    """`when` of `value`, shown as `local` (`value` in the viewer's zone,
+    which a table's rows can look up once)."""
     utc = value.astimezone(UTC)
     # Digits and the escaped format: no further escaping needed.
     return mark_safe(
         f'<time datetime="{utc.isoformat()}" title="{utc:%Y-%m-%d %H:%M:%S} UTC">'
-        f"{_format_date(timezone.localtime(value), fmt)}</time>"
+        f"{_format_date(local, fmt)}</time>"
     )
