@@ -186,8 +186,9 @@ def _walk(runs, text: str, count: int) -> list[int]:
     milliseconds), so a run is parsed only if its lower-cased text holds
     every word of the query as the parser reads them (a lexeme is a
     lower-cased piece of the text, so a match always passes; PostgreSQL's
-    lower() and the parser lower-case alike under libc locales). CASE, so
-    that the planner cannot test the text before the words."""
+    lower() and the parser lower-case alike under libc locales, so only on
+    a database whose default collation is libc's: `_lowers_as_parser`).
+    CASE, so that the planner cannot test the text before the words."""
     try:
         inner, params = (
             runs.order_by("-scheduled_at", "-id").values_list("id", "scheduled_at", "error", "log")[:WALK]
@@ -195,6 +196,18 @@ def _walk(runs, text: str, count: int) -> list[int]:
     except EmptyResultSet:  # runs.none(): a viewer of no namespace
         return []
     text_sql = "newest.error || ' ' || newest.log"
+    parsed = (
+        f"ts_match_vq(to_tsvector('simple'::regconfig, {text_sql}), plainto_tsquery('simple'::regconfig, %s))"
+    )
+    query = " ".join(words(text))
+    if _lowers_as_parser():
+        test = f"""CASE WHEN NOT EXISTS (
+            SELECT 1 FROM unnest(tsvector_to_array(to_tsvector('simple'::regconfig, %s))) AS word
+            WHERE strpos(lower({text_sql}), word) = 0
+          ) THEN {parsed} END"""
+        test_params: tuple = (query, query)
+    else:
+        test, test_params = parsed, (query,)
     sql = f"""
         SELECT newest.id FROM (
           SELECT walked.*, sum(octet_length(walked.error) + octet_length(walked.log))
@@ -202,14 +215,34 @@ def _walk(runs, text: str, count: int) -> list[int]:
           FROM ({inner}) AS walked
         ) AS newest
         WHERE newest.upto <= %s AND (newest.error <> '' OR newest.log <> '')
-          AND CASE WHEN NOT EXISTS (
-            SELECT 1 FROM unnest(tsvector_to_array(to_tsvector('simple'::regconfig, %s))) AS word
-            WHERE strpos(lower({text_sql}), word) = 0
-          ) THEN ts_match_vq(to_tsvector('simple'::regconfig, {text_sql}), plainto_tsquery('simple'::regconfig, %s))
-          END
+          AND {test}
         ORDER BY newest.scheduled_at DESC, newest.id DESC
         LIMIT %s"""
-    query = " ".join(words(text))
     with connection.cursor() as cursor:
-        cursor.execute(sql, (*params, WALK_BYTES, query, query, count))
+        cursor.execute(sql, (*params, WALK_BYTES, *test_params, count))
         return [row[0] for row in cursor.fetchall()]
+
+
+_providers: dict[tuple, bool] = {}
+
+
+def _lowers_as_parser() -> bool:
+    """Whether lower() lower-cases text as the full-text parser does: the
+    parser uses the C library's rules for the database's LC_CTYPE, lower()
+    those of the database's default collation, the same when its provider
+    is libc (always before PostgreSQL 15; `datlocprovider` 'c'), not with
+    ICU's or the built-in provider's (a word with 'İ' would then pass the
+    parse and fail the test before it). Asked once per database."""
+    key = (
+        connection.settings_dict.get("HOST"),
+        connection.settings_dict.get("PORT"),
+        connection.settings_dict["NAME"],
+    )
+    if key not in _providers:
+        provider = "c"
+        if connection.pg_version >= 150000:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT datlocprovider FROM pg_database WHERE datname = current_database()")
+                provider = cursor.fetchone()[0]
+        _providers[key] = provider == "c"
+    return _providers[key]

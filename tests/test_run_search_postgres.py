@@ -47,3 +47,6 @@ def test_a_frequent_word_is_found_among_the_newest_runs_without_the_index(postgr
     assert found["same"] and found["rows"] == 26
     assert not [sql for sql in found["queries"] if " @@ " in sql], found["queries"]
     assert len(found["queries"]) == 2, found["queries"]
+    # The database's collation provider is asked once (the test server's is libc).
+    assert found["first"][0].startswith("SELECT datlocprovider") and len(found["first"]) == 3
+    assert found["lowers_as_parser"] is True
