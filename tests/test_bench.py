@@ -3,6 +3,7 @@ timing assertions: the figures depend on the machine."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 from datetime import timedelta
@@ -101,12 +102,32 @@ def test_bench_scheduler_with_metrics_shows_each_steps_share_and_statements():
     lines = {line.split(":")[0].strip(): line for line in out.splitlines()}
     for group in ("planning", "claim", "hand-off", "outcome written", "upkeep", "rest"):
         assert group in lines, out
-    assert " %, " in lines["planning"] and " ms" in lines["planning"], out
+    # The step's CPU time in ms (its share needs the scheduler's, counted in ticks of 10 ms: none in 3 s).
+    assert re.search(r"\d ms, ", lines["planning"]), out
     passes = next(line for line in out.splitlines() if line.startswith("passes"))
     # An idle scheduler passes about once a second; a loaded machine may give it fewer.
     assert int(passes.split()[-1].replace(",", "")) >= 1, out
     per_pass = next(line for line in out.splitlines() if line.startswith("SQL statements per pass"))
     assert float(per_pass.split()[-3]) > 0, out
+
+
+def test_step_figures_give_each_steps_cpu_even_when_the_schedulers_took_under_a_tick():
+    from jobs.bench.counters import step_figures
+
+    before = {"plan_due": [0.0, 0, 0], "claim_queued": [0.0, 0, 0]}
+    after = {"plan_due": [0.003, 12, 3], "claim_queued": [0.001, 3, 3]}
+    counted = step_figures(before, after, 0.0, 3, cpu_counted=True)
+    assert counted["groups"]["planning"] == {
+        "cpu_share": None,
+        "cpu_ms_per_fire": 1.0,
+        "statements_per_pass": 4.0,
+    }
+    assert counted["groups"]["rest"]["cpu_ms_per_fire"] is None
+    shared = step_figures(before, after, 0.008, 3, cpu_counted=True)
+    assert shared["groups"]["planning"]["cpu_share"] == 0.375
+    assert shared["groups"]["rest"]["cpu_share"] == 0.5
+    uncounted = step_figures(before, after, 0.008, 3, cpu_counted=False)["groups"]["planning"]
+    assert uncounted["cpu_share"] is None and uncounted["cpu_ms_per_fire"] is None
 
 
 def test_bench_scheduler_without_step_cpu_shows_statements_but_no_cpu_shares():

@@ -98,11 +98,12 @@ def step_figures(
     CPU outside every step (waiting, reading the children's outcomes,
     metrics, other threads) is the rest. None without --metrics; the CPU
     figures None unless the schedulers counted each step's CPU time
-    (`cpu_counted`: --step-cpu, JOBS_METRICS_STEP_CPU)."""
+    (`cpu_counted`: --step-cpu, JOBS_METRICS_STEP_CPU), the shares and the
+    rest also when the schedulers' CPU time (counted in ticks of 10 ms)
+    is none."""
     if not after:
         return None
-    if not cpu_counted:
-        cpu_seconds = 0.0
+    whole = cpu_seconds if cpu_counted else 0.0  # what the shares divide
 
     def delta(step: str, i: int) -> float:
         return after.get(step, [0, 0, 0])[i] - before.get(step, [0, 0, 0])[i]
@@ -113,15 +114,15 @@ def step_figures(
         cpu = sum(delta(step, 0) for step in steps)
         statements = sum(delta(step, 1) for step in steps)
         groups[group] = {
-            "cpu_share": round(cpu / cpu_seconds, 3) if cpu_seconds else None,
-            "cpu_ms_per_fire": round(cpu * 1000 / max(1, fires), 3) if cpu_seconds else None,
+            "cpu_share": round(cpu / whole, 3) if whole else None,
+            "cpu_ms_per_fire": round(cpu * 1000 / max(1, fires), 3) if cpu_counted else None,
             "statements_per_pass": round(statements / passes, 2),
         }
     in_steps = sum(delta(step, 0) for steps in STEP_GROUPS.values() for step in steps)
     statements = sum(delta(step, 1) for steps in STEP_GROUPS.values() for step in steps)
     groups["rest"] = {
-        "cpu_share": round(1 - in_steps / cpu_seconds, 3) if cpu_seconds else None,
-        "cpu_ms_per_fire": round((cpu_seconds - in_steps) * 1000 / max(1, fires), 3) if cpu_seconds else None,
+        "cpu_share": round(1 - in_steps / whole, 3) if whole else None,
+        "cpu_ms_per_fire": round((whole - in_steps) * 1000 / max(1, fires), 3) if whole else None,
         "statements_per_pass": None,
     }
     return {
