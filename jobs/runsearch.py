@@ -60,18 +60,29 @@ def _fts_query(found: list[str]) -> str:
     return " ".join('"' + word.replace('"', '""') + '"' for word in found)
 
 
-def _text_condition(found: list[str], *, indexed: bool) -> RawSQL:
-    """On PostgreSQL, the run's text holds every word: `indexed`, as the GIN
-    index's expression and operator (run_text_search_idx), so that the
-    index finds the matches; otherwise through the operator's function
-    (ts_match_vq, the same test), which no index serves, so the planner
-    reads the rows the other conditions give and tests each."""
-    error, log = '"jobs_run"."error"', '"jobs_run"."log"'
-    vector = f"to_tsvector('simple'::regconfig, {error} || ' ' || {log})"
-    query = "plainto_tsquery('simple'::regconfig, %s)"
+# PostgreSQL's text search configuration: the GIN index's (run_text_search_idx).
+TS_CONFIG = "'simple'::regconfig"
+
+
+def _text_sql(error: str, log: str, *, indexed: bool) -> str:
+    """On PostgreSQL, SQL for: the run's text (the columns `error` and
+    `log`) holds every word of the query (its one parameter). `indexed`:
+    as the GIN index's expression and operator (run_text_search_idx), so
+    that the index finds the matches; otherwise through the operator's
+    function (ts_match_vq, the same test), which no index serves, so the
+    planner reads the rows the other conditions give and tests each."""
+    vector = f"to_tsvector({TS_CONFIG}, {error} || ' ' || {log})"
+    query = f"plainto_tsquery({TS_CONFIG}, %s)"
     test = f"{vector} @@ {query}" if indexed else f"ts_match_vq({vector}, {query})"
+    return f"({error} <> '' OR {log} <> '') AND {test}"
+
+
+def _text_condition(found: list[str], *, indexed: bool) -> RawSQL:
+    """`_text_sql` on a run row, for a queryset."""
     return RawSQL(
-        f"({error} <> '' OR {log} <> '') AND {test}", (" ".join(found),), output_field=BooleanField()
+        _text_sql('"jobs_run"."error"', '"jobs_run"."log"', indexed=indexed),
+        (" ".join(found),),
+        output_field=BooleanField(),
     )
 
 
@@ -127,7 +138,7 @@ def newest(runs, text: str, count: int) -> list:
     if not found:
         return list(runs.order_by(*ordered)[:count])
     if connection.vendor != "sqlite":
-        walked = _walk(runs, text, count)
+        walked = _walk(runs, found, count)
         if len(walked) == count:
             return list(runs.filter(pk__in=walked).order_by(*ordered))
     top = runs.order_by(*ordered).values_list("pk", flat=True).first()
@@ -173,7 +184,7 @@ def _window(runs, text: str, ids: tuple[int, int], count: int) -> list:
     return list(runs.filter(pk__in=[pk for _at, pk in pairs]).order_by(*ordered))
 
 
-def _walk(runs, text: str, count: int) -> list[int]:
+def _walk(runs, found: list[str], count: int) -> list[int]:
     """PostgreSQL: the ids of the first `count` matches among the newest of
     `runs` (at most WALK of them, with at most WALK_BYTES of text), each
     run's text tested in turn (newest first, stopping at `count`). When they
@@ -195,15 +206,12 @@ def _walk(runs, text: str, count: int) -> list[int]:
         ).query.sql_with_params()
     except EmptyResultSet:  # runs.none(): a viewer of no namespace
         return []
-    text_sql = "newest.error || ' ' || newest.log"
-    parsed = (
-        f"ts_match_vq(to_tsvector('simple'::regconfig, {text_sql}), plainto_tsquery('simple'::regconfig, %s))"
-    )
-    query = " ".join(words(text))
+    parsed = _text_sql("newest.error", "newest.log", indexed=False)
+    query = " ".join(found)
     if _lowers_as_parser():
         test = f"""CASE WHEN NOT EXISTS (
-            SELECT 1 FROM unnest(tsvector_to_array(to_tsvector('simple'::regconfig, %s))) AS word
-            WHERE strpos(lower({text_sql}), word) = 0
+            SELECT 1 FROM unnest(tsvector_to_array(to_tsvector({TS_CONFIG}, %s))) AS word
+            WHERE strpos(lower(newest.error || ' ' || newest.log), word) = 0
           ) THEN {parsed} END"""
         test_params: tuple = (query, query)
     else:
@@ -214,8 +222,7 @@ def _walk(runs, text: str, count: int) -> list[int]:
             OVER (ORDER BY walked.scheduled_at DESC, walked.id DESC) AS upto
           FROM ({inner}) AS walked
         ) AS newest
-        WHERE newest.upto <= %s AND (newest.error <> '' OR newest.log <> '')
-          AND {test}
+        WHERE newest.upto <= %s AND {test}
         ORDER BY newest.scheduled_at DESC, newest.id DESC
         LIMIT %s"""
     with connection.cursor() as cursor:
