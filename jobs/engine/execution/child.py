@@ -12,6 +12,7 @@ settings.
 import ctypes
 import functools
 import importlib
+import operator
 import os
 import resource
 import select
@@ -55,8 +56,9 @@ def memory_error_message(memory_mb: int) -> str:
 
 
 @functools.cache
-def _attnames(model) -> tuple:
-    return tuple(field.attname for field in model._meta.concrete_fields)
+def _values(model) -> Callable:
+    """Reads a `model` instance's column values, in field order, as a tuple."""
+    return operator.attrgetter(*(field.attname for field in model._meta.concrete_fields))
 
 
 def _row(obj):
@@ -64,7 +66,7 @@ def _row(obj):
     to rebuild (`_instance`); None stays None."""
     if obj is None:
         return None
-    return obj._meta.label, tuple(getattr(obj, name) for name in _attnames(type(obj)))
+    return obj._meta.label, _values(type(obj))(obj)
 
 
 def _instance(row):

@@ -116,6 +116,10 @@ class _Child:
         self.number = number
         self.process = process
         self.conn = conn
+        # Whether more has arrived: one poll() of the pipe (the
+        # connection's own poll() builds a selector on every call).
+        self.more = select.poll()
+        self.more.register(conn.fileno(), select.POLLIN)
         self.started = time.monotonic()
         self.ready = False
         self.flight: Flight | None = None  # the run it executes
@@ -432,7 +436,7 @@ class ProcessPool:
         freed = False
         while child.conn is not None:
             try:
-                if not child.conn.poll():
+                if not child.more.poll(0):
                     return freed
                 message = child.conn.recv()
             except (EOFError, OSError):
