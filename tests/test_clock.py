@@ -25,10 +25,11 @@ from jobs.engine.clock import Clock, Reading
 from jobs.engine.execution.child import context_from, payload_of
 from jobs.engine.execution.pool import Flight
 from jobs.engine.heartbeat_ping import HeartbeatPinger
-from jobs.engine.loop import NextQueued
+from jobs.engine.loop import POLL
 from jobs.engine.outbox import AlertSender
 from jobs.engine.outcomes import Recorder
 from jobs.engine.planning import CHECK_EVERY, Planner, ScheduleCheck
+from jobs.engine.starting import NextQueued
 from jobs.handlers.base import JobContext, RunContext
 from jobs.models import Job, Run
 from tests.fixtures.core import T0, drain
@@ -483,7 +484,7 @@ def test_a_clock_stepped_back_an_hour_does_not_stall_the_schedule_check(db, cloc
 
 
 def test_a_clock_stepped_back_an_hour_does_not_stall_the_read_of_the_next_queued_run(make_job):
-    pacing = NextQueued()
+    pacing = NextQueued(every=POLL)
     assert pacing.get(T0) is None
     Run.objects.create(job=make_job(), scheduled_at=T0, trigger="retry", status="queued", run_after=T0)
     assert pacing.get(T0 - BACK) == T0

@@ -8,11 +8,11 @@ import pytest
 
 from jobs.engine.execution.executors import make_pool
 from jobs.engine.execution.pool import Outcome
-from jobs.engine.loop import POLL, NextQueued
+from jobs.engine.loop import POLL
 from jobs.engine.outbox import AlertSender
 from jobs.engine.outcomes import Recorded, Recorder
 from jobs.engine.planning import PLAN_BATCH, Planner, due_jobs, due_query, next_fire
-from jobs.engine.starting import Starter
+from jobs.engine.starting import NextQueued, Starter
 from jobs.models import QUEUED_RUN, Alert, Job, Run
 from tests.fixtures.core import T0
 from tests.fixtures.databases import query_plan
@@ -185,7 +185,7 @@ def test_finished_runs_are_written_and_their_ids_handed_back_for_the_pool_to_let
 
 
 def test_next_queued_is_read_once_per_poll_and_lowered_by_what_was_queued(make_job):
-    pacing = NextQueued()
+    pacing = NextQueued(every=POLL)
     assert pacing.get(T0) is None
     Run.objects.create(
         job=make_job(),

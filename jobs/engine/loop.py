@@ -12,8 +12,10 @@ the little that one pass leaves for the next is the loop's, in the open:
   than POLL (`Starter.remember_for`), and whether the last
   claim left runs waiting for slots (then fires are not written already
   running, and a finished run wakes the loop at once);
-- `pending`: outcomes that arrived between passes, not written yet (and kept
-  across a database error);
+- `pending` (a `Pending`): outcomes taken from the pool and not written yet
+  (and kept across a database error): the running loop writes them in
+  batches, at most COLLECT_WITHIN after it took them, sooner when a step
+  needs their runs ended in the database (`settle`, jobs.engine.pending);
 - `next_queued` (a `NextQueued`): when a queued run next becomes due, for
   the sleep;
 - `claims_uncertain`, a local of `run_forever`: a database error may have
@@ -50,25 +52,23 @@ from jobs.engine import admission, maintenance, planning
 from jobs.engine import metrics as engine_metrics
 from jobs.engine.alertwatch import AlertWatch
 from jobs.engine.bulk import database
-from jobs.engine.clock import Cadence, Clock, Skew
+from jobs.engine.clock import Clock, Skew
 from jobs.engine.execution.executors import make_pool
-from jobs.engine.execution.pool import Outcome
+from jobs.engine.execution.pool import Flight, Outcome
 from jobs.engine.heartbeat_ping import HeartbeatPinger
 from jobs.engine.leadership import Leadership
 from jobs.engine.listener import WakeListener
 from jobs.engine.metrics import Off
 from jobs.engine.outbox import AlertSender
 from jobs.engine.outcomes import Recorded, Recorder
+from jobs.engine.pending import Pending
 from jobs.engine.rollup import Rollup
-from jobs.engine.starting import Claimed, Starter, next_queued_after
+from jobs.engine.starting import Claimed, NextQueued, Starter
 from jobs.models import Run
 
 log = logging.getLogger("cronboard.scheduler")
 
 POLL = timedelta(seconds=1)  # edits by the web process are noticed within this
-# A finished run whose write can wait for a pass due within this long waits
-# for it, and is written in that pass's batch.
-COLLECT_WITHIN = timedelta(milliseconds=50)
 
 
 @dataclass(frozen=True)
@@ -89,28 +89,6 @@ class Pass:
 
     def __bool__(self) -> bool:
         return self.did
-
-
-class NextQueued:
-    """When a queued run next becomes due, read from the database once per
-    POLL and lowered at once by the runs this process queues (retries,
-    downstream runs): runs due now are the claim's business in every pass;
-    this is for the ones waiting for their run_after."""
-
-    def __init__(self):
-        self.at: datetime | None = None
-        self.reads = Cadence(POLL)
-
-    def lower(self, at: datetime) -> None:
-        if self.at is None or at < self.at:
-            self.at = at
-
-    def get(self, now: datetime) -> datetime | None:
-        if self.reads.take(now):
-            self.at = next_queued_after(now)
-        if self.at is not None and self.at <= now:
-            self.reads.again()  # due: the pass it wakes claims it; read again after
-        return self.at
 
 
 class Scheduler:
@@ -176,8 +154,8 @@ class Scheduler:
         self.listener: WakeListener | None = None
         # What crosses passes (see the module's docstring).
         self.carry = Carry()
-        self.pending: list[Outcome] = []
-        self.next_queued = NextQueued()
+        self.pending = Pending()
+        self.next_queued = NextQueued(every=POLL)
         self.stopping = False
         self.draining = False
 
@@ -204,18 +182,26 @@ class Scheduler:
     # -- the steps -----------------------------------------------------------------
 
     def collect(self, outcomes: list[Outcome], now: datetime) -> bool:
-        """Write finished runs back (those that arrived between passes too).
-        If the write fails for the connection, the outcomes are kept and
-        written again on the next pass."""
-        self.pending.extend(outcomes)
+        """Write finished runs back (`outcomes` and those waiting). If the
+        write fails for the connection, the outcomes are kept and written
+        again on the next pass."""
+        self.pending.take(outcomes, now)
         if not self.pending:
             return False
-        recorded = self._took(self.recorder.write_finished(self.pending, self.pool.flights, now))
+        recorded = self._took(self.recorder.write_finished(self.pending.outcomes, self.pool.flights, now))
         self.pool.release(recorded.finished)
-        self.pending = []
+        self.pending.written()
         return True
 
+    def settle(self, ended: Callable[[Flight], bool], now: datetime) -> bool:
+        """Before a step that reads whether a run is live: write the waiting
+        outcomes now if one is of a run `ended` picks. Whether it wrote them."""
+        return self.pending.of(self.pool.flights, ended) and self.collect([], now)
+
     def enforce_deadlines(self, now: datetime) -> bool:
+        # A run that ended before its deadline is not timed out for its
+        # outcome's write waiting.
+        self.settle(lambda flight: flight.deadline <= now, now)
         return self._took(self.recorder.enforce_deadlines(self.pool, now)).runs > 0
 
     def heartbeat(self, now: datetime) -> bool:
@@ -223,6 +209,9 @@ class Scheduler:
         cancel requests; every lease-renew period measure this node's clock
         and renew its lease."""
         now = self.renew_node_if_due(now)
+        if self.pending and self.run_heartbeat.cadence.due(now):
+            # A run that ended is not cancelled for its outcome's write waiting.
+            self.collect([], now)
         beat = self.run_heartbeat.step(now, self.pool)
         if beat is None:
             return False
@@ -347,7 +336,10 @@ class Scheduler:
         if not stay_queued:
             self.pool.refresh()  # a run that ended since the pass's wait frees its slot
         planned = self.planner.plan_due(
-            now, epoch=self.leadership.leader_epoch, free_slots=0 if stay_queued else self.pool.free_slots
+            now,
+            epoch=self.leadership.leader_epoch,
+            free_slots=0 if stay_queued else self.pool.free_slots,
+            settle=lambda jobs: self._settle_jobs(jobs, now),
         )
         self.metrics.planned(planned.written)
         if planned.lease_lost:
@@ -357,6 +349,14 @@ class Scheduler:
             self.carry = replace(self.carry, known={**self.carry.known, **planned.queued})
         self._took(self.starter.start_all(planned.starting))
         return planned
+
+    def _settle_jobs(self, jobs: set[int], now: datetime) -> bool:
+        """Planning found due jobs (`jobs`) with a live run: if one of those
+        runs has ended (its outcome taken or still in the pool) and waits to
+        be written, write it first, so the fire is decided by the run as it
+        is (planning.Planner.plan_due)."""
+        self.pending.take(self.pool.wait(0), now)
+        return self.settle(lambda flight: flight.job_id in jobs, now)
 
     def _claim(self, now: datetime) -> Claimed:
         if self.draining or self.stopping or self.skew.refusing:
@@ -393,16 +393,22 @@ class Scheduler:
 
     # -- the loop ----------------------------------------------------------------------
 
-    def run_pass(self, now: datetime, *, claims_uncertain: bool = False) -> Pass:
+    def run_pass(self, now: datetime, *, claims_uncertain: bool = False, outcomes_wait: bool = False) -> Pass:
         """One pass of every step. `claims_uncertain`: a database error may
-        have hidden a claim that committed (see requeue_unstarted_claims)."""
+        have hidden a claim that committed (see requeue_unstarted_claims).
+        `outcomes_wait` (the running loop): outcomes are written only once
+        due (`collect_due`); else every finished run is written first."""
         # First: a new measurement moves the clock the rest of the pass
         # judges by.
         step = self.metrics.step
         with step("node_lease"):
             now = self.renew_node_if_due(now)
         with step("collect"):
-            did = self.collect(self.pool.wait(0), now)
+            if outcomes_wait:
+                self.pending.take(self.pool.wait(0), now)
+                did = (self.pending.due(now) or self.carry.waiting_for_slots) and self.collect([], now)
+            else:
+                did = self.collect(self.pool.wait(0), now)
         with step("enforce_deadlines"):
             did |= self.enforce_deadlines(now)
         with step("heartbeat"):
@@ -476,9 +482,9 @@ class Scheduler:
 
     def run_forever(self, *, once: bool = False) -> None:
         """Pass, sleep until the next thing is due, repeat. An outcome arriving
-        in between only queues its write for the next pass, unless that pass
-        is more than COLLECT_WITHIN away or a queued run is waiting for the
-        slot it frees: a finished run is not worth a pass of its own."""
+        in between waits to be written with others, COLLECT_WITHIN at most
+        (by itself, without a pass, if no pass is due by then), unless a
+        queued run is waiting for the slot it frees: then a pass at once."""
         self.check_clock()  # first: every time from here on is the database's
         self.start(self.clock())
         if self.clustered and not once:
@@ -494,7 +500,9 @@ class Scheduler:
         while not self.stopping:
             try:
                 if wake_at is None or self.clock() >= wake_at:
-                    done = self.run_pass(self.clock(), claims_uncertain=claims_uncertain)
+                    done = self.run_pass(
+                        self.clock(), claims_uncertain=claims_uncertain, outcomes_wait=not once
+                    )
                     claims_uncertain = False
                     if once:
                         break
@@ -503,16 +511,18 @@ class Scheduler:
                         continue  # more is due right away
                     with self.metrics.step("next_wakeup"):
                         wake_at = self.next_wakeup(self.clock(), next_fire=done.next_fire)
-                outcomes = self.pool.wait((wake_at - self.clock()).total_seconds())
+                until = min(wake_at, self.pending.write_by or wake_at)
+                outcomes = self.pool.wait((until - self.clock()).total_seconds())
+                now = self.clock()
                 if outcomes:
-                    self.pending.extend(outcomes)
+                    self.pending.take(outcomes, now)
                     if self.carry.waiting_for_slots:
-                        wake_at = None
-                    elif wake_at - self.clock() > COLLECT_WITHIN:
-                        with self.metrics.step("collect"):
-                            self.collect([], self.clock())
-                elif self.clock() < wake_at:
+                        wake_at = None  # a queued run waits for the slot: pass now
+                elif now < until:
                     wake_at = None  # woken early: a signal or a notification
+                if wake_at is not None and now < wake_at and self.pending.due(now):
+                    with self.metrics.step("collect"):
+                        self.collect([], now)
                 backoff = 0.5
             except DatabaseError as exc:
                 log.error("database error, retrying in %.1f s: %s", backoff, exc)

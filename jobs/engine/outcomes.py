@@ -161,15 +161,27 @@ class Recorder:
             )
             (common if plain else others).append((run, outcome))
         recorded = Recorded(runs=len(common))
+        # Each run ended when the loop took its outcome, which may be a little
+        # before this write (jobs.engine.loop.COLLECT_WITHIN).
         for run, outcome in others:
             recorded |= self.record(
-                run, outcome.status, now, result=outcome.result, error=outcome.error, log_text=outcome.log
+                run,
+                outcome.status,
+                outcome.ended_at or now,
+                result=outcome.result,
+                error=outcome.error,
+                log_text=outcome.log,
             )
         if not common:
             return recorded
         written = {
             run.pk: self.columns(
-                run, outcome.status, now, result=outcome.result, error=outcome.error, log_text=outcome.log
+                run,
+                outcome.status,
+                outcome.ended_at or now,
+                result=outcome.result,
+                error=outcome.error,
+                log_text=outcome.log,
             )
             for run, outcome in common
         }

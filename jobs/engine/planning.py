@@ -22,6 +22,7 @@ logs each, and sets it back on the job's schedule by the rule a save uses.
 import logging
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -135,14 +136,29 @@ class Planner:
         self.clock = clock
         self.claims = ClaimStatement(worker_id=worker_id, clustered=clustered)
 
-    def plan_due(self, now: datetime, *, epoch: int | None, free_slots: int) -> Planned:
+    def plan_due(
+        self,
+        now: datetime,
+        *,
+        epoch: int | None,
+        free_slots: int,
+        settle: Callable[[set[int]], bool] | None = None,
+    ) -> Planned:
         """Claim every due fire (up to a batch) and write its run. `epoch`: the
         leader lease's, which the claims carry (None on one node). Up to
         `free_slots` queued fires are written already running on this node
-        (0: every fire goes through the queue)."""
+        (0: every fire goes through the queue). `settle(job ids)`: given the
+        due jobs that have a live run, writes the outcomes of their runs that
+        ended but are not written yet, if there are any, and says whether it
+        did; then the due jobs are read again, so an ended run is no overlap."""
         due = due_jobs(now)
         if not due:
             return Planned()
+        busy = {job.pk for job in due if job.busy}
+        if busy and settle is not None and settle(busy):
+            due = due_jobs(now)
+            if not due:
+                return Planned()
         planned = Planned(did=True, full=len(due) == PLAN_BATCH)
         plans = [self.plan_fire(job, now, busy=job.busy) for job in due]
         try:

@@ -29,6 +29,7 @@ from django.db import connection
 from django.db.models import Min
 
 from jobs.engine.bulk import database, fetch
+from jobs.engine.clock import Cadence
 from jobs.engine.execution.pool import Flight, HandlerRef, Pool
 from jobs.engine.outcomes import Recorded, Recorder
 from jobs.engine.prepared import Prepared
@@ -358,6 +359,28 @@ _any_queued_due = Prepared(_queued_due)
 def next_queued_after(now: datetime) -> datetime | None:
     """When the next queued run that is not due yet becomes due."""
     return Run.objects.filter(QUEUED_RUN, run_after__gt=now).aggregate(m=Min("run_after"))["m"]
+
+
+class NextQueued:
+    """When a queued run next becomes due, read from the database once
+    `every` (the loop's POLL) and lowered at once by the runs this process
+    queues (retries, downstream runs): runs due now are the claim's business
+    in every pass; this is for the ones waiting for their run_after."""
+
+    def __init__(self, *, every: timedelta):
+        self.at: datetime | None = None
+        self.reads = Cadence(every)
+
+    def lower(self, at: datetime) -> None:
+        if self.at is None or at < self.at:
+            self.at = at
+
+    def get(self, now: datetime) -> datetime | None:
+        if self.reads.take(now):
+            self.at = next_queued_after(now)
+        if self.at is not None and self.at <= now:
+            self.reads.again()  # due: the pass it wakes claims it; read again after
+        return self.at
 
 
 def upstream_of(run: Run) -> dict | None:

@@ -29,6 +29,9 @@ class Outcome:
     result: str = ""
     error: str = ""
     log: str = ""
+    # When the loop took it from the pool (its clock): the run's end as
+    # written, however long the write waits (jobs.engine.loop.COLLECT_WITHIN).
+    ended_at: datetime | None = None
 
 
 MEMORY_ERROR = "MemoryError: the handler ran out of memory"

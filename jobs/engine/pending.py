@@ -1,0 +1,54 @@
+"""Outcomes the loop took from the pool and has not written yet.
+
+The running loop writes finished runs a batch at a time: an outcome waits
+at most COLLECT_WITHIN after the loop took it, so runs ending one by one
+share a transaction instead of paying one each. It is written with the time
+the loop took it (`Outcome.ended_at`), not the time of the write, so the
+wait changes no run's end or duration. Steps that judge whether a run is
+still live ask first (`Scheduler.settle`, jobs.engine.loop): a fire of its
+job due, its deadline, the heartbeat's cancel requests; a queued run
+waiting for a slot, a database error (they are kept) and shutdown are the
+loop's.
+"""
+
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+
+from jobs.engine.execution.pool import Flight, Outcome
+
+COLLECT_WITHIN = timedelta(milliseconds=50)
+
+
+class Pending:
+    def __init__(self, within: timedelta = COLLECT_WITHIN):
+        self.within = within
+        self.outcomes: list[Outcome] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.outcomes)
+
+    def __len__(self) -> int:
+        return len(self.outcomes)
+
+    def take(self, outcomes: list[Outcome], now: datetime) -> None:
+        """Keep outcomes for the next write, each with the time its run ended
+        (`now`, if the pool did not say)."""
+        for outcome in outcomes:
+            if outcome.ended_at is None:
+                outcome.ended_at = now
+        self.outcomes.extend(outcomes)
+
+    @property
+    def write_by(self) -> datetime | None:
+        """When the first waiting outcome has waited long enough; None when none waits."""
+        return self.outcomes[0].ended_at + self.within if self.outcomes else None
+
+    def due(self, now: datetime) -> bool:
+        return bool(self.outcomes) and self.write_by <= now
+
+    def of(self, flights: Mapping[int, Flight], picked: Callable[[Flight], bool]) -> bool:
+        """Whether an outcome waiting is of a run (of `flights`) that `picked` picks."""
+        return any(o.run_id in flights and picked(flights[o.run_id]) for o in self.outcomes)
+
+    def written(self) -> None:
+        self.outcomes = []

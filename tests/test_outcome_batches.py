@@ -1,0 +1,128 @@
+"""The running loop writes finished runs a batch at a time (jobs.engine.pending):
+an outcome waits up to COLLECT_WITHIN after the loop took it, is written
+with the time it was taken, and is written at once when a step would
+otherwise judge its run still live. Driven pass by pass on a fixed clock
+(`run_pass(…, outcomes_wait=True)` is the running loop's pass), with real
+runs in the test's executor."""
+
+import time
+from datetime import timedelta
+
+import pytest
+
+from jobs import services
+from jobs.engine.pending import COLLECT_WITHIN
+from jobs.models import Job, Run
+from tests.fixtures.core import T0, drain, runs_of
+
+pytestmark = pytest.mark.django_db
+
+MS = timedelta(milliseconds=1)
+
+
+def take_outcomes(scheduler, count=1, timeout=10.0):
+    """Wait for `count` runs to end and take their outcomes, unwritten, at the clock's time."""
+    until = time.monotonic() + timeout
+    while len(scheduler.pending) < count:
+        assert time.monotonic() < until, "timed out waiting for runs to end"
+        scheduler.pending.take(scheduler.pool.wait(0.05), scheduler.clock())
+
+
+def paced(scheduler, now):
+    return scheduler.run_pass(now, outcomes_wait=True)
+
+
+@pytest.mark.parametrize(("handler", "status"), [("demo.echo", "succeeded"), ("demo.fail", "failed")])
+def test_outcomes_wait_to_be_written_together_and_keep_the_time_the_run_ended(
+    scheduler, make_job, clock, handler, status
+):
+    first = make_job(next_fire_at=T0, handler=handler)
+    paced(scheduler, T0)
+    take_outcomes(scheduler)
+    second = make_job(next_fire_at=clock.advance(milliseconds=30), handler=handler)
+    paced(scheduler, clock())
+    take_outcomes(scheduler, 2)
+
+    paced(scheduler, clock.advance(milliseconds=19))  # the first has waited 49 ms
+    assert [r.status for r in runs_of(first) + runs_of(second)] == ["running", "running"]
+
+    paced(scheduler, clock.advance(milliseconds=1))  # 50 ms: both, in one write
+    (one,), (two,) = runs_of(first), runs_of(second)
+    assert (one.status, two.status) == (status, status)
+    assert (one.finished_at, one.duration_ms) == (T0, 0), "ended when the loop took it, not when written"
+    assert (two.finished_at, two.duration_ms) == (T0 + 30 * MS, 0)
+    assert not scheduler.pending and not scheduler.pool.flights
+
+
+def test_a_fire_due_while_the_last_run_waits_to_be_written_is_no_overlap(scheduler, make_job, clock):
+    job = make_job(next_fire_at=T0)
+    paced(scheduler, T0)
+    take_outcomes(scheduler)
+    # The job is due again while its run's outcome waits.
+    Job.objects.filter(pk=job.pk).update(next_fire_at=T0 + 10 * MS)
+    paced(scheduler, clock.advance(milliseconds=10))
+    first, second = runs_of(job)
+    assert first.status == "succeeded" and first.finished_at == T0
+    assert second.status != "skipped", second.error
+    drain(scheduler, clock())
+
+
+def test_a_fire_due_while_the_last_run_still_runs_is_an_overlap(scheduler, make_job, clock, gate_handler):
+    job = make_job(next_fire_at=T0, handler="test.gate")
+    paced(scheduler, T0)
+    Job.objects.filter(pk=job.pk).update(next_fire_at=T0 + 10 * MS)
+    paced(scheduler, clock.advance(milliseconds=10))
+    first, second = runs_of(job)
+    assert (first.status, second.status, second.skip_reason) == ("running", "skipped", "overlap")
+    gate_handler.set()
+    drain(scheduler, clock())
+
+
+def test_a_run_that_ended_in_time_is_not_timed_out_while_its_write_waits(scheduler, make_job, clock):
+    job = make_job(next_fire_at=T0, timeout_seconds=1)
+    paced(scheduler, T0)
+    clock.advance(milliseconds=990)
+    take_outcomes(scheduler)  # it ended 10 ms before its deadline
+    paced(scheduler, clock.advance(milliseconds=20))
+    (run,) = runs_of(job)
+    assert (run.status, run.finished_at) == ("succeeded", T0 + 990 * MS)
+
+
+def test_a_cancel_asked_for_after_the_run_ended_finds_it_ended(scheduler, make_job, clock, staff_user):
+    job = make_job(next_fire_at=T0)
+    paced(scheduler, T0)
+    take_outcomes(scheduler)
+    (run,) = runs_of(job)
+    services.cancel_run(run=run, user=staff_user, now=clock())
+    scheduler.run_heartbeat.cadence.again()  # the heartbeat reads cancel requests in this pass
+    paced(scheduler, clock.advance(milliseconds=5))
+    run.refresh_from_db()
+    assert run.status == "succeeded"
+
+
+def test_a_queued_run_waiting_for_the_slot_has_the_outcome_written_at_once(
+    make_scheduler, make_job, clock, staff_user
+):
+    scheduler = make_scheduler(max_workers=1, clock=clock, misfire_threshold=60)
+    job = make_job(next_fire_at=T0)
+    later = make_job()
+    services.run_now(job=later, user=staff_user, now=T0)
+    paced(scheduler, T0)
+    assert scheduler.carry.waiting_for_slots
+    take_outcomes(scheduler)
+    paced(scheduler, clock())  # no time has passed
+    assert runs_of(job)[0].status == "succeeded"
+    assert runs_of(later)[0].status in (Run.Status.RUNNING, Run.Status.SUCCEEDED)
+    drain(scheduler, clock())
+
+
+def test_a_pass_outside_the_running_loop_writes_every_outcome_first(scheduler, make_job, clock):
+    job = make_job(next_fire_at=T0)
+    scheduler.run_pass(T0)
+    take_outcomes(scheduler)
+    scheduler.run_pass(clock())
+    assert runs_of(job)[0].status == "succeeded"
+
+
+def test_the_wait_is_the_constant_the_docs_give():
+    assert timedelta(milliseconds=50) == COLLECT_WITHIN
