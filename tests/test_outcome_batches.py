@@ -12,7 +12,7 @@ import pytest
 
 from jobs import services
 from jobs.engine.pending import COLLECT_WITHIN
-from jobs.models import Job, Run
+from jobs.models import Alert, Job, Run
 from tests.fixtures.core import T0, drain, runs_of
 
 pytestmark = pytest.mark.django_db
@@ -86,6 +86,19 @@ def test_a_run_that_ended_in_time_is_not_timed_out_while_its_write_waits(schedul
     paced(scheduler, clock.advance(milliseconds=20))
     (run,) = runs_of(job)
     assert (run.status, run.finished_at) == ("succeeded", T0 + 990 * MS)
+
+
+def test_a_run_that_ended_in_time_is_not_alerted_as_running_long_while_its_write_waits(
+    scheduler, make_job, clock
+):
+    make_job(next_fire_at=T0, timeout_seconds=60, long_running_seconds=20, alert_on=["long_running"])
+    paced(scheduler, T0)
+    clock.advance(milliseconds=19_990)
+    take_outcomes(scheduler)  # it ended 10 ms before the 20 s mark
+    scheduler.alert_watch.cadence.again()  # the watch looks in this pass
+    scheduler.run_heartbeat.cadence.ran(clock())  # and the heartbeat does not
+    paced(scheduler, clock.advance(milliseconds=20))
+    assert not Alert.objects.exists()
 
 
 def test_a_cancel_asked_for_after_the_run_ended_finds_it_ended(scheduler, make_job, clock, staff_user):

@@ -416,6 +416,8 @@ class Scheduler:
         with step("sweep"):
             did |= self.sweep(now)
         with step("alert_watch"):
+            if self.pending and self.alert_watch.cadence.due(now):
+                self.collect([], now)  # a run that ended is not running long
             if self.alert_watch.step(now):
                 self.alert_sender.alert_written()
         with step("send_alerts"):

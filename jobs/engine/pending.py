@@ -6,9 +6,9 @@ share a transaction instead of paying one each. It is written with the time
 the loop took it (`Outcome.ended_at`), not the time of the write, so the
 wait changes no run's end or duration. Steps that judge whether a run is
 still live ask first (`Scheduler.settle`, jobs.engine.loop): a fire of its
-job due, its deadline, the heartbeat's cancel requests; a queued run
-waiting for a slot, a database error (they are kept) and shutdown are the
-loop's.
+job due, its deadline, the heartbeat's cancel requests, the alert watch's
+long runs; a queued run waiting for a slot, a database error (they are
+kept) and shutdown are the loop's.
 """
 
 from collections.abc import Callable, Mapping
