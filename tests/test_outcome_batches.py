@@ -10,9 +10,9 @@ from datetime import timedelta
 
 import pytest
 
-from jobs import services
+from jobs import pools, services
 from jobs.engine.pending import COLLECT_WITHIN
-from jobs.models import Alert, Job, Run
+from jobs.models import Alert, Job, JobDependency, Run
 from tests.fixtures.core import T0, drain, runs_of
 
 pytestmark = pytest.mark.django_db
@@ -139,3 +139,56 @@ def test_a_pass_outside_the_running_loop_writes_every_outcome_first(scheduler, m
 
 def test_the_wait_is_the_constant_the_docs_give():
     assert timedelta(milliseconds=50) == COLLECT_WITHIN
+
+
+def test_an_outcome_of_a_job_that_fires_again_within_the_wait_is_written_at_once(scheduler, make_job, clock):
+    """So that no planner, on this node or another, finds the run live and
+    skips the fire as an overlap."""
+    job = make_job(next_fire_at=T0, cron_expression="* * * * * *")  # every second
+    paced(scheduler, T0)
+    clock.advance(milliseconds=960)
+    take_outcomes(scheduler)
+    paced(scheduler, clock.advance(milliseconds=5))  # the next fire is 35 ms away
+    (run,) = runs_of(job)
+    assert (run.status, run.finished_at) == ("succeeded", T0 + 960 * MS)
+
+
+def test_an_outcome_is_written_before_admission_lets_a_waiting_run_through(
+    scheduler, make_job, clock, gate_handler
+):
+    pools.save_pool(name="one", size=1)
+    jobs = [make_job(next_fire_at=T0, handler="test.gate", pool="one") for _ in range(2)]
+    paced(scheduler, T0)
+    assert sorted(runs_of(job)[0].status for job in jobs) == ["running", "waiting"]
+    gate_handler.set()
+    take_outcomes(scheduler)
+    clock.advance(milliseconds=10)
+    scheduler.run_heartbeat.cadence.ran(clock())  # neither writes the outcome first
+    scheduler.alert_watch.cadence.ran(clock())
+    paced(scheduler, clock())
+    statuses = sorted(runs_of(job)[0].status for job in jobs)
+    assert statuses in (["running", "succeeded"], ["succeeded", "succeeded"]), "let through in the same pass"
+    drain(scheduler, clock())
+
+
+def test_a_downstream_job_whose_run_ended_in_the_same_batch_is_not_busy(scheduler, make_job, clock):
+    upstream = make_job(next_fire_at=T0, handler="demo.fail")
+    downstream = make_job(next_fire_at=T0)
+    JobDependency.objects.create(upstream=upstream, downstream=downstream, on=JobDependency.On.FAILURE)
+    paced(scheduler, T0)
+    take_outcomes(scheduler, 2)
+    paced(scheduler, clock.advance(milliseconds=50))  # both written, in one batch
+    fired, after = runs_of(downstream)
+    assert fired.status == "succeeded"
+    assert (after.trigger, after.status) != ("upstream", "skipped"), after.error
+    assert after.caused_by_id == runs_of(upstream)[0].pk
+    drain(scheduler, clock())
+
+
+def test_a_scheduler_stopping_without_grace_writes_the_runs_that_ended_as_ended(scheduler, make_job, clock):
+    job = make_job(next_fire_at=T0)
+    paced(scheduler, T0)
+    take_outcomes(scheduler)
+    scheduler.drain(grace=0)
+    (run,) = runs_of(job)
+    assert (run.status, run.finished_at) == ("succeeded", T0)

@@ -45,6 +45,7 @@ while a new measurement moving the offset back by a few milliseconds is no
 reason to do them again.
 """
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,7 +54,9 @@ from datetime import datetime, timedelta
 from django.db import connection
 from django.utils import timezone
 
-from jobs.core.dbclock import REFUSE_FACTOR, database_now, max_skew
+from jobs.core.dbclock import REFUSE_FACTOR, database_now, describe, max_skew, refusal
+
+log = logging.getLogger("cronboard.scheduler")
 
 SAMPLES = 3  # readings per measurement; the one with the shortest round trip counts
 STEP_BACK = timedelta(seconds=1)  # a step back of the engine's clock by more than this is a clock step
@@ -194,6 +197,40 @@ class Skew:
             started_refusing=self.refusing and not was_refusing,
             stopped_refusing=was_refusing and not self.refusing,
         )
+
+    def tell(self, judged: "Judged") -> None:
+        """Log what the last reading made of the clock (`judged`), if anything
+        is worth saying: over JOBS_MAX_CLOCK_SKEW, refusing, or back."""
+        reading = self.reading
+        if reading is None or not (judged.over or judged.stopped_refusing):
+            return
+        limit = max_skew()
+        where = f"this node's clock is {describe(reading.skew_seconds)}"
+        if judged.stopped_refusing:
+            log.warning(
+                "clock skew: %s, back within JOBS_MAX_CLOCK_SKEW (%g s): planning and claiming again",
+                where,
+                limit,
+            )
+        elif judged.started_refusing:
+            log.error(
+                "clock skew: %s (the runs it has go on); fix this host's time (NTP)",
+                refusal(reading.skew_seconds),
+            )
+        elif self.refusing:
+            log.error(
+                "clock skew: this node's %s; still not planning or claiming", refusal(reading.skew_seconds)
+            )
+        else:
+            log.warning(
+                "clock skew: %s, more than JOBS_MAX_CLOCK_SKEW (%g s); the scheduler goes by the "
+                "database's clock, but fix this host's time (NTP): at %s x JOBS_MAX_CLOCK_SKEW (%g s) "
+                "this node stops planning and claiming",
+                where,
+                limit,
+                REFUSE_FACTOR,
+                REFUSE_FACTOR * limit,
+            )
 
     def info(self) -> dict:
         """What the node lease's info says of this node's clock."""

@@ -46,7 +46,6 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
-from jobs.core.dbclock import REFUSE_FACTOR, describe, max_skew, refusal
 from jobs.core.wakeup import wake_schedulers
 from jobs.engine import admission, maintenance, planning
 from jobs.engine import metrics as engine_metrics
@@ -193,6 +192,20 @@ class Scheduler:
         self.pending.written()
         return True
 
+    def outcomes_due(self, now: datetime) -> bool:
+        """Whether the running loop writes the waiting outcomes now: the first
+        has waited COLLECT_WITHIN; one is of a job that fires again within
+        that; a queued run waits for a slot; or waiting runs are left that a
+        run's end may let through (admission, this pass)."""
+        if not self.pending:
+            return False
+        return (
+            self.pending.due(now)
+            or self.carry.waiting_for_slots
+            or self.admission.left
+            or self.pending.firing(self.pool.flights, now)
+        )
+
     def settle(self, ended: Callable[[Flight], bool], now: datetime) -> bool:
         """Before a step that reads whether a run is live: write the waiting
         outcomes now if one is of a run `ended` picks. Whether it wrote them."""
@@ -247,37 +260,9 @@ class Scheduler:
         are written) until a measurement finds the clock back within
         JOBS_MAX_CLOCK_SKEW (clock.Skew)."""
         judged = self.skew.judge(self.clock.measure())
-        reading = self.skew.reading
-        if reading is None or not (judged.over or judged.stopped_refusing):
-            return
-        limit = max_skew()
-        where = f"this node's clock is {describe(reading.skew_seconds)}"
-        if judged.stopped_refusing:
-            log.warning(
-                "clock skew: %s, back within JOBS_MAX_CLOCK_SKEW (%g s): planning and claiming again",
-                where,
-                limit,
-            )
-        elif judged.started_refusing:
-            log.error(
-                "clock skew: %s (the runs it has go on); fix this host's time (NTP)",
-                refusal(reading.skew_seconds),
-            )
+        self.skew.tell(judged)
+        if judged.started_refusing:
             self.leadership.step_down()
-        elif self.skew.refusing:
-            log.error(
-                "clock skew: this node's %s; still not planning or claiming", refusal(reading.skew_seconds)
-            )
-        else:
-            log.warning(
-                "clock skew: %s, more than JOBS_MAX_CLOCK_SKEW (%g s); the scheduler goes by the "
-                "database's clock, but fix this host's time (NTP): at %s x JOBS_MAX_CLOCK_SKEW (%g s) "
-                "this node stops planning and claiming",
-                where,
-                limit,
-                REFUSE_FACTOR,
-                REFUSE_FACTOR * limit,
-            )
 
     def sweep(self, now: datetime) -> bool:
         return self._took(self.sweeper.step(now, executing=self.pool.flights)).written > 0
@@ -397,7 +382,7 @@ class Scheduler:
         """One pass of every step. `claims_uncertain`: a database error may
         have hidden a claim that committed (see requeue_unstarted_claims).
         `outcomes_wait` (the running loop): outcomes are written only once
-        due (`collect_due`); else every finished run is written first."""
+        due (`outcomes_due`); else every finished run is written first."""
         # First: a new measurement moves the clock the rest of the pass
         # judges by.
         step = self.metrics.step
@@ -406,7 +391,7 @@ class Scheduler:
         with step("collect"):
             if outcomes_wait:
                 self.pending.take(self.pool.wait(0), now)
-                did = (self.pending.due(now) or self.carry.waiting_for_slots) and self.collect([], now)
+                did = self.outcomes_due(now) and self.collect([], now)
             else:
                 did = self.collect(self.pool.wait(0), now)
         with step("enforce_deadlines"):
@@ -522,9 +507,11 @@ class Scheduler:
                         wake_at = None  # a queued run waits for the slot: pass now
                 elif now < until:
                     wake_at = None  # woken early: a signal or a notification
-                if wake_at is not None and now < wake_at and self.pending.due(now):
+                if wake_at is not None and now < wake_at and self.outcomes_due(now):
                     with self.metrics.step("collect"):
                         self.collect([], now)
+                    if self.next_queued.at is not None:  # a retry or downstream run it queued
+                        wake_at = min(wake_at, self.next_queued.at)
                 backoff = 0.5
             except DatabaseError as exc:
                 log.error("database error, retrying in %.1f s: %s", backoff, exc)
@@ -562,6 +549,8 @@ class Scheduler:
         record what is left as interrupted (one-off tasks go back to queued)."""
         self.draining = True
         grace = settings.JOBS_SHUTDOWN_GRACE if grace is None else grace
+        # Runs that ended are written as they ended, whatever the grace.
+        self.collect(self.pool.wait(0), self.clock())
         try:
             self.leadership.step_down()
         except DatabaseError as exc:

@@ -21,7 +21,7 @@ on it (an alert was written: the outbox; a run was queued: the wake-up).
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -162,7 +162,10 @@ class Recorder:
             (common if plain else others).append((run, outcome))
         recorded = Recorded(runs=len(common))
         # Each run ended when the loop took its outcome, which may be a little
-        # before this write (jobs.engine.loop.COLLECT_WITHIN).
+        # before this write (jobs.engine.pending.COLLECT_WITHIN).
+        # Every run of the batch has ended, written yet or not: none holds up
+        # a downstream job as its live run.
+        ended = frozenset(run.pk for run, _ in items)
         for run, outcome in others:
             recorded |= self.record(
                 run,
@@ -171,6 +174,7 @@ class Recorder:
                 result=outcome.result,
                 error=outcome.error,
                 log_text=outcome.log,
+                ended=ended,
             )
         if not common:
             return recorded
@@ -337,10 +341,12 @@ class Recorder:
         log_text="",
         retry=True,
         was=Run.Status.RUNNING,
+        ended: Collection[int] = (),
     ) -> Recorded:
         """Write a run's outcome (only if it is still `was`, running: a run
         already timed out or swept is left as it is), queue its retry (unless
-        told not to), and update its job, all in one transaction."""
+        told not to), and update its job, all in one transaction. `ended`:
+        runs of the same batch, ended though not all written yet."""
         outcome = self.columns(run, status, now, result=result, error=error, log_text=log_text)
         duration_ms = outcome["duration_ms"]
         # No savepoint: inside write_finished's batch a failure rolls the whole
@@ -369,7 +375,7 @@ class Recorder:
                     fire or run, final=not retry and fire is not None, now=now
                 )
                 if not retry and fire is not None:
-                    downstream = self.start_downstream([fire], now)
+                    downstream = self.start_downstream([fire], now, ended=ended)
                     recorded |= Recorded(queued_at=_queued_at(downstream, now))
         return recorded
 
@@ -445,7 +451,7 @@ class Recorder:
             return alerts.on_success(job=job, run=run, now=now) is not None
         return alerts.on_failed(job=job, run=run, now=now) is not None
 
-    def start_downstream(self, runs: list[Run], now: datetime) -> list[Run]:
+    def start_downstream(self, runs: list[Run], now: datetime, *, ended: Collection[int] = ()) -> list[Run]:
         """Each finished run (its final attempt) starts each job that runs
         after its job on this outcome, in the transaction that records the
         outcome: a queued run with trigger `upstream`, caused_by the run, and
@@ -456,8 +462,9 @@ class Recorder:
         deeper than JOBS_MAX_CHAIN_DEPTH (`depth`), a paused or crashed one,
         one still running from before (the overlap rule); a deleted one gets
         nothing. The unique (job, caused_by) index makes a second write of
-        the same pair impossible (ignored, not an error). Returns the runs it
-        wrote."""
+        the same pair impossible (ignored, not an error). `ended`: runs known
+        to have ended whose outcome is not written yet (not live). Returns the
+        runs it wrote."""
         runs = [run for run in runs if run.job_id is not None and not run.is_task]
         if not runs:
             return []
@@ -468,11 +475,10 @@ class Recorder:
         )
         if not edges:
             return []
-        busy = set(
-            Run.objects.filter(LIVE_RUN, job_id__in={edge.downstream_id for edge in edges}).values_list(
-                "job_id", flat=True
-            )
-        )
+        live = Run.objects.filter(LIVE_RUN, job_id__in={edge.downstream_id for edge in edges})
+        if ended:
+            live = live.exclude(pk__in=ended)
+        busy = set(live.values_list("job_id", flat=True))
         upstream_jobs = {edge.upstream_id for edge in edges}
         chains = self.chain_jobs([run for run in runs if run.job_id in upstream_jobs])
         rows = []

@@ -4,16 +4,20 @@ The running loop writes finished runs a batch at a time: an outcome waits
 at most COLLECT_WITHIN after the loop took it, so runs ending one by one
 share a transaction instead of paying one each. It is written with the time
 the loop took it (`Outcome.ended_at`), not the time of the write, so the
-wait changes no run's end or duration. Steps that judge whether a run is
-still live ask first (`Scheduler.settle`, jobs.engine.loop): a fire of its
-job due, its deadline, the heartbeat's cancel requests, the alert watch's
-long runs; a queued run waiting for a slot, a database error (they are
-kept) and shutdown are the loop's.
+wait changes no run's end or duration. An outcome whose job fires again
+within the wait is written at once (`firing`), so no planner, here or on
+another node, finds the run live and skips the fire as an overlap. Steps
+that judge whether a run is still live ask first (`Scheduler.settle`,
+jobs.engine.loop): a fire of its job due, its deadline, the heartbeat's
+cancel requests, the alert watch's long runs; a queued run waiting for a
+slot, waiting runs admission may let through, a database error (they are
+kept) and shutdown are the loop's (`Scheduler.outcomes_due`, `drain`).
 """
 
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
+from jobs.engine.clock import due
 from jobs.engine.execution.pool import Flight, Outcome
 
 COLLECT_WITHIN = timedelta(milliseconds=50)
@@ -44,7 +48,20 @@ class Pending:
         return self.outcomes[0].ended_at + self.within if self.outcomes else None
 
     def due(self, now: datetime) -> bool:
-        return bool(self.outcomes) and self.write_by <= now
+        """The first has waited long enough (or the clock went back: clock.due)."""
+        return bool(self.outcomes) and due(self.outcomes[0].ended_at, now, self.within)
+
+    def firing(self, flights: Mapping[int, Flight], now: datetime) -> bool:
+        """Whether an outcome waiting is of a job whose next fire is within the
+        wait: then it is written at once, so the planner, here or on another
+        node, does not find the run live and skip the fire as an overlap."""
+        soon = now + self.within
+        for outcome in self.outcomes:
+            flight = flights.get(outcome.run_id)
+            job = flight.ctx.job if flight is not None else None
+            if job is not None and job.next_fire_at is not None and job.next_fire_at <= soon:
+                return True
+        return False
 
     def of(self, flights: Mapping[int, Flight], picked: Callable[[Flight], bool]) -> bool:
         """Whether an outcome waiting is of a run (of `flights`) that `picked` picks."""

@@ -185,6 +185,10 @@ class Planner:
                     # One INSERT for the batch's runs, inside the claims' transaction.
                     created = insert_rows(runs)
             planned.written = runs
+            for plan in claimed:
+                # The job as its row now is, committed: its runs carry it, and
+                # the loop asks when it fires next (jobs.engine.pending).
+                plan.job.next_fire_at, plan.job.last_fire_at = plan.new_next, plan.last_fire
             planned.queued = {run.pk: run for run in created if run.status == Run.Status.QUEUED and run.pk}
             if len(claimed) == len(plans) and not planned.full:
                 moved = [plan.new_next for plan in plans if plan.new_next is not None]

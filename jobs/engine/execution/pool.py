@@ -30,7 +30,7 @@ class Outcome:
     error: str = ""
     log: str = ""
     # When the loop took it from the pool (its clock): the run's end as
-    # written, however long the write waits (jobs.engine.loop.COLLECT_WITHIN).
+    # written, however long the write waits (jobs.engine.pending.COLLECT_WITHIN).
     ended_at: datetime | None = None
 
 
