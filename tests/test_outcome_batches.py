@@ -11,7 +11,13 @@ from datetime import timedelta
 import pytest
 
 from jobs import pools, services
+from jobs.engine.execution.executors import make_pool
+from jobs.engine.execution.pool import Outcome
+from jobs.engine.loop import POLL
+from jobs.engine.outcomes import Recorder
 from jobs.engine.pending import COLLECT_WITHIN
+from jobs.engine.planning import Planner
+from jobs.engine.starting import Starter
 from jobs.models import Alert, Job, JobDependency, Run
 from tests.fixtures.core import T0, drain, runs_of
 
@@ -192,3 +198,37 @@ def test_a_scheduler_stopping_without_grace_writes_the_runs_that_ended_as_ended(
     scheduler.drain(grace=0)
     (run,) = runs_of(job)
     assert (run.status, run.finished_at) == ("succeeded", T0)
+
+
+def test_a_batch_keeps_each_run_s_end_and_no_run_of_it_is_live_for_another_on_both_databases(
+    both_databases, make_job, clock
+):
+    upstream = make_job(next_fire_at=T0, handler="demo.fail")
+    downstream = make_job(next_fire_at=T0)
+    JobDependency.objects.create(upstream=upstream, downstream=downstream, on=JobDependency.On.FAILURE)
+    planner = Planner(
+        worker_id="node-a", clustered=False, misfire_threshold=timedelta(seconds=60), clock=clock
+    )
+    pool = make_pool(2, executor="thread")
+    recorder = Recorder(worker_id="node-a", cap=1000)
+    starter = Starter(
+        worker_id="node-a", clock=clock, pool=pool, recorder=recorder, log_keep=1000, remember_for=POLL
+    )
+    runs = planner.plan_due(T0, epoch=None, free_slots=2).starting
+    starter.start_all(runs)
+    failed, succeeded = sorted(runs, key=lambda run: run.job_id != upstream.pk)
+    outcomes = [
+        Outcome(failed.pk, "failed", error="no", ended_at=T0 + 5 * MS),  # written alone, first
+        Outcome(succeeded.pk, "succeeded", ended_at=T0 + 7 * MS),  # in the batch's one statement
+    ]
+    pool.wait(10)  # a handler ended; their own outcomes are not used
+    recorder.write_finished(outcomes, pool.flights, T0 + 50 * MS)
+
+    failed.refresh_from_db()
+    succeeded.refresh_from_db()
+    assert (failed.status, failed.finished_at, failed.duration_ms) == ("failed", T0 + 5 * MS, 5)
+    assert (succeeded.status, succeeded.finished_at, succeeded.duration_ms) == ("succeeded", T0 + 7 * MS, 7)
+    (after,) = downstream.runs.filter(trigger=Run.Trigger.UPSTREAM)
+    assert after.status == Run.Status.QUEUED, after.error
+    for run_id in list(pool.flights):
+        pool.abandon(run_id)
