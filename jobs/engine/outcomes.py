@@ -83,6 +83,16 @@ class Recorded:
         )
 
 
+def _ended(outcome: Outcome, now: datetime) -> tuple[str, datetime]:
+    """How a run ended and when (when the loop took its outcome; else `now`)."""
+    return outcome.status, outcome.ended_at or now
+
+
+def _said(outcome: Outcome) -> dict:
+    """What a run's outcome says, as Recorder.record and .columns take it."""
+    return {"result": outcome.result, "error": outcome.error, "log_text": outcome.log}
+
+
 def is_connection_error(exc: BaseException) -> bool:
     """Whether a failed write failed for the connection or the server's state
     (lost connection, restart, lock, deadlock, timeout), so the same write
@@ -162,32 +172,16 @@ class Recorder:
             (common if plain else others).append((run, outcome))
         recorded = Recorded(runs=len(common))
         # Each run ended when the loop took its outcome, which may be a little
-        # before this write (jobs.engine.pending.COLLECT_WITHIN).
-        # Every run of the batch has ended, written yet or not: none holds up
-        # a downstream job as its live run.
+        # before this write (jobs.engine.pending.COLLECT_WITHIN). Every run of
+        # the batch has ended, written yet or not: none holds up a downstream
+        # job as its live run.
         ended = frozenset(run.pk for run, _ in items)
         for run, outcome in others:
-            recorded |= self.record(
-                run,
-                outcome.status,
-                outcome.ended_at or now,
-                result=outcome.result,
-                error=outcome.error,
-                log_text=outcome.log,
-                ended=ended,
-            )
+            recorded |= self.record(run, *_ended(outcome, now), ended=ended, **_said(outcome))
         if not common:
             return recorded
         written = {
-            run.pk: self.columns(
-                run,
-                outcome.status,
-                outcome.ended_at or now,
-                result=outcome.result,
-                error=outcome.error,
-                log_text=outcome.log,
-            )
-            for run, outcome in common
+            run.pk: self.columns(run, *_ended(outcome, now), **_said(outcome)) for run, outcome in common
         }
         columns = list(next(iter(written.values())))
         # Only runs still running: one already timed out or swept stays as it is.
