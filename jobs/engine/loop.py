@@ -508,9 +508,10 @@ class Scheduler:
                 elif now < until:
                     wake_at = None  # woken early: a signal or a notification
                 if wake_at is not None and now < wake_at and self.outcomes_due(now):
+                    queued_at = self.next_queued.at
                     with self.metrics.step("collect"):
                         self.collect([], now)
-                    if self.next_queued.at is not None:  # a retry or downstream run it queued
+                    if self.next_queued.at not in (None, queued_at):  # it queued a retry or downstream run
                         wake_at = min(wake_at, self.next_queued.at)
                 backoff = 0.5
             except DatabaseError as exc:
