@@ -56,12 +56,12 @@ class Pending:
         wait: then it is written at once, so the planner, here or on another
         node, does not find the run live and skip the fire as an overlap."""
         soon = now + self.within
-        for outcome in self.outcomes:
-            flight = flights.get(outcome.run_id)
-            job = flight.ctx.job if flight is not None else None
-            if job is not None and job.next_fire_at is not None and job.next_fire_at <= soon:
-                return True
-        return False
+
+        def fires_soon(flight: Flight) -> bool:
+            job = flight.ctx.job
+            return job is not None and job.next_fire_at is not None and job.next_fire_at <= soon
+
+        return self.of(flights, fires_soon)
 
     def of(self, flights: Mapping[int, Flight], picked: Callable[[Flight], bool]) -> bool:
         """Whether an outcome waiting is of a run (of `flights`) that `picked` picks."""
