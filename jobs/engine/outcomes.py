@@ -83,14 +83,16 @@ class Recorded:
         )
 
 
-def _ended(outcome: Outcome, now: datetime) -> tuple[str, datetime]:
-    """How a run ended and when (when the loop took its outcome; else `now`)."""
-    return outcome.status, outcome.ended_at or now
-
-
-def _said(outcome: Outcome) -> dict:
-    """What a run's outcome says, as Recorder.record and .columns take it."""
-    return {"result": outcome.result, "error": outcome.error, "log_text": outcome.log}
+def _as_written(outcome: Outcome, now: datetime) -> dict:
+    """A run's outcome as Recorder.record and .columns take it: how it
+    ended, when (when the loop took it; else `now`), and what it said."""
+    return {
+        "status": outcome.status,
+        "now": outcome.ended_at or now,
+        "result": outcome.result,
+        "error": outcome.error,
+        "log_text": outcome.log,
+    }
 
 
 def is_connection_error(exc: BaseException) -> bool:
@@ -177,12 +179,10 @@ class Recorder:
         # job as its live run.
         ended = frozenset(run.pk for run, _ in items)
         for run, outcome in others:
-            recorded |= self.record(run, *_ended(outcome, now), ended=ended, **_said(outcome))
+            recorded |= self.record(run, ended=ended, **_as_written(outcome, now))
         if not common:
             return recorded
-        written = {
-            run.pk: self.columns(run, *_ended(outcome, now), **_said(outcome)) for run, outcome in common
-        }
+        written = {run.pk: self.columns(run, **_as_written(outcome, now)) for run, outcome in common}
         columns = list(next(iter(written.values())))
         # Only runs still running: one already timed out or swept stays as it is.
         run_rows = [(pk, Run.Status.RUNNING, *values.values()) for pk, values in written.items()]
