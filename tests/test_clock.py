@@ -28,7 +28,8 @@ from jobs.engine.heartbeat_ping import HeartbeatPinger
 from jobs.engine.loop import POLL
 from jobs.engine.outbox import AlertSender
 from jobs.engine.outcomes import Recorder
-from jobs.engine.planning import CHECK_EVERY, Planner, ScheduleCheck
+from jobs.engine.planning import Planner
+from jobs.engine.schedulecheck import CHECK_EVERY, ScheduleCheck
 from jobs.engine.starting import NextQueued
 from jobs.handlers.base import JobContext, RunContext
 from jobs.models import Job, Run

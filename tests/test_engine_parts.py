@@ -386,7 +386,7 @@ def test_a_skipped_fire_is_written_finished_with_its_reason(make_job, planner):
 
 
 def test_jobs_without_a_next_fire_time_get_one(make_job):
-    from jobs.engine.planning import schedule_unplanned
+    from jobs.engine.schedulecheck import schedule_unplanned
 
     plain = make_job()
     paused = make_job(state="paused")

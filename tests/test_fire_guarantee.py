@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from jobs import refusals, services
-from jobs.engine import planning
+from jobs.engine import schedulecheck
 from jobs.forms import JobForm
 from jobs.models import Job, Run
 from jobs.serializers import spec_to_form_data
@@ -185,8 +185,8 @@ def test_saving_a_job_deleted_since_it_was_loaded_is_refused_and_changes_nothing
 def check(node):
     """The schedule check of `node`, its count started at T0, after the
     scheduler's start gave the seeded built-in jobs their first fire."""
-    planning.schedule_unplanned(T0)
-    check = planning.ScheduleCheck(planner=node.planner)
+    schedulecheck.schedule_unplanned(T0)
+    check = schedulecheck.ScheduleCheck(planner=node.planner)
     assert check.step(T0) is None
     return check
 
@@ -196,7 +196,7 @@ def test_the_schedule_check_puts_a_job_without_a_next_fire_back_on_its_grid(
 ):
     job = interval_job(make_job)
     Job.objects.filter(pk=job.pk).update(next_fire_at=None, last_fire_at=T0 + timedelta(seconds=27))
-    now = T0 + planning.CHECK_EVERY
+    now = T0 + schedulecheck.CHECK_EVERY
 
     checked = check.step(now)
 
@@ -214,9 +214,9 @@ def test_a_job_without_a_next_fire_gets_the_same_one_at_start_as_from_the_schedu
     job = interval_job(make_job, interval_seconds=60)
     on_grid = T0 + timedelta(seconds=40)
     Job.objects.filter(pk=job.pk).update(next_fire_at=None, last_fire_at=on_grid - timedelta(seconds=60))
-    now = T0 + planning.CHECK_EVERY
+    now = T0 + schedulecheck.CHECK_EVERY
 
-    assert planning.schedule_unplanned(now) is True
+    assert schedulecheck.schedule_unplanned(now) is True
     job.refresh_from_db()
     assert job.next_fire_at == on_grid, "its last fire plus the interval"
 
@@ -229,7 +229,7 @@ def test_a_job_without_a_next_fire_gets_the_same_one_at_start_as_from_the_schedu
 def test_the_schedule_check_brings_back_a_next_fire_pushed_past_its_interval(both_databases, make_job, check):
     job = interval_job(make_job)
     Job.objects.filter(pk=job.pk).update(next_fire_at=T0 + timedelta(minutes=10), last_fire_at=T0)
-    now = T0 + planning.CHECK_EVERY
+    now = T0 + schedulecheck.CHECK_EVERY
 
     assert check.step(now).counts() == {"ahead": 1}
     job.refresh_from_db()
@@ -238,7 +238,7 @@ def test_the_schedule_check_brings_back_a_next_fire_pushed_past_its_interval(bot
 
 def test_the_schedule_check_records_a_fire_stuck_due_and_moves_the_job_on(both_databases, make_job, check):
     job = interval_job(make_job)  # due at T0, and nothing claimed it
-    now = T0 + planning.CHECK_EVERY
+    now = T0 + schedulecheck.CHECK_EVERY
 
     assert check.step(now).counts() == {"stuck": 1}
     job.refresh_from_db()
@@ -249,7 +249,7 @@ def test_the_schedule_check_records_a_fire_stuck_due_and_moves_the_job_on(both_d
 
 
 def test_the_schedule_check_leaves_jobs_on_their_schedule_alone(both_databases, make_job, check):
-    now = T0 + planning.CHECK_EVERY
+    now = T0 + schedulecheck.CHECK_EVERY
     on_grid = interval_job(make_job, interval_seconds=3600)
     Job.objects.filter(pk=on_grid.pk).update(next_fire_at=now + timedelta(minutes=59), last_fire_at=T0)
     make_job(next_fire_at=now + timedelta(seconds=30))  # cron, every minute
@@ -267,10 +267,10 @@ def test_the_schedule_check_costs_one_query_every_check_every_and_none_between(m
     job = interval_job(make_job, interval_seconds=60)
     Job.objects.filter(pk=job.pk).update(next_fire_at=T0 + timedelta(seconds=60))
     with CaptureQueriesContext(connection) as queries:
-        assert check.step(T0 + planning.CHECK_EVERY - timedelta(seconds=1)) is None
+        assert check.step(T0 + schedulecheck.CHECK_EVERY - timedelta(seconds=1)) is None
     assert len(queries) == 0
     with CaptureQueriesContext(connection) as queries:
-        assert check.step(T0 + planning.CHECK_EVERY).repairs == []
+        assert check.step(T0 + schedulecheck.CHECK_EVERY).repairs == []
     assert len(queries) == 1
 
 
@@ -279,6 +279,6 @@ def test_the_scheduler_runs_the_schedule_check_in_its_passes(make_job, node, clo
     node.start(T0)
     node.run_pass(T0)
     Job.objects.filter(pk=job.pk).update(next_fire_at=None)
-    node.run_pass(clock.advance(seconds=planning.CHECK_EVERY.total_seconds()))
+    node.run_pass(clock.advance(seconds=schedulecheck.CHECK_EVERY.total_seconds()))
     job.refresh_from_db()
     assert job.next_fire_at == T0 + STEP + STEP * 6, "last fire T0 + 5 s is past: now + 5 s"

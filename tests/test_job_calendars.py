@@ -305,7 +305,7 @@ def test_upcoming_counts_an_interval_job_s_fires_by_its_calendar(make_job):
 
 
 def test_the_schedule_check_leaves_an_interval_job_moved_past_a_holiday(make_job):
-    from jobs.engine.planning import off_schedule
+    from jobs.engine.schedulecheck import off_schedule
 
     job = make_job(
         schedule_type="interval",

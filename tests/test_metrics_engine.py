@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.db import DatabaseError
 
-from jobs.engine import planning
+from jobs.engine import schedulecheck
 from jobs.engine.metrics import OFF, EngineMetrics, serve
 from jobs.models import Run
 from tests.fixtures.core import T0, drain
@@ -171,7 +171,7 @@ def test_a_fire_the_schedule_check_finds_stuck_is_counted_as_a_skipped_misfire(
         next_fire_at=T0, namespace="ops", schedule_type="interval", interval_seconds=60, cron_expression=""
     )
     scheduler.check_schedules(T0)  # the first step starts the count
-    checked = scheduler.check_schedules(T0 + planning.CHECK_EVERY)
+    checked = scheduler.check_schedules(T0 + schedulecheck.CHECK_EVERY)
 
     assert checked.counts()["stuck"] == 1
     assert value(metrics, "cronboard_scheduler_fires_skipped_total", namespace="ops", reason="misfire") == 1

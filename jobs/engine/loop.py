@@ -47,7 +47,7 @@ from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
 from jobs.core.wakeup import wake_schedulers
-from jobs.engine import admission, maintenance, planning
+from jobs.engine import admission, maintenance, planning, schedulecheck
 from jobs.engine import metrics as engine_metrics
 from jobs.engine.alertwatch import AlertWatch
 from jobs.engine.bulk import database
@@ -130,7 +130,7 @@ class Scheduler:
             ),
             clock=self.clock,
         )
-        self.schedule_check = planning.ScheduleCheck(planner=self.planner)
+        self.schedule_check = schedulecheck.ScheduleCheck(planner=self.planner)
         self.recorder = Recorder(worker_id=self.worker_id, cap=cap)
         self.starter = Starter(
             worker_id=self.worker_id,
@@ -176,7 +176,7 @@ class Scheduler:
         return self._took(recorded).runs
 
     def schedule_unplanned(self, now: datetime) -> bool:
-        return planning.schedule_unplanned(now)
+        return schedulecheck.schedule_unplanned(now)
 
     # -- the steps -----------------------------------------------------------------
 
@@ -278,9 +278,9 @@ class Scheduler:
     def plan_due(self, now: datetime) -> bool:
         return self._plan(now).did
 
-    def check_schedules(self, now: datetime) -> planning.Checked | None:
+    def check_schedules(self, now: datetime) -> schedulecheck.Checked | None:
         """Every CHECK_EVERY, on the node that plans: set jobs that are off
-        their schedule back on it (planning.ScheduleCheck). run_pass skips it
+        their schedule back on it (schedulecheck.ScheduleCheck). run_pass skips it
         while planning has a backlog: fires it has not reached are not stuck."""
         if not self.leadership.is_leader():
             return None
