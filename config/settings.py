@@ -547,6 +547,11 @@ JOBS_MAX_CHAIN_DEPTH = _int("JOBS_MAX_CHAIN_DEPTH", 32, minimum=1, maximum=1000)
 JOBS_MAX_DOWNSTREAM = _int("JOBS_MAX_DOWNSTREAM", 100, minimum=1)
 JOBS_MISFIRE_THRESHOLD = _int("JOBS_MISFIRE_THRESHOLD", 60, minimum=0)
 JOBS_SHUTDOWN_GRACE = _int("JOBS_SHUTDOWN_GRACE", 30, minimum=0)
+# How long before its time one scheduler (SQLite, not a cluster) plans a fire
+# and holds a slot for it, so one pass plans the fires of this many
+# milliseconds and each is handed to a worker at its time (jobs.engine.planning,
+# Starter.hold); 0: each fire is planned when it is due.
+JOBS_PLAN_AHEAD_MS = _int("JOBS_PLAN_AHEAD_MS", 50, minimum=0, maximum=1000)
 # The leader lease (PostgreSQL): held for TTL seconds, renewed every RENEW
 # seconds, so a standby takes over within TTL + RENEW of the leader's death.
 JOBS_LEASE_TTL_SECONDS = _int("JOBS_LEASE_TTL_SECONDS", 30, minimum=2)

@@ -2,7 +2,7 @@
 an outcome waits up to COLLECT_WITHIN after the loop took it, is written
 with the time it was taken, and is written at once when a step would
 otherwise judge its run still live. Driven pass by pass on a fixed clock
-(`run_pass(…, outcomes_wait=True)` is the running loop's pass), with real
+(`run_pass(…, running=True)` is the running loop's pass), with real
 runs in the test's executor."""
 
 import time
@@ -35,7 +35,7 @@ def take_outcomes(scheduler, count=1, timeout=10.0):
 
 
 def paced(scheduler, now):
-    return scheduler.run_pass(now, outcomes_wait=True)
+    return scheduler.run_pass(now, running=True)
 
 
 @pytest.mark.parametrize(("handler", "status"), [("demo.echo", "succeeded"), ("demo.fail", "failed")])
@@ -155,8 +155,12 @@ def test_an_outcome_of_a_job_that_fires_again_within_the_wait_is_written_at_once
     clock.advance(milliseconds=960)
     take_outcomes(scheduler)
     paced(scheduler, clock.advance(milliseconds=5))  # the next fire is 35 ms away
-    (run,) = runs_of(job)
+    run, following = runs_of(job)
     assert (run.status, run.finished_at) == ("succeeded", T0 + 960 * MS)
+    # Its run ended in the database first, so the next fire was no overlap:
+    # planned ahead, it waits for its time.
+    assert (following.status, following.scheduled_at) == ("running", T0 + timedelta(seconds=1))
+    assert following.pk not in scheduler.pool.flights
 
 
 def test_an_outcome_is_written_before_admission_lets_a_waiting_run_through(

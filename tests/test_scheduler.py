@@ -206,7 +206,9 @@ def test_enabled_job_without_next_fire_time_gets_one_at_start(make_job, schedule
 
 def test_next_wakeup_is_the_next_fire_time_when_sooner_than_the_poll(make_job, scheduler):
     make_job(next_fire_at=T0 + timedelta(milliseconds=300))
-    assert scheduler.next_wakeup(T0) == T0 + timedelta(milliseconds=300)
+    # Planned ahead (JOBS_PLAN_AHEAD_MS, tests/test_plan_ahead.py): the window before it.
+    assert scheduler.plan_ahead == timedelta(milliseconds=50)
+    assert scheduler.next_wakeup(T0) == T0 + timedelta(milliseconds=250)
     assert scheduler.next_wakeup(T0 - timedelta(seconds=10)) == T0 - timedelta(seconds=9)
 
 

@@ -7,17 +7,17 @@ what runscheduler runs and what the tests drive, one step at a time on a
 fixed clock. The steps share nothing but their arguments and return values;
 the little that one pass leaves for the next is the loop's, in the open:
 
-- `carry` (a `Carry`): the runs planning wrote queued and holds in memory,
-  which the claim starts without loading them back while they are younger
-  than POLL (`Starter.remember_for`), and whether the last
-  claim left runs waiting for slots (then fires are not written already
-  running, and a finished run wakes the loop at once);
+- `carry` (a `Carry`): the runs planning wrote queued, which the claim
+  starts from memory while younger than POLL (`Starter.remember_for`), and
+  whether the last claim left runs waiting for slots (then fires are not
+  written already running, and a finished run wakes the loop at once);
 - `pending` (a `Pending`): outcomes taken from the pool and not written yet
-  (and kept across a database error): the running loop writes them in
-  batches, at most COLLECT_WITHIN after it took them, sooner when a step
-  needs their runs ended in the database (`settle`, jobs.engine.pending);
-- `next_queued` (a `NextQueued`): when a queued run next becomes due, for
-  the sleep;
+  (kept across a database error), written in batches, at most
+  COLLECT_WITHIN after they were taken, sooner when a step needs their runs
+  ended in the database (`settle`, jobs.engine.pending);
+- `next_queued` (a `NextQueued`): when a queued run next becomes due;
+- the starter's held runs: fires planned ahead (`plan_ahead`), each
+  waiting, with its slot, for its time (`hand_off_held`);
 - `claims_uncertain`, a local of `run_forever`: a database error may have
   hidden a committed claim (`maintenance.requeue_unstarted_claims`).
 
@@ -155,6 +155,8 @@ class Scheduler:
         self.carry = Carry()
         self.pending = Pending()
         self.next_queued = NextQueued(every=POLL)
+        # How long before its time the running loop plans a fire (one node: Planner.plan_due).
+        self.plan_ahead = timedelta(milliseconds=0 if self.clustered else settings.JOBS_PLAN_AHEAD_MS)
         self.stopping = False
         self.draining = False
 
@@ -197,9 +199,7 @@ class Scheduler:
         has waited COLLECT_WITHIN; one is of a job that fires again within
         that; a queued run waits for a slot; or waiting runs are left that a
         run's end may let through (admission, this pass)."""
-        if not self.pending:
-            return False
-        return (
+        return bool(self.pending) and (
             self.pending.due(now)
             or self.carry.waiting_for_slots
             or self.admission.left
@@ -253,12 +253,10 @@ class Scheduler:
             self.request_stop()  # another process owns our worker id now
 
     def check_clock(self) -> None:
-        """Measure this node's clock against the database's (before start and
-        at every node lease renewal; nothing to measure on SQLite). Over
-        JOBS_MAX_CLOCK_SKEW: warn. Over REFUSE_FACTOR times that: hand back
-        the leader lease and plan and claim nothing (runs in flight go on and
-        are written) until a measurement finds the clock back within
-        JOBS_MAX_CLOCK_SKEW (clock.Skew)."""
+        """Measure this node's clock against the database's (before start and at
+        every node lease renewal; not on SQLite) and judge it (clock.Skew: past
+        JOBS_MAX_CLOCK_SKEW warn; past REFUSE_FACTOR times it hand back the leader
+        lease and plan and claim nothing, runs in flight going on, until back)."""
         judged = self.skew.judge(self.clock.measure())
         self.skew.tell(judged)
         if judged.started_refusing:
@@ -309,7 +307,7 @@ class Scheduler:
             return False
         return bool(self.admission.step(now, wrote_waiting=wrote_waiting))
 
-    def _plan(self, now: datetime) -> planning.Planned:
+    def _plan(self, now: datetime, *, ahead: timedelta = timedelta(0)) -> planning.Planned:
         if not self.leadership.is_leader() or self.skew.refusing:
             return planning.Planned()
         # One node (SQLite): no other process claims runs, so fires can be
@@ -323,8 +321,9 @@ class Scheduler:
         planned = self.planner.plan_due(
             now,
             epoch=self.leadership.leader_epoch,
-            free_slots=0 if stay_queued else self.pool.free_slots,
+            free_slots=0 if stay_queued else self.starter.free_slots,
             settle=lambda jobs: self._settle_jobs(jobs, now),
+            ahead=ahead,
         )
         self.metrics.planned(planned.written)
         if planned.lease_lost:
@@ -333,7 +332,16 @@ class Scheduler:
             # Added to those not claimed yet; the claim forgets them after POLL.
             self.carry = replace(self.carry, known={**self.carry.known, **planned.queued})
         self._took(self.starter.start_all(planned.starting))
+        self.starter.hold(planned.held)
         return planned
+
+    def hand_off_held(self) -> bool:
+        """Start the held runs whose time has come (Starter.start_held): True when one went back to planning."""
+        if self.starter.held_at is None or self.clock() < self.starter.held_at:
+            return False
+        recorded, unplanned = self.starter.start_held()
+        self._took(recorded)
+        return unplanned
 
     def _settle_jobs(self, jobs: set[int], now: datetime) -> bool:
         """Planning found due jobs (`jobs`) with a live run: if one of those
@@ -378,18 +386,19 @@ class Scheduler:
 
     # -- the loop ----------------------------------------------------------------------
 
-    def run_pass(self, now: datetime, *, claims_uncertain: bool = False, outcomes_wait: bool = False) -> Pass:
+    def run_pass(self, now: datetime, *, claims_uncertain: bool = False, running: bool = False) -> Pass:
         """One pass of every step. `claims_uncertain`: a database error may
         have hidden a claim that committed (see requeue_unstarted_claims).
-        `outcomes_wait` (the running loop): outcomes are written only once
-        due (`outcomes_due`); else every finished run is written first."""
+        `running` (the running loop's pass): outcomes are written only once
+        due (`outcomes_due`), else every finished run is written first; and
+        fires are planned `plan_ahead` before their time."""
         # First: a new measurement moves the clock the rest of the pass
         # judges by.
         step = self.metrics.step
         with step("node_lease"):
             now = self.renew_node_if_due(now)
         with step("collect"):
-            if outcomes_wait:
+            if running:
                 self.pending.take(self.pool.wait(0), now)
                 did = self.outcomes_due(now) and self.collect([], now)
             else:
@@ -413,7 +422,8 @@ class Scheduler:
         with step("lead"):
             did |= self.lead(now)
         with step("plan_due"):
-            planned = self._plan(now)
+            self.hand_off_held()  # first: a fire it sends back is planned now
+            planned = self._plan(now, ahead=self.plan_ahead if running else timedelta(0))
         if not planned.full:
             with step("check_schedules"):
                 self.check_schedules(now)
@@ -423,7 +433,9 @@ class Scheduler:
             with step("requeue"):
                 did |= bool(
                     maintenance.requeue_unstarted_claims(
-                        now, worker_id=self.worker_id, executing=self.pool.flights
+                        now,
+                        worker_id=self.worker_id,
+                        executing=[*self.pool.flights, *(one.run.pk for one in self.starter.held)],
                     )
                 )
         with step("admit_waiting"):
@@ -434,7 +446,7 @@ class Scheduler:
             self.share(planned)
         self.metrics.passed(
             live=len(self.pool.flights),
-            free=self.pool.free_slots,
+            free=self.starter.free_slots,
             leader=self.leadership.is_leader(),
             waiting_for_slots=claimed.waiting_for_slots,
         )
@@ -453,9 +465,9 @@ class Scheduler:
         if self.leadership.is_leader():
             fire_at = planning.next_fire() if next_fire is None else next_fire.at
             if fire_at is not None:
-                candidates.append(fire_at)
+                candidates.append(planning.plan_at(fire_at, now, self.plan_ahead))
         if (
-            self.pool.free_slots > 0
+            self.starter.free_slots > 0
             and not self.skew.refusing
             and (next_queued := self.next_queued.get(now)) is not None
         ):
@@ -487,9 +499,7 @@ class Scheduler:
         while not self.stopping:
             try:
                 if wake_at is None or self.clock() >= wake_at:
-                    done = self.run_pass(
-                        self.clock(), claims_uncertain=claims_uncertain, outcomes_wait=not once
-                    )
+                    done = self.run_pass(self.clock(), claims_uncertain=claims_uncertain, running=not once)
                     claims_uncertain = False
                     if once:
                         break
@@ -498,7 +508,7 @@ class Scheduler:
                         continue  # more is due right away
                     with self.metrics.step("next_wakeup"):
                         wake_at = self.next_wakeup(self.clock(), next_fire=done.next_fire)
-                until = min(wake_at, self.pending.write_by or wake_at)
+                until = min(wake_at, self.pending.write_by or wake_at, self.starter.held_at or wake_at)
                 outcomes = self.pool.wait((until - self.clock()).total_seconds())
                 now = self.clock()
                 if outcomes:
@@ -507,6 +517,7 @@ class Scheduler:
                         wake_at = None  # a queued run waits for the slot: pass now
                 elif now < until:
                     wake_at = None  # woken early: a signal or a notification
+                wake_at = None if self.hand_off_held() else wake_at  # a fire went back to planning
                 if wake_at is not None and now < wake_at and self.outcomes_due(now):
                     queued_at = self.next_queued.at
                     with self.metrics.step("collect"):
@@ -546,8 +557,9 @@ class Scheduler:
         signal.signal(signal.SIGINT, self.request_stop)
 
     def drain(self, grace: float | None = None) -> None:
-        """Stop claiming; wait for in-flight runs up to the grace period; then
-        record what is left as interrupted (one-off tasks go back to queued)."""
+        """Stop claiming; wait for in-flight runs up to the grace period (held runs
+        start at their time within it, else go back to the queue); then record
+        what is left as interrupted (one-off tasks go back to queued)."""
         self.draining = True
         grace = settings.JOBS_SHUTDOWN_GRACE if grace is None else grace
         # Runs that ended are written as they ended, whatever the grace.
@@ -559,9 +571,13 @@ class Scheduler:
         if self.pool.flights:
             log.info("draining %d run(s) for up to %s s", len(self.pool.flights), grace)
         until = time.monotonic() + grace
-        while self.pool.flights and time.monotonic() < until:
-            self.collect(self.pool.wait(min(0.2, max(0.0, until - time.monotonic()))), self.clock())
+        while (self.pool.flights or self.starter.held) and (left := until - time.monotonic()) > 0:
+            held_in = (self.starter.held_at - self.clock()).total_seconds() if self.starter.held else left
+            self.collect(self.pool.wait(max(0.0, min(0.2, left, held_in))), self.clock())
             self.enforce_deadlines(self.clock())
+            self.hand_off_held()
+        if handed_back := self.starter.hand_back_held():
+            log.info("%d run(s) planned ahead went back to the queue, each due at its fire time", handed_back)
         now = self.clock()
         for flight in list(self.pool.flights.values()):
             flight.ctx.cancelled.set()

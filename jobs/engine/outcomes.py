@@ -316,6 +316,9 @@ class Recorder:
         cap = self.cap
         return {
             "status": status,
+            # As the run is: a run planned ahead starts later than the time
+            # planning wrote on its row (Starter.start_held).
+            "started_at": run.started_at,
             "finished_at": now,
             "heartbeat_at": now,
             "duration_ms": max(0, int((now - (run.started_at or now)).total_seconds() * 1000)),

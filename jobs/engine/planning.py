@@ -34,7 +34,7 @@ from jobs.engine import leases, newrows, shards
 from jobs.engine.bulk import CHUNK, database, insert_rows, update_from_values
 from jobs.engine.claims import ClaimStatement
 from jobs.engine.prepared import Prepared
-from jobs.engine.starting import start_time, take
+from jobs.engine.starting import Held, start_time, take
 from jobs.models import LIVE_RUN, AuditEvent, Job, Run
 
 log = logging.getLogger("cronboard.scheduler")
@@ -111,6 +111,9 @@ class Planned:
     # when it wrote no batch in one go (nothing due, or one job at a time).
     queued: dict[int, Run] | None = None
     starting: list[Run] = field(default_factory=list)  # written running on this node: start them now
+    # Written running on this node from their fire time, planned ahead: each
+    # starts at its time (Starter.hold).
+    held: list[Held] = field(default_factory=list)
     lease_lost: bool = False  # claims were refused because the leader lease is gone
     waiting: bool = False  # it wrote waiting runs: admission asks at once
     # The earliest next fire time once this pass's claims moved their jobs,
@@ -140,6 +143,7 @@ class Planner:
         epoch: int | None,
         free_slots: int,
         settle: Callable[[set[int]], bool] | None = None,
+        ahead: timedelta = timedelta(0),
     ) -> Planned:
         """Claim every due fire (up to a batch) and write its run. `epoch`: the
         leader lease's, which the claims carry (None on one node). Up to
@@ -147,17 +151,24 @@ class Planner:
         (0: every fire goes through the queue). `settle(job ids)`: given the
         due jobs that have a live run, writes the outcomes of their runs that
         ended but are not written yet, if there are any, and says whether it
-        did; then the due jobs are read again, so an ended run is no overlap."""
-        due = due_jobs(now)
+        did; then the due jobs are read again, so an ended run is no overlap.
+        `ahead`: fires due within it after `now` are planned too, in the
+        slots the fires due now leave free, each written running on this
+        node from its fire time and held until then (`held`, `_plans`)."""
+        horizon = now + ahead if free_slots > 0 else now
+        due = due_jobs(horizon)
         if not due:
             return Planned()
-        busy = {job.pk for job in due if job.busy}
+        busy = {job.pk for job in due if job.busy and job.next_fire_at <= now}
         if busy and settle is not None and settle(busy):
-            due = due_jobs(now)
+            due = due_jobs(horizon)
             if not due:
                 return Planned()
-        planned = Planned(did=True, full=len(due) == PLAN_BATCH)
-        plans = [self.plan_fire(job, now, busy=job.busy) for job in due]
+        plans, later = self._plans(due, now, free_slots)
+        if not plans:  # every fire read is ahead and left for a later pass
+            return Planned(next_fire=NextFire(min(later)))
+        planned = Planned(did=True, full=len(due) == PLAN_BATCH and due[-1].next_fire_at <= now)
+        held: list[Run] = []
         try:
             one_statement = _one_statement(plans, free_slots)
             with transaction.atomic():
@@ -176,12 +187,18 @@ class Planner:
                 # A broadcast run pinned to another node is that node's to claim.
                 mine = [run for run in queued if run.node in ("", self.worker_id)]
                 planned.waiting = any(run.status == Run.Status.WAITING for run in runs)
-                planned.starting = mine[: max(0, free_slots)]
+                planned.starting = [run for run in mine if run.scheduled_at <= now][: max(0, free_slots)]
                 take(planned.starting, start_time(now, self.clock), worker_id=self.worker_id)
+                # Planned ahead (`_plans` left them room): running from their time.
+                held = [run for run in mine if run.scheduled_at > now]
+                for run in held:
+                    take([run], run.scheduled_at, worker_id=self.worker_id)
                 if not one_statement:
                     # One INSERT for the batch's runs, inside the claims' transaction.
                     created = insert_rows(runs)
             planned.written = runs
+            last_fire = {plan.job.pk: plan.job.last_fire_at for plan in claimed}
+            planned.held = [Held(run, last_fire[run.job_id]) for run in held]
             for plan in claimed:
                 # The job as its row now is, committed: its runs carry it, and
                 # the loop asks when it fires next (jobs.engine.pending).
@@ -190,20 +207,20 @@ class Planner:
             if len(claimed) == len(plans) and not planned.full:
                 moved = [plan.new_next for plan in plans if plan.new_next is not None]
                 after = [due[0].following] if due[0].following is not None else []
-                planned.next_fire = NextFire(min([*moved, *after], default=None))
+                planned.next_fire = NextFire(min([*moved, *after, *later], default=None))
         except IntegrityError:
             # The unique (job, scheduled time, attempt) row stopped a duplicate:
             # redo one by one so the others still go through, all queued.
             log.error("duplicate fire refused by the database; replanning one job at a time")
             planned.waiting = True  # whatever the replanning writes, admission asks
-            for run in planned.starting:
+            for run in planned.starting + held:
                 run.status, run.worker_id, run.started_at, run.heartbeat_at = (
                     Run.Status.QUEUED,
                     "",
                     None,
                     None,
                 )
-            planned.starting = []
+            planned.starting, planned.held = [], []
             for plan in plans:
                 try:
                     with transaction.atomic():
@@ -222,6 +239,33 @@ class Planner:
                     with transaction.atomic():
                         self.claim_fire(plan, now, epoch=epoch, existing_ok=True)
         return planned
+
+    def _plans(self, due: list[Job], now: datetime, free_slots: int) -> tuple[list[FirePlan], list[datetime]]:
+        """The plans of `due` (in fire order): every fire due by `now`; and
+        of the fires due later (planned ahead) each that fits in the slots
+        the fires due now leave, of a job without a live run, that is one
+        run starting on this node: not sharded, not waiting for admission,
+        not broadcast (its nodes are a read), not run once (Starter.unplan
+        could not undo the pause). With the fire times of those left for a
+        later pass."""
+        plans = [self.plan_fire(job, now, busy=job.busy) for job in due if job.next_fire_at <= now]
+        room = free_slots - sum(self._starts_here(run) for plan in plans for run in plan.runs)
+        later = []
+        for job in due[len(plans) :]:
+            plan = None
+            if room > 0 and not job.busy and not job.broadcast and not job.run_once:
+                # Planned as it will be at its time; written now.
+                plan = self.plan_fire(job, job.next_fire_at, busy=False)
+            if plan is None or len(plan.runs) != 1 or not self._starts_here(plan.runs[0]):
+                later.append(job.next_fire_at)
+                continue
+            plan.runs[0].created_at = now
+            plans.append(plan)
+            room -= 1
+        return plans, later
+
+    def _starts_here(self, run: Run) -> bool:
+        return run.status == Run.Status.QUEUED and run.node in ("", self.worker_id)
 
     def _still_leader(self, now: datetime, epoch: int | None) -> bool:
         """After a refused claim: was it the lease? Then say so."""
@@ -377,6 +421,16 @@ class Planner:
 
 
 NO_OVERLAP = Overlap()
+
+
+def plan_at(fire_at: datetime, now: datetime, ahead: timedelta) -> datetime:
+    """When the running loop plans a fire at `fire_at`: at its time, or
+    planning `ahead` (Scheduler.plan_ahead) that long before it, though not
+    before the window after `now` has passed, so that one pass plans a
+    window's fires rather than each pass the next one."""
+    if not ahead or fire_at <= now + ahead:
+        return fire_at
+    return max(fire_at - ahead, now + ahead)
 
 
 def replace_live(plans: list[FirePlan], now: datetime) -> None:

@@ -25,7 +25,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Min
 
 from jobs.engine.bulk import database, fetch
@@ -54,6 +54,16 @@ def start_time(now: datetime, clock: Callable[[], datetime]) -> datetime:
     """When runs this pass hands to workers start: the clock's time, not when
     the pass began (the pass's own writes are part of a fire's lateness)."""
     return max(now, clock())
+
+
+@dataclass(frozen=True)
+class Held:
+    """A fire planned ahead (planning.Planner.plan_due): its run, written
+    running on this node from the fire's time, and its job's last fire time
+    before it, which undoing it restores (`Starter.unplan`)."""
+
+    run: Run
+    last_fire_at: datetime | None
 
 
 def take(runs: list[Run], started: datetime, *, worker_id: str) -> None:
@@ -90,15 +100,82 @@ class Starter:
         self.pool = pool
         self.recorder = recorder
         self.log_keep = log_keep
+        # Runs planned ahead (planning.Planner.plan_due), written running on
+        # this node from their fire time, in that order: each holds a slot
+        # until it starts, at its time (`start_held`).
+        self.held: list[Held] = []
+
+    # -- runs planned ahead ------------------------------------------------------
+
+    @property
+    def free_slots(self) -> int:
+        """The pool's free slots less those the held runs keep."""
+        return self.pool.free_slots - len(self.held)
+
+    @property
+    def held_at(self) -> datetime | None:
+        """When the first held run starts."""
+        return self.held[0].run.started_at if self.held else None
+
+    def hold(self, held: list["Held"]) -> None:
+        if held:
+            self.held = sorted([*self.held, *held], key=lambda one: (one.run.started_at, one.run.pk))
+
+    def start_held(self) -> tuple[Recorded, bool]:
+        """Hand the held runs whose time has come to the pool (while it has
+        room), each running from the clock's time: the moment it starts,
+        which its outcome writes (Recorder.columns), however late. A fire
+        whose job has a run executing here that started since it was
+        planned goes back to planning (`unplan`); then the second value is
+        True: a pass is due at once."""
+        now = self.clock()
+        due = []
+        while self.held and self.held[0].run.started_at <= now and len(due) < self.pool.free_slots:
+            due.append(self.held.pop(0))
+        live = {flight.job_id for flight in self.pool.flights.values()}
+        back = [one for one in due if one.run.job_id in live]
+        for one in back:
+            self.unplan(one)
+        runs = [one.run for one in due if one.run.job_id not in live]
+        take(runs, now, worker_id=self.worker_id)
+        return self.start_all(runs), bool(back)
+
+    def unplan(self, held: "Held") -> None:
+        """Undo a fire planned ahead: its run is deleted and its job due again
+        at the fire's time, so the next pass decides the fire by the job's
+        overlap policy, as it would have at its time (a job edited since
+        planning keeps its edit, which drops the fire, as it would have)."""
+        run, job = held.run, held.run.job
+        with transaction.atomic():
+            Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, worker_id=self.worker_id).delete()
+            Job.objects.filter(pk=job.pk, next_fire_at=job.next_fire_at, version=job.version).update(
+                next_fire_at=run.scheduled_at, last_fire_at=held.last_fire_at
+            )
+        job.next_fire_at, job.last_fire_at = run.scheduled_at, held.last_fire_at
+
+    def hand_back_held(self) -> int:
+        """Shutdown: the held runs go back to the queue, each due at its fire
+        time, for the next scheduler to run. Returns how many."""
+        ids, self.held = [one.run.pk for one in self.held], []
+        if not ids:
+            return 0
+        return Run.objects.filter(pk__in=ids, status=Run.Status.RUNNING, worker_id=self.worker_id).update(
+            status=Run.Status.QUEUED, worker_id="", started_at=None, heartbeat_at=None
+        )
+
+    # -- queued runs ----------------------------------------------------------------
 
     def claim_queued(self, now: datetime, *, known: dict[int, Run]) -> Claimed:
         """Start queued runs that are due, as many as there are free slots.
         `known`: runs planning wrote queued, by id, which start from memory
         while they are recent (`remember_for`)."""
         known = {pk: run for pk, run in known.items() if run.created_at >= now - self.remember_for}
-        free = min(self.pool.free_slots, CLAIM_BATCH)
+        free = min(self.free_slots, CLAIM_BATCH)
         if free <= 0:
-            return Claimed(known=known, waiting_for_slots=True)
+            # Runs wait for a slot if any are due (while runs planned ahead
+            # hold the free ones, a read tells).
+            waiting = self.pool.free_slots <= 0 or bool(_any_queued_due(now))
+            return Claimed(known=known, waiting_for_slots=waiting)
         if connection.vendor == "postgresql":
             return self._claim_clustered(now, free, known)
         if not _any_queued_due(now):
@@ -148,7 +225,7 @@ class Starter:
         claimed = Claimed(did=True, known={pk: run for pk, run in known.items() if pk not in taken})
         if len(runs) == free:
             # Perhaps more queued: wait for slots, or go on if the batch limited us.
-            claimed.waiting_for_slots = free == self.pool.free_slots
+            claimed.waiting_for_slots = free == self.free_slots
             claimed.full = not claimed.waiting_for_slots
         return claimed
 
