@@ -297,3 +297,37 @@ def test_shutdown_within_the_grace_starts_held_runs_at_their_time(make_scheduler
     scheduler.drain(grace=5)
     (run,) = runs_of(job)
     assert run.status == "succeeded" and run.started_at >= fire_at
+
+
+def test_a_held_run_without_a_slot_at_its_time_goes_back_to_the_queue(scheduler, make_job, clock):
+    jobs = [make_job(next_fire_at=T0 + 30 * MS) for _ in range(2)]
+    running_pass(scheduler, T0)
+    scheduler.pool.size = 1  # a slot the held runs kept is gone (as an abandoned handler's would be)
+    clock.advance(milliseconds=30)
+    assert scheduler.hand_off_held() is True, "a pass is due for the one requeued"
+    assert not scheduler.starter.held and len(scheduler.pool.flights) == 1
+    (requeued,), (started,) = sorted((runs_of(job) for job in jobs), key=lambda runs: runs[0].status)
+    assert started.status == "running"
+    assert (requeued.status, requeued.worker_id, requeued.run_after) == ("queued", "", T0 + 30 * MS)
+    drain(scheduler, clock())
+    scheduler.pool.size = 4
+    running_pass(scheduler, clock())  # the claim starts it
+    drain(scheduler, clock())
+    assert sorted(r.status for job in jobs for r in runs_of(job)) == ["succeeded", "succeeded"]
+
+
+def test_a_fire_recorded_meanwhile_is_not_sent_back(scheduler, make_job, clock, staff_user, gate_handler):
+    job = make_job(next_fire_at=T0 + 30 * MS, handler="test.gate")
+    running_pass(scheduler, T0)
+    (fire,) = runs_of(job)
+    services.run_now(job=job, user=staff_user, now=T0 + 10 * MS)
+    running_pass(scheduler, clock.advance(milliseconds=10))
+    Run.objects.filter(pk=fire.pk).update(status="cancelled", finished_at=T0 + 20 * MS)
+    clock.advance(milliseconds=20)
+    scheduler.hand_off_held()
+    fire.refresh_from_db()
+    assert fire.status == "cancelled"
+    job.refresh_from_db()
+    assert job.next_fire_at == T0 + timedelta(minutes=1), "not due again: its fire is recorded"
+    gate_handler.set()
+    drain(scheduler, clock())

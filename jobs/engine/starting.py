@@ -122,23 +122,26 @@ class Starter:
             self.held = sorted([*self.held, *held], key=lambda one: (one.run.started_at, one.run.pk))
 
     def start_held(self) -> tuple[Recorded, bool]:
-        """Hand the held runs whose time has come to the pool (while it has
-        room), each running from the clock's time: the moment it starts,
-        which its outcome writes (Recorder.columns), however late. A fire
-        whose job has a run executing here that started since it was
-        planned goes back to planning (`unplan`); then the second value is
-        True: a pass is due at once."""
+        """Hand the held runs whose time has come to the pool, each running
+        from the clock's time: the moment it starts, which its outcome
+        writes (Recorder.columns), however late. A fire whose job has a run
+        executing here that started since it was planned goes back to
+        planning (`unplan`); a run the pool has no slot for goes back to the
+        queue, due at its fire time (`requeue`). Either way the second value
+        is True: a pass is due at once."""
         now = self.clock()
         due = []
-        while self.held and self.held[0].run.started_at <= now and len(due) < self.pool.free_slots:
+        while self.held and self.held[0].run.started_at <= now:
             due.append(self.held.pop(0))
         live = {flight.job_id for flight in self.pool.flights.values()}
         back = [one for one in due if one.run.job_id in live]
         for one in back:
             self.unplan(one)
         runs = [one.run for one in due if one.run.job_id not in live]
+        fit = max(0, self.pool.free_slots)
+        runs, requeued = runs[:fit], self.requeue(runs[fit:])
         take(runs, now, worker_id=self.worker_id)
-        return self.start_all(runs), bool(back)
+        return self.start_all(runs), bool(back or requeued)
 
     def unplan(self, held: "Held") -> None:
         """Undo a fire planned ahead: its run is deleted and its job due again
@@ -147,21 +150,29 @@ class Starter:
         planning keeps its edit, which drops the fire, as it would have)."""
         run, job = held.run, held.run.job
         with transaction.atomic():
-            Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, worker_id=self.worker_id).delete()
-            Job.objects.filter(pk=job.pk, next_fire_at=job.next_fire_at, version=job.version).update(
-                next_fire_at=run.scheduled_at, last_fire_at=held.last_fire_at
-            )
-        job.next_fire_at, job.last_fire_at = run.scheduled_at, held.last_fire_at
+            deleted, _ = Run.objects.filter(
+                pk=run.pk, status=Run.Status.RUNNING, worker_id=self.worker_id
+            ).delete()
+            if deleted:  # else it was recorded meanwhile (a cancel, the sweep): the fire stays as it is
+                Job.objects.filter(pk=job.pk, next_fire_at=job.next_fire_at, version=job.version).update(
+                    next_fire_at=run.scheduled_at, last_fire_at=held.last_fire_at
+                )
+                job.next_fire_at, job.last_fire_at = run.scheduled_at, held.last_fire_at
+
+    def requeue(self, runs: list[Run]) -> int:
+        """Held runs go back to the queue, each due at its fire time (its
+        run_after), for a claim to start: at shutdown (`hand_back_held`), or
+        when the pool has no slot at their time. Returns how many."""
+        if not runs:
+            return 0
+        return Run.objects.filter(
+            pk__in=[run.pk for run in runs], status=Run.Status.RUNNING, worker_id=self.worker_id
+        ).update(status=Run.Status.QUEUED, worker_id="", started_at=None, heartbeat_at=None)
 
     def hand_back_held(self) -> int:
-        """Shutdown: the held runs go back to the queue, each due at its fire
-        time, for the next scheduler to run. Returns how many."""
-        ids, self.held = [one.run.pk for one in self.held], []
-        if not ids:
-            return 0
-        return Run.objects.filter(pk__in=ids, status=Run.Status.RUNNING, worker_id=self.worker_id).update(
-            status=Run.Status.QUEUED, worker_id="", started_at=None, heartbeat_at=None
-        )
+        """Shutdown: the held runs go back to the queue (`requeue`)."""
+        held, self.held = self.held, []
+        return self.requeue([one.run for one in held])
 
     # -- queued runs ----------------------------------------------------------------
 
