@@ -331,3 +331,82 @@ def test_a_fire_recorded_meanwhile_is_not_sent_back(scheduler, make_job, clock, 
     assert job.next_fire_at == T0 + timedelta(minutes=1), "not due again: its fire is recorded"
     gate_handler.set()
     drain(scheduler, clock())
+
+
+def test_an_edit_that_keeps_the_schedule_leaves_the_fire_sent_back_to_be_decided(
+    scheduler, make_job, clock, staff_user, gate_handler
+):
+    job = make_job(next_fire_at=T0 + 30 * MS, handler="test.gate")
+    running_pass(scheduler, T0)
+    services.run_now(job=job, user=staff_user, now=T0 + 10 * MS)
+    running_pass(scheduler, clock.advance(milliseconds=10))
+    # A save that keeps the schedule: a new version, the same next fire.
+    Job.objects.filter(pk=job.pk).update(description="edited", version=job.version + 1)
+    running_pass(scheduler, clock.advance(milliseconds=20))
+    scheduled = [(r.scheduled_at, r.status, r.skip_reason) for r in runs_of(job) if r.trigger == "schedule"]
+    assert scheduled == [(T0 + 30 * MS, "skipped", "overlap")], "decided, not lost"
+    gate_handler.set()
+    drain(scheduler, clock())
+
+
+def test_a_database_error_while_sending_a_fire_back_keeps_it_held(
+    scheduler, make_job, clock, staff_user, gate_handler, monkeypatch
+):
+    from django.db import DatabaseError
+
+    job = make_job(next_fire_at=T0 + 30 * MS, handler="test.gate")
+    running_pass(scheduler, T0)
+    services.run_now(job=job, user=staff_user, now=T0 + 10 * MS)
+    running_pass(scheduler, clock.advance(milliseconds=10))
+    unplan = scheduler.starter.unplan
+
+    def broken(held):
+        raise DatabaseError("connection lost")
+
+    monkeypatch.setattr(scheduler.starter, "unplan", broken)
+    clock.advance(milliseconds=20)
+    with pytest.raises(DatabaseError):
+        scheduler.hand_off_held()
+    assert [h.run.scheduled_at for h in scheduler.starter.held] == [T0 + 30 * MS]
+    # The pass after the error requeues unconfirmed claims: not this one, and
+    # the fire is still sent back, then skipped as an overlap.
+    monkeypatch.setattr(scheduler.starter, "unplan", unplan)
+    scheduler.run_pass(clock(), claims_uncertain=True, running=True)
+    scheduled = [(r.status, r.skip_reason) for r in runs_of(job) if r.trigger == "schedule"]
+    assert scheduled == [("skipped", "overlap")]
+    assert len(scheduler.pool.flights) == 1, "the fire never ran beside the live run"
+    gate_handler.set()
+    drain(scheduler, clock())
+
+
+def test_fires_past_a_full_batch_are_not_slept_past(scheduler, make_job, monkeypatch):
+    from jobs.engine import planning
+
+    monkeypatch.setattr(planning, "PLAN_BATCH", 3)
+    monkeypatch.setattr(planning.due_jobs, "_compiled", None)  # compiled again with the smaller batch
+    for i in range(4):
+        make_job(next_fire_at=T0 + (10 + 10 * i) * MS)
+    done = running_pass(scheduler, T0)
+    assert len(scheduler.starter.held) == 3
+    assert done.next_fire.at <= T0 + 40 * MS, "the fourth, which the batch left unread"
+    monkeypatch.setattr(planning.due_jobs, "_compiled", None)
+
+
+def test_a_backfill_run_of_the_job_does_not_send_its_fire_back(scheduler, make_job, clock, gate_handler):
+    from jobs import backfills
+
+    job = make_job(next_fire_at=T0 + 30 * MS, handler="test.gate")
+    backfills.start_backfill(
+        job=job, start=T0 - timedelta(seconds=90), end=T0 - timedelta(seconds=30), now=T0
+    )
+    for _ in range(3):
+        running_pass(scheduler, clock.advance(milliseconds=1))
+    (backfilled,) = [r for r in runs_of(job) if r.trigger == "backfill"]
+    assert backfilled.pk in scheduler.pool.flights
+    assert scheduler.starter.held, "a backfill's run does not hold up its job's schedule"
+    clock.advance(milliseconds=30)
+    scheduler.hand_off_held()
+    (fire,) = [r for r in runs_of(job) if r.trigger == "schedule"]
+    assert fire.pk in scheduler.pool.flights
+    gate_handler.set()
+    drain(scheduler, clock())

@@ -2,7 +2,8 @@
 sure each is written once.
 
 `Planner.plan_due(now, …)` reads the due jobs (`next_fire_at <= now`, an
-indexed column), decides each fire without writing (`plan_fire`: run it,
+indexed column; on one node also those due within `ahead`, planned ahead
+and held until their time: Starter.hold), decides each fire without writing (`plan_fire`: run it,
 skip it as a misfire, or skip it as an overlap), then in one transaction
 claims them all with a compare-and-set on `next_fire_at` and the job's
 `version` (`claim_batch`, one statement: a fire is claimed only from the row
@@ -165,6 +166,8 @@ class Planner:
             if not due:
                 return Planned()
         plans, later = self._plans(due, now, free_slots)
+        if len(due) == PLAN_BATCH and due[-1].next_fire_at > now:
+            later.append(due[-1].next_fire_at)  # fires past the batch may be in the window too
         if not plans:  # every fire read is ahead and left for a later pass
             return Planned(next_fire=NextFire(min(later)))
         planned = Planned(did=True, full=len(due) == PLAN_BATCH and due[-1].next_fire_at <= now)

@@ -1,5 +1,7 @@
 """Starting runs: claim queued runs for this node's free worker slots, and
-hand each run to the pool with its context.
+hand each run to the pool with its context; and hold the runs of fires
+planned ahead (`Starter.hold`, `start_held`), each with its slot, until
+their time.
 
 `Starter.claim_queued(now, known=…)` takes the due queued runs (retries,
 manual runs, tasks, upstream runs, and on PostgreSQL the fires the leader
@@ -130,34 +132,43 @@ class Starter:
         queue, due at its fire time (`requeue`). Either way the second value
         is True: a pass is due at once."""
         now = self.clock()
-        due = []
-        while self.held and self.held[0].run.started_at <= now:
-            due.append(self.held.pop(0))
-        live = {flight.job_id for flight in self.pool.flights.values()}
+        due = [one for one in self.held if one.run.started_at <= now]  # held is in time order
+        # Runs of the job executing here, as BUSY counts them (a backfill's are not the job's own).
+        live = {
+            f.job_id for f in self.pool.flights.values() if getattr(f.ctx.run, "backfill_id", None) is None
+        }
+        # Each leaves `held` once its write is done: after a database error
+        # the rest are still held, never taken for unconfirmed claims.
         back = [one for one in due if one.run.job_id in live]
         for one in back:
             self.unplan(one)
-        runs = [one.run for one in due if one.run.job_id not in live]
-        fit = max(0, self.pool.free_slots)
-        runs, requeued = runs[:fit], self.requeue(runs[fit:])
+            self.held.remove(one)
+        fits = [one for one in due if one.run.job_id not in live]
+        fits, full = fits[: max(0, self.pool.free_slots)], fits[max(0, self.pool.free_slots) :]
+        requeued = self.requeue([one.run for one in full])
+        self.held = [one for one in self.held if one not in fits and one not in full]
+        runs = [one.run for one in fits]
         take(runs, now, worker_id=self.worker_id)
         return self.start_all(runs), bool(back or requeued)
 
     def unplan(self, held: "Held") -> None:
-        """Undo a fire planned ahead: its run is deleted and its job due again
-        at the fire's time, so the next pass decides the fire by the job's
-        overlap policy, as it would have at its time (a job edited since
-        planning keeps its edit, which drops the fire, as it would have)."""
+        """Undo a fire planned ahead: its run is deleted and, if the job's next
+        fire is still the one planning moved it to, the job is due again at
+        the fire's time, so the next pass decides the fire by the job's
+        overlap policy, as it would have at its time. A job whose next fire
+        moved since (its schedule edited, paused, repaired) drops the fire,
+        as that change would have before its time. A fire recorded meanwhile
+        (a cancel, the sweep) stays as it is."""
         run, job = held.run, held.run.job
         with transaction.atomic():
             deleted, _ = Run.objects.filter(
                 pk=run.pk, status=Run.Status.RUNNING, worker_id=self.worker_id
             ).delete()
-            if deleted:  # else it was recorded meanwhile (a cancel, the sweep): the fire stays as it is
-                Job.objects.filter(pk=job.pk, next_fire_at=job.next_fire_at, version=job.version).update(
-                    next_fire_at=run.scheduled_at, last_fire_at=held.last_fire_at
-                )
-                job.next_fire_at, job.last_fire_at = run.scheduled_at, held.last_fire_at
+            moved = deleted and Job.objects.filter(pk=job.pk, next_fire_at=job.next_fire_at).update(
+                next_fire_at=run.scheduled_at, last_fire_at=held.last_fire_at
+            )
+        if moved:
+            job.next_fire_at, job.last_fire_at = run.scheduled_at, held.last_fire_at
 
     def requeue(self, runs: list[Run]) -> int:
         """Held runs go back to the queue, each due at its fire time (its
