@@ -31,6 +31,18 @@ def running_pass(scheduler, now):
     return scheduler.run_pass(now, running=True)
 
 
+def held_fire_beside_a_manual_run(scheduler, make_job, clock, user):
+    """A job's fire at T0 + 30 ms, planned ahead at T0, and a manual run of
+    the job (gated: it stays live) that the claim starts at T0 + 10 ms.
+    Returns the job, the fire's run and the manual run."""
+    job = make_job(next_fire_at=T0 + 30 * MS, handler="test.gate")
+    running_pass(scheduler, T0)
+    (fire,) = runs_of(job)
+    manual, _ = services.run_now(job=job, user=user, now=T0 + 10 * MS)
+    running_pass(scheduler, clock.advance(milliseconds=10))  # the claim starts the manual run
+    return job, fire, manual
+
+
 def test_a_fire_within_the_window_is_written_running_from_its_time_and_starts_at_it(
     scheduler, make_job, clock
 ):
@@ -150,11 +162,7 @@ def test_fires_ahead_take_only_the_slots_free_and_queued_runs_still_get_a_slot(
 def test_a_run_of_the_job_started_since_sends_the_fire_back_to_planning(
     scheduler, make_job, clock, staff_user, gate_handler
 ):
-    job = make_job(next_fire_at=T0 + 30 * MS, handler="test.gate")
-    running_pass(scheduler, T0)
-    (fire,) = runs_of(job)
-    manual, _ = services.run_now(job=job, user=staff_user, now=T0 + 10 * MS)
-    running_pass(scheduler, clock.advance(milliseconds=10))  # the claim starts the manual run
+    job, fire, manual = held_fire_beside_a_manual_run(scheduler, make_job, clock, staff_user)
     assert set(scheduler.pool.flights) == {manual.pk}
 
     # At its time the fire meets the live run: it is decided again, by the
@@ -175,10 +183,7 @@ def test_a_run_of_the_job_started_since_sends_the_fire_back_to_planning(
 def test_an_edit_since_planning_drops_the_fire_sent_back(
     scheduler, make_job, clock, staff_user, gate_handler
 ):
-    job = make_job(next_fire_at=T0 + 30 * MS, handler="test.gate")
-    running_pass(scheduler, T0)
-    services.run_now(job=job, user=staff_user, now=T0 + 10 * MS)
-    running_pass(scheduler, clock.advance(milliseconds=10))
+    job, _fire, _manual = held_fire_beside_a_manual_run(scheduler, make_job, clock, staff_user)
     Job.objects.filter(pk=job.pk).update(next_fire_at=T0 + timedelta(minutes=5), version=job.version + 1)
     running_pass(scheduler, clock.advance(milliseconds=20))
     assert [r.trigger for r in runs_of(job)] == ["manual"]
@@ -317,11 +322,7 @@ def test_a_held_run_without_a_slot_at_its_time_goes_back_to_the_queue(scheduler,
 
 
 def test_a_fire_recorded_meanwhile_is_not_sent_back(scheduler, make_job, clock, staff_user, gate_handler):
-    job = make_job(next_fire_at=T0 + 30 * MS, handler="test.gate")
-    running_pass(scheduler, T0)
-    (fire,) = runs_of(job)
-    services.run_now(job=job, user=staff_user, now=T0 + 10 * MS)
-    running_pass(scheduler, clock.advance(milliseconds=10))
+    job, fire, _manual = held_fire_beside_a_manual_run(scheduler, make_job, clock, staff_user)
     Run.objects.filter(pk=fire.pk).update(status="cancelled", finished_at=T0 + 20 * MS)
     clock.advance(milliseconds=20)
     scheduler.hand_off_held()
@@ -336,10 +337,7 @@ def test_a_fire_recorded_meanwhile_is_not_sent_back(scheduler, make_job, clock, 
 def test_an_edit_that_keeps_the_schedule_leaves_the_fire_sent_back_to_be_decided(
     scheduler, make_job, clock, staff_user, gate_handler
 ):
-    job = make_job(next_fire_at=T0 + 30 * MS, handler="test.gate")
-    running_pass(scheduler, T0)
-    services.run_now(job=job, user=staff_user, now=T0 + 10 * MS)
-    running_pass(scheduler, clock.advance(milliseconds=10))
+    job, _fire, _manual = held_fire_beside_a_manual_run(scheduler, make_job, clock, staff_user)
     # A save that keeps the schedule: a new version, the same next fire.
     Job.objects.filter(pk=job.pk).update(description="edited", version=job.version + 1)
     running_pass(scheduler, clock.advance(milliseconds=20))
@@ -354,10 +352,7 @@ def test_a_database_error_while_sending_a_fire_back_keeps_it_held(
 ):
     from django.db import DatabaseError
 
-    job = make_job(next_fire_at=T0 + 30 * MS, handler="test.gate")
-    running_pass(scheduler, T0)
-    services.run_now(job=job, user=staff_user, now=T0 + 10 * MS)
-    running_pass(scheduler, clock.advance(milliseconds=10))
+    job, _fire, _manual = held_fire_beside_a_manual_run(scheduler, make_job, clock, staff_user)
     unplan = scheduler.starter.unplan
 
     def broken(held):

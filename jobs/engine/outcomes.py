@@ -109,9 +109,12 @@ def is_connection_error(exc: BaseException) -> bool:
     return not sqlstate.startswith("54")
 
 
-def back_to_queue(now: datetime) -> dict:
-    """The columns that put a run marked running back in the queue, due now."""
-    return dict(status=Run.Status.QUEUED, worker_id="", started_at=None, heartbeat_at=None, run_after=now)
+def back_to_queue(now: datetime | None = None) -> dict:
+    """The columns that put a run marked running back in the queue: due
+    `now`, or, without it, at the run_after it has (a fire planned ahead
+    goes back due at its fire time: Starter.requeue)."""
+    columns = dict(status=Run.Status.QUEUED, worker_id="", started_at=None, heartbeat_at=None)
+    return columns if now is None else {**columns, "run_after": now}
 
 
 class Recorder:

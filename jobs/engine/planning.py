@@ -166,11 +166,12 @@ class Planner:
             if not due:
                 return Planned()
         plans, later = self._plans(due, now, free_slots)
-        if len(due) == PLAN_BATCH and due[-1].next_fire_at > now:
+        truncated = len(due) == PLAN_BATCH
+        if truncated and due[-1].next_fire_at > now:
             later.append(due[-1].next_fire_at)  # fires past the batch may be in the window too
         if not plans:  # every fire read is ahead and left for a later pass
             return Planned(next_fire=NextFire(min(later)))
-        planned = Planned(did=True, full=len(due) == PLAN_BATCH and due[-1].next_fire_at <= now)
+        planned = Planned(did=True, full=truncated and due[-1].next_fire_at <= now)
         held: list[Run] = []
         try:
             one_statement = _one_statement(plans, free_slots)

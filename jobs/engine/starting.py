@@ -33,7 +33,7 @@ from django.db.models import Min
 from jobs.engine.bulk import database, fetch
 from jobs.engine.clock import Cadence
 from jobs.engine.execution.pool import Flight, HandlerRef, Pool
-from jobs.engine.outcomes import Recorded, Recorder
+from jobs.engine.outcomes import Recorded, Recorder, back_to_queue
 from jobs.engine.prepared import Prepared
 from jobs.handlers.base import RunContext
 from jobs.models import QUEUED_RUN, Job, Run
@@ -144,7 +144,8 @@ class Starter:
             self.unplan(one)
             self.held.remove(one)
         fits = [one for one in due if one.run.job_id not in live]
-        fits, full = fits[: max(0, self.pool.free_slots)], fits[max(0, self.pool.free_slots) :]
+        room = max(0, self.pool.free_slots)
+        fits, full = fits[:room], fits[room:]
         requeued = self.requeue([one.run for one in full])
         self.held = [one for one in self.held if one not in fits and one not in full]
         runs = [one.run for one in fits]
@@ -178,7 +179,7 @@ class Starter:
             return 0
         return Run.objects.filter(
             pk__in=[run.pk for run in runs], status=Run.Status.RUNNING, worker_id=self.worker_id
-        ).update(status=Run.Status.QUEUED, worker_id="", started_at=None, heartbeat_at=None)
+        ).update(**back_to_queue())
 
     def hand_back_held(self) -> int:
         """Shutdown: the held runs go back to the queue (`requeue`)."""
