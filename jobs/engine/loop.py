@@ -480,10 +480,8 @@ class Scheduler:
         return min(candidates)
 
     def run_forever(self, *, once: bool = False) -> None:
-        """Pass, sleep until the next thing is due, repeat. An outcome arriving
-        in between waits to be written with others, COLLECT_WITHIN at most
-        (by itself, without a pass, if no pass is due by then), unless a
-        queued run is waiting for the slot it frees: then a pass at once."""
+        """Pass, sleep until the next thing is due, repeat. Outcomes are read as a sleep ends
+        (Pending.quiet) and written in batches (Pending), unless a queued run waits for a slot."""
         self.check_clock()  # first: every time from here on is the database's
         self.start(self.clock())
         if self.clustered and not once:
@@ -509,7 +507,10 @@ class Scheduler:
                     with self.metrics.step("next_wakeup"):
                         wake_at = self.next_wakeup(self.clock(), next_fire=done.next_fire)
                 until = min(wake_at, self.pending.write_by or wake_at, self.starter.held_at or wake_at)
-                outcomes = self.pool.wait((until - self.clock()).total_seconds())
+                quiet = self.pending.quiet(
+                    self.clustered or self.carry.waiting_for_slots or self.admission.left
+                )
+                outcomes = self.pool.wait((until - self.clock()).total_seconds(), quiet=quiet)
                 now = self.clock()
                 if outcomes:
                     self.pending.take(outcomes, now)

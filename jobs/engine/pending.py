@@ -3,8 +3,9 @@
 The running loop writes finished runs a batch at a time: an outcome waits
 at most COLLECT_WITHIN after the loop took it, so runs ending one by one
 share a transaction instead of paying one each. It is written with the time
-the loop took it (`Outcome.ended_at`), not the time of the write, so the
-wait changes no run's end or duration. An outcome whose job fires again
+its run ended (`Outcome.ended_at`: when the loop took it, or when the child
+process says it ended), not the time of the write, so the wait changes no
+run's end or duration. An outcome whose job fires again
 within the wait is written at once (`firing`), so no planner, here or on
 another node, finds the run live and skips the fire as an overlap. Steps
 that judge whether a run is still live ask first (`Scheduler.settle`,
@@ -14,6 +15,7 @@ slot, waiting runs admission may let through, a database error (they are
 kept) and shutdown are the loop's (`Scheduler.outcomes_due`, `drain`).
 """
 
+import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
@@ -35,11 +37,14 @@ class Pending:
         return len(self.outcomes)
 
     def take(self, outcomes: list[Outcome], now: datetime) -> None:
-        """Keep outcomes for the next write, each with the time its run ended
-        (`now`, if the pool did not say)."""
+        """Keep outcomes for the next write, each with the time its run ended:
+        `now`, or as long before it as the pool says the run ended
+        (`Outcome.ended_monotonic`)."""
+        monotonic = time.monotonic()
         for outcome in outcomes:
             if outcome.ended_at is None:
-                outcome.ended_at = now
+                ended = monotonic if outcome.ended_monotonic is None else outcome.ended_monotonic
+                outcome.ended_at = now - timedelta(seconds=max(0.0, monotonic - ended))
         self.outcomes.extend(outcomes)
 
     @property
@@ -66,6 +71,17 @@ class Pending:
     def of(self, flights: Mapping[int, Flight], picked: Callable[[Flight], bool]) -> bool:
         """Whether an outcome waiting is of a run (of `flights`) that `picked` picks."""
         return any(o.run_id in flights and picked(flights[o.run_id]) for o in self.outcomes)
+
+    def quiet(self, read_now) -> float:
+        """How long the running loop's sleep may leave runs' outcomes unread
+        (the pool's `wait(quiet=)`): as long as one waits to be written
+        anyway, unless the loop must `read_now`: clustered (a planner on
+        another node judges whether a run is live by its row: `firing`), a
+        queued run waiting for a slot, or waiting runs admission may let
+        through. Each sleep reads what arrived as it ends, each run's end as
+        the child process tells it, and a step that needs a run's end reads
+        first (the loop's `_settle_jobs`)."""
+        return 0.0 if read_now else self.within.total_seconds()
 
     def written(self) -> None:
         self.outcomes = []

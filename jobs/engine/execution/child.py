@@ -245,6 +245,9 @@ def _run(conn, ref: HandlerRef, module: str | None, payload: dict, config: dict)
         return ref()
 
     outcome = run_handler(ctx, make_handler, **({"memory_error": memory_error} if memory_error else {}))
+    # When it ended, on the monotonic clock the scheduler shares (the loop
+    # may read the outcome later: ProcessPool.wait's `quiet`).
+    ended = time.monotonic()
     recycle = outcome.error.startswith("MemoryError")
     try:
         connections.close_all()
@@ -258,6 +261,7 @@ def _run(conn, ref: HandlerRef, module: str | None, payload: dict, config: dict)
             cap_text(outcome.result, outcome.result, len(outcome.result), keep),
             cap_text(outcome.error, outcome.error, len(outcome.error), keep),
             recycle,
+            ended,
         )
     )
     return recycle

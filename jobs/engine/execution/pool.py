@@ -29,9 +29,14 @@ class Outcome:
     result: str = ""
     error: str = ""
     log: str = ""
-    # When the loop took it from the pool (its clock): the run's end as
-    # written, however long the write waits (jobs.engine.pending.COLLECT_WITHIN).
+    # The run's end as written, on the loop's clock, however long the write
+    # waits (jobs.engine.pending.COLLECT_WITHIN): when the loop took it from
+    # the pool, or by `ended_monotonic`, if the pool said.
     ended_at: datetime | None = None
+    # When the handler returned, on time.monotonic() (a clock every process
+    # of the host shares): a child process says, since the loop may read its
+    # outcome some time after (ProcessPool.wait's `quiet`).
+    ended_monotonic: float | None = None
 
 
 MEMORY_ERROR = "MemoryError: the handler ran out of memory"
@@ -103,9 +108,10 @@ class Pool(Protocol):
     def release(self, run_ids: Iterable[int]) -> None:
         """Forget runs whose outcome is written (jobs.engine.outcomes)."""
 
-    def wait(self, timeout: float) -> list[Outcome]:
+    def wait(self, timeout: float, *, quiet: float = 0.0) -> list[Outcome]:
         """Block up to `timeout` seconds for the next outcome, then take all
-        that are ready."""
+        that are ready. `quiet`: for that long at the start, an outcome need
+        not end the wait (it is taken when the wait ends)."""
 
     def wake(self) -> None:
         """Make a pending `wait` return now (signal handlers use this)."""

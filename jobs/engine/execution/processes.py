@@ -11,7 +11,11 @@ killed, is replaced.
 Everything the pool does happens in the scheduler's loop, in `start` and in
 `wait`: `start` hands a run to an idle child (one pipe write); `wait` polls
 every child's pipe and sentinel at once, and turns what arrived into log
-lines, outcomes, dead children and ready replacements. No thread per child,
+lines, outcomes, dead children and ready replacements. A wait may be
+`quiet` for a while: what the children send does not end it then (each
+run's end is the child's own time, sent with its outcome), and it is read
+when the wait ends, so runs ending one by one cost the loop no wake-up
+each. No thread per child,
 so a run costs the loop no thread hand-over and no wait for the GIL (see
 docs/benchmarks.md, "The executors").
 
@@ -146,11 +150,14 @@ class ProcessPool:
         # place that became free) while no wait() was waiting: the next
         # wait() returns at once.
         self._woken = False
+        self._rung = False  # the wake pipe was read: wake() was called
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
-        self._poll = select.poll()
+        self._poll = select.poll()  # everything: the wake pipe, every pipe and sentinel
         self._poll.register(self._wake_r, select.POLLIN)
+        self._quiet = select.poll()  # what a quiet wait watches: the wake pipe and the sentinels
+        self._quiet.register(self._wake_r, select.POLLIN)
         self._by_fd: dict[int, tuple[_Child, str]] = {}
         self._failed_start: list[Outcome] = []  # runs no child could be started for
         self._taken: list[Outcome] = []  # outcomes read by refresh() or warm(), for the next wait()
@@ -225,21 +232,27 @@ class ProcessPool:
         except (BlockingIOError, OSError):
             pass  # the pipe is full: a wake-up is already pending
 
-    def wait(self, timeout: float) -> list[Outcome]:
+    def wait(self, timeout: float, *, quiet: float = 0.0) -> list[Outcome]:
         """Wait up to `timeout` seconds for the next outcome, then take all
         that are ready. Log lines that arrive meanwhile are kept; outcomes
         of abandoned runs are dropped. A place that became free (a child
-        stopped or replaced) or a wake() ends the wait too, with no outcome."""
+        stopped or replaced) or a wake() ends the wait too, with no outcome.
+        For its first `quiet` seconds only a wake() or the timeout ends the
+        wait: the children's pipes are not watched, and what they sent is
+        read when it ends."""
         outcomes = [o for o in self._taken if o.run_id in self.flights]  # not abandoned since
         self._taken = []
-        until = time.monotonic() + max(0.0, timeout)
-        if outcomes or self._woken:
+        now = time.monotonic()
+        until = now + max(0.0, timeout)
+        quiet_until = now + max(0.0, min(quiet, timeout))
+        if self._rung or ((outcomes or self._woken) and quiet_until <= now):
             until = 0.0  # something is here already: take what else is ready, no waiting
-        self._woken = False
+        self._woken = self._rung = False
         while True:
-            if self._wait_once(until - time.monotonic(), outcomes) or outcomes:
-                return outcomes
-            if time.monotonic() >= until:
+            looked = self._wait_once(until - time.monotonic(), outcomes, quiet_until=quiet_until)
+            now = time.monotonic()
+            if self._rung or ((looked or outcomes) and now >= quiet_until) or now >= until:
+                self._rung = False
                 return outcomes
 
     def close(self, timeout: float = GRACE_SECONDS + 1) -> None:
@@ -292,10 +305,15 @@ class ProcessPool:
     def _watch(self, fd: int, child: _Child, what: str) -> None:
         self._by_fd[fd] = (child, what)
         self._poll.register(fd, select.POLLIN)
+        if what == "sentinel":
+            self._quiet.register(fd, select.POLLIN)
 
     def _unwatch(self, fd: int) -> None:
-        if self._by_fd.pop(fd, None) is not None:
+        watched = self._by_fd.pop(fd, None)
+        if watched is not None:
             self._poll.unregister(fd)
+            if watched[1] == "sentinel":
+                self._quiet.unregister(fd)
 
     def _close_conn(self, child: _Child) -> None:
         if child.conn is not None:
@@ -372,15 +390,22 @@ class ProcessPool:
 
     # -- waiting ---------------------------------------------------------------------
 
-    def _wait_once(self, timeout: float, outcomes: list[Outcome]) -> bool:
+    def _wait_once(self, timeout: float, outcomes: list[Outcome], *, quiet_until: float = 0.0) -> bool:
         """One poll of every child and the wake pipe, up to `timeout`
-        seconds; what arrived is handled. True when the loop should look
-        again without an outcome: woken, or a place became free."""
+        seconds (until `quiet_until`, of the wake pipe and the sentinels
+        only, then of everything without waiting); what arrived is handled.
+        True when the loop should look again without an outcome: woken, or
+        a place became free."""
         now = time.monotonic()
         kills = [c.kill_at for c in self._children if c.kill_at is not None]
         starting = [c.started + START_TIMEOUT_SECONDS for c in self._children if not c.ready]
         until = min([now + max(0.0, timeout), *kills, *starting])
-        events = self._poll_for(until - now)
+        if now < quiet_until and until > now:
+            events = self._poll_for(min(until, quiet_until) - now, self._quiet)
+            seen = {fd for fd, _event in events}
+            events += [(fd, event) for fd, event in self._poll.poll(0) if fd not in seen]
+        else:
+            events = self._poll_for(until - now, self._poll)
         freed = False
         gone = []
         for fd, _event in events:
@@ -390,7 +415,7 @@ class ProcessPool:
                         pass
                 except BlockingIOError:
                     pass
-                freed = True
+                freed = self._rung = True
                 continue
             watched = self._by_fd.get(fd)
             if watched is None:
@@ -415,17 +440,17 @@ class ProcessPool:
             self._dispatch(outcomes)
         return freed
 
-    def _poll_for(self, seconds: float) -> list:
-        """poll() for up to `seconds`, to the microsecond: poll counts whole
+    def _poll_for(self, seconds: float, poll) -> list:
+        """`poll`.poll() for up to `seconds`, to the microsecond: poll counts whole
         milliseconds, and the loop sleeps until a fire's time this way, so
         the part of a millisecond left is slept (what arrives meanwhile is
         seen right after)."""
         whole = int(max(0.0, seconds) * 1000)
         try:
-            events = self._poll.poll(whole)
+            events = poll.poll(whole)
             if not events and seconds * 1000 > whole:
                 time.sleep(seconds - whole / 1000)
-                events = self._poll.poll(0)
+                events = poll.poll(0)
         except InterruptedError:
             return []
         return events
@@ -447,13 +472,16 @@ class ProcessPool:
                 if child.flight is not None:
                     child.flight.ctx.merge_log(Chunk(*message[1:]))
             elif kind == "done":
-                _, status, result, error, last = message
+                _, status, result, error, last, ended = message
                 flight, child.flight = child.flight, None
                 child.last_run = last
                 if flight is not None and child.stopping:
                     flight.done.set()  # given up on, and recorded already
                 elif flight is not None:
-                    self._finish(flight, Outcome(flight.run_id, status, result=result, error=error), outcomes)
+                    outcome = Outcome(
+                        flight.run_id, status, result=result, error=error, ended_monotonic=ended
+                    )
+                    self._finish(flight, outcome, outcomes)
                 if last:
                     self._close_conn(child)  # it leaves; its sentinel replaces it
             elif kind == "ready":

@@ -74,9 +74,11 @@ class WorkerPool:
         """Make a pending wait() return now (signal handlers use this)."""
         self._outcomes.put(None)
 
-    def wait(self, timeout: float) -> list[Outcome]:
+    def wait(self, timeout: float, *, quiet: float = 0.0) -> list[Outcome]:
         """Block up to `timeout` seconds for the next outcome, then take all
-        that are ready. Outcomes of abandoned runs are dropped."""
+        that are ready. Outcomes of abandoned runs are dropped. `quiet` is
+        the process pool's; an outcome here costs no pipe read, and ends the
+        wait as it comes."""
         return take_outcomes(self._outcomes, self.flights, timeout)
 
     def _worker(self) -> None:
