@@ -24,7 +24,14 @@ FIELDS = [field.attname for field in Job._meta.concrete_fields]
 
 
 def _rows(jobs):
-    return [(tuple(getattr(job, name) for name in FIELDS), job.busy, job.following) for job in jobs]
+    """Each job's values with their types (True == 1, but a boolean column reads as a boolean)."""
+    return [
+        [
+            (value, type(value))
+            for value in (*(getattr(job, name) for name in FIELDS), job.busy, job.following)
+        ]
+        for job in jobs
+    ]
 
 
 def test_the_prepared_due_query_gives_what_the_queryset_gives(both_databases, make_job):

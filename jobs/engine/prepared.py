@@ -16,11 +16,15 @@ is fixed when it is compiled. The queryset must select its model's rows
 (no `values()`, no `select_related`).
 """
 
+import functools
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models import QuerySet
+from django.db.models import JSONField, QuerySet
+from django.db.models.expressions import Col
 
 from jobs.engine.bulk import fetch, with_literals
 
@@ -46,9 +50,12 @@ class _Compiled:
             self.sql, self.params, self.slots = with_literals(self.sql, self.params, keep=self.slots)
         self.connection = connection
         self.compiler = compiler
-        self.converters = compiler.get_converters(
-            [column for column, _sql, _alias in compiler.select[: compiler.col_count]]
-        )
+        self.converters = [
+            (position, _converter(converters, expression, connection))
+            for position, (converters, expression) in compiler.get_converters(
+                [column for column, _sql, _alias in compiler.select[: compiler.col_count]]
+            ).items()
+        ]
         fields = compiler.klass_info["select_fields"]
         self.start, self.end = fields[0], fields[-1] + 1
         self.init_list = [
@@ -78,7 +85,7 @@ class Prepared:
             params[slot] = value
         rows = fetch(connection, compiled.sql, params)
         if compiled.converters:
-            rows = compiled.compiler.apply_converters(rows, compiled.converters)
+            rows = [_converted(row, compiled.converters) for row in rows]
         model, start, end, init_list, annotations = (
             compiled.model,
             compiled.start,
@@ -93,3 +100,69 @@ class Prepared:
                 setattr(obj, attr, row[position])
             objs.append(obj)
         return objs
+
+
+def _converted(row, converters: list) -> list:
+    row = list(row)
+    for position, convert in converters:
+        row[position] = convert(row[position])
+    return row
+
+
+def _converter(converters: list, expression, connection) -> Callable:
+    """One column's converters (Django's `get_converters`) as one function of
+    the value, giving what `apply_converters` gives. The scheduler reads the
+    due jobs on every pass, and for their columns (SQLite's datetimes and
+    booleans, JSON) the same result comes without Django's call through
+    each converter with its expression and connection (a test compares
+    them: tests/test_prepared.py)."""
+    ops = connection.ops
+    if len(converters) == 1:
+        (converter,) = converters
+        method = getattr(converter, "__func__", None)
+        owner = getattr(converter, "__self__", None)
+        if (
+            owner is ops
+            and method is getattr(type(ops), "convert_datetimefield_value", None)
+            and connection.vendor == "sqlite"
+            and settings.USE_TZ
+        ):
+            zone = connection.timezone
+            slow = functools.partial(converter, expression=expression, connection=connection)
+
+            def convert_datetime(value):
+                # A naive datetime, as SQLite's adapter parses it: made aware in the connection's zone.
+                if type(value) is datetime and value.tzinfo is None:
+                    return value.replace(tzinfo=zone)
+                return slow(value)
+
+            return convert_datetime
+        if owner is ops and method is getattr(type(ops), "convert_booleanfield_value", None):
+            return lambda value: bool(value) if value in (1, 0) else value
+        if (
+            type(owner) is JSONField
+            and method is JSONField.from_db_value
+            and owner.decoder is None
+            and isinstance(expression, Col)
+        ):
+
+            def convert_json(value):
+                if value is None:
+                    return None
+                if value == "[]":  # most of a job's lists, read on every pass: no parser for them
+                    return []
+                if value == "{}":
+                    return {}
+                try:
+                    return json.loads(value)
+                except json.JSONDecodeError:
+                    return value
+
+            return convert_json
+
+    def convert(value):
+        for converter in converters:
+            value = converter(value, expression, connection)
+        return value
+
+    return convert
