@@ -14,26 +14,18 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs.engine.loop import Scheduler
 from jobs.engine.pending import COLLECT_WITHIN, Pending
 from jobs.models import Run
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def make_scheduler():
-    made = []
-
-    def make(*, slots=1):
-        scheduler = Scheduler(worker_id="node-a", max_workers=slots, misfire_threshold=60, executor="process")
-        scheduler.pool.warm()
-        made.append(scheduler)
-        return scheduler
-
-    yield make
-    for scheduler in made:
-        scheduler.pool.close()
+def process_scheduler(make_scheduler, *, slots=1):
+    """A scheduler on the process executor (tests/fixtures/core.py's
+    make_scheduler), its children started."""
+    scheduler = make_scheduler(max_workers=slots, misfire_threshold=60, executor="process")
+    scheduler.pool.warm()
+    return scheduler
 
 
 def ended_unread(scheduler, make_job):
@@ -48,7 +40,7 @@ def ended_unread(scheduler, make_job):
 
 
 def test_an_ended_run_does_not_end_a_quiet_wait_and_keeps_its_own_end(make_scheduler, make_job):
-    scheduler = make_scheduler()
+    scheduler = process_scheduler(make_scheduler)
     run_id, reported_by = ended_unread(scheduler, make_job)
     started = time.monotonic()
     outcomes = scheduler.pool.wait(5, quiet=0.3)
@@ -66,7 +58,7 @@ def test_an_ended_run_does_not_end_a_quiet_wait_and_keeps_its_own_end(make_sched
 
 
 def test_a_run_read_late_is_recorded_with_the_end_its_child_gave(make_scheduler, make_job):
-    scheduler = make_scheduler()
+    scheduler = process_scheduler(make_scheduler)
     run_id, reported_by = ended_unread(scheduler, make_job)
     time.sleep(0.5)
     read_at = timezone.now()
@@ -79,7 +71,7 @@ def test_a_run_read_late_is_recorded_with_the_end_its_child_gave(make_scheduler,
 
 
 def test_a_wake_ends_a_quiet_wait(make_scheduler):
-    scheduler = make_scheduler()
+    scheduler = process_scheduler(make_scheduler)
     threading.Timer(0.1, scheduler.pool.wake).start()
     started = time.monotonic()
     assert scheduler.pool.wait(10, quiet=10) == []
@@ -93,7 +85,7 @@ def test_a_wake_ends_a_quiet_wait(make_scheduler):
 
 
 def test_without_quiet_an_ended_run_ends_the_wait(make_scheduler, make_job):
-    scheduler = make_scheduler()
+    scheduler = process_scheduler(make_scheduler)
     ended_unread(scheduler, make_job)
     started = time.monotonic()
     (outcome,) = scheduler.pool.wait(5)
@@ -119,11 +111,13 @@ def quiets_of_the_running_loop(scheduler, sleeps=3):
 
 
 def test_the_running_loop_sleeps_quietly_on_one_node(make_scheduler):
-    assert quiets_of_the_running_loop(make_scheduler()) == [COLLECT_WITHIN.total_seconds()] * 3
+    assert (
+        quiets_of_the_running_loop(process_scheduler(make_scheduler)) == [COLLECT_WITHIN.total_seconds()] * 3
+    )
 
 
 def test_the_loop_reads_at_once_while_a_queued_run_waits_for_a_slot(make_scheduler, make_job):
-    scheduler = make_scheduler(slots=1)
+    scheduler = process_scheduler(make_scheduler)
     for _ in range(2):
         make_job(handler="demo.sleep", properties={"seconds": 5}, next_fire_at=timezone.now())
     assert quiets_of_the_running_loop(scheduler, sleeps=2) == [0.0, 0.0]

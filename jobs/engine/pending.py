@@ -72,7 +72,7 @@ class Pending:
         """Whether an outcome waiting is of a run (of `flights`) that `picked` picks."""
         return any(o.run_id in flights and picked(flights[o.run_id]) for o in self.outcomes)
 
-    def quiet(self, read_now) -> float:
+    def quiet(self, read_now: bool) -> float:
         """How long the running loop's sleep may leave runs' outcomes unread
         (the pool's `wait(quiet=)`): as long as one waits to be written
         anyway, unless the loop must `read_now`: clustered (a planner on

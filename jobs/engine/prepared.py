@@ -49,7 +49,6 @@ class _Compiled:
             # which SQLite then prepares once (bulk.with_literals).
             self.sql, self.params, self.slots = with_literals(self.sql, self.params, keep=self.slots)
         self.connection = connection
-        self.compiler = compiler
         self.converters = [
             (position, _converter(converters, expression, connection))
             for position, (converters, expression) in compiler.get_converters(
