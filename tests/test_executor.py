@@ -309,12 +309,8 @@ def test_a_handler_the_child_cannot_find_fails_with_a_clear_error(make_job, sche
 
 def test_http_jobs_run_in_a_child(make_job, scheduler_for_http):
     scheduler, server = scheduler_for_http
-    ok = make_job(
-        kind="http", handler="", properties={"url": server.url("/hello")}, next_fire_at=timezone.now()
-    )
-    bad = make_job(
-        kind="http", handler="", properties={"url": server.url("/status/500")}, next_fire_at=timezone.now()
-    )
+    ok = fire_now(make_job, "", kind="http", properties={"url": server.url("/hello")})
+    bad = fire_now(make_job, "", kind="http", properties={"url": server.url("/status/500")})
     drive(scheduler, lambda: finished(ok)() and finished(bad)())
     assert only_run(ok).status == "succeeded" and only_run(ok).result.startswith("HTTP 200 OK in ")
     assert only_run(bad).status == "failed" and only_run(bad).error.endswith("(expected 2xx): body of a 500")
@@ -333,16 +329,10 @@ def scheduler_for_http(settings, make_scheduler):
 
 def test_sql_jobs_run_in_a_child(make_job, database, make_scheduler):
     scheduler = make_scheduler()  # after the fixture set JOBS_SQL_*: children get these settings
-    writer = make_job(
-        kind="sql",
-        handler="",
-        properties={"sql": "DELETE FROM t WHERE x = 1"},
-        sql_write=True,
-        next_fire_at=timezone.now(),
+    writer = fire_now(
+        make_job, "", kind="sql", properties={"sql": "DELETE FROM t WHERE x = 1"}, sql_write=True
     )
-    reader = make_job(
-        kind="sql", handler="", properties={"sql": "DELETE FROM t"}, next_fire_at=timezone.now()
-    )
+    reader = fire_now(make_job, "", kind="sql", properties={"sql": "DELETE FROM t"})
     drive(scheduler, lambda: finished(writer)() and finished(reader)())
     assert (only_run(writer).status, only_run(writer).result) == ("succeeded", "1 row affected")
     assert only_run(reader).status == "failed"
