@@ -17,7 +17,7 @@ the little that one pass leaves for the next is the loop's, in the open:
   ended in the database (`settle`, jobs.engine.pending);
 - `next_queued` (a `NextQueued`): when a queued run next becomes due;
 - the starter's held runs: fires planned ahead (`plan_ahead`), each
-  waiting, with its slot, for its time (`hand_off_held`);
+  waiting, with its slot, for its time (`hand_off_held`; in a child, on the process pool);
 - `claims_uncertain`, a local of `run_forever`: a database error may have
   hidden a committed claim (`maintenance.requeue_unstarted_claims`).
 
@@ -332,7 +332,7 @@ class Scheduler:
             # Added to those not claimed yet; the claim forgets them after POLL.
             self.carry = replace(self.carry, known={**self.carry.known, **planned.queued})
         self._took(self.starter.start_all(planned.starting))
-        self.starter.hold(planned.held)
+        self._took(self.starter.hold(planned.held))
         return planned
 
     def hand_off_held(self) -> bool:

@@ -137,6 +137,11 @@ class Recorder:
         if not batch:
             return Recorded()
         items = [(flight.ctx.run, outcome) for outcome, flight in batch]
+        for run, outcome in items:
+            if outcome.started_at is not None and run.started_at is not None:
+                # Held by its child until its time (Starter.hold): it started
+                # when the child says, never before the time it was written from.
+                run.started_at = max(run.started_at, outcome.started_at)
         try:
             with transaction.atomic():
                 recorded = self.record_batch(items, now)

@@ -39,12 +39,15 @@ class Pending:
     def take(self, outcomes: list[Outcome], now: datetime) -> None:
         """Keep outcomes for the next write, each with the time its run ended:
         `now`, or as long before it as the pool says the run ended
-        (`Outcome.ended_monotonic`)."""
+        (`Outcome.ended_monotonic`); and, for a run the pool held until its
+        time, when it started (`Outcome.started_monotonic`)."""
         monotonic = time.monotonic()
         for outcome in outcomes:
             if outcome.ended_at is None:
                 ended = monotonic if outcome.ended_monotonic is None else outcome.ended_monotonic
                 outcome.ended_at = now - timedelta(seconds=max(0.0, monotonic - ended))
+            if outcome.started_at is None and outcome.started_monotonic is not None:
+                outcome.started_at = now - timedelta(seconds=max(0.0, monotonic - outcome.started_monotonic))
         self.outcomes.extend(outcomes)
 
     @property

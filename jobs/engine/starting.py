@@ -1,7 +1,11 @@
 """Starting runs: claim queued runs for this node's free worker slots, and
 hand each run to the pool with its context; and hold the runs of fires
-planned ahead (`Starter.hold`, `start_held`), each with its slot, until
-their time.
+planned ahead (`Starter.hold`), each with its slot, until their time: in
+the pool, when it holds a run until its time itself (the process pool:
+its child waits, so the loop need not wake for each fire), else here
+(`start_held`, at the loop's wake-up). A fire handed to the pool goes
+back to being held here if a run of its job starts before it does
+(`start`), so its time decides it as for any held fire.
 
 `Starter.claim_queued(now, known=…)` takes the due queued runs (retries,
 manual runs, tasks, upstream runs, and on PostgreSQL the fires the leader
@@ -22,6 +26,7 @@ does not hold.
 """
 
 import functools
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
@@ -106,6 +111,9 @@ class Starter:
         # this node from their fire time, in that order: each holds a slot
         # until it starts, at its time (`start_held`).
         self.held: list[Held] = []
+        # Runs planned ahead that the pool holds until their time instead
+        # (`Pool.ahead`), by id, until their outcome is written.
+        self.ahead: dict[int, Held] = {}
 
     # -- runs planned ahead ------------------------------------------------------
 
@@ -119,9 +127,44 @@ class Starter:
         """When the first held run starts."""
         return self.held[0].run.started_at if self.held else None
 
-    def hold(self, held: list["Held"]) -> None:
+    def hold(self, held: list["Held"]) -> Recorded:
+        """Hold runs planned ahead until their time: in a pool that holds a
+        run itself (`Pool.ahead`), handed over now; else, or while a run of
+        its job executes here (`start_held` decides it at its time), here."""
+        if not self.pool.ahead:
+            self._hold_here(held)
+            return Recorded()
+        live = self._live_jobs()
+        self._hold_here([one for one in held if one.run.job_id in live])
+        ahead = [one for one in held if one.run.job_id not in live]
+        recorded = self.start_all([one.run for one in ahead], ahead=True)
+        self.ahead.update((one.run.pk, one) for one in ahead)
+        return recorded
+
+    def _hold_here(self, held: list["Held"]) -> None:
         if held:
             self.held = sorted([*self.held, *held], key=lambda one: (one.run.started_at, one.run.pk))
+
+    def _live_jobs(self) -> set[int]:
+        """The jobs with a run executing here, as BUSY counts them (a
+        backfill's runs are not the job's own)."""
+        return {
+            f.job_id for f in self.pool.flights.values() if getattr(f.ctx.run, "backfill_id", None) is None
+        }
+
+    def _take_back_fires_of(self, run: Run) -> None:
+        """`run` starts: a fire of its job the pool holds until its time and
+        has not started is taken back and held here, where its time decides
+        it (`start_held`: it goes back to planning while this run executes)."""
+        if run.job_id is None or getattr(run, "backfill_id", None) is not None:
+            return
+        for pk, one in list(self.ahead.items()):
+            if pk not in self.pool.flights:
+                del self.ahead[pk]  # its outcome is written, or it was given up on
+            elif one.run.job_id == run.job_id and pk != run.pk:
+                del self.ahead[pk]
+                if self.pool.withdraw(pk):
+                    self._hold_here([one])
 
     def start_held(self) -> tuple[Recorded, bool]:
         """Hand the held runs whose time has come to the pool, each running
@@ -133,10 +176,7 @@ class Starter:
         is True: a pass is due at once."""
         now = self.clock()
         due = [one for one in self.held if one.run.started_at <= now]  # held is in time order
-        # Runs of the job executing here, as BUSY counts them (a backfill's are not the job's own).
-        live = {
-            f.job_id for f in self.pool.flights.values() if getattr(f.ctx.run, "backfill_id", None) is None
-        }
+        live = self._live_jobs()
         # Each leaves `held` once its write is done: after a database error
         # the rest are still held, never taken for unconfirmed claims.
         back = [one for one in due if one.run.job_id in live]
@@ -182,9 +222,12 @@ class Starter:
         ).update(**back_to_queue())
 
     def hand_back_held(self) -> int:
-        """Shutdown: the held runs go back to the queue (`requeue`)."""
+        """Shutdown: the held runs go back to the queue (`requeue`), and those
+        the pool holds that have not started (`Pool.withdraw`)."""
         held, self.held = self.held, []
-        return self.requeue([one.run for one in held])
+        ahead, self.ahead = self.ahead, {}
+        back = [one.run for one in held] + [one.run for pk, one in ahead.items() if self.pool.withdraw(pk)]
+        return self.requeue(back)
 
     # -- queued runs ----------------------------------------------------------------
 
@@ -252,23 +295,28 @@ class Starter:
             claimed.full = not claimed.waiting_for_slots
         return claimed
 
-    def start_all(self, runs: list[Run]) -> Recorded:
-        """Start runs this node took (`take`), each from its started_at."""
+    def start_all(self, runs: list[Run], *, ahead: bool = False) -> Recorded:
+        """Start runs this node took (`take`), each from its started_at:
+        `ahead`, handed over now and started by the pool at that time
+        (a `Pool.ahead` pool's `at`)."""
         recorded, started = Recorded(), []
         if not runs:
             return recorded
         with self.step("hand_off"):
+            clock, monotonic = self.clock(), time.monotonic()
             for run in runs:
-                one = self.start(run, run.started_at)
+                at = monotonic + (run.started_at - clock).total_seconds() if ahead else None
+                one = self.start(run, run.started_at, at=at)
                 if one.started:
                     started.append(run)
                 else:
                     recorded |= one
         return replace(recorded, started=tuple(started))
 
-    def start(self, run: Run, now: datetime) -> Recorded:
+    def start(self, run: Run, now: datetime, *, at: float | None = None) -> Recorded:
         """Hand a run this node took to the pool (a run whose job was deleted
-        meanwhile is recorded cancelled instead)."""
+        meanwhile is recorded cancelled instead); `at`: the pool starts it
+        then (on time.monotonic()), not now."""
         job = run.job
         if job is not None and job.is_deleted:
             return self.recorder.record(run, Run.Status.CANCELLED, now, error="job deleted")
@@ -309,7 +357,9 @@ class Starter:
             ctx=ctx,
         )
         kind, name = (Job.Kind.PYTHON, run.handler) if run.is_task else (job.kind, job.handler)
-        self.pool.start(flight, HandlerRef(str(kind), name))
+        if self.ahead and at is None:
+            self._take_back_fires_of(run)
+        self.pool.start(flight, HandlerRef(str(kind), name), at=at)
         return Recorded(started=(run,))
 
 

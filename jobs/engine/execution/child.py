@@ -14,6 +14,7 @@ import functools
 import importlib
 import operator
 import os
+import pickle
 import resource
 import select
 import signal
@@ -87,7 +88,45 @@ def payload_of(ctx: RunContext) -> dict:
     return payload
 
 
-def child_main(conn, config: dict) -> None:
+def settings_snapshot() -> dict:
+    """The scheduler's settings as they are now, for its children: a child
+    loads the same settings module, but a value set at run time (tests, the
+    test database's name) exists only here. Values that do not pickle stay
+    as the child loads them."""
+    from django.conf import settings
+
+    snapshot = {}
+    for name in dir(settings):
+        if not name.isupper():
+            continue
+        value = getattr(settings, name)
+        try:
+            pickle.dumps(value)
+        except Exception:
+            continue
+        snapshot[name] = value
+    return snapshot
+
+
+def take_token(token, run_id: int) -> bool:
+    """Take the token of the run `run_id`, handed over before its time (a
+    shared integer under its lock): True for the one process, the pool
+    (ProcessPool.withdraw) or the child (at the run's time), that takes it
+    first; that one decides whether the run starts."""
+    with token.get_lock():
+        if token.value != run_id:
+            return False
+        token.value = 0
+        return True
+
+
+def _wait_until(at: float) -> None:
+    """Sleep until time.monotonic() reaches `at` (the run's time)."""
+    while (left := at - time.monotonic()) > 0:
+        time.sleep(left)
+
+
+def child_main(conn, config: dict, token=None) -> None:
     """A run process: set up, say ready, then run what arrives until the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the scheduler; it drains
     _die_with_parent()
@@ -111,7 +150,14 @@ def child_main(conn, config: dict) -> None:
             return
         if message is None:
             return
-        _, kind, name, module, payload = message
+        _, kind, name, module, payload, at = message
+        if at is not None:
+            # Handed over before its time: start it then, unless the pool
+            # took it back meanwhile (ProcessPool.withdraw).
+            _wait_until(at)
+            if not take_token(token, payload["run_id"]):
+                conn.send(("withdrawn", payload["run_id"]))
+                continue
         if _run(conn, HandlerRef(kind, name), module, payload, config):
             return  # after a MemoryError: a fresh process for the next run
 
@@ -232,6 +278,7 @@ def context_from(payload: dict) -> dict:
 
 def _run(conn, ref: HandlerRef, module: str | None, payload: dict, config: dict) -> bool:
     """One run; True if this process should not take another."""
+    started = time.monotonic()  # sent with the outcome (ProcessPool: a run handed over ahead)
     from django.db import connections
 
     keep = config["log_keep"]
@@ -262,6 +309,7 @@ def _run(conn, ref: HandlerRef, module: str | None, payload: dict, config: dict)
             cap_text(outcome.error, outcome.error, len(outcome.error), keep),
             recycle,
             ended,
+            started,
         )
     )
     return recycle

@@ -37,6 +37,11 @@ class Outcome:
     # of the host shares): a child process says, since the loop may read its
     # outcome some time after (ProcessPool.wait's `quiet`).
     ended_monotonic: float | None = None
+    # A run handed over before its time (`Pool.start`'s `at`): when its
+    # handler started, on time.monotonic(), as its child says; and that on
+    # the loop's clock, once the loop took the outcome (jobs.engine.pending).
+    started_monotonic: float | None = None
+    started_at: datetime | None = None
 
 
 MEMORY_ERROR = "MemoryError: the handler ran out of memory"
@@ -84,6 +89,9 @@ class Pool(Protocol):
 
     size: int
     flights: dict[int, Flight]  # run id → the run it executes, until its outcome is written
+    # Whether `start` takes `at`: the pool holds a run until its time itself,
+    # so the loop need not wake to hand it over (the process pool).
+    ahead: bool
 
     @property
     def free_slots(self) -> int:
@@ -94,8 +102,15 @@ class Pool(Protocol):
     def abandoned_count(self) -> int:
         """Runs given up on whose handler is still running."""
 
-    def start(self, flight: Flight, make_handler: "HandlerRef") -> None:
-        """Execute a run; its outcome comes from a later `wait`."""
+    def start(self, flight: Flight, make_handler: "HandlerRef", *, at: float | None = None) -> None:
+        """Execute a run; its outcome comes from a later `wait`. `at` (a pool
+        that is `ahead`): not before this time.monotonic(); until then the
+        run may be taken back (`withdraw`)."""
+
+    def withdraw(self, run_id: int) -> bool:
+        """Take back a run started with `at` whose handler has not started:
+        True, and it is forgotten (its slot is free once its worker is).
+        False: it started, or is starting, and goes on as any run."""
 
     def abandon(self, run_id: int) -> Flight | None:
         """Stop waiting for a run: ask it to stop and free its slot."""

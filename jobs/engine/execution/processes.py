@@ -15,8 +15,12 @@ lines, outcomes, dead children and ready replacements. A wait may be
 `quiet` for a while: what the children send does not end it then (each
 run's end is the child's own time, sent with its outcome), and it is read
 when the wait ends, so runs ending one by one cost the loop no wake-up
-each. No thread per child,
-so a run costs the loop no thread hand-over and no wait for the GIL (see
+each. A run may be handed over before its time (`start`'s `at`: a fire
+planned ahead): its child waits for the time and starts it then, so fires
+due one by one cost the loop no wake-up each either. Until its time it
+may be taken back (`withdraw`): the pool and the child each try to take
+the run's token, a shared integer under its lock, and the one that takes
+it first decides whether the run starts. No thread per child, so a run costs the loop no thread hand-over and no wait for the GIL (see
 docs/benchmarks.md, "The executors").
 
 Why not concurrent.futures.ProcessPoolExecutor: it cannot kill the process
@@ -51,7 +55,7 @@ from collections import deque
 from collections.abc import Iterable
 
 from jobs.core.logbuffer import Chunk
-from jobs.engine.execution.child import child_main, payload_of
+from jobs.engine.execution.child import child_main, payload_of, settings_snapshot, take_token
 from jobs.engine.execution.pool import Flight, HandlerRef, Outcome, executing
 
 log = logging.getLogger("cronboard.scheduler")
@@ -93,33 +97,18 @@ def mp_context():
         return _context
 
 
-def settings_snapshot() -> dict:
-    """The scheduler's settings as they are now, for its children: a child
-    loads the same settings module, but a value set at run time (tests, the
-    test database's name) exists only here. Values that do not pickle stay
-    as the child loads them."""
-    from django.conf import settings
-
-    snapshot = {}
-    for name in dir(settings):
-        if not name.isupper():
-            continue
-        value = getattr(settings, name)
-        try:
-            pickle.dumps(value)
-        except Exception:
-            continue
-        snapshot[name] = value
-    return snapshot
-
-
 class _Child:
     """One child process and what the pool knows of it."""
 
-    def __init__(self, number: int, process, conn):
+    def __init__(self, number: int, process, conn, token):
         self.number = number
         self.process = process
         self.conn = conn
+        # The id of the run handed to it before its time, until the child
+        # starts it or the pool takes it back (`withdraw`); else 0.
+        self.token = token
+        self.at: float | None = None  # the time its run was handed over for, if it was
+        self.withdrawn = False  # its run was taken back: busy until it says it is idle
         # Whether more has arrived: one poll() of the pipe (the
         # connection's own poll() builds a selector on every call).
         self.more = select.poll()
@@ -136,6 +125,8 @@ class ProcessPool:
     """Runs each run in a child process from a reusable pool of `size`. The
     same interface as the thread executor (jobs.engine.execution.threads)."""
 
+    ahead = True  # `start` takes `at`: the child waits for the run's time
+
     def __init__(self, size: int, *, memory_mb: int | None = None, log_keep: int = 0):
         self.size = size
         self.memory_mb = memory_mb or None
@@ -143,7 +134,8 @@ class ProcessPool:
         self.flights: dict[int, Flight] = {}
         self.start_seconds: list[float] = []  # how long each child took to be ready
         self._children: list[_Child] = []
-        self._pending: deque[tuple[Flight, HandlerRef]] = deque()  # runs waiting for a child
+        # Runs waiting for a child, each with the time it starts at (None: now).
+        self._pending: deque[tuple[Flight, HandlerRef, float | None]] = deque()
         self._numbers = 0
         self._config: dict | None = None
         # Set when something may want the loop to look again (a wake(), a
@@ -169,7 +161,8 @@ class ProcessPool:
         """Places for new runs: a run whose child has finished holds none,
         even before the loop takes its outcome, once `refresh` or `wait`
         read the child's message."""
-        return self.size - executing(self.flights) - self.abandoned_count
+        withdrawn = sum(1 for child in self._children if child.withdrawn)
+        return self.size - executing(self.flights) - self.abandoned_count - withdrawn
 
     def refresh(self) -> None:
         """Read what the children sent, without waiting: a finished child's
@@ -204,12 +197,35 @@ class ProcessPool:
         while any(not child.ready for child in self._children) and time.monotonic() < until:
             self._woken |= self._wait_once(until - time.monotonic(), self._taken)
 
-    def start(self, flight: Flight, make_handler: HandlerRef) -> None:
+    def start(self, flight: Flight, make_handler: HandlerRef, *, at: float | None = None) -> None:
         if self._config is None:
             self.warm()
         self.flights[flight.run_id] = flight
-        self._pending.append((flight, make_handler))
+        self._pending.append((flight, make_handler, at))
         self._dispatch(self._taken)
+
+    def withdraw(self, run_id: int) -> bool:
+        """Take back a run handed over before its time (`start`'s `at`) if its
+        child has not started it: the child finds the run's token gone at
+        the run's time, says so, and is idle again (its place stays busy
+        until then). One still waiting for a child is dropped."""
+        flight = self.flights.get(run_id)
+        if flight is None:
+            return False
+        for waiting in self._pending:
+            if waiting[0] is flight:
+                if waiting[2] is None:
+                    return False
+                self._pending.remove(waiting)
+                break
+        else:
+            child = next((c for c in self._children if c.flight is flight and c.at is not None), None)
+            if child is None or child.stopping or not take_token(child.token, run_id):
+                return False
+            child.withdrawn = True
+        del self.flights[run_id]
+        flight.done.set()
+        return True
 
     def abandon(self, run_id: int) -> Flight | None:
         """Stop waiting for a run: its child is terminated, and its place is
@@ -280,10 +296,11 @@ class ProcessPool:
         """Start a child; it is ready (takes runs) once it says so, in `wait`."""
         ctx = mp_context()
         parent, child_end = ctx.Pipe(duplex=True)
+        token = ctx.Value("q", 0)  # see `withdraw`
         self._numbers += 1
         process = ctx.Process(
             target=child_main,
-            args=(child_end, self._config),
+            args=(child_end, self._config, token),
             name=f"cronboard-run-{self._numbers}",
             daemon=True,
         )
@@ -296,7 +313,7 @@ class ProcessPool:
             self._fail_pending(f"a run process could not start: {exc}")
             return None
         child_end.close()
-        child = _Child(self._numbers, process, parent)
+        child = _Child(self._numbers, process, parent, token)
         self._children.append(child)
         self._watch(child.conn.fileno(), child, "conn")
         self._watch(process.sentinel, child, "sentinel")
@@ -344,20 +361,25 @@ class ProcessPool:
             )
             if child is None:
                 break
-            flight, ref = self._pending.popleft()
+            flight, ref, at = self._pending.popleft()
             if flight.run_id not in self.flights:
                 continue  # abandoned before a child took it
-            self._send(child, flight, ref, outcomes)
+            self._send(child, flight, ref, at, outcomes)
         # Never more children than places: one being stopped, or leaving,
         # keeps its place until it is gone.
         for _ in range(min(len(self._pending), self.size - len(self._children))):
             if self._spawn() is None:
                 break
 
-    def _send(self, child: _Child, flight: Flight, ref: HandlerRef, outcomes: list[Outcome]) -> None:
-        child.flight = flight
+    def _send(
+        self, child: _Child, flight: Flight, ref: HandlerRef, at: float | None, outcomes: list[Outcome]
+    ) -> None:
+        child.flight, child.at = flight, at
+        if at is not None:
+            with child.token.get_lock():
+                child.token.value = flight.run_id
         try:
-            message = ("run", ref.kind, ref.name, ref.module(), payload_of(flight.ctx))
+            message = ("run", ref.kind, ref.name, ref.module(), payload_of(flight.ctx), at)
             # Plain pickle: nothing in a run needs multiprocessing's reducers
             # (ForkingPickler copies its dispatch table on every call).
             child.conn.send_bytes(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
@@ -382,7 +404,7 @@ class ProcessPool:
     def _fail_pending(self, error: str) -> None:
         """No child could start: the oldest run waiting for one fails with why."""
         while self._pending:
-            flight, _ = self._pending.popleft()
+            flight, _, _ = self._pending.popleft()
             if flight.run_id in self.flights:
                 flight.done.set()
                 self._failed_start.append(Outcome(flight.run_id, "failed", error=error))
@@ -472,18 +494,27 @@ class ProcessPool:
                 if child.flight is not None:
                     child.flight.ctx.merge_log(Chunk(*message[1:]))
             elif kind == "done":
-                _, status, result, error, last, ended = message
+                _, status, result, error, last, ended, started = message
                 flight, child.flight = child.flight, None
                 child.last_run = last
                 if flight is not None and child.stopping:
                     flight.done.set()  # given up on, and recorded already
                 elif flight is not None:
                     outcome = Outcome(
-                        flight.run_id, status, result=result, error=error, ended_monotonic=ended
+                        flight.run_id,
+                        status,
+                        result=result,
+                        error=error,
+                        ended_monotonic=ended,
+                        started_monotonic=started if child.at is not None else None,
                     )
                     self._finish(flight, outcome, outcomes)
+                child.at = None
                 if last:
                     self._close_conn(child)  # it leaves; its sentinel replaces it
+            elif kind == "withdrawn":  # its run was taken back (`withdraw`): idle again
+                child.flight, child.at, child.withdrawn = None, None, False
+                freed = True
             elif kind == "ready":
                 child.ready = True
                 self.start_seconds.append(time.monotonic() - child.started)
@@ -504,7 +535,7 @@ class ProcessPool:
         flight = child.flight
         self._forget(child)
         if flight is not None:
-            if child.stopping:
+            if child.stopping or child.withdrawn:
                 flight.done.set()
             else:
                 self._finish(

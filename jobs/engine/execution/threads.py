@@ -43,7 +43,13 @@ class WorkerPool:
         self._abandoned = [f for f in self._abandoned if not f.done.is_set()]
         return len(self._abandoned)
 
-    def start(self, flight: Flight, make_handler: Callable[[], JobHandler]) -> None:
+    ahead = False  # a thread starts in microseconds: the loop hands each run over at its time
+
+    def start(
+        self, flight: Flight, make_handler: Callable[[], JobHandler], *, at: float | None = None
+    ) -> None:
+        if at is not None:
+            raise ValueError("the thread pool starts runs now: it holds none until a time")
         self.flights[flight.run_id] = flight
         with self._idle_lock:
             spawn = self._idle == 0
@@ -53,6 +59,9 @@ class WorkerPool:
         if spawn:
             self._threads += 1
             threading.Thread(target=self._worker, name=f"worker-{self._threads}", daemon=True).start()
+
+    def withdraw(self, run_id: int) -> bool:
+        return False  # nothing is held (`ahead`)
 
     def abandon(self, run_id: int) -> Flight | None:
         """Stop waiting for a run: ask it to stop and free its slot."""
