@@ -42,7 +42,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models import Field
+from django.db.models import DateField, DateTimeField, Field, TimeField
 
 # Rows per statement: well under SQLite's 32,766 bound parameters and
 # PostgreSQL's 65,535 for the widest row written here.
@@ -188,7 +188,8 @@ def _field_prep(field, conn, *, save: bool) -> Callable:
         native = conn.features.has_native_uuid_field
         return lambda value: (value if native else value.hex) if type(value) is uuid.UUID else django(value)
     if kind in ("CharField", "TextField"):
-        return lambda value: value if value is None or type(value) is str else django(value)
+        # A str as is, a choices enum member too (the field's to_python keeps any str).
+        return lambda value: value if value is None or isinstance(value, str) else django(value)
     if kind == "BooleanField":
         return lambda value: value if value is None or type(value) is bool else django(value)
     if sqlite and kind in conn.ops.integer_field_ranges:
@@ -212,7 +213,7 @@ class Preparer:
         self.preps = [_field_prep(field, conn, save=save) for field in self.fields]
         self.getters = [
             (lambda obj, f=field: f.pre_save(obj, True))
-            if type(field).pre_save is not Field.pre_save
+            if _computes_on_save(field)
             else operator.attrgetter(field.attname)
             for field in self.fields
         ]
@@ -224,6 +225,17 @@ class Preparer:
 
     def of(self, obj) -> list:
         return [prep(get(obj)) for prep, get in zip(self.preps, self.getters, strict=True)]
+
+
+def _computes_on_save(field) -> bool:
+    """Whether the field's `pre_save` may give other than its attribute: it
+    overrides Field's, and is not a date or time field's without auto_now
+    or auto_now_add (which then reads the attribute)."""
+    pre_save = type(field).pre_save
+    if pre_save is Field.pre_save:
+        return False
+    dated = pre_save in (DateField.pre_save, DateTimeField.pre_save, TimeField.pre_save)
+    return not dated or field.auto_now or field.auto_now_add
 
 
 # Per connection object (each thread has its own; a test may switch the

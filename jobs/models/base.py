@@ -1,9 +1,15 @@
 """What every model module shares: the defaults a job or task gets, the
-limits on them, how a choice field reads its label, and keyset pages."""
+limits on them, how a choice field reads its label, how a wide row loads,
+and keyset pages."""
 
+import functools
 from datetime import datetime
 
-from django.db.models import Q
+from django.db.models import Model, Q
+from django.db.models.base import ModelState
+from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
+from django.db.models.query_utils import DeferredAttribute
+from django.db.models.signals import post_init, pre_init
 from django.utils.encoding import force_str
 
 from jobs import cron
@@ -39,6 +45,53 @@ class ChoiceLabels:
             if choice == value:
                 return force_str(label, strings_only=True)
         return force_str(value, strings_only=True)
+
+
+class QuickLoad:
+    """`from_db` without `Model.__init__`, for a model whose rows are wide
+    and read often (the scheduler reads every due job, 48 columns, on every
+    pass): a row with every column is stored in the instance in one go,
+    where `__init__` sets each field with its own `setattr`. The instance is
+    the one `Model.from_db` gives (tests/test_quickload.py compares them).
+    `Model.from_db` still builds it while anything listens to the model's
+    `pre_init` or `post_init` signals, for a row with deferred columns, and
+    when a field stores its value through a descriptor that does more than
+    store it."""
+
+    @classmethod
+    def from_db(cls, db, field_names, values):
+        attnames = _stored_attnames(cls)
+        if (
+            attnames is None
+            or len(values) != len(attnames)
+            or pre_init.has_listeners(cls)
+            or post_init.has_listeners(cls)
+        ):
+            return super().from_db(db, field_names, values)
+        obj = cls.__new__(cls)
+        state = obj._state = ModelState()
+        state.adding, state.db = False, db
+        obj.__dict__.update(zip(attnames, values, strict=True))
+        return obj
+
+
+# The setters that only store the value in the instance's __dict__ (a
+# ForeignKey's id also forgets a cached object, which a new instance has not).
+_PLAIN_SETTERS = {getattr(DeferredAttribute, "__set__", None), ForeignKeyDeferredAttribute.__set__}
+
+
+@functools.cache
+def _stored_attnames(model: type[Model]) -> tuple | None:
+    """Every concrete field's attname in field order, or None when one of
+    them is set through a descriptor whose setter does more than store it."""
+    attnames = tuple(field.attname for field in model._meta.concrete_fields)
+    for attname in attnames:
+        descriptor = model.__dict__.get(attname) or getattr(model, attname, None)
+        if not isinstance(descriptor, DeferredAttribute):
+            return None
+        if getattr(type(descriptor), "__set__", None) not in _PLAIN_SETTERS:
+            return None
+    return attnames
 
 
 def keyset_before(field: str, at: datetime, pk: int) -> Q:

@@ -22,6 +22,7 @@ from jobs.models.base import (
     MAX_TIMEOUT_SECONDS,
     MIN_INTERVAL_SECONDS,
     ChoiceLabels,
+    QuickLoad,
 )
 from jobs.models.calendars import find_calendar
 
@@ -73,7 +74,7 @@ class JobQuerySet(models.QuerySet):
         return self.scheduled().filter(next_fire_at__lte=now).order_by("next_fire_at", "id")
 
 
-class Job(ChoiceLabels, models.Model):
+class Job(QuickLoad, ChoiceLabels, models.Model):
     class Kind(models.TextChoices):
         PYTHON = "python", _("Python handler")
         HTTP = "http", _("HTTP request")
