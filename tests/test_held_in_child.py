@@ -164,3 +164,23 @@ def test_shutdown_hands_fires_waiting_in_children_back_to_the_queue(scheduler, m
         run.scheduled_at,
     )
     assert not scheduler.pool._children, "the pool is closed, and the run never started"
+
+
+def test_a_child_rebuilds_the_job_and_run_as_the_database_reads_them(scheduler, make_job):
+    """The payload's rows (child.payload_of) carry a choices member the engine
+    set (`Run.Status.RUNNING`) as its plain value, as a row read back has it:
+    the child's job and run equal what the database gives, field by field."""
+    from jobs.engine.execution.child import context_from, payload_of
+
+    job = fire_in(make_job, 0.5)
+    plan(scheduler)
+    flight = next(iter(scheduler.pool.flights.values()))
+    assert isinstance(flight.ctx.run.status, Run.Status), "the engine's own value, a member"
+    rebuilt = context_from(payload_of(flight.ctx))
+    for model, built in ((Job, rebuilt["job"]), (Run, rebuilt["run"])):
+        stored = model.objects.get(pk=built.pk)
+        for field in model._meta.concrete_fields:
+            value, expected = getattr(built, field.attname), getattr(stored, field.attname)
+            assert (value, type(value)) == (expected, type(expected)), field.name
+    assert rebuilt["run"].job is rebuilt["job"]
+    assert job.pk == rebuilt["job"].pk
