@@ -58,6 +58,20 @@ def plan(scheduler):
     return scheduler.run_pass(timezone.now(), running=True)
 
 
+def sleep_past(at, seconds: float) -> None:
+    """Sleep until `seconds` after the time `at` (a datetime)."""
+    time.sleep(max(0.0, (at - timezone.now()).total_seconds()) + seconds)
+
+
+def free_again(scheduler, slots: int) -> list:
+    """Read what the children send until the pool has `slots` free (10 s at
+    most); the outcomes read meanwhile."""
+    outcomes, until = [], time.monotonic() + 10
+    while scheduler.pool.free_slots != slots and time.monotonic() < until:
+        outcomes += scheduler.pool.wait(0.1)
+    return outcomes
+
+
 def finish(scheduler):
     """Write every run's outcome, each taken at the time it is read."""
     until = time.monotonic() + 10
@@ -67,7 +81,7 @@ def finish(scheduler):
 
 
 def test_a_fire_planned_ahead_waits_in_its_child_and_starts_there_at_its_time(scheduler, make_job):
-    job = fire_in(make_job, 0.6)
+    job = fire_in(make_job, 0.8)
     plan(scheduler)
     (run,) = runs_of(job)
     assert run.status == "running" and run.started_at == run.scheduled_at
@@ -78,7 +92,7 @@ def test_a_fire_planned_ahead_waits_in_its_child_and_starts_there_at_its_time(sc
     assert scheduler.starter.free_slots == 1, "it holds its slot"
 
     # The loop does nothing at the fire's time: the child starts the run by itself.
-    time.sleep(max(0.0, (run.scheduled_at - timezone.now()).total_seconds()) + 0.3)
+    sleep_past(run.scheduled_at, 0.3)
     (outcome,) = scheduler.pool.wait(5)
     assert outcome.status == "succeeded"
     monotonic, wall = (float(x) for x in outcome.result.split())
@@ -92,13 +106,13 @@ def test_a_fire_planned_ahead_waits_in_its_child_and_starts_there_at_its_time(sc
 
 
 def test_a_run_started_late_by_its_child_is_recorded_as_it_started(scheduler, make_job):
-    job = fire_in(make_job, 0.3)
+    job = fire_in(make_job, 0.8)
     plan(scheduler)
     (run,) = runs_of(job)
     (child,) = [c for c in scheduler.pool._children if c.flight is not None]
     os.kill(child.process.pid, signal.SIGSTOP)  # held up past the fire's time
     try:
-        time.sleep(max(0.0, (run.scheduled_at - timezone.now()).total_seconds()) + 0.5)
+        sleep_past(run.scheduled_at, 0.5)
     finally:
         os.kill(child.process.pid, signal.SIGCONT)
     finish(scheduler)
@@ -125,30 +139,37 @@ def test_a_run_of_the_job_that_starts_first_takes_the_fire_back(scheduler, make_
 
     # At its time the fire meets the live run and goes back to planning, as
     # any held fire does (tests/test_plan_ahead.py).
-    time.sleep(max(0.0, (fire.scheduled_at - timezone.now()).total_seconds()) + 0.05)
+    sleep_past(fire.scheduled_at, 0.05)
     assert scheduler.hand_off_held() is True
     assert not Run.objects.filter(pk=fire.pk).exists()
     job.refresh_from_db()
     assert job.next_fire_at == fire.scheduled_at
     assert set(scheduler.pool.flights) == {manual.pk}
-    scheduler.pool.wait(0.2)
+    assert free_again(scheduler, 1) == []
     assert scheduler.pool.free_slots == 1, "the fire's child said it let the run go and is free again"
 
 
 def test_the_pool_and_the_child_race_for_the_token_and_one_decides(scheduler, make_job):
-    early, late = fire_in(make_job, 0.8), fire_in(make_job, 0.2)
+    early = fire_in(make_job, 0.8)
+    late = fire_in(make_job, 0.2, handler="demo.sleep")
+    Job.objects.filter(pk=late.pk).update(properties={"seconds": "1"})
     plan(scheduler)
     (early_run,), (late_run,) = runs_of(early), runs_of(late)
     assert scheduler.pool.withdraw(early_run.pk) is True, "taken back before its time"
     assert early_run.pk not in scheduler.pool.flights
     assert scheduler.pool.free_slots == 0, "its child keeps its place until it lets the run go"
 
-    time.sleep(max(0.0, (late_run.scheduled_at - timezone.now()).total_seconds()) + 0.3)
+    (late_child,) = [c for c in scheduler.pool._children if c.flight is scheduler.pool.flights[late_run.pk]]
+    until = time.monotonic() + 10
+    while late_child.token.value != 0 and time.monotonic() < until:
+        time.sleep(0.01)  # the late run's child takes its token at its time
     assert scheduler.pool.withdraw(late_run.pk) is False, "its child took the token first: it runs"
-    time.sleep(max(0.0, (early_run.scheduled_at - timezone.now()).total_seconds()) + 0.3)
-    outcomes = scheduler.pool.wait(1)
+    assert late_run.pk in scheduler.pool.flights
+
+    outcomes = free_again(scheduler, 2)
     assert [o.run_id for o in outcomes] == [late_run.pk], "the run taken back never ran"
-    assert scheduler.pool.free_slots == 2
+    assert outcomes[0].status == "succeeded"
+    assert scheduler.pool.free_slots == 2, "the early run's child let it go at its time"
 
 
 def test_shutdown_hands_fires_waiting_in_children_back_to_the_queue(scheduler, make_job):

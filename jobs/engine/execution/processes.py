@@ -20,7 +20,8 @@ planned ahead): its child waits for the time and starts it then, so fires
 due one by one cost the loop no wake-up each either. Until its time it
 may be taken back (`withdraw`): the pool and the child each try to take
 the run's token, a shared integer under its lock, and the one that takes
-it first decides whether the run starts. No thread per child, so a run costs the loop no thread hand-over and no wait for the GIL (see
+it first decides whether the run starts. No thread per child, so a run
+costs the loop no thread hand-over and no wait for the GIL (see
 docs/benchmarks.md, "The executors").
 
 Why not concurrent.futures.ProcessPoolExecutor: it cannot kill the process
