@@ -231,8 +231,9 @@ def test_steps_run_back_to_back_count_the_threads_cpu_once(db):
     steps = {name: value(metrics, "cronboard_scheduler_step_cpu_seconds_total", step=name) for name in "abc"}
     assert steps["a"] >= 0.03 and steps["c"] >= 0.06
     assert sum(steps.values()) <= spent
+    # Its three timings are there; how long each took is the machine's (a
+    # step that did nothing may still be preempted), so no bucket is asserted.
     assert value(metrics, "cronboard_scheduler_step_duration_seconds_count", step="b") == 3
-    assert value(metrics, "cronboard_scheduler_step_duration_seconds_bucket", step="b", le="0.0005") == 3
 
 
 def test_step_cpu_is_counted_only_when_asked_for(db, monkeypatch):
