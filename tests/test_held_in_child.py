@@ -205,3 +205,16 @@ def test_a_child_rebuilds_the_job_and_run_as_the_database_reads_them(scheduler, 
             assert (value, type(value)) == (expected, type(expected)), field.name
     assert rebuilt["run"].job is rebuilt["job"]
     assert job.pk == rebuilt["job"].pk
+
+
+def test_the_starter_forgets_a_fire_handed_over_once_its_outcome_is_written(scheduler, make_job):
+    """A node whose every run is a fire planned ahead starts nothing else:
+    what the starter keeps of the fires it handed over still ends with them."""
+    job = fire_in(make_job, 0.3, cron_expression="0 0 0 1 1 *", schedule_type="cron")
+    plan(scheduler)
+    (run,) = runs_of(job)
+    assert list(scheduler.starter.ahead) == [run.pk]
+    finish(scheduler)
+    assert Run.objects.get(pk=run.pk).status == "succeeded"
+    plan(scheduler)  # nothing is due: a pass hands nothing over
+    assert scheduler.starter.ahead == {}

@@ -134,6 +134,7 @@ class Starter:
         if not self.pool.ahead:
             self._hold_here(held)
             return Recorded()
+        self._forget_gone_ahead()
         live = self._live_jobs()
         self._hold_here([one for one in held if one.run.job_id in live])
         ahead = [one for one in held if one.run.job_id not in live]
@@ -152,16 +153,20 @@ class Starter:
             f.job_id for f in self.pool.flights.values() if getattr(f.ctx.run, "backfill_id", None) is None
         }
 
+    def _forget_gone_ahead(self) -> None:
+        """Forget the runs handed over ahead that left the pool: their outcome
+        is written, or they were given up on (once a pass, from `hold`)."""
+        self.ahead = {pk: one for pk, one in self.ahead.items() if pk in self.pool.flights}
+
     def _take_back_fires_of(self, run: Run) -> None:
         """`run` starts: a fire of its job the pool holds until its time and
         has not started is taken back and held here, where its time decides
         it (`start_held`: it goes back to planning while this run executes)."""
         if run.job_id is None or getattr(run, "backfill_id", None) is not None:
             return
+        self._forget_gone_ahead()
         for pk, one in list(self.ahead.items()):
-            if pk not in self.pool.flights:
-                del self.ahead[pk]  # its outcome is written, or it was given up on
-            elif one.run.job_id == run.job_id and pk != run.pk:
+            if one.run.job_id == run.job_id and pk != run.pk:
                 del self.ahead[pk]
                 if self.pool.withdraw(pk):
                     self._hold_here([one])
