@@ -42,12 +42,17 @@ class Pending:
         (`Outcome.ended_monotonic`); and, for a run the pool held until its
         time, when it started (`Outcome.started_monotonic`)."""
         monotonic = time.monotonic()
+
+        def on_clock(reading: float) -> datetime:  # a time.monotonic() reading, as `now` is
+            return now - timedelta(seconds=max(0.0, monotonic - reading))
+
         for outcome in outcomes:
             if outcome.ended_at is None:
-                ended = monotonic if outcome.ended_monotonic is None else outcome.ended_monotonic
-                outcome.ended_at = now - timedelta(seconds=max(0.0, monotonic - ended))
+                outcome.ended_at = on_clock(
+                    monotonic if outcome.ended_monotonic is None else outcome.ended_monotonic
+                )
             if outcome.started_at is None and outcome.started_monotonic is not None:
-                outcome.started_at = now - timedelta(seconds=max(0.0, monotonic - outcome.started_monotonic))
+                outcome.started_at = on_clock(outcome.started_monotonic)
         self.outcomes.extend(outcomes)
 
     @property

@@ -86,7 +86,7 @@ def _stored_attnames(model: type[Model]) -> tuple | None:
     them is set through a descriptor whose setter does more than store it."""
     attnames = tuple(field.attname for field in model._meta.concrete_fields)
     for attname in attnames:
-        descriptor = model.__dict__.get(attname) or getattr(model, attname, None)
+        descriptor = getattr(model, attname, None)
         if not isinstance(descriptor, DeferredAttribute):
             return None
         if getattr(type(descriptor), "__set__", None) not in _PLAIN_SETTERS:
